@@ -1,0 +1,13 @@
+"""The `zeus-kfp` command line. Each module registers its commands on the shared app;
+heavy imports (kfp, torch) happen inside the commands so `--help` stays fast.
+
+This is the top layer (with notebooks/): it may import pipelines/, which imports kfp;
+nothing else under zeus/ does.
+"""
+
+from zeus.cli import simulate_cmd  # noqa: F401  (registers commands)
+from zeus.cli.app import app
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,279 @@
+"""The job model: what a recurring training job is, what one trial produced, and what it cost.
+
+Everything above this module (policies, store, simulator, pipeline) speaks in these types,
+so they are validated once, here, where they enter: a bad field raises `JobSpecError`
+naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import MISSING, asdict, dataclass, fields, replace
+from enum import StrEnum
+from typing import Any
+
+# A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
+JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
+
+
+class JobSpecError(ValueError):
+    """A job setting is out of range. Carries the field so callers (CLI, pipeline) can point at it."""
+
+    def __init__(self, field_name: str, value: Any, allowed: str) -> None:
+        self.field = field_name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"invalid {field_name}={value!r}: allowed {allowed}")
+
+
+class TrialStatus(StrEnum):
+    """How a trial ended. DISPATCHED is a trial the bandit handed out that has no result yet."""
+
+    DISPATCHED = "dispatched"
+    REACHED = "reached"  # reached the target metric
+    NOT_REACHED = "not_reached"  # ran max_epochs without reaching it
+    COST_EXCEEDED = "cost_exceeded"  # stopped early: its cost would pass beta x the best recurrence
+    OOM = "oom"  # out of memory at this batch size: every larger size will be too
+    FAILED = "failed"  # the script failed for its own reasons; says nothing about the batch size
+
+    @property
+    def finished(self) -> bool:
+        return self is not TrialStatus.DISPATCHED
+
+
+def zeus_cost(energy_j: float, time_s: float, *, eta: float, max_power_w: float, num_gpus: int) -> float:
+    """Zeus's cost (NSDI'23, eq. 2): a weighted sum of energy and time, time priced at full power.
+
+    eta = 1 counts energy only; eta = 0 counts time only (in joules the GPUs could have drawn).
+    """
+    return eta * energy_j + (1.0 - eta) * max_power_w * num_gpus * time_s
+
+
+def _require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise JobSpecError(field_name, value, allowed)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A recurring training job and the knobs of its energy optimization.
+
+    The spec is stored with the job on its first recurrence; later recurrences must present
+    the same spec (see `diff`), because the bandit's history is only comparable under it.
+    """
+
+    job_id: str
+    batch_sizes: tuple[int, ...]
+    default_batch_size: int
+    target_metric: float
+    max_epochs: int
+    higher_is_better: bool = True
+    metric_name: str = "accuracy"
+    eta_knob: float = 0.5
+    beta_knob: float | None = 2.0
+    max_attempts: int = 5
+    num_pruning_rounds: int = 2
+    window_size: int = 0
+    seed: int = 0
+    num_gpus: int = 1
+    max_power_w: float = 300.0
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.job_id, str) and bool(JOB_ID_PATTERN.match(self.job_id)),
+            "job_id",
+            self.job_id,
+            JOB_ID_ALLOWED,
+        )
+        sizes = self.batch_sizes
+        _require(
+            isinstance(sizes, (list, tuple)) and len(sizes) > 0 and all(_is_int(b) and b > 0 for b in sizes),
+            "batch_sizes",
+            sizes,
+            "a non-empty list of positive integers",
+        )
+        _require(len(set(sizes)) == len(sizes), "batch_sizes", sizes, "distinct values (no duplicates)")
+        object.__setattr__(self, "batch_sizes", tuple(sorted(sizes)))
+        _require(
+            _is_int(self.default_batch_size) and self.default_batch_size in self.batch_sizes,
+            "default_batch_size",
+            self.default_batch_size,
+            f"one of batch_sizes {list(self.batch_sizes)}",
+        )
+        _require(
+            _is_number(self.target_metric) and math.isfinite(self.target_metric),
+            "target_metric",
+            self.target_metric,
+            "a finite number",
+        )
+        _require(isinstance(self.higher_is_better, bool), "higher_is_better", self.higher_is_better, "true or false")
+        _require(
+            isinstance(self.metric_name, str) and re.fullmatch(r"[\w-]{1,64}", self.metric_name or "") is not None,
+            "metric_name",
+            self.metric_name,
+            "1-64 letters, digits, '_' or '-'",
+        )
+        for name in ("max_epochs", "max_attempts", "num_gpus"):
+            value = getattr(self, name)
+            _require(_is_int(value) and value > 0, name, value, "a positive integer")
+        for name in ("num_pruning_rounds", "window_size"):
+            value = getattr(self, name)
+            _require(_is_int(value) and value >= 0, name, value, "an integer >= 0 (window_size 0 = all history)")
+        _require(_is_int(self.seed), "seed", self.seed, "an integer")
+        _require(
+            _is_number(self.eta_knob) and 0.0 <= self.eta_knob <= 1.0,
+            "eta_knob",
+            self.eta_knob,
+            "a number in [0, 1]",
+        )
+        _require(
+            self.beta_knob is None
+            or (_is_number(self.beta_knob) and math.isfinite(self.beta_knob) and self.beta_knob > 1.0),
+            "beta_knob",
+            self.beta_knob,
+            "a number > 1, or null to disable early stopping",
+        )
+        _require(
+            _is_number(self.max_power_w) and math.isfinite(self.max_power_w) and self.max_power_w > 0,
+            "max_power_w",
+            self.max_power_w,
+            "a positive number of watts (the GPU's maximum power limit)",
+        )
+        object.__setattr__(self, "target_metric", float(self.target_metric))
+        object.__setattr__(self, "eta_knob", float(self.eta_knob))
+        object.__setattr__(self, "max_power_w", float(self.max_power_w))
+        if self.beta_knob is not None:
+            object.__setattr__(self, "beta_knob", float(self.beta_knob))
+
+    def cost(self, energy_j: float, time_s: float) -> float:
+        """This job's cost of spending `energy_j` over `time_s`."""
+        return zeus_cost(energy_j, time_s, eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
+
+    def reached(self, metric: float) -> bool:
+        """Whether `metric` meets the target, in the job's direction."""
+        return metric >= self.target_metric if self.higher_is_better else metric <= self.target_metric
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["batch_sizes"] = list(self.batch_sizes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+        """Build from a dict (JSON, a stored row); unknown keys are an error, not silently dropped."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise JobSpecError(unknown[0], data[unknown[0]], f"one of the JobSpec fields {sorted(known)}")
+        values = dict(data)
+        if isinstance(values.get("batch_sizes"), list):
+            values["batch_sizes"] = tuple(values["batch_sizes"])
+        required = [f.name for f in fields(cls) if f.default is MISSING]
+        absent = [name for name in required if name not in values]
+        if absent:
+            raise JobSpecError(absent[0], None, "a value (required field)")
+        return cls(**values)
+
+    def diff(self, other: JobSpec) -> dict[str, tuple[Any, Any]]:
+        """Fields whose values differ, as {field: (self's, other's)}: what a changed spec changed."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        return {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+
+    def with_changes(self, **changes: Any) -> JobSpec:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """What one trial produced. `cost` is computed from energy and time by the job's cost function."""
+
+    batch_size: int
+    status: TrialStatus
+    time_s: float
+    energy_j: float
+    num_epochs: int
+    cost: float
+    power_limit_w: float | None = None
+    metric: float | None = None
+    simulated: bool = False
+    reason: str = ""
+
+    @classmethod
+    def build(
+        cls,
+        spec: JobSpec,
+        *,
+        batch_size: int,
+        status: TrialStatus | str,
+        time_s: float,
+        energy_j: float,
+        num_epochs: int,
+        power_limit_w: float | None = None,
+        metric: float | None = None,
+        simulated: bool = False,
+        reason: str = "",
+    ) -> TrialResult:
+        status = TrialStatus(status)
+        _require(status.finished, "status", status.value, "a finished status (not 'dispatched')")
+        _require(_is_number(time_s) and time_s >= 0, "time_s", time_s, "a number >= 0")
+        _require(_is_number(energy_j) and energy_j >= 0, "energy_j", energy_j, "a number >= 0")
+        _require(_is_int(num_epochs) and num_epochs >= 0, "num_epochs", num_epochs, "an integer >= 0")
+        return cls(
+            batch_size=batch_size,
+            status=status,
+            time_s=float(time_s),
+            energy_j=float(energy_j),
+            num_epochs=num_epochs,
+            cost=spec.cost(energy_j, time_s),
+            power_limit_w=power_limit_w,
+            metric=metric,
+            simulated=simulated,
+            reason=reason,
+        )
+
+    @property
+    def reached(self) -> bool:
+        return self.status is TrialStatus.REACHED
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["reached"] = self.reached
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        values["status"] = TrialStatus(values["status"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as the policies see it: an entry of the job's history, finished or only dispatched.
+
+    `recurrence` orders recurrences; `trial` orders trials within the job. `cost` is None while
+    the trial is only dispatched.
+    """
+
+    recurrence: int
+    trial: int
+    batch_size: int
+    status: TrialStatus
+    cost: float | None = None
+    time_s: float | None = None
+    energy_j: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status.finished
