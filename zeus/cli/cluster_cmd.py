@@ -1,0 +1,1 @@
+"""`zeus-kfp upload|submit|schedule`: the compiled pipeline on a Kubeflow cluster through kfp.Client."""

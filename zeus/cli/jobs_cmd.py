@@ -1,0 +1,1 @@
+"""`zeus-kfp jobs` and `zeus-kfp show`: what the store holds, for people."""

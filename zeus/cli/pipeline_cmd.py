@@ -1,0 +1,1 @@
+"""`zeus-kfp run` and `zeus-kfp compile`: the pipeline locally through kfp.local, and its YAML."""
