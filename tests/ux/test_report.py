@@ -1,0 +1,124 @@
+"""zeus.report on frames shaped like the store's, with numbers worked out by hand."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+from PIL import Image
+
+from ux.frames import SPEC, bandit_frame, profiles_frame, trial_row, trials_frame
+from zeus.report import default_config_cost, markdown_report, per_recurrence, recurrence_metrics, write_plots
+from zeus.report.frames import select_recurrence
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# cost = 0.5 * E + 0.5 * 300 W * t: r1 25000; r2 7000 + 15000; r3 13750 (the dispatched trial has no cost).
+# Baseline: trial 1 (bs 128, 200 W) scaled by its profile's cost rate at 300 W over 200 W:
+# (0.5*280+150)/100 / ((0.5*195+150)/90) = 2.9 / 2.75.
+BASELINE = 25000.0 * 2.9 / 2.75
+
+
+def test_per_recurrence_sums_every_finished_trial_of_a_recurrence() -> None:
+    rec = per_recurrence(trials_frame())
+    assert rec["recurrence"].tolist() == [1, 2, 3]
+    assert rec["cost"].tolist() == pytest.approx([25000.0, 22000.0, 13750.0])
+    assert rec["energy_j"].tolist() == pytest.approx([20000.0, 17000.0, 11000.0])
+    assert rec["trials"].tolist() == [1, 2, 1]
+    assert rec["batch_sizes"].tolist() == ["128", "64 -> 256", "256"]
+    assert rec["reached"].tolist() == [True, True, True]
+
+
+def test_default_config_cost_scales_the_default_batch_size_to_max_power() -> None:
+    baseline = default_config_cost(trials_frame(), profiles_frame(), SPEC)
+    assert baseline.cost == pytest.approx(BASELINE)
+    assert "scaled to the max power limit" in baseline.how
+    # Without a profile the trial's own cost is the estimate, and the report says so.
+    unscaled = default_config_cost(trials_frame(), profiles_frame().iloc[0:0], SPEC)
+    assert unscaled.cost == pytest.approx(25000.0)
+    assert "at their power limit" in unscaled.how
+
+
+def test_no_baseline_without_a_reached_trial_at_the_default_batch_size() -> None:
+    trials = pd.DataFrame([trial_row(1, 1, 1, 128, "not_reached", energy_j=1.0, time_s=1.0)])
+    baseline = default_config_cost(trials, profiles_frame(), SPEC)
+    assert baseline.cost is None
+    assert "default batch size 128" in baseline.how
+
+
+def test_recurrence_metrics_are_that_recurrences_totals_and_saving() -> None:
+    metrics = recurrence_metrics(trials_frame(), profiles_frame(), SPEC, 3)
+    assert metrics["cost"] == pytest.approx(13750.0)
+    assert metrics["energy_j"] == pytest.approx(11000.0)
+    assert metrics["time_s"] == pytest.approx(55.0)
+    assert metrics["reached"] == 1.0
+    assert metrics["saving"] == pytest.approx(1 - 13750.0 / BASELINE)
+
+
+def test_select_recurrence_names_the_known_ids_on_a_typo() -> None:
+    assert select_recurrence(trials_frame(), None)["recurrence"].unique().tolist() == [3]
+    assert select_recurrence(trials_frame(), "run-2")["trial"].tolist() == [2, 3]
+    with pytest.raises(ValueError, match=r"recurrence_id='run-9'.*run-1"):
+        select_recurrence(trials_frame(), "run-9")
+
+
+def _png_title(path) -> str:
+    with Image.open(path) as img:
+        return img.info.get("Title", "")
+
+
+def test_write_plots_writes_four_real_pngs_marked_simulated(tmp_path) -> None:
+    paths = write_plots(trials_frame(), profiles_frame(), bandit_frame(), SPEC, tmp_path / "plots")
+    assert [p.name for p in paths] == [
+        "cost_per_recurrence.png",
+        "batch_size_per_trial.png",
+        "posterior.png",
+        "power_profile.png",
+    ]
+    for path in paths:
+        assert path.read_bytes()[:8] == PNG_MAGIC
+        pixels = imread(path)
+        assert pixels.shape[0] >= 300 and pixels.shape[1] >= 600
+        # Real content: many distinct colours, not a blank canvas.
+        assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 50
+        assert _png_title(path).startswith("mnist-nightly") and _png_title(path).endswith("(simulated GPU)")
+
+
+def test_measured_data_is_not_labelled_simulated(tmp_path) -> None:
+    paths = write_plots(trials_frame(False), profiles_frame(False), bandit_frame(), SPEC, tmp_path)
+    assert len(paths) == 4
+    assert not any("simulated" in _png_title(p) for p in paths)
+    md = markdown_report(trials_frame(False), profiles_frame(False), bandit_frame(), SPEC, paths)
+    assert "imulated" not in md
+
+
+def test_write_plots_leaves_out_figures_without_data(tmp_path) -> None:
+    empty = trials_frame().iloc[0:0]
+    paths = write_plots(empty, profiles_frame().iloc[0:0], bandit_frame().iloc[0:0], SPEC, tmp_path)
+    assert paths == []
+    md = markdown_report(empty, profiles_frame().iloc[0:0], bandit_frame().iloc[0:0], SPEC, paths)
+    assert "No finished trial yet." in md
+    assert md.count("_no data for this figure yet_") == 4
+
+
+def test_markdown_embeds_the_pngs_and_reports_the_saving(tmp_path) -> None:
+    trials, profiles, state = trials_frame(), profiles_frame(), bandit_frame()
+    paths = write_plots(trials, profiles, state, SPEC, tmp_path)
+    md = markdown_report(trials, profiles, state, SPEC, paths)
+    assert md.startswith("# zeus-kfp: job `mnist-nightly`")
+    assert "**Simulated GPU.**" in md
+    assert "## Recurrence 3 (`run-3`)" in md
+    assert f"saved {1 - 13750.0 / BASELINE:.1%}" in md
+    embedded = re.findall(r"!\[([^\]]+)\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", md)
+    assert [alt for alt, _ in embedded] == ["cost per recurrence", "batch size per trial", "posterior", "power profile"]
+    for (_, data), path in zip(embedded, paths, strict=True):
+        assert base64.b64decode(data) == path.read_bytes()
+    # The trials table of recurrence 3 lists its finished trial, not the dispatched one.
+    table = md.split("### Trials of this recurrence")[1].split("###")[0]
+    assert "| 3 | 1 | 256 |" in table and "dispatched" not in table
+    # An earlier recurrence can be the subject.
+    md2 = markdown_report(trials, profiles, state, SPEC, paths, recurrence=2)
+    assert "## Recurrence 2 (`run-2`)" in md2 and "64 -> 256" in md2

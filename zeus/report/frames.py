@@ -1,0 +1,139 @@
+"""Numbers behind the report: pure functions of the store's frames, so plots, Markdown and
+metrics agree, and tests can check them on frames they build by hand.
+
+Column names are the store's (see zeus.store): trials have recurrence, recurrence_id, trial,
+attempt, batch_size, power_limit_w, status, finished, cost, energy_j, time_s, simulated, ...;
+profiles have batch_size, phase, power_limit_w, average_power_w, throughput, simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from zeus.job import JobSpec, TrialStatus
+
+RECURRENCE_COLUMNS = ["recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost"]
+
+
+def finished_trials(trials: pd.DataFrame) -> pd.DataFrame:
+    """Trials that have a result. A dispatched-only trial (running, or lost) has no cost yet."""
+    if trials.empty:
+        return trials
+    if "finished" in trials.columns:
+        mask = trials["finished"].fillna(False).astype(bool)
+    else:
+        mask = trials["status"] != TrialStatus.DISPATCHED.value
+    return trials[mask]
+
+
+def is_simulated(*frames: pd.DataFrame) -> bool:
+    """Whether any row came from a simulated GPU: then every figure says so."""
+    return any("simulated" in f.columns and bool(f["simulated"].fillna(False).astype(bool).any()) for f in frames)
+
+
+def per_recurrence(trials: pd.DataFrame) -> pd.DataFrame:
+    """One row per recurrence: what all its finished trials spent together.
+
+    A recurrence's cost is the sum over its trials, failed attempts included: exploring a
+    batch size that misses the target is part of what the recurrence cost (Zeus, NSDI'23).
+    """
+    done = finished_trials(trials)
+    if done.empty:
+        return pd.DataFrame(columns=RECURRENCE_COLUMNS)
+    done = done.sort_values(["recurrence", "trial"]).copy()
+    if "recurrence_id" not in done:
+        done["recurrence_id"] = done["recurrence"].astype(str)
+    done["reached"] = done["status"] == TrialStatus.REACHED.value
+    grouped = done.groupby("recurrence", sort=True)
+    out = pd.DataFrame(
+        {
+            "recurrence_id": grouped["recurrence_id"].last(),
+            "trials": grouped["trial"].size(),
+            "reached": grouped["reached"].any(),
+            "batch_sizes": grouped["batch_size"].agg(lambda s: " -> ".join(str(int(b)) for b in s)),
+            "energy_j": grouped["energy_j"].sum(),
+            "time_s": grouped["time_s"].sum(),
+            "cost": grouped["cost"].sum(),
+        }
+    ).reset_index()
+    return out[RECURRENCE_COLUMNS]
+
+
+def cost_rate(spec: JobSpec, average_power_w: float, throughput: float) -> float:
+    """The JIT profiler's objective: cost per unit of work at one power limit (Zeus, NSDI'23)."""
+    if throughput <= 0:
+        return float("inf")
+    return (spec.eta_knob * average_power_w + (1.0 - spec.eta_knob) * spec.max_power_w) / throughput
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The default configuration's estimated cost of one recurrence, and how it was estimated."""
+
+    cost: float | None
+    how: str
+
+
+def default_config_cost(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> Baseline:
+    """Estimate what one recurrence costs at the default configuration: `default_batch_size` at
+    the GPU's maximum power limit, with no bandit and no power tuning (the baseline Zeus reports).
+
+    Choice: the median cost of the job's trials that *reached* the target at the default batch
+    size (the store's own measurements; the median resists one slow node). Those trials ran at
+    the power limit the JIT profiler chose, which is cheaper than max power, so each is scaled
+    by the ratio of cost rates (max limit over chosen limit) from that batch size's training
+    profile when the profile covers both limits. Without a reached trial at the default batch
+    size there is no baseline (None), and the report says so instead of guessing.
+    """
+    done = finished_trials(trials)
+    if done.empty:
+        return Baseline(None, "no finished trial yet")
+    at_default = done[(done["batch_size"] == spec.default_batch_size) & (done["status"] == TrialStatus.REACHED.value)]
+    if at_default.empty:
+        return Baseline(None, f"no trial at the default batch size {spec.default_batch_size} has reached the target")
+    scaled, adjusted = [], 0
+    for _, row in at_default.iterrows():
+        factor = _max_power_factor(row, profiles, spec)
+        adjusted += factor is not None
+        scaled.append(float(row["cost"]) * (factor or 1.0))
+    cost = float(pd.Series(scaled).median())
+    how = f"median of {len(scaled)} reached trial(s) at batch size {spec.default_batch_size}" + (
+        f", {adjusted} scaled to the max power limit by the power profile" if adjusted else ", at their power limit"
+    )
+    return Baseline(cost, how)
+
+
+def _max_power_factor(row: pd.Series, profiles: pd.DataFrame, spec: JobSpec) -> float | None:
+    """Cost rate at the max power limit over the rate at the trial's limit, from its train profile."""
+    if profiles.empty or pd.isna(row.get("power_limit_w")):
+        return None
+    prof = profiles[(profiles["batch_size"] == row["batch_size"]) & (profiles["phase"] == "train")]
+    if "trial" in prof.columns and (prof["trial"] == row["trial"]).any():
+        prof = prof[prof["trial"] == row["trial"]]
+    at_max = prof[prof["power_limit_w"] == prof["power_limit_w"].max()] if not prof.empty else prof
+    at_chosen = prof[prof["power_limit_w"] == row["power_limit_w"]]
+    if at_max.empty or at_chosen.empty:
+        return None
+    rate_max = cost_rate(spec, float(at_max["average_power_w"].mean()), float(at_max["throughput"].mean()))
+    rate_chosen = cost_rate(spec, float(at_chosen["average_power_w"].mean()), float(at_chosen["throughput"].mean()))
+    if not (0 < rate_chosen < float("inf")) or rate_max == float("inf"):
+        return None
+    return rate_max / rate_chosen
+
+
+def select_recurrence(trials: pd.DataFrame, recurrence_id: str | None) -> pd.DataFrame:
+    """Trials of one recurrence: the one with that `recurrence_id`, or the latest when None.
+
+    An unknown id raises ValueError listing the ids the store has, so a typo is obvious.
+    """
+    if trials.empty:
+        raise ValueError("the job has no trials yet, so there is no recurrence to report")
+    if recurrence_id is None:
+        return trials[trials["recurrence"] == trials["recurrence"].max()]
+    chosen = trials[trials["recurrence_id"].astype(str) == str(recurrence_id)]
+    if chosen.empty:
+        known = sorted(trials["recurrence_id"].astype(str).unique())
+        raise ValueError(f"invalid recurrence_id={recurrence_id!r}: allowed one of {known}")
+    return chosen

@@ -1,0 +1,101 @@
+"""The report as one self-contained Markdown document for the KFP UI.
+
+KFP shows a Markdown artifact as-is and serves no side files with it, so the figures are
+embedded as base64 `data:image/png` URIs: one artifact, nothing to resolve.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pandas as pd
+
+from zeus.job import JobSpec
+from zeus.report.frames import default_config_cost, finished_trials, is_simulated, per_recurrence
+from zeus.report.plots import PLOT_NAMES
+
+SIMULATED_NOTE = (
+    "> **Simulated GPU.** These figures come from a simulated GPU (no NVML device was available); "
+    "they show how the optimizer behaves, not measured energy."
+)
+TRIAL_COLUMNS = ["recurrence", "attempt", "batch_size", "power_limit_w", "status", "num_epochs", "time_s", "energy_j"]
+
+
+def _cell(value: object) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(frame: pd.DataFrame, columns: list[str]) -> str:
+    """A GitHub-flavoured Markdown table of `columns` (those present) of `frame`."""
+    cols = [c for c in columns if c in frame.columns]
+    if frame.empty or not cols:
+        return "_none_"
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame[cols].itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def image_data_uri(path: Path) -> str:
+    """A PNG as a `data:` URI, so the Markdown carries its own figures."""
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def markdown_report(
+    trials: pd.DataFrame,
+    profiles: pd.DataFrame,
+    bandit_state: pd.DataFrame,
+    spec: JobSpec,
+    plots: list[Path],
+    recurrence: int | None = None,
+) -> str:
+    """Markdown for people: the recurrence's trials, cost against the default configuration,
+    the bandit's state and the figures (`plots`, from `write_plots`) embedded inline.
+
+    `trials` is the job's whole history; `recurrence` picks the one the report is about
+    (default: the latest).
+    """
+    simulated = is_simulated(trials, profiles, bandit_state)
+    rec = per_recurrence(trials)
+    parts = [f"# zeus-kfp: job `{spec.job_id}`"]
+    if simulated:
+        parts.append(SIMULATED_NOTE)
+    if rec.empty:
+        parts.append("No finished trial yet.")
+    else:
+        current = rec.iloc[-1] if recurrence is None else rec[rec["recurrence"] == recurrence].iloc[0]
+        baseline = default_config_cost(trials, profiles, spec)
+        parts.append(f"## Recurrence {int(current['recurrence'])} (`{current['recurrence_id']}`)")
+        verdict = "reached the target" if current["reached"] else "did NOT reach the target"
+        parts.append(
+            f"Batch sizes tried: {current['batch_sizes']}; {verdict}. "
+            f"Energy {current['energy_j']:,.0f} J, time {current['time_s']:,.1f} s, cost {current['cost']:,.1f}."
+        )
+        if baseline.cost is None:
+            parts.append(f"Default configuration cost: unknown ({baseline.how}).")
+        else:
+            saving = 1.0 - current["cost"] / baseline.cost
+            parts.append(
+                f"Default configuration (batch size {spec.default_batch_size}, max power) would cost about "
+                f"{baseline.cost:,.1f} ({baseline.how}): this recurrence saved {saving:.1%}."
+            )
+        done = finished_trials(trials)
+        parts.append("### Trials of this recurrence")
+        parts.append(markdown_table(done[done["recurrence"] == current["recurrence"]], [*TRIAL_COLUMNS, "cost"]))
+        parts.append("### All recurrences")
+        parts.append(markdown_table(rec, list(rec.columns)))
+    parts.append("### Bandit state")
+    state_cols = ["batch_size", "stage", "num_observations", "posterior_mean", "posterior_precision", "pruned"]
+    parts.append(markdown_table(bandit_state, state_cols))
+    by_name = {Path(p).stem: Path(p) for p in plots}
+    for name in PLOT_NAMES:
+        title = name.replace("_", " ")
+        if name in by_name:
+            parts.append(f"### {title.capitalize()}\n\n![{title}]({image_data_uri(by_name[name])})")
+        else:
+            parts.append(f"### {title.capitalize()}\n\n_no data for this figure yet_")
+    return "\n\n".join(parts) + "\n"

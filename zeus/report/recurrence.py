@@ -1,0 +1,68 @@
+"""One recurrence's report straight from the store: what the pipeline's report step and
+`zeus-kfp run` call at the end of a recurrence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from zeus.job import JobSpec
+from zeus.report.frames import default_config_cost, per_recurrence, select_recurrence
+from zeus.report.markdown import markdown_report
+from zeus.report.plots import write_plots
+
+
+@dataclass(frozen=True)
+class RecurrenceReport:
+    """Markdown (figures embedded), the PNG paths, and the recurrence's numbers for KFP Metrics.
+
+    metrics: energy_j, time_s, cost, trials and reached (1.0/0.0) of the recurrence; plus
+    default_cost and saving (fraction of the default configuration's cost saved) once the
+    store can estimate the default configuration's cost.
+    """
+
+    markdown: str
+    plots: list[Path]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def recurrence_report(store_uri: str | None, job_id: str, recurrence_id: str | None, out_dir: Path) -> RecurrenceReport:
+    """Read the job from the store at `store_uri`, plot its history into `out_dir` and report on
+    the recurrence `recurrence_id` (None: the latest one that has trials)."""
+    from zeus.store import open_store  # the store pulls in pyarrow/minio; keep `import zeus.report` light
+
+    store = open_store(store_uri)
+    spec = store.get_job(job_id)
+    trials = store.trials(job_id)
+    profiles = store.profiles(job_id)
+    state = store.bandit_state(job_id)
+    chosen = select_recurrence(trials, recurrence_id)
+    number = int(chosen["recurrence"].iloc[0])
+    plots = write_plots(trials, profiles, state, spec, Path(out_dir))
+    markdown = markdown_report(trials, profiles, state, spec, plots, recurrence=number)
+    return RecurrenceReport(markdown=markdown, plots=plots, metrics=recurrence_metrics(trials, profiles, spec, number))
+
+
+def recurrence_metrics(
+    trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec, recurrence: int
+) -> dict[str, float]:
+    """The numbers KFP shows as the run's Metrics; empty when the recurrence has no finished trial."""
+    rec = per_recurrence(trials)
+    row = rec[rec["recurrence"] == recurrence]
+    if row.empty:
+        return {}
+    row = row.iloc[0]
+    metrics = {
+        "energy_j": float(row["energy_j"]),
+        "time_s": float(row["time_s"]),
+        "cost": float(row["cost"]),
+        "trials": float(row["trials"]),
+        "reached": 1.0 if row["reached"] else 0.0,
+    }
+    baseline = default_config_cost(trials, profiles, spec)
+    if baseline.cost:
+        metrics["default_cost"] = baseline.cost
+        metrics["saving"] = 1.0 - metrics["cost"] / baseline.cost
+    return metrics
