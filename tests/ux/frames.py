@@ -107,7 +107,7 @@ def bandit_frame() -> pd.DataFrame:
             "batch_size": [32, 64, 128, 256],
             "stage": ["exploration", "pruned", "exploitation", "exploitation"],
             "num_observations": [0, 1, 1, 2],
-            "posterior_mean": [None, None, -25000.0, -20000.0],
+            "posterior_mean": [None, None, 25000.0, 20000.0],
             "posterior_precision": [None, None, 1e-6, 4e-6],
             "pruned": [False, True, False, False],
             "lowest_cost": [25000.0] * 4,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from zeus.job import JobSpec, TrialStatus
 from zeus.report.frames import cost_rate, default_config_cost, finished_trials, is_simulated, per_recurrence
@@ -72,6 +73,7 @@ def plot_batch_size_per_trial(trials: pd.DataFrame, spec: JobSpec, path: Path) -
     ax.axhline(spec.default_batch_size, color="gray", linestyle=":", label="default batch size")
     ax.set_yscale("log", base=2)
     ax.set_yticks(list(spec.batch_sizes), [str(b) for b in spec.batch_sizes])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial (in order, across recurrences)")
     ax.set_ylabel("batch size")
     title = _title(f"{spec.job_id}: batch size chosen per trial", is_simulated(trials))
@@ -83,9 +85,9 @@ def plot_batch_size_per_trial(trials: pd.DataFrame, spec: JobSpec, path: Path) -
 def plot_posterior(bandit_state: pd.DataFrame, spec: JobSpec, path: Path, simulated: bool) -> Path | None:
     """Posterior of each batch size's cost: mean with +-1 standard deviation (1/sqrt(precision)).
 
-    The bandit's reward is -cost (Zeus, NSDI'23), so the snapshot's posterior_mean is negated to
-    read as an expected cost (lower is better). Pruned arms are grey; arms without a posterior
-    (too few observations) are listed on the axis but not drawn.
+    The policies report posterior_mean as a cost (the negated reward of Zeus's bandit), which is
+    what people read: lower is better. Pruned arms are grey; arms without a posterior (no
+    observations yet) are listed on the axis but not drawn.
     """
     if bandit_state.empty:
         return None
@@ -97,16 +99,20 @@ def plot_posterior(bandit_state: pd.DataFrame, spec: JobSpec, path: Path, simula
         mean, precision = arm.get("posterior_mean"), arm.get("posterior_precision")
         if mean is None or pd.isna(mean):
             continue
-        std = 1.0 / math.sqrt(precision) if precision is not None and not pd.isna(precision) and precision > 0 else 0.0
+        std = 1.0 / math.sqrt(precision) if _positive(precision) else 0.0
         color = "tab:gray" if bool(arm.get("pruned", False)) else "tab:blue"
-        ax.errorbar(i, -float(mean), yerr=std, fmt="o", color=color, capsize=4)
-        ax.annotate(f"n={int(arm['num_observations'])}", (i, -float(mean)), textcoords="offset points", xytext=(6, 4))
+        ax.errorbar(i, float(mean), yerr=std, fmt="o", color=color, capsize=4)
+        ax.annotate(f"n={int(arm['num_observations'])}", (i, float(mean)), textcoords="offset points", xytext=(6, 4))
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel("batch size (grey: pruned)")
     ax.set_ylabel("expected cost (posterior mean +- 1 sd)")
     title = _title(f"{spec.job_id}: bandit posterior per batch size", simulated)
     ax.set_title(title)
     return _save(fig, path, title)
+
+
+def _positive(value: object) -> bool:
+    return value is not None and not pd.isna(value) and float(value) > 0
 
 
 def plot_power_profile(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec, path: Path) -> Path | None:
