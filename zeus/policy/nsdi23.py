@@ -1,0 +1,80 @@
+"""`zeus-nsdi23`: Zeus's published batch-size policy, kept as the baseline the default must beat.
+
+Faithful to ml-energy/zeus `PruningGTSBatchSizeOptimizer` (zeus/_legacy/policy/optimizer.py):
+`num_pruning_rounds` rounds of pruning exploration from the default batch size, then Gaussian
+Thompson sampling over the survivors, where each arm's rewards are every observation of that
+size (windowed to the last `window_size`), including the not-reached ones from exploration.
+Zeus keeps that as mutable optimizer state; here it is rebuilt from the history on every call.
+
+Concurrency (Zeus's `concurrency=True` and its Alibaba-trace simulation): while an exploration
+trial is in flight, another recurrence gets the cheapest converged size so far (or the default),
+never a second copy of the exploration slot; its result joins the arm's rewards but does not
+advance the walk unless it is the size the walk waits for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from zeus.job import JobSpec, TrialRecord
+from zeus.policy.base import ArmState, Decision
+from zeus.policy.gts import Posterior, posterior, thompson_pick
+from zeus.policy.history import HistoryView, decision_rng, read_history
+from zeus.policy.pruning import PruningState, feasible_default, replay_pruning
+
+
+class ZeusNSDI23Policy:
+    """Pruning exploration, then Gaussian Thompson sampling (Zeus, NSDI'23)."""
+
+    name = "zeus-nsdi23"
+
+    def _pruning(self, spec: JobSpec, view: HistoryView) -> PruningState:
+        observations = ((o.batch_size, o.cost, o.reached) for o in view.observations)
+        start = feasible_default(view.feasible, spec.default_batch_size)
+        return replay_pruning(view.feasible, start, spec.num_pruning_rounds, observations)
+
+    def _posteriors(self, spec: JobSpec, view: HistoryView, arms: Sequence[int]) -> list[Posterior]:
+        return [posterior(-view.costs(b, spec.window_size)) for b in arms]
+
+    def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
+        view = read_history(spec, history)
+        threshold = view.threshold(spec)
+        state = self._pruning(spec, view)
+        if not state.done:
+            expected = state.expected
+            if view.in_flight(expected):
+                fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
+                return Decision(
+                    fallback,
+                    threshold,
+                    "exploration-concurrent",
+                    f"exploration of {expected} is in flight; running the cheapest converged size {fallback}",
+                )
+            return Decision(
+                expected, threshold, "exploration", f"pruning round {state.round + 1}: exploring batch size {expected}"
+            )
+        arms = list(state.survivors)
+        posts = self._posteriors(spec, view, arms)
+        rng = decision_rng(seed, view.num_records)
+        batch_size, why = thompson_pick(arms, posts, rng)
+        return Decision(batch_size, threshold, "exploitation", f"Thompson sampling over {arms}: {why}")
+
+    def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
+        view = read_history(spec, history)
+        state = self._pruning(spec, view)
+        stage = "exploitation" if state.done else "exploration"
+        out = []
+        for b in spec.batch_sizes:
+            post = posterior(-view.costs(b, spec.window_size))
+            observed = post.num_observations > 0
+            if b not in view.feasible:
+                arm_stage, pruned = "oom", True
+            else:
+                pruned = b not in state.survivors
+                arm_stage = "pruned" if pruned else stage
+            # posterior_mean is reported as a cost (the negated reward), which is what people read.
+            mean = -post.mean if observed else None
+            out.append(
+                ArmState(b, arm_stage, post.num_observations, mean, post.precision if observed else None, pruned)
+            )
+        return out
