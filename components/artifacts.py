@@ -1,0 +1,18 @@
+"""Typed artifacts for the pipeline's outputs.
+
+kfp 2.17 accepts only the `system.` and `google.` schema namespaces (a `zeus.PowerProfile`
+schema_title is refused at decoration time), so the power profile is a Dataset subclass: the
+KFP UI lists it as a dataset (it is a Parquet table), and code that reads the pipeline can still
+tell it apart by its metadata `kind`. The executor imports this class from here, so it lives in
+this package (installed in the component image), not in zeus/.
+"""
+
+from kfp import dsl
+
+from zeus.steps.trial import PROFILE_KIND  # noqa: F401  (the metadata kind train writes)
+
+
+class PowerProfile(dsl.Dataset):
+    """A trial's just-in-time power profile: Parquet with columns phase, power_limit_w,
+    average_power_w, throughput, simulated. metadata: kind, rows, simulated (True when no real
+    GPU was measured; such figures are simulated and labelled so)."""

@@ -1,0 +1,50 @@
+"""train: one trial of the user's training script at the bandit's batch size, with just-in-time
+power-limit profiling. Touches no store; its outputs feed the feedback step."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Metrics, Model, Output
+
+from components.artifacts import PowerProfile
+from components.image import ZEUS_KFP_IMAGE
+
+
+@dsl.component(base_image=ZEUS_KFP_IMAGE, install_kfp_package=False)
+def train(
+    spec_json: str,
+    batch_size: int,
+    cost_threshold: float,
+    command: list,
+    zeus_aware: bool,
+    metric_pattern: str,
+    data: Input[Dataset],
+    profile: Output[PowerProfile],
+    metrics: Output[Metrics],
+    model: Output[Model],
+) -> NamedTuple(
+    "TrainOutputs",
+    status=str,
+    reached=bool,
+    time_s=float,
+    energy_j=float,
+    cost=float,
+    epochs=int,
+    result_json=str,
+):
+    """A failing script does not fail the step: the trial comes back 'failed' with the script's error."""
+    from zeus.steps import train as run_train
+
+    out = run_train(
+        spec_json=spec_json,
+        batch_size=batch_size,
+        cost_threshold=cost_threshold,
+        command=command,
+        data_dir=data.path,
+        profile=profile,
+        metrics=metrics,
+        model=model,
+        zeus_aware=zeus_aware,
+        metric_pattern=metric_pattern,
+    )
+    return out.status, out.reached, out.time_s, out.energy_j, out.cost, out.epochs, out.result_json

@@ -1,0 +1,129 @@
+"""The compiled YAML: what a Kubeflow cluster will run. Checked on the parsed documents, not by grep."""
+
+import re
+
+import pytest
+import yaml
+from kfp import components
+
+from pipelines.compile import compile_pipeline
+from zeus.job import JobSpec
+
+SPEC = JobSpec(job_id="yaml-job", batch_sizes=(8, 16, 32), default_batch_size=16, target_metric=0.9, max_epochs=3)
+COMMAND = ["python", "/opt/train.py"]
+STORE_STEPS = ("preprocess", "bandit", "feedback", "report")
+
+
+def _compile(tmp_path, **kwargs):
+    path = compile_pipeline(tmp_path / "p.yaml", spec=SPEC, command=COMMAND, **kwargs)
+    docs = list(yaml.safe_load_all(path.read_text()))
+    pipeline_spec = docs[0]
+    platform = docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"] if len(docs) > 1 else {}
+    return path, pipeline_spec, platform
+
+
+def _executors(spec, component):
+    """Executor labels of one component: exec-train, exec-train-2, ..."""
+    pattern = re.compile(rf"^exec-{component}(-\d+)?$")
+    return sorted(k for k in spec["deploymentSpec"]["executors"] if pattern.match(k))
+
+
+def _all_tasks(spec):
+    """(task name, task) across the root DAG and every sub-DAG (attempts, conditions)."""
+    dags = [spec["root"]["dag"]] + [c["dag"] for c in spec["components"].values() if "dag" in c]
+    return [(name, task) for dag in dags for name, task in dag["tasks"].items()]
+
+
+def test_attempts_unrolled_with_if_else_and_oneof(tmp_path):
+    path, spec, _ = _compile(tmp_path, attempts=4, minio_secret="zeus-minio")
+    for component in ("bandit", "train", "feedback"):
+        assert len(_executors(spec, component)) == 4, component
+    assert len(_executors(spec, "preprocess")) == 1
+    assert len(_executors(spec, "report")) == 1
+    conditions = [t["triggerPolicy"]["condition"] for _, t in _all_tasks(spec) if "triggerPolicy" in t]
+    # attempts 2..4: one "not reached" If and one Else each
+    assert sum(c.startswith("!(") for c in conditions) == 3
+    assert sum(c.endswith("== false") for c in conditions) == 3
+    joins = [name for name, c in spec["components"].items() if name.startswith("comp-condition-branches")]
+    assert len(joins) == 3, "each guarded attempt's If/Else must be joined with dsl.OneOf"
+    assert all("outputs" in spec["components"][name]["dag"] for name in joins)
+    # the attempt budget is part of the job's spec
+    inputs = spec["root"]["inputDefinitions"]["parameters"]
+    assert "max_attempts" not in inputs
+    assert inputs["job_id"]["defaultValue"] == "yaml-job"
+    assert inputs["batch_sizes"]["defaultValue"] == [8, 16, 32]
+    loaded = components.load_component_from_file(str(path))
+    assert loaded.name == "zeus-recurrence"
+    assert {"job_id", "store_uri", "policy", "train_command", "recurrence_id"} <= set(loaded.component_spec.inputs)
+
+
+def test_caching_off_on_every_step_but_the_pass_through(tmp_path):
+    _, spec, _ = _compile(tmp_path, attempts=3)
+    checked = 0
+    for name, task in _all_tasks(spec):
+        if "componentRef" not in task or not task["componentRef"]["name"].startswith("comp-"):
+            continue
+        component = task["componentRef"]["name"]
+        if any(component.startswith(f"comp-{step}") for step in (*STORE_STEPS, "train")):
+            assert task.get("cachingOptions", {}).get("enableCache") is not True, name
+            checked += 1
+    assert checked == 1 + 3 * 3 + 1  # preprocess, 3 x (bandit, train, feedback), report
+
+
+def test_store_steps_retry_and_train_does_not(tmp_path):
+    _, spec, _ = _compile(tmp_path, attempts=2)
+    for name, task in _all_tasks(spec):
+        component = task.get("componentRef", {}).get("name", "")
+        if any(component.startswith(f"comp-{step}") for step in STORE_STEPS):
+            assert task["retryPolicy"]["maxRetryCount"] == 3, name
+        if component.startswith("comp-train"):
+            assert "retryPolicy" not in task, name
+
+
+@pytest.mark.parametrize("gpus", [0, 2])
+def test_gpu_request_on_train_only(tmp_path, gpus):
+    _, spec, _ = _compile(tmp_path, attempts=2, gpus=gpus)
+    for label, executor in spec["deploymentSpec"]["executors"].items():
+        accelerator = executor["container"].get("resources", {}).get("accelerator")
+        if label.startswith("exec-train") and gpus:
+            assert accelerator["resourceType"] == "nvidia.com/gpu"
+            assert accelerator["resourceCount"] == str(gpus)
+        else:
+            assert accelerator is None, label
+
+
+def test_credentials_come_from_the_secret_and_never_appear(tmp_path, monkeypatch):
+    access, secret = "AKIAZEUSNEVERINYAML", "s3cr3t-never-in-yaml"
+    monkeypatch.setenv("ZEUS_S3_ACCESS_KEY", access)
+    monkeypatch.setenv("ZEUS_S3_SECRET_KEY", secret)
+    path, spec, platform = _compile(tmp_path, attempts=2, minio_secret="zeus-minio", s3_endpoint="minio.kf:9000")
+    text = path.read_text()
+    assert access not in text and secret not in text
+    store_execs = [e for step in STORE_STEPS for e in _executors(spec, step)]
+    assert len(store_execs) == 1 + 2 + 2 + 1
+    for label in store_execs:
+        (binding,) = platform[label]["secretAsEnv"]
+        assert binding["secretName"] == "zeus-minio"
+        assert {k["envVar"] for k in binding["keyToEnv"]} == {"ZEUS_S3_ACCESS_KEY", "ZEUS_S3_SECRET_KEY"}
+        env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
+        assert env == {"ZEUS_S3_ENDPOINT": "minio.kf:9000", "ZEUS_S3_SECURE": "false"}
+    for label in _executors(spec, "train"):
+        assert "secretAsEnv" not in platform.get(label, {}), "train needs no store credentials"
+        assert platform[label]["fieldPathAsEnv"] == [{"fieldPath": "status.hostIP", "name": "ZEUSD_HOST"}]
+
+
+def test_without_a_secret_no_platform_credentials(tmp_path):
+    _, _, platform = _compile(tmp_path, attempts=2, zeusd=False)
+    assert not any("secretAsEnv" in e or "fieldPathAsEnv" in e for e in platform.values())
+
+
+def test_image_override_reaches_every_executor(tmp_path):
+    _, spec, _ = _compile(tmp_path, attempts=2, image="registry.example/zeus-kfp:test")
+    images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
+    assert images == {"registry.example/zeus-kfp:test"}
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [({"attempts": 0}, "attempts"), ({"gpus": -1}, "gpus")])
+def test_bad_compile_options_name_the_field(tmp_path, kwargs, field):
+    with pytest.raises(ValueError, match=rf"invalid {field}="):
+        _compile(tmp_path, **kwargs)

@@ -1,0 +1,39 @@
+"""What each pipeline step does, as plain functions: the KFP components (components/) are
+a few lines that call one of these, so the logic is testable without kfp and never imports it.
+"""
+
+from zeus.steps.params import (
+    BETA_DISABLED,
+    NO_THRESHOLD,
+    decision_seed,
+    spec_from_params,
+    spec_to_params,
+    threshold_from_param,
+    threshold_to_param,
+)
+from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, prepare_step, run_preprocess
+from zeus.steps.report import report_step
+from zeus.steps.trial import PROFILE_KIND, Choice, TrainOutputs, choose, feedback, train
+
+__all__ = [
+    "BETA_DISABLED",
+    "NO_THRESHOLD",
+    "PASS_THROUGH_NOTE",
+    "PROFILE_KIND",
+    "Choice",
+    "Prepared",
+    "StepError",
+    "TrainOutputs",
+    "choose",
+    "decision_seed",
+    "feedback",
+    "prepare",
+    "prepare_step",
+    "report_step",
+    "run_preprocess",
+    "spec_from_params",
+    "spec_to_params",
+    "threshold_from_param",
+    "threshold_to_param",
+    "train",
+]

@@ -1,0 +1,128 @@
+"""The first step of a recurrence: register or check the job in the store, open the
+recurrence, and run the user's preprocessing once (not once per trial)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from zeus.job import JobSpec
+
+PASS_THROUGH_NOTE = "pass-through: no preprocessing configured; the training script reads its own data\n"
+
+
+class StepError(RuntimeError):
+    """A pipeline step cannot go on; the message says what to check."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    spec: JobSpec
+    recurrence_id: str
+    recurrence: int
+
+
+def prepare(
+    spec: JobSpec,
+    *,
+    store_uri: str,
+    recurrence_id: str,
+    data_dir: str | Path,
+    preprocess: str = "",
+    owner: str = "",
+) -> Prepared:
+    """Register the job (first recurrence) or check it (later ones), open the recurrence, preprocess."""
+    from zeus.store import open_store
+
+    if not recurrence_id:
+        raise StepError("recurrence_id is empty: pass the KFP run id (dsl.PIPELINE_JOB_ID_PLACEHOLDER) or a name")
+    store = open_store(store_uri or None)
+    spec = store.ensure_job(spec, owner=owner)  # creates the job, or refuses a changed spec naming the fields
+    number = store.begin_recurrence(spec.job_id, recurrence_id)
+    run_preprocess(preprocess, Path(data_dir))
+    return Prepared(spec=spec, recurrence_id=recurrence_id, recurrence=number)
+
+
+def run_preprocess(preprocess: str, out_dir: Path) -> None:
+    """Fill `out_dir` with the recurrence's data.
+
+    `preprocess` is one of: "" (pass-through: a note is written, the script reads its own data);
+    "package.module:function" or "path/to/file.py:function" (called with out_dir); or a shell-style
+    command in which "{output}" is replaced by out_dir.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    preprocess = preprocess.strip()
+    if not preprocess:
+        (out_dir / "README.txt").write_text(PASS_THROUGH_NOTE)
+        return
+    if _is_callable_ref(preprocess):
+        _load_callable(preprocess)(out_dir)
+        return
+    argv = [part.replace("{output}", str(out_dir)) for part in shlex.split(preprocess)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout)[-2000:]
+        raise StepError(f"preprocess command {argv!r} exited with {proc.returncode}: {tail}")
+
+
+def _is_callable_ref(text: str) -> bool:
+    if any(ch.isspace() for ch in text) or text.count(":") != 1:
+        return False
+    module, func = text.split(":")
+    return bool(module) and func.isidentifier()
+
+
+def _load_callable(ref: str):
+    module_ref, func_name = ref.split(":")
+    if module_ref.endswith(".py"):
+        path = Path(module_ref)
+        if not path.is_file():
+            raise StepError(f"preprocess file {str(path)!r} not found (from {ref!r}); give an absolute path")
+        spec = importlib.util.spec_from_file_location(f"zeus_preprocess_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_ref)
+        except ImportError as err:
+            raise StepError(f"cannot import preprocess module {module_ref!r} (from {ref!r}): {err}") from err
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise StepError(f"preprocess function {func_name!r} not found in {module_ref!r}")
+    return func
+
+
+def prepare_step(
+    params: dict,
+    *,
+    store_uri: str,
+    run_id: str,
+    recurrence_id: str,
+    data_dir: str,
+    preprocess: str,
+    owner: str,
+) -> tuple[str, str, int]:
+    """The preprocess component's body: pipeline parameters in, (spec_json, recurrence_id, recurrence) out.
+
+    `recurrence_id` overrides the KFP run id when given (local runs name their recurrences);
+    a bad field raises JobSpecError naming it, which fails the run before any trial starts.
+    """
+    from zeus.steps.params import spec_from_params
+
+    spec = spec_from_params(**params)
+    prepared = prepare(
+        spec,
+        store_uri=store_uri,
+        recurrence_id=recurrence_id or run_id,
+        data_dir=data_dir,
+        preprocess=preprocess,
+        owner=owner,
+    )
+    return json.dumps(prepared.spec.to_dict()), prepared.recurrence_id, prepared.recurrence

@@ -1,0 +1,28 @@
+"""The report step: the recurrence's Markdown (plots embedded) and its Metrics, from the store."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from zeus.steps.trial import MetricsSink
+
+
+def report_step(
+    *, store_uri: str, job_id: str, recurrence_id: str, reached: bool, markdown_path: str, metrics: MetricsSink
+) -> dict[str, float]:
+    """Write the report for `recurrence_id` to `markdown_path` and log its numbers to `metrics`.
+
+    `reached` is only logged: the figures come from the store, which holds every attempt.
+    """
+    from zeus.report import recurrence_report
+
+    with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
+        rep = recurrence_report(store_uri or None, job_id, recurrence_id, Path(plots_dir))
+    Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(markdown_path).write_text(rep.markdown)
+    values = dict(rep.metrics)
+    values.setdefault("reached", 1.0 if reached else 0.0)
+    for name, value in values.items():
+        metrics.log_metric(name, float(value))
+    return values
