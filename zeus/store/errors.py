@@ -1,0 +1,97 @@
+"""What can go wrong in the store, as types callers can catch and people can act on.
+
+Every message names the thing to check (a key, an endpoint and bucket, a field and its
+allowed values) and never a credential: these messages end up in KFP logs and CLI output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from zeus.job import JobSpecError
+
+
+class StoreError(Exception):
+    """Base class of every store failure."""
+
+
+class StoreInputError(JobSpecError):
+    """An identifier or argument the store was given is not allowed (a job id that would leave
+    its prefix, an unknown phase, a bad URI). A JobSpecError so CLI and steps report it alike."""
+
+    def __init__(self, field_name: str, value: Any, allowed: str) -> None:
+        super().__init__(field_name, value, allowed)
+
+
+class StoreUnavailableError(StoreError):
+    """The object store did not answer after bounded retries. Says where, never with what keys."""
+
+    def __init__(self, endpoint: str, bucket: str, attempts: int, cause: str) -> None:
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.attempts = attempts
+        super().__init__(
+            f"store unreachable: endpoint {endpoint!r}, bucket {bucket!r}, {attempts} attempts ({cause}). "
+            "Check ZEUS_S3_ENDPOINT, ZEUS_S3_SECURE, that the server is up and reachable from this pod, "
+            "and that the access key may use the bucket."
+        )
+
+
+class JobSpecMismatchError(ValueError):
+    """A recurrence presented a spec that differs from the one stored with the job.
+
+    The bandit's history is only comparable under one spec, so this is refused; the message
+    lists every changed field as stored -> given.
+    """
+
+    def __init__(self, job_id: str, changes: dict[str, tuple[Any, Any]]) -> None:
+        self.job_id = job_id
+        self.changes = changes
+        listed = "; ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in sorted(changes.items()))
+        super().__init__(
+            f"job {job_id!r} is stored with a different spec ({listed}). Use a new job_id for a changed job."
+        )
+
+
+class EventConflictError(ValueError):
+    """An event was written again with different content (a retried step that decided otherwise).
+
+    Nothing is overwritten: the stored event stays, and this names its key.
+    """
+
+    def __init__(self, key: str, detail: str) -> None:
+        self.key = key
+        super().__init__(f"conflicting write to {key}: {detail}; the stored event is kept")
+
+
+class UnknownTrialError(LookupError):
+    """A trial or recurrence was referenced before it was recorded (finish before dispatch)."""
+
+
+class UnknownJobError(LookupError):
+    """No job with this id is stored."""
+
+
+class CorruptObjectError(StoreError):
+    """A stored object is not Parquet, has the wrong schema, or a newer schema version."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(f"bad object {key}: {reason}")
+
+
+class StoreWarning(UserWarning):
+    """A stored object was skipped on read (see `ObjectProblem`); the object itself is left in place."""
+
+
+@dataclass(frozen=True)
+class ObjectProblem:
+    """One object a read skipped, and why. Collected on `Store.problems` and emitted as a warning."""
+
+    key: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.reason}"

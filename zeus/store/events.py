@@ -1,0 +1,214 @@
+"""Writing trial events: dispatched, finished, profile and bandit-state, one object each.
+
+Every event's key is `{recurrence_id}.{attempt}.{digest}` where the digest is of the
+event's content (timestamps excluded). So a retried step that writes the same content hits
+the same key and is a no-op, while a step that writes *different* content for a trial that
+already has one is refused with the stored key named; nothing is overwritten. If two
+different writes race, both objects exist; readers keep one deterministically and report
+the other (see frames.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from zeus.job import TrialResult
+from zeus.policy.base import ArmState, Decision
+from zeus.store import keys, ledger
+from zeus.store.backend import Backend
+from zeus.store.catalog import now
+from zeus.store.errors import EventConflictError, StoreInputError, UnknownTrialError
+from zeus.store.schemas import SCHEMAS, decode, digest, encode
+
+PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
+PROFILE_PHASES = ("train", "eval")
+DECISION_FIELDS = ("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id")
+TIMESTAMPS = {"started_at", "ended_at", "written_at"}
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A dispatched trial as stored: its numbers and the decision it was dispatched with."""
+
+    key: str
+    recurrence: int
+    trial: int
+    decision: Decision
+    kfp_run_id: str
+
+
+def _rows_without_timestamps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in row.items() if k not in TIMESTAMPS} for row in rows]
+
+
+def _differences(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str:
+    old, new = _rows_without_timestamps(old), _rows_without_timestamps(new)
+    if len(old) != len(new):
+        return f"{len(old)} rows stored, {len(new)} given"
+    changed = sorted({k for a, b in zip(old, new, strict=True) for k in a if a.get(k) != b.get(k)})
+    first = next((a, b) for a, b in zip(old, new, strict=True) if any(a.get(k) != b.get(k) for k in changed))
+    return "; ".join(f"{k}: {first[0].get(k)!r} -> {first[1].get(k)!r}" for k in changed)
+
+
+def write_event(
+    backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int, rows: list[dict[str, Any]]
+) -> str:
+    """Write one event unless the same content is stored; refuse different content. Returns the key."""
+    content = _rows_without_timestamps(rows)
+    key = keys.event_key(job_id, stream, recurrence_id, attempt, digest({"rows": content}))
+    existing = backend.list(keys.event_prefix(job_id, stream, recurrence_id, attempt))
+    if key in existing:
+        return key
+    if existing:
+        stored = decode(existing[0], backend.get(existing[0]), stream).to_pylist()
+        raise EventConflictError(existing[0], _differences(stored, rows))
+    backend.put_new(key, encode(stream, rows))  # False: an identical retry got there first
+    return key
+
+
+def find_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int) -> Dispatch | None:
+    found = backend.list(keys.event_prefix(job_id, "dispatched", recurrence_id, attempt))
+    if not found:
+        return None
+    rows = []
+    for key in found:  # normally one; two only after a race of different decisions: lowest trial wins
+        rows += [(row, key) for row in decode(key, backend.get(key), "dispatched").to_pylist()]
+    row, key = min(rows, key=lambda pair: pair[0]["trial"])
+    decision = Decision(row["batch_size"], row["cost_threshold"], row["stage"], row["decision_reason"])
+    return Dispatch(key, row["recurrence"], row["trial"], decision, row["kfp_run_id"])
+
+
+def require_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int) -> Dispatch:
+    found = find_dispatch(backend, job_id, recurrence_id, attempt)
+    if found is None:
+        raise UnknownTrialError(
+            f"trial {recurrence_id!r} attempt {attempt} of job {job_id!r} was never dispatched: "
+            "call dispatch_trial first"
+        )
+    return found
+
+
+def _same_decision(a: Dispatch, decision: Decision, kfp_run_id: str) -> bool:
+    return a.decision == decision and a.kfp_run_id == kfp_run_id
+
+
+def dispatch(
+    backend: Backend, job_id: str, recurrence_id: str, attempt: int, decision: Decision, kfp_run_id: str
+) -> int:
+    if not isinstance(decision, Decision):
+        raise StoreInputError("decision", type(decision).__name__, "a zeus.policy.base.Decision")
+    existing = find_dispatch(backend, job_id, recurrence_id, attempt)
+    if existing is None:
+        recurrence = ledger.recurrence_number(backend, job_id, recurrence_id)
+        trial = ledger.claim_number(backend, job_id, "trial", {"recurrence_id": recurrence_id, "attempt": attempt})
+        row = {
+            "job_id": job_id,
+            "recurrence_id": recurrence_id,
+            "attempt": attempt,
+            "recurrence": recurrence,
+            "trial": trial,
+            "batch_size": decision.batch_size,
+            "cost_threshold": decision.cost_threshold,
+            "stage": decision.stage,
+            "decision_reason": decision.reason,
+            "kfp_run_id": kfp_run_id,
+            "started_at": now(),
+        }
+        content = {k: row[k] for k in DECISION_FIELDS}  # not the number: an identical racer shares the key
+        key = keys.event_key(job_id, "dispatched", recurrence_id, attempt, digest(content))
+        backend.put_new(key, encode("dispatched", [row]))
+        existing = find_dispatch(backend, job_id, recurrence_id, attempt)
+        assert existing is not None
+    if not _same_decision(existing, decision, kfp_run_id):
+        raise EventConflictError(
+            existing.key,
+            f"dispatched with {existing.decision} (kfp_run_id {existing.kfp_run_id!r}), "
+            f"now {decision} (kfp_run_id {kfp_run_id!r})",
+        )
+    return existing.trial
+
+
+def finish(backend: Backend, job_id: str, recurrence_id: str, attempt: int, result: TrialResult) -> None:
+    if not isinstance(result, TrialResult):
+        raise StoreInputError("result", type(result).__name__, "a zeus.job.TrialResult")
+    found = require_dispatch(backend, job_id, recurrence_id, attempt)
+    if result.batch_size != found.decision.batch_size:
+        raise StoreInputError(
+            "batch_size", result.batch_size, f"{found.decision.batch_size}, the batch size trial {found.trial} ran with"
+        )
+    row = {"job_id": job_id, "recurrence_id": recurrence_id, "attempt": attempt, **result.to_dict(), "ended_at": now()}
+    write_event(backend, job_id, "finished", recurrence_id, attempt, [row])
+
+
+def _check_profile(profile: pd.DataFrame) -> pd.DataFrame:
+    if not isinstance(profile, pd.DataFrame):
+        raise StoreInputError("profile", type(profile).__name__, f"a pandas DataFrame with columns {PROFILE_COLUMNS}")
+    missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]
+    if missing:
+        raise StoreInputError("profile", list(profile.columns), f"columns {list(PROFILE_COLUMNS)} (missing {missing})")
+    bad = sorted(set(profile["phase"].astype(str)) - set(PROFILE_PHASES))
+    if bad:
+        raise StoreInputError("phase", bad[0], f"one of {list(PROFILE_PHASES)}")
+    out = profile.loc[:, list(PROFILE_COLUMNS)].copy()
+    for column in ("power_limit_w", "average_power_w", "throughput"):
+        try:
+            out[column] = pd.to_numeric(out[column], errors="raise").astype(float)
+        except (ValueError, TypeError):
+            raise StoreInputError(column, profile[column].tolist()[:3], "numbers") from None
+    out["phase"] = out["phase"].astype(str)
+    out["simulated"] = out["simulated"].astype(bool)
+    return out
+
+
+def write_profile(backend: Backend, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame) -> None:
+    clean = _check_profile(profile)
+    found = require_dispatch(backend, job_id, recurrence_id, attempt)
+    base = {
+        "job_id": job_id,
+        "recurrence_id": recurrence_id,
+        "attempt": attempt,
+        "recurrence": found.recurrence,
+        "trial": found.trial,
+        "batch_size": found.decision.batch_size,
+    }
+    rows = [base | record for record in clean.to_dict("records")]
+    write_event(backend, job_id, "profiles", recurrence_id, attempt, rows)
+
+
+def write_bandit_state(
+    backend: Backend,
+    job_id: str,
+    recurrence_id: str,
+    attempt: int,
+    arms: list[ArmState],
+    lowest_cost: float | None,
+) -> None:
+    if not all(isinstance(arm, ArmState) for arm in arms):
+        raise StoreInputError("arms", [type(a).__name__ for a in arms][:3], "a list of zeus.policy.base.ArmState")
+    found = require_dispatch(backend, job_id, recurrence_id, attempt)
+    written_at = now()
+    rows = [
+        {
+            "job_id": job_id,
+            "recurrence_id": recurrence_id,
+            "attempt": attempt,
+            "recurrence": found.recurrence,
+            "trial": found.trial,
+            "written_at": written_at,
+            "batch_size": arm.batch_size,
+            "stage": arm.stage,
+            "num_observations": arm.num_observations,
+            "posterior_mean": arm.posterior_mean,
+            "posterior_precision": arm.posterior_precision,
+            "pruned": arm.pruned,
+            "lowest_cost": lowest_cost,
+        }
+        for arm in arms
+    ]
+    write_event(backend, job_id, "bandit", recurrence_id, attempt, rows)
+
+
+assert set(SCHEMAS["dispatched"].names) >= set(DECISION_FIELDS)

@@ -1,0 +1,127 @@
+"""The object-key layout, in one place. Every key the store reads or writes is built here.
+
+Keys are relative to the store's root (a directory or `s3://bucket/prefix`). Identifiers are
+validated before they become key segments, so no job or recurrence id can leave its prefix
+(no '/', no '..', no '.': '.' separates fields inside a file name).
+
+    catalog/specs/{job}.{sha}.parquet                   jobs table: the spec, owner, created_at
+    catalog/phases/{job}.{ns}.{phase}.{rand}.parquet    phase events (latest wins)
+    jobs/{job}/seq/{recurrence|trial}/{n}               number claims (create-only, exclusive)
+    jobs/{job}/recurrence-ids/{rid}/{n}                 recurrence id -> number (n in the name)
+    jobs/{job}/events/{stream}/{rid}.{attempt}.{sha}.parquet   one object per event
+    jobs/{job}/snapshots/{stream}/{generation}.parquet  compacted events (create-only, exclusive)
+"""
+
+from __future__ import annotations
+
+import re
+
+from zeus.job import JOB_ID_ALLOWED, JOB_ID_PATTERN
+from zeus.store.errors import StoreInputError
+
+RECURRENCE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+RECURRENCE_ID_ALLOWED = "1-128 letters, digits, '_' or '-', starting with a letter or digit (a KFP run id)"
+MAX_ATTEMPT = 9999
+STREAMS = ("dispatched", "finished", "profiles", "bandit")
+SEQ_WIDTH = 12
+
+
+def check_job_id(job_id: object) -> str:
+    if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id):
+        raise StoreInputError("job_id", job_id, JOB_ID_ALLOWED)
+    return job_id
+
+
+def check_recurrence_id(recurrence_id: object) -> str:
+    if not isinstance(recurrence_id, str) or not RECURRENCE_ID_PATTERN.match(recurrence_id):
+        raise StoreInputError("recurrence_id", recurrence_id, RECURRENCE_ID_ALLOWED)
+    return recurrence_id
+
+
+def check_attempt(attempt: object) -> int:
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= MAX_ATTEMPT:
+        raise StoreInputError("attempt", attempt, f"an integer from 1 to {MAX_ATTEMPT}")
+    return attempt
+
+
+def spec_prefix(job_id: str) -> str:
+    return f"catalog/specs/{check_job_id(job_id)}."
+
+
+SPECS_DIR = "catalog/specs/"
+PHASES_DIR = "catalog/phases/"
+
+
+def spec_key(job_id: str, digest: str) -> str:
+    return f"{spec_prefix(job_id)}{digest}.parquet"
+
+
+def phase_key(job_id: str, at_ns: int, phase: str, rand: str) -> str:
+    return f"{PHASES_DIR}{check_job_id(job_id)}.{at_ns:020d}.{phase}.{rand}.parquet"
+
+
+def parse_phase_key(key: str) -> tuple[str, int, str] | None:
+    """(job_id, at_ns, phase) from a phase key, or None for a foreign object."""
+    parts = key[len(PHASES_DIR) :].split(".")
+    if len(parts) != 5 or parts[-1] != "parquet" or not parts[1].isdigit():
+        return None
+    return parts[0], int(parts[1]), parts[2]
+
+
+def job_id_of_spec_key(key: str) -> str | None:
+    parts = key[len(SPECS_DIR) :].split(".")
+    return parts[0] if len(parts) == 3 and parts[-1] == "parquet" else None
+
+
+def seq_dir(job_id: str, kind: str) -> str:
+    return f"jobs/{check_job_id(job_id)}/seq/{kind}/"
+
+
+def seq_key(job_id: str, kind: str, number: int) -> str:
+    return f"{seq_dir(job_id, kind)}{number:0{SEQ_WIDTH}d}"
+
+
+def seq_number(key: str) -> int | None:
+    tail = key.rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def recurrence_index_prefix(job_id: str, recurrence_id: str) -> str:
+    return f"jobs/{check_job_id(job_id)}/recurrence-ids/{check_recurrence_id(recurrence_id)}/"
+
+
+def recurrence_index_key(job_id: str, recurrence_id: str, number: int) -> str:
+    return f"{recurrence_index_prefix(job_id, recurrence_id)}{number:0{SEQ_WIDTH}d}"
+
+
+def events_dir(job_id: str, stream: str) -> str:
+    assert stream in STREAMS, stream
+    return f"jobs/{check_job_id(job_id)}/events/{stream}/"
+
+
+def event_prefix(job_id: str, stream: str, recurrence_id: str, attempt: int) -> str:
+    """All events of one trial in one stream share this prefix; the content digest follows it."""
+    return f"{events_dir(job_id, stream)}{check_recurrence_id(recurrence_id)}.{check_attempt(attempt):04d}."
+
+
+def event_key(job_id: str, stream: str, recurrence_id: str, attempt: int, digest: str) -> str:
+    return f"{event_prefix(job_id, stream, recurrence_id, attempt)}{digest}.parquet"
+
+
+def snapshots_dir(job_id: str, stream: str) -> str:
+    assert stream in STREAMS, stream
+    return f"jobs/{check_job_id(job_id)}/snapshots/{stream}/"
+
+
+def snapshot_key(job_id: str, stream: str, generation: int) -> str:
+    return f"{snapshots_dir(job_id, stream)}{generation:0{SEQ_WIDTH}d}.parquet"
+
+
+def snapshot_generation(key: str) -> int | None:
+    tail = key.rsplit("/", 1)[-1]
+    stem = tail.removesuffix(".parquet")
+    return int(stem) if tail.endswith(".parquet") and stem.isdigit() else None
+
+
+def basename(key: str) -> str:
+    return key.rsplit("/", 1)[-1]

@@ -1,0 +1,81 @@
+"""Numbers: recurrence and trial numbers that stay unique and ordered under concurrency.
+
+A number is claimed by creating `seq/{kind}/{n}` exclusively (`put_new`): of two recurrences
+that start at the same moment, one gets n and the other, refused, moves on to n+1. Claims
+therefore follow the order in which they succeeded. A claim whose owner crashed before
+recording it leaves a gap; numbers are unique and ordered, not dense.
+
+Finding the next free number lists the claims. Compaction removes claims below the highest
+number its snapshot holds but never the highest claim, so a listing always finds the true
+maximum (or a conditional create refuses a taken number).
+
+On a server that ignores If-None-Match two claimers could both "get" n: the trials stay
+distinct (their event keys are unique per recurrence id and attempt) and readers order
+equal numbers by (recurrence_id, attempt), so nothing is lost, only a number shared.
+"""
+
+from __future__ import annotations
+
+import json
+
+from zeus.store import keys
+from zeus.store.backend import Backend
+from zeus.store.errors import StoreError, UnknownTrialError
+
+MAX_CLAIM_TRIES = 10_000
+RELIST_EVERY = 8
+
+
+def _max_claimed(backend: Backend, job_id: str, kind: str) -> int:
+    numbers = [keys.seq_number(k) for k in backend.list(keys.seq_dir(job_id, kind))]
+    return max((n for n in numbers if n is not None), default=0)
+
+
+def claim_number(backend: Backend, job_id: str, kind: str, owner: dict[str, object]) -> int:
+    """The next free number of this kind for the job, claimed for `owner` (kept in the claim for people)."""
+    payload = json.dumps(owner, sort_keys=True).encode()
+    number = _max_claimed(backend, job_id, kind) + 1
+    for tries in range(1, MAX_CLAIM_TRIES + 1):
+        if backend.put_new(keys.seq_key(job_id, kind, number), payload):
+            return number
+        number += 1
+        if tries % RELIST_EVERY == 0:  # many racers: jump to the current top instead of probing one by one
+            number = max(number, _max_claimed(backend, job_id, kind) + 1)
+    raise StoreError(f"could not claim a {kind} number for job {job_id!r} in {backend.location}")
+
+
+def release_claims_below(backend: Backend, job_id: str, kind: str, number: int) -> int:
+    """Remove claims below `number` (a number held by a snapshot); the highest claim always stays."""
+    doomed = [
+        k for k in backend.list(keys.seq_dir(job_id, kind)) if (n := keys.seq_number(k)) is not None and n < number
+    ]
+    backend.delete(doomed)
+    return len(doomed)
+
+
+def find_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int | None:
+    numbers = [keys.seq_number(k) for k in backend.list(keys.recurrence_index_prefix(job_id, recurrence_id))]
+    found = [n for n in numbers if n is not None]
+    # Two simultaneous begins of the same id both record a number; the smaller one is the answer everywhere.
+    return min(found) if found else None
+
+
+def begin_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int:
+    """The recurrence's number, claimed on first call; later calls (retried steps) return the same."""
+    existing = find_recurrence(backend, job_id, recurrence_id)
+    if existing is not None:
+        return existing
+    number = claim_number(backend, job_id, "recurrence", {"recurrence_id": recurrence_id})
+    backend.put_new(keys.recurrence_index_key(job_id, recurrence_id, number), b"")
+    settled = find_recurrence(backend, job_id, recurrence_id)
+    assert settled is not None  # we just wrote one
+    return settled
+
+
+def recurrence_number(backend: Backend, job_id: str, recurrence_id: str) -> int:
+    number = find_recurrence(backend, job_id, recurrence_id)
+    if number is None:
+        raise UnknownTrialError(
+            f"recurrence {recurrence_id!r} of job {job_id!r} was never begun: call begin_recurrence first"
+        )
+    return number

@@ -1,0 +1,241 @@
+"""The MinIO / S3 backend, through the `minio` client.
+
+Settings come from environment variables, which a Kubernetes Secret fills
+(`kubernetes.use_secret_as_env`); they never travel as pipeline parameters and are never
+logged or put in messages.
+
+Conditional create: minio-py 7.2.20 has no public way to send `If-None-Match` (`put_object`
+turns extra headers into `X-Amz-Meta-*`, silently dropping the condition), so `put_new` uses
+the client's own signed request path (`Minio._put_object`, which sends headers verbatim and
+signs them). MinIO (since 2024) and AWS S3 refuse a second create with 412.
+
+On a server that ignores the header, a second `put_new` would overwrite. The store is built
+so that this cannot lose rows: event keys are unique per trial and content-derived, number
+claims that collide are settled by deterministic ordering on read, and compaction probes the
+server (`conditional_writes_honoured`) and deletes nothing where the condition is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import urllib3
+from minio import Minio
+from minio.deleteobjects import DeleteObject
+from minio.error import MinioException, S3Error, ServerError
+
+from zeus.store.backend import ObjectNotFound
+from zeus.store.errors import StoreInputError, StoreUnavailableError
+
+T = TypeVar("T")
+RETRYABLE_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "ConditionalRequestConflict"}
+
+
+def _flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise StoreInputError(name, raw, "true or false (1/0, yes/no, on/off)")
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where the bucket is and how to reach it. `secret_key` is kept out of repr on purpose."""
+
+    endpoint: str  # host:port
+    secure: bool
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    region: str = "us-east-1"
+    create_bucket: bool = True
+    max_attempts: int = 5
+    backoff_s: float = 0.25
+
+    @classmethod
+    def from_env(cls) -> S3Settings:
+        raw = os.environ.get("ZEUS_S3_ENDPOINT", "").strip()
+        if not raw:
+            raise StoreInputError(
+                "ZEUS_S3_ENDPOINT", raw, "host:port or http(s)://host:port of the MinIO/S3 server (env variable)"
+            )
+        secure = _flag("ZEUS_S3_SECURE", True)
+        for scheme, is_secure in (("https://", True), ("http://", False)):
+            if raw.startswith(scheme):
+                raw, secure = raw[len(scheme) :], is_secure
+        endpoint = raw.rstrip("/")
+        if not endpoint or "/" in endpoint:
+            raise StoreInputError("ZEUS_S3_ENDPOINT", endpoint, "host:port or http(s)://host:port, no path")
+        attempts = os.environ.get("ZEUS_S3_MAX_ATTEMPTS", "5")
+        if not attempts.isdigit() or int(attempts) < 1:
+            raise StoreInputError("ZEUS_S3_MAX_ATTEMPTS", attempts, "a positive integer")
+        return cls(
+            endpoint=endpoint,
+            secure=secure,
+            access_key=os.environ.get("ZEUS_S3_ACCESS_KEY") or os.environ.get("AWS_ACCESS_KEY_ID"),
+            secret_key=os.environ.get("ZEUS_S3_SECRET_KEY") or os.environ.get("AWS_SECRET_ACCESS_KEY"),
+            region=os.environ.get("ZEUS_S3_REGION") or "us-east-1",
+            create_bucket=_flag("ZEUS_S3_CREATE_BUCKET", True),
+            max_attempts=int(attempts),
+        )
+
+
+class S3Backend:
+    """Objects under `s3://bucket/prefix` on a MinIO or S3 server."""
+
+    def __init__(self, bucket: str, prefix: str, settings: S3Settings) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.settings = settings
+        self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        self.location = f"endpoint {settings.endpoint}, bucket {bucket}"
+        scheme = "https" if settings.secure else "http"
+        self.endpoint_url = f"{scheme}://{settings.endpoint}"
+        # Our own pool: no urllib3 retries (we retry with backoff and then name the endpoint),
+        # short connect timeout, enough connections for parallel gets.
+        http = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=5.0, read=60.0),
+            maxsize=16,
+            retries=urllib3.Retry(total=0, connect=0, read=0, redirect=0, status=0),
+        )
+        self.client = Minio(
+            settings.endpoint,
+            access_key=settings.access_key,
+            secret_key=settings.secret_key,
+            secure=settings.secure,
+            region=settings.region,
+            http_client=http,
+        )
+        self._ready = False
+        self._lock = threading.Lock()
+        self._honoured: bool | None = None
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _call(self, what: Callable[[], T]) -> T:
+        """Run one request with bounded exponential backoff on network errors and 5xx answers."""
+        last = ""
+        for attempt in range(1, self.settings.max_attempts + 1):
+            try:
+                return what()
+            except S3Error as exc:
+                if exc.code not in RETRYABLE_CODES and not (exc.response and exc.response.status >= 500):
+                    raise
+                last = f"S3 {exc.code}"
+            except ServerError as exc:
+                last = f"HTTP {exc.status_code}"
+            except (urllib3.exceptions.HTTPError, OSError, MinioException) as exc:
+                last = type(exc).__name__
+            if attempt < self.settings.max_attempts:
+                time.sleep(min(self.settings.backoff_s * 2 ** (attempt - 1), 5.0))
+        raise StoreUnavailableError(self.endpoint_url, self.bucket, self.settings.max_attempts, last)
+
+    def _ensure_bucket(self) -> None:
+        if self._ready:
+            return
+        with self._lock:
+            if self._ready:
+                return
+            if not self._call(lambda: self.client.bucket_exists(self.bucket)):
+                if not self.settings.create_bucket:
+                    raise StoreUnavailableError(
+                        self.endpoint_url, self.bucket, 1, "bucket does not exist and ZEUS_S3_CREATE_BUCKET is false"
+                    )
+                try:
+                    self._call(lambda: self.client.make_bucket(self.bucket, location=self.settings.region))
+                except S3Error as exc:
+                    if exc.code not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
+                        raise
+            self._ready = True
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    # -- Backend ------------------------------------------------------------------------------
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        self._ensure_bucket()
+        headers = {"If-None-Match": "*", "Content-Type": "application/octet-stream"}
+        try:
+            self._call(lambda: self.client._put_object(self.bucket, self._key(key), data, headers=headers))
+        except S3Error as exc:
+            if exc.code == "PreconditionFailed" or (exc.response is not None and exc.response.status == 412):
+                return False
+            raise
+        return True
+
+    def get(self, key: str) -> bytes:
+        self._ensure_bucket()
+
+        def fetch() -> bytes:
+            response = self.client.get_object(self.bucket, self._key(key))
+            try:
+                return response.read()
+            finally:
+                response.close()
+                response.release_conn()
+
+        try:
+            return self._call(fetch)
+        except S3Error as exc:
+            if exc.code == "NoSuchKey":
+                raise ObjectNotFound(key) from None
+            raise
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
+        def one(key: str) -> bytes | None:
+            try:
+                return self.get(key)
+            except ObjectNotFound:
+                return None
+
+        if len(keys) <= 1:
+            return {key: one(key) for key in keys}
+        with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
+            return dict(zip(keys, pool.map(one, keys), strict=True))
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+        self._ensure_bucket()
+        full = self._key(prefix)
+        after = self._key(start_after) if start_after else None
+
+        def listing() -> list[str]:
+            objects = self.client.list_objects(self.bucket, prefix=full, recursive=True, start_after=after)
+            return [obj.object_name[len(self.prefix) :] for obj in objects]
+
+        return sorted(self._call(listing))
+
+    def delete(self, keys: list[str]) -> None:
+        if not keys:
+            return
+        self._ensure_bucket()
+        for start in range(0, len(keys), 1000):
+            batch = [DeleteObject(self._key(k)) for k in keys[start : start + 1000]]
+
+            def remove(batch: list[DeleteObject] = batch) -> list[str]:
+                return [f"{err.name}: {err.code}" for err in self.client.remove_objects(self.bucket, batch)]
+
+            errors = self._call(remove)
+            if errors:
+                raise RuntimeError(f"could not delete {len(errors)} objects in {self.location}: {errors[:3]}")
+
+    def conditional_writes_honoured(self) -> bool:
+        """Probe once: create a scratch key twice; a server that honours If-None-Match refuses the second."""
+        if self._honoured is None:
+            probe = f"_probe/{uuid.uuid4().hex}"
+            first = self.put_new(probe, b"1")
+            second = self.put_new(probe, b"2")
+            self.delete([probe])
+            self._honoured = first and not second
+        return self._honoured

@@ -1,0 +1,206 @@
+"""The store's public face: `open_store(uri)` and the `Store` every step and the CLI use.
+
+A Store holds only a backend and the problems its last read found; all state is in the
+objects (DESIGN.md, "Stateless steps"), so any number of processes may open the same store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pandas as pd
+
+from zeus.job import JobSpec, TrialRecord, TrialResult
+from zeus.policy.base import ArmState, Decision
+from zeus.store import catalog, events, frames, keys, ledger
+from zeus.store.backend import Backend, LocalBackend
+from zeus.store.errors import ObjectProblem, StoreInputError, StoreWarning
+from zeus.store.s3 import S3Backend, S3Settings
+from zeus.store.streams import CompactResult, compact_stream, read_stream
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOCAL_STORE = "./.zeus-kfp/store"
+STORE_ENV = "ZEUS_KFP_STORE"
+STORE_FORMS = "a directory path, file:///absolute/path, or s3://bucket[/prefix] (S3 settings from ZEUS_S3_* env)"
+BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+class Store:
+    """Jobs, trials, profiles and bandit snapshots of zeus-kfp, in a directory or a bucket."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.uri = backend.uri
+        self.problems: list[ObjectProblem] = []  # objects the last read skipped, key + reason
+
+    def __repr__(self) -> str:
+        return f"Store({self.uri!r})"
+
+    def _report(self, problems: list[ObjectProblem]) -> None:
+        self.problems = problems
+        for problem in problems:
+            log.warning("store: skipped %s", problem)
+            warnings.warn(f"zeus-kfp store skipped {problem}", StoreWarning, stacklevel=3)
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def ensure_job(self, spec: JobSpec, owner: str = "") -> JobSpec:
+        """Store the spec on first use; afterwards the same spec must come back (JobSpecMismatchError)."""
+        problems: list[ObjectProblem] = []
+        try:
+            return catalog.ensure_job(self.backend, spec, owner, problems)
+        finally:
+            self._report(problems)
+
+    def get_job(self, job_id: str) -> JobSpec:
+        problems: list[ObjectProblem] = []
+        try:
+            return catalog.get_job(self.backend, job_id, problems)
+        finally:
+            self._report(problems)
+
+    def list_jobs(self, phase: str | None = None, owner: str | None = None) -> pd.DataFrame:
+        """Jobs with their phase and spec fields, filtered like GET /jobs?phase=completed."""
+        problems: list[ObjectProblem] = []
+        try:
+            return catalog.list_jobs(self.backend, phase, owner, problems)
+        finally:
+            self._report(problems)
+
+    def set_phase(self, job_id: str, phase: str) -> None:
+        """Record the job as "running" or "completed" (an event; the latest wins)."""
+        catalog.set_phase(self.backend, job_id, phase)
+
+    # -- recurrences and trials ---------------------------------------------------------------
+
+    def begin_recurrence(self, job_id: str, recurrence_id: str) -> int:
+        """The recurrence's number (1, 2, ...), unique and ordered; idempotent per recurrence_id."""
+        return ledger.begin_recurrence(self.backend, keys.check_job_id(job_id), keys.check_recurrence_id(recurrence_id))
+
+    def dispatch_trial(
+        self, job_id: str, recurrence_id: str, attempt: int, decision: Decision, kfp_run_id: str = ""
+    ) -> int:
+        """Record a dispatched trial; returns its job-wide trial number. Idempotent on
+        (recurrence_id, attempt); a different decision for a dispatched trial is an EventConflictError."""
+        self._check_trial(job_id, recurrence_id, attempt)
+        return events.dispatch(self.backend, job_id, recurrence_id, attempt, decision, kfp_run_id)
+
+    def get_dispatch(self, job_id: str, recurrence_id: str, attempt: int) -> tuple[int, Decision] | None:
+        """(trial number, decision) if this attempt was dispatched: a retried bandit step reuses it."""
+        self._check_trial(job_id, recurrence_id, attempt)
+        found = events.find_dispatch(self.backend, job_id, recurrence_id, attempt)
+        return None if found is None else (found.trial, found.decision)
+
+    def finish_trial(self, job_id: str, recurrence_id: str, attempt: int, result: TrialResult) -> None:
+        """Record a trial's result. The same result twice is a no-op; a different one is refused."""
+        self._check_trial(job_id, recurrence_id, attempt)
+        events.finish(self.backend, job_id, recurrence_id, attempt, result)
+
+    def write_profile(self, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame) -> None:
+        """Store a trial's power profile (phase, power_limit_w, average_power_w, throughput, simulated)."""
+        self._check_trial(job_id, recurrence_id, attempt)
+        events.write_profile(self.backend, job_id, recurrence_id, attempt, profile)
+
+    def write_bandit_state(
+        self, job_id: str, recurrence_id: str, attempt: int, arms: list[ArmState], lowest_cost: float | None
+    ) -> None:
+        """Store the policy's per-arm view after a feedback, for people and tools (never read back as truth)."""
+        self._check_trial(job_id, recurrence_id, attempt)
+        events.write_bandit_state(self.backend, job_id, recurrence_id, attempt, list(arms), lowest_cost)
+
+    @staticmethod
+    def _check_trial(job_id: str, recurrence_id: str, attempt: int) -> None:
+        keys.check_job_id(job_id)
+        keys.check_recurrence_id(recurrence_id)
+        keys.check_attempt(attempt)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def trials(self, job_id: str) -> pd.DataFrame:
+        """Every trial of the job, dispatched-but-unfinished ones included (status "dispatched")."""
+        keys.check_job_id(job_id)
+        problems: list[ObjectProblem] = []
+        try:
+            dispatched = read_stream(self.backend, job_id, "dispatched")
+            finished = read_stream(self.backend, job_id, "finished")
+            problems += dispatched.problems + finished.problems
+            return frames.trials_frame(dispatched, finished, problems)
+        finally:
+            self._report(problems)
+
+    def history(self, job_id: str) -> list[TrialRecord]:
+        """The job's trials as policies take them, in trial order."""
+        return frames.history_records(self.trials(job_id))
+
+    def profiles(self, job_id: str) -> pd.DataFrame:
+        keys.check_job_id(job_id)
+        problems: list[ObjectProblem] = []
+        try:
+            read = read_stream(self.backend, job_id, "profiles")
+            problems += read.problems
+            return frames.profiles_frame(read, problems)
+        finally:
+            self._report(problems)
+
+    def bandit_state(self, job_id: str, latest_only: bool = True) -> pd.DataFrame:
+        """The latest bandit snapshot (one row per arm); every snapshot with latest_only=False."""
+        keys.check_job_id(job_id)
+        read = read_stream(self.backend, job_id, "bandit")
+        self._report(read.problems)
+        return frames.bandit_frame(read, latest_only)
+
+    def compact(self, job_id: str) -> None:
+        """Merge the job's events into snapshots so reads stay fast. Safe while others append."""
+        results = self.compact_streams(job_id)
+        log.info("store: compacted %s: %s", job_id, results)
+
+    def compact_streams(self, job_id: str) -> list[CompactResult]:
+        """`compact`, returning what it did per stream (for the CLI and benchmarks)."""
+        keys.check_job_id(job_id)
+        results = [compact_stream(self.backend, job_id, stream) for stream in keys.STREAMS]
+        if self.backend.conditional_writes_honoured():
+            # Claims below the highest numbers a snapshot holds are no longer needed to find the top.
+            snapshot = read_stream(self.backend, job_id, "dispatched").table
+            if snapshot.num_rows:
+                for kind in ("trial", "recurrence"):
+                    top = snapshot.column(kind).to_numpy().max()
+                    ledger.release_claims_below(self.backend, job_id, kind, int(top))
+        return results
+
+
+def _local_path(uri: str) -> Path:
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise StoreInputError("store", uri, STORE_FORMS + "; file URIs name no host")
+        return Path(unquote(parsed.path))
+    return Path(uri).expanduser()
+
+
+def open_store(uri: str | None = None) -> Store:
+    """A Store for `uri`: a directory, file:///abs/path, or s3://bucket/prefix.
+
+    None means $ZEUS_KFP_STORE, else ./.zeus-kfp/store. `store.uri` is the resolved form
+    (absolute for a directory) to hand to pipeline steps.
+    """
+    if uri is None:
+        uri = os.environ.get(STORE_ENV) or DEFAULT_LOCAL_STORE
+    if not isinstance(uri, str) or not uri.strip():
+        raise StoreInputError("store", uri, STORE_FORMS)
+    uri = uri.strip()
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri[len("s3://") :].partition("/")
+        if not BUCKET_PATTERN.match(bucket):
+            raise StoreInputError("store", uri, STORE_FORMS + "; bucket names are 3-63 of a-z, 0-9, '.', '-'")
+        if any(part in {".", ".."} for part in prefix.split("/")):
+            raise StoreInputError("store", uri, STORE_FORMS + "; no '.' or '..' in the prefix")
+        return Store(S3Backend(bucket, prefix, S3Settings.from_env()))
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", uri) and not uri.startswith("file://"):
+        raise StoreInputError("store", uri, STORE_FORMS)
+    return Store(LocalBackend(_local_path(uri)))
