@@ -1,1 +1,171 @@
-"""`zeus-kfp upload|submit|schedule`: the compiled pipeline on a Kubeflow cluster through kfp.Client."""
+"""`zeus-kfp upload|submit|schedule`: the compiled pipeline on a Kubeflow cluster through kfp.Client.
+
+The commands are thin: options -> pipelines.client, which validates everything and talks to
+kfp.Client. Without --package they compile the project's pipeline into a temporary file with
+the compile options given (the same ones `zeus-kfp compile` takes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from zeus.cli.app import app
+from zeus.job import JobSpecError
+
+Host = Annotated[str | None, typer.Option("--host", help="KFP API URL (default: env KFP_HOST).")]
+Namespace = Annotated[str | None, typer.Option(help="Kubeflow namespace / profile (default: env KFP_NAMESPACE).")]
+TokenEnv = Annotated[
+    str, typer.Option(help="Name of the environment variable holding the bearer token (the value is never printed).")
+]
+Package = Annotated[
+    Path | None, typer.Option(help="A pipeline YAML from `zeus-kfp compile`; default: compile one now.")
+]
+Attempts = Annotated[int | None, typer.Option(help="Compile: guarded attempts per recurrence.")]
+Gpus = Annotated[int | None, typer.Option(help="Compile: GPUs for the train step (0 = CPU).")]
+MinioSecret = Annotated[str | None, typer.Option(help="Compile: Kubernetes Secret with the MinIO credentials.")]
+Image = Annotated[str | None, typer.Option(help="Compile: the component image.")]
+Params = Annotated[
+    list[str] | None, typer.Option("--param", help="Pipeline argument KEY=VALUE (repeatable), e.g. max_epochs=10.")
+]
+Experiment = Annotated[str, typer.Option(help="KFP experiment (created if missing).")]
+ServiceAccount = Annotated[str | None, typer.Option(help="Kubernetes service account for the run's pods.")]
+
+
+@contextlib.contextmanager
+def _cluster(
+    host: str | None,
+    namespace: str | None,
+    token_env: str,
+    package: Path | None,
+    compile_options: dict[str, Any],
+) -> Iterator[tuple[Any, Path, Any]]:
+    """Connect, get the package, and turn our input errors into a clean exit 2 naming the field."""
+    from pipelines import client as kfp_client
+
+    try:
+        conn = kfp_client.Connection.from_env(host, namespace, token_env)
+        with kfp_client.pipeline_package(package, **compile_options) as path:
+            yield kfp_client.connect(conn), path, conn
+    except (kfp_client.ClusterInputError, JobSpecError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _arguments(pairs: list[str] | None, path: Path) -> dict[str, Any]:
+    from pipelines.client import parse_arguments, pipeline_parameters
+
+    return parse_arguments(pairs or [], pipeline_parameters(path))
+
+
+@app.command()
+def upload(
+    host: Host = None,
+    name: Annotated[str, typer.Option(help="Pipeline name in the KFP UI.")] = "zeus-kfp",
+    description: Annotated[str, typer.Option(help="Pipeline description.")] = "Energy-optimal recurring training",
+    package: Package = None,
+    attempts: Attempts = None,
+    gpus: Gpus = None,
+    minio_secret: MinioSecret = None,
+    image: Image = None,
+    namespace: Namespace = None,
+    token_env: TokenEnv = "KFP_TOKEN",
+) -> None:
+    """Upload the pipeline to KFP (a new version if a pipeline with that name exists)."""
+    from pipelines.client import upload as do_upload
+
+    options = {"attempts": attempts, "gpus": gpus, "minio_secret": minio_secret, "image": image}
+    with _cluster(host, namespace, token_env, package, options) as (client, path, conn):
+        result = do_upload(client, path, name, description)
+    details = " ".join(f"{k}={v}" for k, v in result.items())
+    typer.echo(f"uploaded pipeline {name!r}: {details}")
+    typer.echo(f"{conn.host.rstrip('/')}/#/pipelines/details/{result['pipeline_id']}")
+
+
+@app.command()
+def submit(
+    host: Host = None,
+    experiment: Experiment = "zeus-kfp",
+    run_name: Annotated[str | None, typer.Option(help="Run name (default: KFP's).")] = None,
+    param: Params = None,
+    package: Package = None,
+    attempts: Attempts = None,
+    gpus: Gpus = None,
+    minio_secret: MinioSecret = None,
+    image: Image = None,
+    pipeline_root: Annotated[str | None, typer.Option(help="Where KFP keeps artifacts, e.g. s3://bucket/root.")] = None,
+    service_account: ServiceAccount = None,
+    namespace: Namespace = None,
+    token_env: TokenEnv = "KFP_TOKEN",
+) -> None:
+    """Start one recurrence of the job on the cluster now."""
+    from pipelines.client import submit as do_submit
+
+    options = {"attempts": attempts, "gpus": gpus, "minio_secret": minio_secret, "image": image}
+    with _cluster(host, namespace, token_env, package, options) as (client, path, conn):
+        run_id = do_submit(
+            client,
+            path,
+            _arguments(param, path),
+            experiment=experiment,
+            run_name=run_name,
+            namespace=conn.namespace,
+            pipeline_root=pipeline_root,
+            service_account=service_account,
+        )
+    typer.echo(f"submitted run {run_id} in experiment {experiment!r}")
+    typer.echo(f"{conn.host.rstrip('/')}/#/runs/details/{run_id}")
+
+
+@app.command()
+def schedule(
+    cron: Annotated[str, typer.Option(help="KFP cron, 6 fields with seconds first, e.g. '0 0 2 * * *'.")],
+    host: Host = None,
+    max_concurrency: Annotated[int, typer.Option(help="How many recurrences may run at once (>= 1).")] = 1,
+    no_catchup: Annotated[bool, typer.Option("--no-catchup", help="Skip ticks missed while paused.")] = False,
+    name: Annotated[str, typer.Option(help="Recurring run name.")] = "zeus-kfp-recurring",
+    experiment: Experiment = "zeus-kfp",
+    param: Params = None,
+    package: Package = None,
+    pipeline_id: Annotated[str | None, typer.Option(help="Schedule an uploaded pipeline instead of a package.")] = None,
+    version_id: Annotated[str | None, typer.Option(help="...and this version of it.")] = None,
+    attempts: Attempts = None,
+    gpus: Gpus = None,
+    minio_secret: MinioSecret = None,
+    image: Image = None,
+    service_account: ServiceAccount = None,
+    namespace: Namespace = None,
+    token_env: TokenEnv = "KFP_TOKEN",
+) -> None:
+    """Run the job on a schedule: one recurrence per cron tick (kfp recurring run)."""
+    from pipelines.client import ClusterInputError, validate_cron, validate_max_concurrency
+    from pipelines.client import schedule as do_schedule
+
+    try:  # check the cheap things before compiling anything
+        validate_cron(cron)
+        validate_max_concurrency(max_concurrency)
+    except ClusterInputError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    options = {"attempts": attempts, "gpus": gpus, "minio_secret": minio_secret, "image": image}
+    with _cluster(host, namespace, token_env, package, options) as (client, path, conn):
+        recurring_id = do_schedule(
+            client,
+            path,
+            _arguments(param, path),
+            cron=cron,
+            max_concurrency=max_concurrency,
+            no_catchup=no_catchup,
+            experiment=experiment,
+            name=name,
+            namespace=conn.namespace,
+            pipeline_id=pipeline_id,
+            version_id=version_id,
+            service_account=service_account,
+        )
+    typer.echo(f"scheduled {name!r} ({cron}, max {max_concurrency} at once): recurring_run_id={recurring_id}")
+    typer.echo(f"{conn.host.rstrip('/')}/#/recurringrun/details/{recurring_id}")

@@ -1,0 +1,285 @@
+"""The compiled pipeline on a Kubeflow cluster: upload, one-off run, recurring run (kfp.Client).
+
+Everything a user types is checked here before kfp.Client is touched, so a bad cron or an
+unknown parameter fails at once with the field, the value and what is allowed, rather than as
+an HTTP 400 from the API server minutes later. Credentials come only from the environment (or
+the in-cluster service-account token kfp.Client finds itself): they are passed to kfp.Client
+and to nothing else, never printed and never sent as a pipeline parameter (the pipeline reads
+MinIO keys from a Kubernetes Secret).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CRON_EXAMPLE = "0 0 2 * * *"
+TOKEN_ENV = "KFP_TOKEN"
+NAMESPACE_ENV = "KFP_NAMESPACE"
+HOST_ENV = "KFP_HOST"
+# Fields of a KFP cron (robfig/cron with seconds): name, lowest value, highest value, names allowed.
+_CRON_FIELDS = (
+    ("seconds", 0, 59, ()),
+    ("minutes", 0, 59, ()),
+    ("hours", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")),
+    ("day of week", 0, 6, ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")),
+)
+_SECRET_WORDS = re.compile(r"secret|password|passwd|token|access_?key|credential", re.IGNORECASE)
+
+
+class ClusterInputError(ValueError):
+    """A value for the cluster commands is not acceptable; names the field and what is allowed."""
+
+    def __init__(self, field_name: str, value: Any, allowed: str) -> None:
+        self.field = field_name
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"invalid {field_name}={value!r}: allowed {allowed}")
+
+
+def validate_cron(expression: str) -> str:
+    """Check a KFP cron expression: 6 space-separated fields, seconds first (robfig/cron).
+
+    A 5-field crontab line is the usual mistake; the error says so and shows an example.
+    """
+    fields = str(expression).split()
+    if len(fields) != 6:
+        raise ClusterInputError(
+            "cron",
+            expression,
+            f"6 space-separated fields (KFP's cron has seconds first: sec min hour day-of-month month "
+            f"day-of-week), e.g. '{CRON_EXAMPLE}' for 02:00:00 every day; got {len(fields)} field(s)",
+        )
+    for text, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for part in text.split(","):
+            _check_cron_part(expression, part, name, low, high, names)
+    return " ".join(fields)
+
+
+def _check_cron_part(expression: str, part: str, name: str, low: int, high: int, names: tuple[str, ...]) -> None:
+    allowed = f"in the {name} field: *, ?, a value {low}-{high}{' or a name' if names else ''}, a-b, */n or a-b/n"
+    base, _, step = part.partition("/")
+    if step and not (step.isdigit() and int(step) > 0):
+        raise ClusterInputError("cron", expression, allowed)
+    if base in ("*", "?"):
+        return
+    bounds = base.split("-")
+    if len(bounds) > 2 or not all(_cron_value(b, low, high, names) for b in bounds):
+        raise ClusterInputError("cron", expression, allowed)
+
+
+def _cron_value(text: str, low: int, high: int, names: tuple[str, ...]) -> bool:
+    if text.upper() in names:
+        return True
+    return text.isdigit() and low <= int(text) <= high
+
+
+def validate_max_concurrency(value: int) -> int:
+    """How many runs of the recurring run may overlap. Overlapping recurrences are safe (the store's
+    keys are unique per run), but 0 would schedule nothing."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ClusterInputError("max_concurrency", value, "an integer >= 1 (how many runs may overlap)")
+    return value
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the KFP API is and who we are. The token is read from the environment variable named
+    `token_env` at connect time, so it never sits in an object that might be printed."""
+
+    host: str
+    namespace: str | None = None
+    token_env: str = TOKEN_ENV
+
+    def __post_init__(self) -> None:
+        if not re.match(r"^https?://[^\s/]+", self.host or ""):
+            raise ClusterInputError(
+                "host", self.host, "the KFP API URL, e.g. http://localhost:8080 or https://kf.example.com/pipeline"
+            )
+
+    @classmethod
+    def from_env(cls, host: str | None = None, namespace: str | None = None, token_env: str = TOKEN_ENV) -> Connection:
+        """Options first, then KFP_HOST / KFP_NAMESPACE from the environment."""
+        return cls(host or os.environ.get(HOST_ENV, ""), namespace or os.environ.get(NAMESPACE_ENV) or None, token_env)
+
+
+ClientFactory = Callable[..., Any]
+
+
+def connect(conn: Connection, client_factory: ClientFactory | None = None) -> Any:
+    """A kfp.Client for `conn`. `client_factory` defaults to kfp.Client (tests pass a recorder)."""
+    if client_factory is None:
+        import kfp
+
+        client_factory = kfp.Client
+    kwargs: dict[str, Any] = {"host": conn.host}
+    if conn.namespace:
+        kwargs["namespace"] = conn.namespace
+    token = os.environ.get(conn.token_env)
+    if token:
+        kwargs["existing_token"] = token
+    return client_factory(**kwargs)
+
+
+@contextlib.contextmanager
+def pipeline_package(package: Path | None = None, **compile_options: Any) -> Iterator[Path]:
+    """The pipeline YAML to send: `package` if given (it must exist), else the project's pipeline
+    compiled into a temporary file with `compile_options` (attempts, gpus, minio_secret, image),
+    removed afterwards."""
+    if package is not None:
+        path = Path(package)
+        if not path.is_file():
+            raise ClusterInputError(
+                "package", str(package), "an existing pipeline YAML (make one with zeus-kfp compile)"
+            )
+        yield path
+        return
+    from pipelines.compile import compile_pipeline
+
+    with tempfile.TemporaryDirectory(prefix="zeus-kfp-") as tmp:
+        path = Path(tmp) / "zeus_pipeline.yaml"
+        compile_pipeline(path, **{k: v for k, v in compile_options.items() if v is not None})
+        yield path
+
+
+def pipeline_parameters(package: Path) -> dict[str, dict[str, Any]]:
+    """The pipeline's declared parameters {name: {parameterType, defaultValue?, ...}} from its YAML."""
+    with open(package, encoding="utf-8") as f:
+        spec = next(yaml.safe_load_all(f))
+    return dict(spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {}))
+
+
+def parse_arguments(pairs: list[str], declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Turn `KEY=VALUE` strings into typed pipeline arguments, checked against the declared ones.
+
+    Values are converted by the parameter's declared type; lists and structs are JSON. A name
+    that looks like a credential is refused: secrets go in a Kubernetes Secret, never a parameter
+    (KFP stores and shows parameters in the UI).
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ClusterInputError("param", pair, "KEY=VALUE, e.g. --param max_epochs=10")
+        if _SECRET_WORDS.search(key):
+            raise ClusterInputError(
+                "param", key, "no credentials as parameters: put them in a Kubernetes Secret (compile --minio-secret)"
+            )
+        if key not in declared:
+            raise ClusterInputError("param", key, f"one of the pipeline's parameters {sorted(declared)}")
+        out[key] = _convert(key, raw, str(declared[key].get("parameterType", "STRING")))
+    return out
+
+
+def _convert(key: str, raw: str, kind: str) -> Any:
+    try:
+        if kind == "NUMBER_INTEGER":
+            return int(raw)
+        if kind == "NUMBER_DOUBLE":
+            return float(raw)
+        if kind == "BOOLEAN":
+            if raw.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(raw)
+            return raw.lower() in ("true", "1")
+        if kind in ("LIST", "STRUCT"):
+            value = yaml.safe_load(raw)
+            if not isinstance(value, list if kind == "LIST" else dict):
+                raise ValueError(raw)
+            return value
+    except (ValueError, yaml.YAMLError):
+        example = {"LIST": "[32,64,128]", "STRUCT": '{"a": 1}', "BOOLEAN": "true or false"}.get(kind, "a number")
+        raise ClusterInputError(key, raw, f"a {kind.lower()} value, e.g. {example}") from None
+    return raw
+
+
+def upload(client: Any, package: Path, name: str, description: str | None = None) -> dict[str, str]:
+    """Upload the pipeline under `name`; if that name exists, add a new version to it instead, so
+    re-uploading after an upgrade keeps one pipeline with a version history."""
+    pipeline_id = client.get_pipeline_id(name)
+    if pipeline_id is None:
+        pipeline = client.upload_pipeline(
+            pipeline_package_path=str(package), pipeline_name=name, description=description
+        )
+        return {"pipeline_id": pipeline.pipeline_id, "version": "initial"}
+    version_name = f"{name}-{os.urandom(4).hex()}"
+    version = client.upload_pipeline_version(
+        pipeline_package_path=str(package), pipeline_version_name=version_name, pipeline_id=pipeline_id
+    )
+    return {"pipeline_id": pipeline_id, "version_id": version.pipeline_version_id, "version": version_name}
+
+
+def submit(
+    client: Any,
+    package: Path,
+    arguments: dict[str, Any],
+    *,
+    experiment: str,
+    run_name: str | None = None,
+    namespace: str | None = None,
+    pipeline_root: str | None = None,
+    service_account: str | None = None,
+) -> str:
+    """Start one run of the pipeline in `experiment` (created if missing); returns the run id."""
+    result = client.create_run_from_pipeline_package(
+        str(package),
+        arguments=arguments,
+        run_name=run_name,
+        experiment_name=experiment,
+        namespace=namespace,
+        pipeline_root=pipeline_root,
+        enable_caching=False,  # the steps that touch the store must never replay an old result
+        service_account=service_account,
+    )
+    return str(result.run_id)
+
+
+def schedule(
+    client: Any,
+    package: Path | None,
+    arguments: dict[str, Any],
+    *,
+    cron: str,
+    max_concurrency: int,
+    no_catchup: bool,
+    experiment: str,
+    name: str,
+    namespace: str | None = None,
+    pipeline_id: str | None = None,
+    version_id: str | None = None,
+    service_account: str | None = None,
+) -> str:
+    """Create a recurring run (one recurrence per cron tick) and return its id.
+
+    Runs the given package, or an uploaded pipeline (`pipeline_id` / `version_id`) when one is
+    named. `no_catchup` skips the ticks missed while the schedule was paused instead of
+    backfilling them, which for a retraining job is usually what you want.
+    """
+    cron = validate_cron(cron)
+    max_concurrency = validate_max_concurrency(max_concurrency)
+    experiment_id = client.create_experiment(name=experiment, namespace=namespace).experiment_id
+    recurring = client.create_recurring_run(
+        experiment_id=experiment_id,
+        job_name=name,
+        description=f"zeus-kfp recurring job, cron '{cron}'",
+        cron_expression=cron,
+        max_concurrency=max_concurrency,
+        no_catchup=no_catchup,
+        params=arguments,
+        pipeline_package_path=None if (pipeline_id or version_id) else str(package),
+        pipeline_id=pipeline_id,
+        version_id=version_id,
+        enable_caching=False,
+        service_account=service_account,
+    )
+    return str(recurring.recurring_run_id)

@@ -1,0 +1,171 @@
+"""`zeus-kfp upload|submit|schedule` at the kfp.Client boundary (see ux/fake_kfp.py for why)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from pipelines.client import ClusterInputError, validate_cron
+from ux.fake_kfp import Recorder
+from zeus.cli import app
+
+HOST = "http://kfp.example:8080"
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_upload_sends_the_package_under_the_name(kfp_client: Recorder, pipeline_yaml) -> None:
+    result = invoke("upload", "--host", HOST, "--name", "zeus-mnist", "--package", str(pipeline_yaml))
+    assert result.exit_code == 0, result.output
+    assert kfp_client.only("__init__") == {"host": HOST}
+    assert kfp_client.only("get_pipeline_id") == {"name": "zeus-mnist"}
+    call = kfp_client.only("upload_pipeline")
+    assert call["pipeline_package_path"] == str(pipeline_yaml)
+    assert call["pipeline_name"] == "zeus-mnist"
+    assert call["pipeline_package_path:pipeline_name"] == "zeus-recurrence"
+    assert f"{HOST}/#/pipelines/details/pipe-123" in result.output
+
+
+def test_upload_of_an_existing_name_adds_a_version(kfp_client: Recorder, pipeline_yaml) -> None:
+    kfp_client.existing_pipelines["zeus-kfp"] = "pipe-old"
+    result = invoke("upload", "--host", HOST, "--package", str(pipeline_yaml))
+    assert result.exit_code == 0, result.output
+    assert kfp_client.named("upload_pipeline") == []
+    call = kfp_client.only("upload_pipeline_version")
+    assert call["pipeline_id"] == "pipe-old"
+    assert call["pipeline_version_name"].startswith("zeus-kfp-")
+    assert "pipeline_id=pipe-old version_id=ver-456" in result.output
+
+
+def test_submit_types_the_arguments_and_keeps_the_token_out_of_them(
+    kfp_client: Recorder, pipeline_yaml, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "tok-very-secret-1234"
+    monkeypatch.setenv("KFP_HOST", HOST)
+    monkeypatch.setenv("KFP_NAMESPACE", "team-a")
+    monkeypatch.setenv("KFP_TOKEN", token)
+    result = invoke(
+        "submit", "--experiment", "nightly", "--package", str(pipeline_yaml),
+        "--param", "max_epochs=3", "--param", "batch_sizes=[16, 32]", "--param", "eta_knob=0.3",
+        "--param", "higher_is_better=false", "--param", "job_id=mnist-a",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert kfp_client.only("__init__") == {"host": HOST, "namespace": "team-a", "existing_token": token}
+    call = kfp_client.only("create_run_from_pipeline_package")
+    assert call["pipeline_file"] == str(pipeline_yaml)
+    assert call["arguments"] == {
+        "max_epochs": 3,
+        "batch_sizes": [16, 32],
+        "eta_knob": 0.3,
+        "higher_is_better": False,
+        "job_id": "mnist-a",
+    }
+    assert call["experiment_name"] == "nightly"
+    assert call["namespace"] == "team-a"
+    assert call["enable_caching"] is False
+    assert f"{HOST}/#/runs/details/run-789" in result.output
+    # The token went to kfp.Client's constructor and nowhere else, and was never printed.
+    assert token not in result.output
+    assert all(token not in repr(kwargs) for method, kwargs in kfp_client.calls if method != "__init__")
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        ("max_epoch=3", "one of the pipeline's parameters"),
+        ("max_epochs=three", "number_integer"),
+        ("batch_sizes=32", "e.g. [32,64,128]"),
+        ("higher_is_better=maybe", "true or false"),
+        ("s3_secret_key=abc", "no credentials as parameters"),
+        ("max_epochs", "KEY=VALUE"),
+    ],
+)
+def test_submit_refuses_bad_arguments_before_calling_kfp(
+    kfp_client: Recorder, pipeline_yaml, param: str, message: str
+) -> None:
+    result = runner.invoke(app, ["submit", "--host", HOST, "--package", str(pipeline_yaml), "--param", param])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert kfp_client.named("create_run_from_pipeline_package") == []
+
+
+def test_schedule_creates_a_recurring_run_in_the_experiment(kfp_client: Recorder, pipeline_yaml) -> None:
+    result = invoke(
+        "schedule", "--host", HOST, "--cron", "0 0 2 * * *", "--max-concurrency", "3", "--no-catchup",
+        "--experiment", "nightly", "--name", "mnist-nightly", "--package", str(pipeline_yaml),
+        "--param", "target_metric=0.95",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert kfp_client.only("create_experiment") == {"name": "nightly", "namespace": None}
+    call = kfp_client.only("create_recurring_run")
+    assert call["experiment_id"] == "exp-42"
+    assert call["job_name"] == "mnist-nightly"
+    assert call["cron_expression"] == "0 0 2 * * *"
+    assert call["max_concurrency"] == 3
+    assert call["no_catchup"] is True
+    assert call["params"] == {"target_metric": 0.95}
+    assert call["pipeline_package_path"] == str(pipeline_yaml)
+    assert call["pipeline_package_path:pipeline_name"] == "zeus-recurrence"
+    assert call["enable_caching"] is False
+    assert "recurring_run_id=rr-7" in result.output
+
+
+def test_schedule_an_uploaded_pipeline_by_id(kfp_client: Recorder, pipeline_yaml) -> None:
+    result = invoke(
+        "schedule", "--host", HOST, "--cron", "0 30 1 * * MON-FRI", "--pipeline-id", "pipe-1",
+        "--version-id", "ver-2", "--package", str(pipeline_yaml),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    call = kfp_client.only("create_recurring_run")
+    assert (call["pipeline_id"], call["version_id"], call["pipeline_package_path"]) == ("pipe-1", "ver-2", None)
+    assert call["max_concurrency"] == 1 and call["no_catchup"] is False
+
+
+def test_a_five_field_cron_is_refused_with_an_example(kfp_client: Recorder) -> None:
+    result = runner.invoke(app, ["schedule", "--host", HOST, "--cron", "0 2 * * *"])
+    assert result.exit_code == 2
+    assert "invalid cron='0 2 * * *'" in result.output
+    assert "6 space-separated fields" in result.output and "'0 0 2 * * *'" in result.output
+    assert kfp_client.calls == []  # refused before compiling or connecting
+
+
+def test_max_concurrency_must_be_at_least_one(kfp_client: Recorder) -> None:
+    result = runner.invoke(app, ["schedule", "--host", HOST, "--cron", "0 0 2 * * *", "--max-concurrency", "0"])
+    assert result.exit_code == 2
+    assert "invalid max_concurrency=0" in result.output and ">= 1" in result.output
+    assert kfp_client.calls == []
+
+
+def test_a_missing_package_or_host_names_the_option(kfp_client: Recorder, tmp_path, pipeline_yaml) -> None:
+    missing = tmp_path / "nope.yaml"
+    result = runner.invoke(app, ["submit", "--host", HOST, "--package", str(missing)])
+    assert result.exit_code == 2 and "invalid package=" in result.output and "zeus-kfp compile" in result.output
+    result = runner.invoke(app, ["upload", "--package", str(pipeline_yaml)])
+    assert result.exit_code == 2 and "invalid host=''" in result.output and "KFP API URL" in result.output
+    assert kfp_client.named("create_run_from_pipeline_package") == [] and kfp_client.named("upload_pipeline") == []
+
+
+@pytest.mark.parametrize("cron", ["0 0 9 ? * 2-6", "*/30 * * * * *", "0 0 2 * * MON-FRI", "0 0,30 8-18/2 1 JAN *"])
+def test_valid_crons(cron: str) -> None:
+    assert validate_cron(cron) == cron
+
+
+@pytest.mark.parametrize(
+    ("cron", "field"),
+    [
+        ("60 * * * * *", "seconds"),
+        ("0 0 24 * * *", "hours"),
+        ("0 0 2 0 * *", "day of month"),
+        ("0 0 2 * 13 *", "month"),
+        ("0 0 2 * * 7", "day of week"),
+        ("0 */0 * * * *", "minutes"),
+        ("0 0 2 * * * 2030", "6 space-separated"),
+    ],
+)
+def test_invalid_crons_name_the_field(cron: str, field: str) -> None:
+    with pytest.raises(ClusterInputError, match=field) as err:
+        validate_cron(cron)
+    assert err.value.field == "cron"
