@@ -21,7 +21,8 @@ from zeus.store import keys, ledger
 from zeus.store.backend import Backend
 from zeus.store.catalog import now
 from zeus.store.errors import EventConflictError, StoreInputError, UnknownTrialError
-from zeus.store.schemas import SCHEMAS, decode, digest, encode
+from zeus.store.schemas import SCHEMAS, digest, encode
+from zeus.store.streams import find_trial_events
 
 PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
 PROFILE_PHASES = ("train", "eval")
@@ -59,26 +60,27 @@ def write_event(
     """Write one event unless the same content is stored; refuse different content. Returns the key."""
     content = _rows_without_timestamps(rows)
     key = keys.event_key(job_id, stream, recurrence_id, attempt, digest({"rows": content}))
-    existing = backend.list(keys.event_prefix(job_id, stream, recurrence_id, attempt))
-    if key in existing:
+    existing = find_trial_events(backend, job_id, stream, recurrence_id, attempt)
+    if keys.basename(key) in existing:
         return key
     if existing:
-        stored = decode(existing[0], backend.get(existing[0]), stream).to_pylist()
-        raise EventConflictError(existing[0], _differences(stored, rows))
+        name, stored = min(existing.items())
+        raise EventConflictError(keys.events_dir(job_id, stream) + name, _differences(stored, rows))
     backend.put_new(key, encode(stream, rows))  # False: an identical retry got there first
     return key
 
 
 def find_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int) -> Dispatch | None:
-    found = backend.list(keys.event_prefix(job_id, "dispatched", recurrence_id, attempt))
-    if not found:
+    found = find_trial_events(backend, job_id, "dispatched", recurrence_id, attempt)
+    # Normally one event; two only after a race of different decisions: the lowest trial number wins.
+    candidates = [(row["trial"], name, row) for name, rows in found.items() for row in rows]
+    if not candidates:
         return None
-    rows = []
-    for key in found:  # normally one; two only after a race of different decisions: lowest trial wins
-        rows += [(row, key) for row in decode(key, backend.get(key), "dispatched").to_pylist()]
-    row, key = min(rows, key=lambda pair: pair[0]["trial"])
+    _, name, row = min(candidates, key=lambda c: (c[0], c[1]))
     decision = Decision(row["batch_size"], row["cost_threshold"], row["stage"], row["decision_reason"])
-    return Dispatch(key, row["recurrence"], row["trial"], decision, row["kfp_run_id"])
+    return Dispatch(
+        keys.events_dir(job_id, "dispatched") + name, row["recurrence"], row["trial"], decision, row["kfp_run_id"]
+    )
 
 
 def require_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int) -> Dispatch:

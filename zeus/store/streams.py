@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from zeus.store import keys
 from zeus.store.backend import Backend, ObjectNotFound
@@ -143,3 +144,37 @@ def compact_stream(backend: Backend, job_id: str, stream: str) -> CompactResult:
     old_snapshots = [k for k in snapshots if (keys.snapshot_generation(k) or 0) <= generation - KEEP_SNAPSHOTS]
     backend.delete(removable + old_snapshots)
     return CompactResult(stream, generation, len(merged), len(removable))
+
+
+def find_trial_events(
+    backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int
+) -> dict[str, list[dict]]:
+    """One trial's events in a stream, {event name: rows}, whether still loose or already compacted.
+
+    Loose events are looked for first (one listing). Only if there are none is the latest
+    snapshot consulted: an event missing from the listing was either never written or deleted
+    after a snapshot containing it existed (module doc), so that snapshot has it.
+    """
+    prefix = keys.event_prefix(job_id, stream, recurrence_id, attempt)
+    for _ in range(READ_ROUNDS):
+        listed = backend.list(prefix)
+        if listed:
+            fetched = backend.get_many(listed)
+            if any(data is None for data in fetched.values()):
+                continue  # compacted meanwhile: look again
+            return {keys.basename(k): decode(k, fetched[k] or b"", stream).to_pylist() for k in listed}
+        _, snap_key, _ = _latest_snapshot(backend, job_id, stream)
+        if snap_key is None:
+            return {}
+        try:
+            snapshot = decode(snap_key, backend.get(snap_key), stream, snapshot=True)
+        except ObjectNotFound:
+            continue
+        mask = pc.and_(
+            pc.equal(snapshot.column("recurrence_id"), recurrence_id), pc.equal(snapshot.column("attempt"), attempt)
+        )
+        found: dict[str, list[dict]] = {}
+        for row in snapshot.filter(mask).to_pylist():
+            found.setdefault(row.pop(EVENT_COLUMN), []).append(row)
+        return found
+    raise StoreError(f"no stable read of {prefix} in {backend.location} after {READ_ROUNDS} rounds")
