@@ -1,0 +1,34 @@
+"""GPU power: backends behind one protocol (NVML, zeusd, simulated), an energy monitor, the JIT profiler."""
+
+from zeus.power.gpu import GPU, GPU_KINDS, GPUError, GPUKindError, PowerConstraints, open_gpu
+from zeus.power.monitor import EnergyMonitor, Measurement
+from zeus.power.profiler import (
+    PROFILE_COLUMNS,
+    PowerLimitProfiler,
+    ProfileParams,
+    ProfilerState,
+    candidate_limits,
+    choose_limit,
+    profile_frame,
+)
+from zeus.power.simulated import PowerModel, SimulatedGPU
+
+__all__ = [
+    "GPU",
+    "GPU_KINDS",
+    "PROFILE_COLUMNS",
+    "EnergyMonitor",
+    "GPUError",
+    "GPUKindError",
+    "Measurement",
+    "PowerConstraints",
+    "PowerLimitProfiler",
+    "PowerModel",
+    "ProfileParams",
+    "ProfilerState",
+    "SimulatedGPU",
+    "candidate_limits",
+    "choose_limit",
+    "open_gpu",
+    "profile_frame",
+]

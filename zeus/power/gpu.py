@@ -1,0 +1,131 @@
+"""The one small GPU interface every backend (NVML, zeusd, simulated) implements.
+
+Why a protocol: the profiler, the energy monitor and the trial runner must run unchanged on a
+GPU node with root, on a Kubeflow pod that may only ask the node daemon (zeusd) to set limits,
+and on a CPU-only laptop or CI machine where a simulated GPU stands in. They only ever talk
+to this interface, so the hardware question is answered once, in `open_gpu`.
+
+Units are watts, joules and seconds everywhere above this layer; backends convert from NVML's
+milliwatts and millijoules.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
+
+GPU_KINDS = ("auto", "nvml", "zeusd", "simulated")
+
+
+class GPUError(RuntimeError):
+    """A GPU backend could not be opened or queried."""
+
+
+class GPUKindError(ValueError):
+    """Unknown backend kind; names the `gpu` setting and what is allowed."""
+
+    def __init__(self, value: object) -> None:
+        self.field = "gpu"
+        self.value = value
+        self.allowed = ", ".join(GPU_KINDS)
+        super().__init__(f"invalid gpu={value!r}: allowed {self.allowed}")
+
+
+@dataclass(frozen=True)
+class PowerConstraints:
+    """What power limits a device accepts, in watts."""
+
+    min_w: float
+    max_w: float
+    default_w: float
+
+
+@runtime_checkable
+class GPU(Protocol):
+    """A set of GPUs behind one backend.
+
+    `simulated` is True when figures come from a model rather than a meter; every table and
+    result built from this backend must carry that flag. `can_set_limits` turns False when the
+    process may not change power limits (no SYS_ADMIN, no zeusd): the backend then measures
+    only, and `set_power_limit` does nothing.
+    """
+
+    kind: str
+    simulated: bool
+    can_set_limits: bool
+
+    def device_count(self) -> int: ...
+
+    def names(self) -> list[str]: ...
+
+    def constraints(self, index: int) -> PowerConstraints: ...
+
+    def get_power_limit(self, index: int) -> float: ...
+
+    def set_power_limit(self, index: int, watts: float) -> None: ...
+
+    def energy_j(self, index: int) -> float:
+        """Cumulative energy in joules since an arbitrary mark; callers take differences."""
+        ...
+
+    def clock(self) -> float:
+        """Seconds on this backend's clock (a simulated GPU runs a simulated clock)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def warn_measure_only(kind: str, detail: str) -> None:
+    """Say once, clearly, that power limits cannot be set and the run is measure-only."""
+    log.warning(
+        "zeus[%s]: cannot set GPU power limits (%s). Running MEASURE-ONLY: energy and time are measured, "
+        "no power-limit profiling or optimal limit. Give the pod SYS_ADMIN, or run zeusd on the node "
+        "and set ZEUSD_HOST, to enable it.",
+        kind,
+        detail,
+    )
+
+
+def _nvml_visible() -> bool:
+    try:
+        import pynvml  # optional: absent on CPU machines
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return False
+
+
+def _zeusd_configured() -> bool:
+    return bool(os.environ.get("ZEUSD_HOST") or os.environ.get("ZEUSD_HOST_PORT"))
+
+
+def open_gpu(kind: str = "auto") -> GPU:
+    """Open the GPUs of this process through the backend `kind`.
+
+    "auto": zeusd when a GPU is visible and ZEUSD_HOST (or ZEUSD_HOST_PORT) is set, NVML when a
+    GPU is visible, else the simulated GPU. "nvml" and "zeusd" fail with `GPUError` when no GPU
+    is visible (asking for real hardware and silently getting a model would mislabel numbers).
+    """
+    if kind not in GPU_KINDS:
+        raise GPUKindError(kind)
+    if kind == "auto":
+        kind = ("zeusd" if _zeusd_configured() else "nvml") if _nvml_visible() else "simulated"
+    if kind == "simulated":
+        from zeus.power.simulated import SimulatedGPU
+
+        return SimulatedGPU.from_env()
+    if kind == "nvml":
+        from zeus.power.nvml import NvmlGPU
+
+        return NvmlGPU()
+    from zeus.power.zeusd import ZeusdGPU
+
+    return ZeusdGPU.from_env()
