@@ -1,0 +1,26 @@
+"""Training integrations: ZeusDataLoader for Zeus-aware torch scripts, the runner for any script."""
+
+from zeus.train.env import TrialEnv, TrialEnvError
+from zeus.train.example import example_command, example_spec, make_dataset
+from zeus.train.runner import TrialOutcome, run_trial
+from zeus.train.session import ZeusTrial
+
+__all__ = [
+    "TrialEnv",
+    "TrialEnvError",
+    "TrialOutcome",
+    "ZeusDataLoader",
+    "ZeusTrial",
+    "example_command",
+    "example_spec",
+    "make_dataset",
+    "run_trial",
+]
+
+
+def __getattr__(name: str):  # torch is heavy: import the loader only when asked for
+    if name == "ZeusDataLoader":
+        from zeus.train.dataloader import ZeusDataLoader
+
+        return ZeusDataLoader
+    raise AttributeError(name)

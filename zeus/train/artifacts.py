@@ -1,0 +1,88 @@
+"""The file-backed metric manager: what a trial leaves in its log directory, and how it is read back.
+
+Why files: the script and the train step are different processes (possibly different
+containers sharing a volume), so the handover is a directory with fixed names:
+
+    result.json    the TrialResult (plus per-epoch metrics), written once when the trial ends
+    profile.csv    the power profile table (contract columns, `simulated` flag on every row)
+    model.pt       the trained model, when the script saves one
+
+`result.json` is written atomically (temp file + rename) so a reader never sees half a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from zeus.job import JobSpec, TrialResult
+from zeus.power.profiler import PROFILE_COLUMNS, profile_frame
+
+RESULT_FILE = "result.json"
+PROFILE_FILE = "profile.csv"
+MODEL_FILE = "model.pt"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def write_result(log_dir: str | Path, result: TrialResult, **extra: Any) -> Path:
+    path = Path(log_dir) / RESULT_FILE
+    _atomic_write(path, json.dumps({**result.to_dict(), **extra}, indent=2, default=str))
+    return path
+
+
+def read_result_json(log_dir: str | Path) -> dict[str, Any] | None:
+    path = Path(log_dir) / RESULT_FILE
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def result_from_json(spec: JobSpec, data: dict[str, Any]) -> TrialResult:
+    """Rebuild a TrialResult under `spec`'s cost function (the job's, not whatever the script assumed)."""
+    return TrialResult.build(
+        spec,
+        batch_size=int(data["batch_size"]),
+        status=data["status"],
+        time_s=float(data["time_s"]),
+        energy_j=float(data["energy_j"]),
+        num_epochs=int(data["num_epochs"]),
+        power_limit_w=data.get("power_limit_w"),
+        metric=data.get("metric"),
+        simulated=bool(data.get("simulated", False)),
+        reason=str(data.get("reason", "")),
+    )
+
+
+def write_profile(log_dir: str | Path, profile: pd.DataFrame) -> Path:
+    path = Path(log_dir) / PROFILE_FILE
+    _atomic_write(path, profile_frame(profile.to_dict("records")).to_csv(index=False))
+    return path
+
+
+def read_profile(log_dir: str | Path) -> pd.DataFrame:
+    """The profile table, empty (with the contract's columns) when the trial wrote none."""
+    path = Path(log_dir) / PROFILE_FILE
+    if not path.exists():
+        return profile_frame([])
+    frame = pd.read_csv(path)
+    missing = set(PROFILE_COLUMNS) - set(frame.columns)
+    if missing:
+        raise ValueError(f"{path}: profile lacks columns {sorted(missing)}")
+    return profile_frame(frame.to_dict("records"))
+
+
+def model_path(log_dir: str | Path) -> Path | None:
+    path = Path(log_dir) / MODEL_FILE
+    return path if path.exists() else None

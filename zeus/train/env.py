@@ -1,0 +1,144 @@
+"""The ZEUS_* environment variables through which a train step configures a Zeus-aware script.
+
+Why environment variables: the user's script is a separate process started from an arbitrary
+command line (as in Zeus's PyTorchJob example); the environment is the one channel every
+launcher (subprocess, KFP, Kubernetes) passes through unchanged. Both sides use this module,
+so a variable's name and format live in exactly one place.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from zeus.job import JobSpec, JobSpecError
+
+ENV_VARS = {
+    "batch_size": "ZEUS_BATCH_SIZE",
+    "metric_name": "ZEUS_METRIC_NAME",
+    "target_metric": "ZEUS_TARGET_METRIC",
+    "higher_is_better": "ZEUS_HIGHER_IS_BETTER",
+    "max_epochs": "ZEUS_MAX_EPOCHS",
+    "eta_knob": "ZEUS_ETA_KNOB",
+    "max_power_w": "ZEUS_MAX_POWER_W",
+    "num_gpus": "ZEUS_NUM_GPUS",
+    "cost_threshold": "ZEUS_COST_THRESHOLD",
+    "warmup_iters": "ZEUS_WARMUP_ITERS",
+    "profile_iters": "ZEUS_PROFILE_ITERS",
+    "use_optimal_limit": "ZEUS_USE_OPTIMAL_PL",
+    "log_dir": "ZEUS_LOG_DIR",
+    "data_dir": "ZEUS_DATA_DIR",
+    "gpu": "ZEUS_GPU",
+    "profile_path": "ZEUS_PROFILE_PATH",
+    "job_id": "ZEUS_JOB_ID",
+}
+
+
+class TrialEnvError(ValueError):
+    """A ZEUS_* variable is missing or malformed; names the variable and what it allows."""
+
+    def __init__(self, name: str, value: object, allowed: str) -> None:
+        self.field, self.value, self.allowed = name, value, allowed
+        super().__init__(f"invalid {name}={value!r}: allowed {allowed}")
+
+
+def _bool(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes")
+
+
+@dataclass(frozen=True)
+class TrialEnv:
+    """One trial's settings as a Zeus-aware script sees them."""
+
+    batch_size: int
+    target_metric: float
+    max_epochs: int
+    log_dir: str
+    metric_name: str = "accuracy"
+    higher_is_better: bool = True
+    eta_knob: float = 0.5
+    max_power_w: float = 300.0
+    num_gpus: int = 1
+    cost_threshold: float | None = None
+    warmup_iters: int = 10
+    profile_iters: int = 40
+    use_optimal_limit: bool = True
+    data_dir: str | None = None
+    gpu: str = "auto"
+    profile_path: str | None = None
+    job_id: str = "local"
+
+    @classmethod
+    def for_trial(cls, spec: JobSpec, *, batch_size: int, log_dir: str, **overrides: object) -> TrialEnv:
+        """The settings of one trial of `spec` (what the runner hands to a Zeus-aware script)."""
+        return cls(
+            batch_size=batch_size,
+            target_metric=spec.target_metric,
+            max_epochs=spec.max_epochs,
+            log_dir=log_dir,
+            metric_name=spec.metric_name,
+            higher_is_better=spec.higher_is_better,
+            eta_knob=spec.eta_knob,
+            max_power_w=spec.max_power_w,
+            num_gpus=spec.num_gpus,
+            job_id=spec.job_id,
+            **overrides,
+        )
+
+    def to_env(self) -> dict[str, str]:
+        out = {}
+        for field, name in ENV_VARS.items():
+            value = getattr(self, field)
+            if value is None:
+                continue
+            out[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        return out
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> TrialEnv:
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        kinds = {f: t for f, t in cls.__annotations__.items()}
+        for field, name in ENV_VARS.items():
+            raw = env.get(name)
+            if raw is None or raw == "":
+                continue
+            kind = kinds[field]
+            try:
+                if "bool" in kind:
+                    values[field] = _bool(raw)
+                elif kind.startswith("int"):
+                    values[field] = int(raw)
+                elif kind.startswith("float"):
+                    values[field] = float(raw)
+                    if not math.isfinite(values[field]):
+                        raise ValueError(raw)
+                else:
+                    values[field] = raw
+            except ValueError:
+                raise TrialEnvError(name, raw, f"a {kind.split(' ')[0]}") from None
+        for field in ("batch_size", "target_metric", "max_epochs", "log_dir"):
+            if field not in values:
+                raise TrialEnvError(ENV_VARS[field], None, "a value (set by the train step; required)")
+        return cls(**values)
+
+    def spec(self) -> JobSpec:
+        """A JobSpec carrying this trial's cost function and target (for TrialResult.build)."""
+        try:
+            return JobSpec(
+                job_id=self.job_id,
+                batch_sizes=(self.batch_size,),
+                default_batch_size=self.batch_size,
+                target_metric=self.target_metric,
+                max_epochs=self.max_epochs,
+                higher_is_better=self.higher_is_better,
+                metric_name=self.metric_name,
+                eta_knob=self.eta_knob,
+                max_power_w=self.max_power_w,
+                num_gpus=self.num_gpus,
+            )
+        except JobSpecError as exc:
+            field = ENV_VARS.get(exc.field, exc.field)
+            raise TrialEnvError(field, exc.value, exc.allowed) from None

@@ -1,0 +1,184 @@
+"""One Zeus-aware trial inside the training process: epochs, profiler, cost check, result.
+
+Why a session object separate from the DataLoader: the train and eval loaders must share one
+profiler, one energy monitor and one epoch count; holding that here keeps the loader a thin
+iterator wrapper and lets tests drive a trial without torch.
+
+Lifecycle: `start()` opens the trial's energy window and installs the safety nets (SIGTERM and
+atexit restore the maximum power limit and record the trial); `epochs()` yields epoch numbers
+until the target is reached, max_epochs pass, or the predicted cost of one more epoch would
+pass the threshold; `finish()` writes result.json and profile.csv into the log dir.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+
+from zeus.job import TrialResult, TrialStatus
+from zeus.power.gpu import GPU, open_gpu
+from zeus.power.monitor import EnergyMonitor
+from zeus.power.profiler import PowerLimitProfiler, ProfileParams
+from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
+from zeus.train.env import TrialEnv
+
+log = logging.getLogger(__name__)
+
+TRIAL_WINDOW = "trial"
+EPOCH_WINDOW = "epoch"
+
+
+class ZeusTrial:
+    """State shared by a trial's train and eval loaders."""
+
+    def __init__(self, env: TrialEnv, gpu: GPU | None = None, num_train_samples: int | None = None) -> None:
+        self.env = env
+        self.spec = env.spec()
+        self.gpu = gpu or open_gpu(env.gpu)
+        self.monitor = EnergyMonitor(self.gpu, indices=range(min(env.num_gpus, self.gpu.device_count())))
+        self.num_train_samples = num_train_samples
+        self.steps_per_epoch: int | None = None
+        self.eval_samples = 0
+        self.metrics: list[float] = []
+        self.epoch_costs: list[float] = []
+        self.profiler: PowerLimitProfiler | None = None
+        self.result: TrialResult | None = None
+        self.stop_reason = ""
+        self._started = False
+        self._lock = threading.Lock()
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _make_profiler(self) -> PowerLimitProfiler | None:
+        if not self.env.use_optimal_limit:
+            return None
+        reuse = None
+        if self.env.profile_path and Path(self.env.profile_path).exists():
+            reuse = pd.read_csv(self.env.profile_path)
+            log.info("reusing the power profile at %s (no profiling this trial)", self.env.profile_path)
+        params = ProfileParams(self.env.warmup_iters, self.env.profile_iters).fit(self.steps_per_epoch)
+        return PowerLimitProfiler(
+            self.gpu,
+            eta=self.env.eta_knob,
+            max_power_w=self.env.max_power_w * self.env.num_gpus,
+            params=params,
+            monitor=self.monitor,
+            reuse=reuse,
+        )
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.profiler = self._make_profiler()
+        self.monitor.begin_window(TRIAL_WINDOW)
+        atexit.register(self._on_exit)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, _frame: object) -> None:
+        self.finish(TrialStatus.FAILED, f"terminated by signal {signum}")
+        raise SystemExit(128 + signum)
+
+    def _on_exit(self) -> None:
+        if self.result is None:
+            self.finish(TrialStatus.FAILED, "the script exited before the trial ended (see its stderr)")
+
+    # -- epochs --------------------------------------------------------------------------------
+    def epochs(self) -> Iterator[int]:
+        self.start()
+        for epoch in range(self.env.max_epochs):
+            if epoch > 0 and self._would_exceed():
+                self.finish(TrialStatus.COST_EXCEEDED, self.stop_reason)
+                return
+            self.monitor.begin_window(EPOCH_WINDOW)
+            yield epoch
+            measured = self.monitor.end_window(EPOCH_WINDOW)
+            self.epoch_costs.append(self.spec.cost(measured.total_energy_j, measured.time_s))
+            if self.metrics and self.spec.reached(self.metrics[-1]):
+                self.finish(TrialStatus.REACHED)
+                return
+        self.finish(TrialStatus.NOT_REACHED, f"target not reached in {self.env.max_epochs} epochs")
+
+    def report_metric(self, value: float) -> None:
+        """The script's validation metric after an epoch (in the job's direction)."""
+        self.metrics.append(float(value))
+        log.info("epoch %d: %s=%g", len(self.metrics), self.env.metric_name, value)
+
+    def predicted_epoch_cost(self) -> float:
+        """One more epoch's cost: from the profile at the chosen limit when profiling is done, else the last epoch."""
+        p = self.profiler
+        if p is not None and p.done and self.num_train_samples:
+            prof = p.profile()
+            at = prof[prof["power_limit_w"] == p.chosen_limit]
+            train, evals = at[at["phase"] == "train"], at[at["phase"] == "eval"]
+            if not train.empty:
+                t = self.num_train_samples / train["throughput"].iloc[0]
+                energy = train["average_power_w"].iloc[0] * t
+                if not evals.empty and self.eval_samples:
+                    te = self.eval_samples / evals["throughput"].iloc[0]
+                    t, energy = t + te, energy + evals["average_power_w"].iloc[0] * te
+                return self.spec.cost(energy, t)
+        return self.epoch_costs[-1] if self.epoch_costs else 0.0
+
+    def _would_exceed(self) -> bool:
+        if self.env.cost_threshold is None:
+            return False
+        so_far = self.monitor.peek(TRIAL_WINDOW)
+        cost = self.spec.cost(so_far.total_energy_j, so_far.time_s)
+        predicted = cost + self.predicted_epoch_cost()
+        if predicted > self.env.cost_threshold:
+            self.stop_reason = (
+                f"stopped before epoch {len(self.epoch_costs) + 1}: predicted cost {predicted:.1f} "
+                f"would pass the threshold {self.env.cost_threshold:.1f}"
+            )
+            return True
+        return False
+
+    # -- end -----------------------------------------------------------------------------------
+    def finish(self, status: TrialStatus, reason: str = "") -> TrialResult:
+        """Restore the maximum limit, then record the trial. Only the first call counts."""
+        with self._lock:
+            if self.result is not None:
+                return self.result
+            if self.profiler is not None:
+                self.profiler.restore()
+            measured = self.monitor.end_window(TRIAL_WINDOW) if self.monitor.is_open(TRIAL_WINDOW) else None
+            notes = [reason] if reason else []
+            if not self.gpu.can_set_limits:
+                notes.append("measure-only: power limits could not be set")
+            if self.gpu.simulated:
+                notes.append("simulated GPU: time and energy are simulated")
+            limit = self.profiler.chosen_limit if self.profiler is not None else None
+            self.result = TrialResult.build(
+                self.spec,
+                batch_size=self.env.batch_size,
+                status=status,
+                time_s=measured.time_s if measured else 0.0,
+                energy_j=measured.total_energy_j if measured else 0.0,
+                num_epochs=len(self.metrics),
+                power_limit_w=limit if limit is not None else self.gpu.get_power_limit(0),
+                metric=self.metrics[-1] if self.metrics else None,
+                simulated=self.gpu.simulated,
+                reason="; ".join(notes),
+            )
+            write_result(self.env.log_dir, self.result, metrics=self.metrics, gpu_kind=self.gpu.kind)
+            if self.profiler is not None:
+                write_profile(self.env.log_dir, self.profiler.profile())
+            log.info("trial finished: %s", self.result)
+            return self.result
+
+    def save_model(self, model: object) -> Path:
+        """torch.save the model's state_dict as model.pt in the log dir; returns the path."""
+        import torch
+
+        path = Path(self.env.log_dir) / MODEL_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = model.state_dict() if hasattr(model, "state_dict") else model
+        torch.save(state, path)
+        return path
