@@ -1,0 +1,42 @@
+"""Put the hand-built frames of ux/frames.py into a real store through its public API, so the
+CLI and recurrence_report are tested on what the store really returns."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ux.frames import SPEC, bandit_frame, profiles_frame, trials_frame
+from zeus.job import TrialResult
+from zeus.policy.base import ArmState, Decision
+from zeus.store import Store
+
+
+def populate(store: Store, simulated: bool = True) -> None:
+    """The three recurrences of ux.frames.trials_frame, their profiles and a bandit snapshot."""
+    store.ensure_job(SPEC, owner="alice")
+    trials, profiles = trials_frame(simulated), profiles_frame(simulated)
+    for row in trials.itertuples(index=False):
+        store.begin_recurrence(SPEC.job_id, row.recurrence_id)
+        decision = Decision(int(row.batch_size), None, "exploration", "test")
+        store.dispatch_trial(SPEC.job_id, row.recurrence_id, int(row.attempt), decision, kfp_run_id=row.kfp_run_id)
+        if row.status == "dispatched":
+            continue
+        result = TrialResult.build(
+            SPEC, batch_size=int(row.batch_size), status=row.status, time_s=row.time_s, energy_j=row.energy_j,
+            num_epochs=int(row.num_epochs), power_limit_w=row.power_limit_w, metric=row.metric, simulated=simulated,
+        )  # fmt: skip
+        store.finish_trial(SPEC.job_id, row.recurrence_id, int(row.attempt), result)
+        profile = profiles[profiles["trial"] == row.trial]
+        if not profile.empty:
+            columns = ["phase", "power_limit_w", "average_power_w", "throughput", "simulated"]
+            store.write_profile(SPEC.job_id, row.recurrence_id, int(row.attempt), profile[columns])
+    arms = [
+        ArmState(int(a.batch_size), a.stage, int(a.num_observations), _opt(a.posterior_mean),
+                 _opt(a.posterior_precision), bool(a.pruned))
+        for a in bandit_frame().itertuples(index=False)
+    ]  # fmt: skip
+    store.write_bandit_state(SPEC.job_id, "run-3", 1, arms, lowest_cost=13750.0)
+
+
+def _opt(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)

@@ -1,0 +1,105 @@
+"""`zeus-kfp jobs` / `zeus-kfp show` and `recurrence_report` against a real local store."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from ux.frames import SPEC
+from ux.store_data import populate
+from zeus.cli import app
+from zeus.report import recurrence_report
+from zeus.store import open_store
+
+BASELINE = 25000.0 * 2.9 / 2.75  # see test_report.py
+
+
+@pytest.fixture
+def store_dir(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("COLUMNS", "220")  # rich wraps tables to the terminal width
+    path = tmp_path / "store"
+    store = open_store(str(path))
+    populate(store)
+    other = SPEC.with_changes(job_id="resnet-weekly")
+    store.ensure_job(other, owner="bob")
+    store.set_phase(other.job_id, "completed")
+    return path
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+
+
+def test_jobs_lists_and_filters(store_dir) -> None:
+    result = run("jobs", "--store", str(store_dir))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"mnist-nightly\s+│ alice\s+│ running", result.output)
+    assert re.search(r"resnet-weekly\s+│ bob\s+│ completed", result.output)
+    completed = run("jobs", "--store", str(store_dir), "--phase", "completed")
+    assert "resnet-weekly" in completed.output and "mnist-nightly" not in completed.output
+    mine = run("jobs", "--store", str(store_dir), "--owner", "alice")
+    assert "mnist-nightly" in mine.output and "resnet-weekly" not in mine.output
+
+
+def test_jobs_rejects_an_unknown_phase_naming_the_allowed_ones(store_dir) -> None:
+    result = CliRunner().invoke(app, ["jobs", "--store", str(store_dir), "--phase", "done"])
+    assert result.exit_code == 2
+    assert "invalid phase='done'" in result.output and "'running', 'completed'" in result.output
+
+
+def test_jobs_reads_the_store_from_the_environment(store_dir, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZEUS_KFP_STORE", str(store_dir))
+    assert "mnist-nightly" in run("jobs").output
+
+
+def test_show_prints_trials_savings_profile_state_and_writes_plots(store_dir, tmp_path) -> None:
+    plots = tmp_path / "plots"
+    result = run("show", "mnist-nightly", "--store", str(store_dir), "--plots", str(plots))
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert re.search(r"│\s+2 │ run-2\s+│\s+2 │\s+3 │\s+256 │\s+200 │ reached", out)  # a trial row
+    assert re.search(r"│\s+2 │ run-2\s+│\s+2 │ True\s+│ 64 -> 256\s+│\s+17,000 │\s+90 │ 22,000 │", out)
+    assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in out
+    assert "power profile" in out and "bandit state (latest snapshot)" in out
+    assert re.search(r"│\s+256 │ exploitation\s+│\s+2 │\s+20,000 │", out)
+    assert "simulated GPU" in out
+    written = sorted(p.name for p in plots.iterdir())
+    assert written == ["batch_size_per_trial.png", "cost_per_recurrence.png", "posterior.png", "power_profile.png"]
+    for path in plots.iterdir():
+        with Image.open(path) as img:
+            assert img.format == "PNG" and img.size[0] >= 600
+        assert str(path) in out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="zeus.store bug (store area): Store.trials() of a job with no events raises ArrowInvalid "
+    "'cannot construct ChunkedArray from empty vector' in frames.trials_frame's merge; strict, so the fix shows up",
+)
+def test_show_a_job_without_trials(store_dir) -> None:
+    result = run("show", "resnet-weekly", "--store", str(store_dir))
+    assert result.exit_code == 0 and "no trials yet" in result.output
+
+
+def test_show_an_unknown_job_says_how_to_list_them(store_dir) -> None:
+    result = CliRunner().invoke(app, ["show", "nope", "--store", str(store_dir)])
+    assert result.exit_code == 2
+    assert "no job 'nope'" in result.output and "zeus-kfp jobs --store" in result.output
+
+
+def test_recurrence_report_reads_the_store(store_dir, tmp_path) -> None:
+    latest = recurrence_report(str(store_dir), "mnist-nightly", None, tmp_path / "latest")
+    assert latest.metrics["cost"] == pytest.approx(13750.0)
+    assert latest.metrics["energy_j"] == pytest.approx(11000.0)
+    assert latest.metrics["time_s"] == pytest.approx(55.0)
+    assert latest.metrics["saving"] == pytest.approx(1 - 13750.0 / BASELINE)
+    assert "## Recurrence 3 (`run-3`)" in latest.markdown and "**Simulated GPU.**" in latest.markdown
+    assert len(latest.plots) == 4 and all(p.parent == tmp_path / "latest" for p in latest.plots)
+    second = recurrence_report(str(store_dir), "mnist-nightly", "run-2", tmp_path / "second")
+    assert second.metrics["cost"] == pytest.approx(22000.0) and second.metrics["trials"] == 2.0
+    assert "## Recurrence 2 (`run-2`)" in second.markdown
+    with pytest.raises(ValueError, match="recurrence_id='run-7'"):
+        recurrence_report(str(store_dir), "mnist-nightly", "run-7", tmp_path / "bad")
