@@ -53,6 +53,15 @@ class Backend(Protocol):
 TEMP_MARK = ".tmp-"
 
 
+def probe_exclusive_create(backend: Backend) -> bool:
+    """Ask the storage itself, don't assume: create a scratch key twice; the second must be refused."""
+    probe = f"_probe/{uuid.uuid4().hex}"
+    try:
+        return backend.put_new(probe, b"1") and not backend.put_new(probe, b"2")
+    finally:
+        backend.delete([probe])
+
+
 class LocalBackend:
     """A directory on a local or shared file system: zero setup, the embedded default."""
 
@@ -60,6 +69,7 @@ class LocalBackend:
         self.root = root.resolve()
         self.uri = self.root.as_uri()
         self.location = str(self.root)
+        self._honoured: bool | None = None
 
     def _path(self, key: str) -> Path:
         # Keys are built from validated segments (keys.py); this is the last line of defence.
@@ -125,4 +135,7 @@ class LocalBackend:
             self._path(key).unlink(missing_ok=True)
 
     def conditional_writes_honoured(self) -> bool:
-        return True
+        # Hard links are exclusive on POSIX file systems, but some network file systems emulate them.
+        if self._honoured is None:
+            self._honoured = probe_exclusive_create(self)
+        return self._honoured

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from minio import Minio
 from minio.deleteobjects import DeleteObject
 from minio.error import MinioException, S3Error, ServerError
 
-from zeus.store.backend import ObjectNotFound
+from zeus.store.backend import ObjectNotFound, probe_exclusive_create
 from zeus.store.errors import StoreInputError, StoreUnavailableError
 
 T = TypeVar("T")
@@ -233,9 +232,5 @@ class S3Backend:
     def conditional_writes_honoured(self) -> bool:
         """Probe once: create a scratch key twice; a server that honours If-None-Match refuses the second."""
         if self._honoured is None:
-            probe = f"_probe/{uuid.uuid4().hex}"
-            first = self.put_new(probe, b"1")
-            second = self.put_new(probe, b"2")
-            self.delete([probe])
-            self._honoured = first and not second
+            self._honoured = probe_exclusive_create(self)
         return self._honoured

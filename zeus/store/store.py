@@ -164,6 +164,7 @@ class Store:
         """`compact`, returning what it did per stream (for the CLI and benchmarks)."""
         keys.check_job_id(job_id)
         results = [compact_stream(self.backend, job_id, stream) for stream in keys.STREAMS]
+        self._report([problem for result in results for problem in result.problems])
         if self.backend.conditional_writes_honoured():
             # Claims below the highest numbers a snapshot holds are no longer needed to find the top.
             snapshot = read_stream(self.backend, job_id, "dispatched").table

@@ -103,6 +103,7 @@ class CompactResult:
     merged: int  # events merged into a new snapshot by this call
     deleted: int  # event objects removed
     note: str = ""
+    problems: list[ObjectProblem] = field(default_factory=list)  # bad events left in place
 
 
 def compact_stream(backend: Backend, job_id: str, stream: str) -> CompactResult:
@@ -125,25 +126,26 @@ def compact_stream(backend: Backend, job_id: str, stream: str) -> CompactResult:
     if any(data is None for data in fetched.values()):
         return CompactResult(stream, generation, 0, 0, "another compaction is running")
     merged: list[str] = []
+    problems: list[ObjectProblem] = []
     for key in todo:
         try:
             parts.append(_with_event(decode(key, fetched[key] or b"", stream), keys.basename(key)))
             merged.append(key)
         except NewerSchemaError:
             raise
-        except CorruptObjectError:
-            continue  # left in place, reported by every read until someone removes it
+        except CorruptObjectError as exc:  # left in place, reported by every read until someone removes it
+            problems.append(ObjectProblem(exc.key, exc.reason))
     if merged:
         table = pa.concat_tables(parts)
         if not backend.put_new(keys.snapshot_key(job_id, stream, generation + 1), encode(stream, table, snapshot=True)):
-            return CompactResult(stream, generation, 0, 0, "another compactor wrote this generation first")
+            return CompactResult(stream, generation, 0, 0, "another compactor wrote this generation first", problems)
         generation += 1
     if not backend.conditional_writes_honoured():
-        return CompactResult(stream, generation, len(merged), 0, "server ignores If-None-Match: events kept")
+        return CompactResult(stream, generation, len(merged), 0, "server ignores If-None-Match: events kept", problems)
     removable = merged + already
     old_snapshots = [k for k in snapshots if (keys.snapshot_generation(k) or 0) <= generation - KEEP_SNAPSHOTS]
     backend.delete(removable + old_snapshots)
-    return CompactResult(stream, generation, len(merged), len(removable))
+    return CompactResult(stream, generation, len(merged), len(removable), problems=problems)
 
 
 def find_trial_events(

@@ -1,0 +1,161 @@
+"""What only the S3 backend has: conditional creates sent for real, env settings, an unreachable
+server, and a server that ignores If-None-Match (where nothing may be lost either)."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from minio import Minio
+
+from zeus.job import TrialResult
+from zeus.policy.base import Decision
+from zeus.store import StoreInputError, StoreUnavailableError, open_store
+from zeus.store.backend import LocalBackend
+from zeus.store.s3 import S3Backend, S3Settings
+from zeus.store.store import Store
+
+DECISION = Decision(batch_size=64, cost_threshold=None, stage="exploration", reason="test")
+
+
+def test_conditional_create_reaches_the_server_and_refuses_a_second_writer(s3_store_uri):
+    backend = open_store(s3_store_uri).backend
+    assert backend.put_new("probe/x", b"first") is True
+    assert backend.put_new("probe/x", b"second") is False  # 412 from the server
+    assert backend.get("probe/x") == b"first"
+    assert backend.conditional_writes_honoured() is True
+    # The control: minio's public put_object with the header as "metadata" silently overwrites,
+    # which is why the store does not use it.
+    client: Minio = backend.client
+    client.put_object(backend.bucket, backend.prefix + "probe/x", _stream(b"third"), 5, metadata={"If-None-Match": "*"})
+    assert backend.get("probe/x") == b"third"
+
+
+def _stream(data: bytes):
+    import io
+
+    return io.BytesIO(data)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_store_fails_after_bounded_retries_naming_endpoint_and_bucket(monkeypatch):
+    endpoint = f"127.0.0.1:{_free_port()}"  # nothing listens here
+    monkeypatch.setenv("ZEUS_S3_ENDPOINT", endpoint)
+    monkeypatch.setenv("ZEUS_S3_SECURE", "false")
+    monkeypatch.setenv("ZEUS_S3_ACCESS_KEY", "AKIA-visible-id")
+    monkeypatch.setenv("ZEUS_S3_SECRET_KEY", "super-secret-value")
+    monkeypatch.setenv("ZEUS_S3_MAX_ATTEMPTS", "3")
+    store = open_store("s3://zeus-unreachable/p")
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError) as info:
+        store.trials("some-job")
+    elapsed = time.monotonic() - started
+    message = str(info.value)
+    assert endpoint in message and "zeus-unreachable" in message and "3 attempts" in message
+    assert "super-secret-value" not in message and "super-secret-value" not in repr(store.backend.settings)
+    assert 0.7 < elapsed < 10  # backoff 0.25 s + 0.5 s between three attempts, then gives up
+
+
+@pytest.mark.parametrize(
+    ("env", "endpoint", "secure"),
+    [
+        ({"ZEUS_S3_ENDPOINT": "minio.kubeflow:9000"}, "minio.kubeflow:9000", True),
+        ({"ZEUS_S3_ENDPOINT": "http://minio:9000/"}, "minio:9000", False),
+        ({"ZEUS_S3_ENDPOINT": "minio:9000", "ZEUS_S3_SECURE": "0"}, "minio:9000", False),
+        ({"ZEUS_S3_ENDPOINT": "https://s3.example:443", "ZEUS_S3_SECURE": "false"}, "s3.example:443", True),
+    ],
+)
+def test_settings_from_env(monkeypatch, env, endpoint, secure):
+    for key in ("ZEUS_S3_ENDPOINT", "ZEUS_S3_SECURE", "ZEUS_S3_ACCESS_KEY", "ZEUS_S3_SECRET_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "from-aws-env")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    settings = S3Settings.from_env()
+    assert (settings.endpoint, settings.secure, settings.access_key) == (endpoint, secure, "from-aws-env")
+    assert "aws-secret" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("env", "field"),
+    [
+        ({}, "ZEUS_S3_ENDPOINT"),
+        ({"ZEUS_S3_ENDPOINT": "minio:9000", "ZEUS_S3_SECURE": "maybe"}, "ZEUS_S3_SECURE"),
+        ({"ZEUS_S3_ENDPOINT": "minio:9000/path"}, "ZEUS_S3_ENDPOINT"),
+    ],
+)
+def test_bad_settings_name_the_variable(monkeypatch, env, field):
+    monkeypatch.delenv("ZEUS_S3_ENDPOINT", raising=False)
+    monkeypatch.delenv("ZEUS_S3_SECURE", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(StoreInputError) as info:
+        open_store("s3://bucket-ok/x")
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize("uri", ["gs://bucket/x", "s3://Bad_Bucket/x", "s3://ok-bucket/../x", "file://host/x", "  "])
+def test_bad_store_uris_name_the_allowed_forms(uri):
+    with pytest.raises(StoreInputError) as info:
+        open_store(uri)
+    assert info.value.field == "store" and "s3://bucket" in info.value.allowed
+
+
+def test_default_and_env_store_uris(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ZEUS_KFP_STORE", raising=False)
+    assert open_store().uri == (tmp_path / ".zeus-kfp" / "store").resolve().as_uri()
+    monkeypatch.setenv("ZEUS_KFP_STORE", str(tmp_path / "elsewhere"))
+    assert open_store().uri == (tmp_path / "elsewhere").resolve().as_uri()
+    assert open_store((tmp_path / "x").as_uri()).uri == (tmp_path / "x").resolve().as_uri()
+    assert open_store("relative/dir").uri == (tmp_path / "relative" / "dir").resolve().as_uri()
+
+
+def test_bucket_is_created_only_when_allowed(s3_store_uri, monkeypatch):
+    monkeypatch.setenv("ZEUS_S3_CREATE_BUCKET", "false")
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        open_store(s3_store_uri).list_jobs()
+    monkeypatch.setenv("ZEUS_S3_CREATE_BUCKET", "true")
+    assert open_store(s3_store_uri).list_jobs().empty
+
+
+class IgnoresConditions(LocalBackend):
+    """A server that ignores If-None-Match: every create overwrites (a stand-in for such servers)."""
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return True
+
+
+def test_without_conditional_writes_compaction_deletes_nothing_and_reads_stay_exact(tmp_path, spec):
+    store = Store(IgnoresConditions(tmp_path))
+    store.ensure_job(spec)
+    store.begin_recurrence(spec.job_id, "run-a")
+    for attempt in (1, 2, 3):
+        store.dispatch_trial(spec.job_id, "run-a", attempt, DECISION)
+        done = TrialResult.build(spec, batch_size=64, status="reached", time_s=1.0, energy_j=1.0, num_epochs=1)
+        store.finish_trial(spec.job_id, "run-a", attempt, done)
+    before = store.trials(spec.job_id)
+    store.compact(spec.job_id)
+    assert len(store.backend.list(f"jobs/{spec.job_id}/events/")) == 6  # kept: a second compactor could "win"
+    assert store.backend.list(f"jobs/{spec.job_id}/snapshots/dispatched/")  # but the snapshot exists
+    after = store.trials(spec.job_id)
+    assert after["trial"].tolist() == [1, 2, 3]
+    assert after.equals(before)
+
+
+def test_s3_backend_keys_live_under_the_prefix(s3_store_uri, spec):
+    store = open_store(s3_store_uri)
+    assert isinstance(store.backend, S3Backend)
+    store.ensure_job(spec)
+    names = [o.object_name for o in store.backend.client.list_objects(store.backend.bucket, recursive=True)]
+    assert names and all(name.startswith("store/catalog/specs/") for name in names)
