@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from zeus.power.gpu import PowerConstraints
@@ -65,14 +66,21 @@ class SimulatedGPU:
     kind = "simulated"
     simulated = True
 
-    def __init__(self, num_devices: int = 1, model: PowerModel | None = None, clock: str = "process") -> None:
+    def __init__(
+        self,
+        num_devices: int = 1,
+        model: PowerModel | None = None,
+        clock: str = "process",
+        real_clock: Callable[[], float] | None = None,
+    ) -> None:
+        """`real_clock` overrides the clock source (tests replay exact step times through it)."""
         if clock not in SIM_CLOCKS:
             raise ValueError(f"invalid clock={clock!r}: allowed {', '.join(SIM_CLOCKS)}")
         if num_devices < 1:
             raise ValueError(f"invalid num_devices={num_devices!r}: allowed a positive integer")
         self.model = model or PowerModel()
         self.can_set_limits = True
-        self._real = time.process_time if clock == "process" else time.perf_counter
+        self._real = real_clock or (time.process_time if clock == "process" else time.perf_counter)
         self._limits = [self.model.max_w] * num_devices
         self._energy = [0.0] * num_devices
         self._virtual = 0.0

@@ -91,7 +91,7 @@ def run_trial(
     command: Sequence[str],
     work_dir: Path,
     zeus_aware: bool = True,
-    data_dir: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     gpu: str = "auto",
     metric_patterns: Sequence[str] | None = None,
     metrics_file: str | None = None,
@@ -106,6 +106,7 @@ def run_trial(
     """Run `command` as one trial of `spec` at `batch_size`; see the module docstring."""
     _validate(spec, batch_size, cost_threshold, command, gpu)
     patterns = compile_patterns(metric_patterns)
+    data_dir = str(data_dir) if data_dir else None
     work_dir = Path(work_dir).resolve()
     log_dir = work_dir / LOG_SUBDIR
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -91,19 +91,25 @@ class ZeusTrial:
 
     # -- epochs --------------------------------------------------------------------------------
     def epochs(self) -> Iterator[int]:
+        """Epoch numbers until the trial ends. Leaving the loop early (an exception, a break) closes
+        this generator, which records the trial as failed and restores the maximum power limit."""
         self.start()
-        for epoch in range(self.env.max_epochs):
-            if epoch > 0 and self._would_exceed():
-                self.finish(TrialStatus.COST_EXCEEDED, self.stop_reason)
-                return
-            self.monitor.begin_window(EPOCH_WINDOW)
-            yield epoch
-            measured = self.monitor.end_window(EPOCH_WINDOW)
-            self.epoch_costs.append(self.spec.cost(measured.total_energy_j, measured.time_s))
-            if self.metrics and self.spec.reached(self.metrics[-1]):
-                self.finish(TrialStatus.REACHED)
-                return
-        self.finish(TrialStatus.NOT_REACHED, f"target not reached in {self.env.max_epochs} epochs")
+        try:
+            for epoch in range(self.env.max_epochs):
+                if epoch > 0 and self._would_exceed():
+                    self.finish(TrialStatus.COST_EXCEEDED, self.stop_reason)
+                    return
+                self.monitor.begin_window(EPOCH_WINDOW)
+                yield epoch
+                measured = self.monitor.end_window(EPOCH_WINDOW)
+                self.epoch_costs.append(self.spec.cost(measured.total_energy_j, measured.time_s))
+                if self.metrics and self.spec.reached(self.metrics[-1]):
+                    self.finish(TrialStatus.REACHED)
+                    return
+            self.finish(TrialStatus.NOT_REACHED, f"target not reached in {self.env.max_epochs} epochs")
+        finally:
+            if self.result is None:
+                self.finish(TrialStatus.FAILED, "the training loop ended early (an exception or a break)")
 
     def report_metric(self, value: float) -> None:
         """The script's validation metric after an epoch (in the job's direction)."""
