@@ -7,10 +7,12 @@ measured against it in the same simulator (see benchmarks/policy.py).
 from __future__ import annotations
 
 from zeus.policy.base import ArmState, Decision, Policy
+from zeus.policy.default import DefaultPolicy
 from zeus.policy.history import NoFeasibleBatchSizeError
 from zeus.policy.nsdi23 import ZeusNSDI23Policy
 
 _POLICIES: dict[str, type] = {
+    DefaultPolicy.name: DefaultPolicy,
     ZeusNSDI23Policy.name: ZeusNSDI23Policy,
 }
 POLICY_NAMES: tuple[str, ...] = tuple(sorted(_POLICIES))
