@@ -83,13 +83,17 @@ def find_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: in
     )
 
 
-def require_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int) -> Dispatch:
-    found = find_dispatch(backend, job_id, recurrence_id, attempt)
+Known = dict[tuple[str, str, int], Dispatch]  # a Store's memory of dispatches it has seen (they never change)
+
+
+def require_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int, known: Known) -> Dispatch:
+    found = known.get((job_id, recurrence_id, attempt)) or find_dispatch(backend, job_id, recurrence_id, attempt)
     if found is None:
         raise UnknownTrialError(
             f"trial {recurrence_id!r} attempt {attempt} of job {job_id!r} was never dispatched: "
             "call dispatch_trial first"
         )
+    known[(job_id, recurrence_id, attempt)] = found
     return found
 
 
@@ -98,13 +102,20 @@ def _same_decision(a: Dispatch, decision: Decision, kfp_run_id: str) -> bool:
 
 
 def dispatch(
-    backend: Backend, job_id: str, recurrence_id: str, attempt: int, decision: Decision, kfp_run_id: str
+    backend: Backend,
+    job_id: str,
+    recurrence_id: str,
+    attempt: int,
+    decision: Decision,
+    kfp_run_id: str,
+    known: Known,
+    recurrence: int,
 ) -> int:
+    """Record the dispatch (claiming a trial number) unless this attempt already has one."""
     if not isinstance(decision, Decision):
         raise StoreInputError("decision", type(decision).__name__, "a zeus.policy.base.Decision")
-    existing = find_dispatch(backend, job_id, recurrence_id, attempt)
+    existing = known.get((job_id, recurrence_id, attempt)) or find_dispatch(backend, job_id, recurrence_id, attempt)
     if existing is None:
-        recurrence = ledger.recurrence_number(backend, job_id, recurrence_id)
         trial = ledger.claim_number(backend, job_id, "trial", {"recurrence_id": recurrence_id, "attempt": attempt})
         row = {
             "job_id": job_id,
@@ -121,9 +132,13 @@ def dispatch(
         }
         content = {k: row[k] for k in DECISION_FIELDS}  # not the number: an identical racer shares the key
         key = keys.event_key(job_id, "dispatched", recurrence_id, attempt, digest(content))
-        backend.put_new(key, encode("dispatched", [row]))
-        existing = find_dispatch(backend, job_id, recurrence_id, attempt)
-        assert existing is not None
+        created = backend.put_new(key, encode("dispatched", [row]))
+        if created and backend.list(keys.event_prefix(job_id, "dispatched", recurrence_id, attempt)) == [key]:
+            existing = Dispatch(key, recurrence, trial, decision, kfp_run_id)  # ours alone: no need to read it back
+        else:  # an identical retry got there first, or a different decision raced us: settle by the stored events
+            existing = find_dispatch(backend, job_id, recurrence_id, attempt)
+            assert existing is not None
+    known[(job_id, recurrence_id, attempt)] = existing
     if not _same_decision(existing, decision, kfp_run_id):
         raise EventConflictError(
             existing.key,
@@ -133,10 +148,10 @@ def dispatch(
     return existing.trial
 
 
-def finish(backend: Backend, job_id: str, recurrence_id: str, attempt: int, result: TrialResult) -> None:
+def finish(backend: Backend, job_id: str, recurrence_id: str, attempt: int, result: TrialResult, known: Known) -> None:
     if not isinstance(result, TrialResult):
         raise StoreInputError("result", type(result).__name__, "a zeus.job.TrialResult")
-    found = require_dispatch(backend, job_id, recurrence_id, attempt)
+    found = require_dispatch(backend, job_id, recurrence_id, attempt, known)
     if result.batch_size != found.decision.batch_size:
         raise StoreInputError(
             "batch_size", result.batch_size, f"{found.decision.batch_size}, the batch size trial {found.trial} ran with"
@@ -165,9 +180,11 @@ def _check_profile(profile: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_profile(backend: Backend, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame) -> None:
+def write_profile(
+    backend: Backend, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame, known: Known
+) -> None:
     clean = _check_profile(profile)
-    found = require_dispatch(backend, job_id, recurrence_id, attempt)
+    found = require_dispatch(backend, job_id, recurrence_id, attempt, known)
     base = {
         "job_id": job_id,
         "recurrence_id": recurrence_id,
@@ -187,10 +204,11 @@ def write_bandit_state(
     attempt: int,
     arms: list[ArmState],
     lowest_cost: float | None,
+    known: Known,
 ) -> None:
     if not all(isinstance(arm, ArmState) for arm in arms):
         raise StoreInputError("arms", [type(a).__name__ for a in arms][:3], "a list of zeus.policy.base.ArmState")
-    found = require_dispatch(backend, job_id, recurrence_id, attempt)
+    found = require_dispatch(backend, job_id, recurrence_id, attempt, known)
     written_at = now()
     rows = [
         {

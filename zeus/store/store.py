@@ -38,6 +38,9 @@ class Store:
         self.backend = backend
         self.uri = backend.uri
         self.problems: list[ObjectProblem] = []  # objects the last read skipped, key + reason
+        # Dispatches and recurrence numbers this Store has seen; both are immutable once stored.
+        self._known: events.Known = {}
+        self._recurrences: dict[tuple[str, str], int] = {}
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
@@ -81,7 +84,11 @@ class Store:
 
     def begin_recurrence(self, job_id: str, recurrence_id: str) -> int:
         """The recurrence's number (1, 2, ...), unique and ordered; idempotent per recurrence_id."""
-        return ledger.begin_recurrence(self.backend, keys.check_job_id(job_id), keys.check_recurrence_id(recurrence_id))
+        number = ledger.begin_recurrence(
+            self.backend, keys.check_job_id(job_id), keys.check_recurrence_id(recurrence_id)
+        )
+        self._recurrences[(job_id, recurrence_id)] = number
+        return number
 
     def dispatch_trial(
         self, job_id: str, recurrence_id: str, attempt: int, decision: Decision, kfp_run_id: str = ""
@@ -89,7 +96,13 @@ class Store:
         """Record a dispatched trial; returns its job-wide trial number. Idempotent on
         (recurrence_id, attempt); a different decision for a dispatched trial is an EventConflictError."""
         self._check_trial(job_id, recurrence_id, attempt)
-        return events.dispatch(self.backend, job_id, recurrence_id, attempt, decision, kfp_run_id)
+        recurrence = self._recurrences.get((job_id, recurrence_id))
+        if recurrence is None:
+            recurrence = ledger.recurrence_number(self.backend, job_id, recurrence_id)
+            self._recurrences[(job_id, recurrence_id)] = recurrence
+        return events.dispatch(
+            self.backend, job_id, recurrence_id, attempt, decision, kfp_run_id, self._known, recurrence
+        )
 
     def get_dispatch(self, job_id: str, recurrence_id: str, attempt: int) -> tuple[int, Decision] | None:
         """(trial number, decision) if this attempt was dispatched: a retried bandit step reuses it."""
@@ -100,19 +113,19 @@ class Store:
     def finish_trial(self, job_id: str, recurrence_id: str, attempt: int, result: TrialResult) -> None:
         """Record a trial's result. The same result twice is a no-op; a different one is refused."""
         self._check_trial(job_id, recurrence_id, attempt)
-        events.finish(self.backend, job_id, recurrence_id, attempt, result)
+        events.finish(self.backend, job_id, recurrence_id, attempt, result, self._known)
 
     def write_profile(self, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame) -> None:
         """Store a trial's power profile (phase, power_limit_w, average_power_w, throughput, simulated)."""
         self._check_trial(job_id, recurrence_id, attempt)
-        events.write_profile(self.backend, job_id, recurrence_id, attempt, profile)
+        events.write_profile(self.backend, job_id, recurrence_id, attempt, profile, self._known)
 
     def write_bandit_state(
         self, job_id: str, recurrence_id: str, attempt: int, arms: list[ArmState], lowest_cost: float | None
     ) -> None:
         """Store the policy's per-arm view after a feedback, for people and tools (never read back as truth)."""
         self._check_trial(job_id, recurrence_id, attempt)
-        events.write_bandit_state(self.backend, job_id, recurrence_id, attempt, list(arms), lowest_cost)
+        events.write_bandit_state(self.backend, job_id, recurrence_id, attempt, list(arms), lowest_cost, self._known)
 
     @staticmethod
     def _check_trial(job_id: str, recurrence_id: str, attempt: int) -> None:

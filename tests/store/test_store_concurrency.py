@@ -1,0 +1,55 @@
+"""8 processes x 50 trials append to one job at once while a ninth compacts: exactly 400 finished
+trials come back, none lost, none twice, with unique trial and recurrence numbers. Both backends."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+from store_workers import append_trials, compact_until_done
+
+from zeus.store import open_store
+
+WORKERS = 8
+TRIALS = 50
+JOB = "concurrent-job"
+
+
+@pytest.mark.slow
+def test_eight_appenders_and_a_compactor_lose_nothing(store_uri):
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs the S3 server threads
+    env = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
+    barrier = ctx.Barrier(WORKERS + 1)
+    stop = ctx.Event()
+    out = ctx.Queue()
+    workers = [
+        ctx.Process(target=append_trials, args=(store_uri, env, JOB, w, TRIALS, barrier, out)) for w in range(WORKERS)
+    ]
+    compactor = ctx.Process(target=compact_until_done, args=(store_uri, env, JOB, barrier, stop, out))
+    for process in [*workers, compactor]:
+        process.start()
+    reports = [out.get(timeout=240) for _ in workers]
+    stop.set()
+    reports.append(out.get(timeout=60))
+    for process in [*workers, compactor]:
+        process.join(timeout=60)
+    errors = [r[2] for r in reports if r[0] == "error"]
+    assert not errors, errors[0]
+
+    store = open_store(store_uri)
+    trials = store.trials(JOB)
+    assert len(trials) == WORKERS * TRIALS
+    assert trials["finished"].all() and (trials["status"] == "reached").all()
+    assert not trials.duplicated(["recurrence_id", "attempt"]).any()
+    assert sorted(trials["trial"]) == list(range(1, WORKERS * TRIALS + 1))  # unique, and no claim was lost
+    assert sorted(set(trials["recurrence"])) == list(range(1, WORKERS + 1))
+    for _kind, worker, recurrence, numbers in (r for r in reports if r[0] == "worker"):
+        mine = trials[trials["recurrence_id"] == f"worker-{worker}"]
+        assert set(mine["recurrence"]) == {recurrence} and mine["trial"].tolist() == numbers
+        assert mine["energy_j"].tolist() == [worker * 1000.0 + a for a in range(1, TRIALS + 1)]
+    _, rounds, merged, _ = next(r for r in reports if r[0] == "compactor")
+    assert rounds >= 2 and merged > 0  # the compactor really ran alongside the appenders
+    store.compact(JOB)
+    assert store.trials(JOB).equals(trials)
+    assert store.problems == []
