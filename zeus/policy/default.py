@@ -110,8 +110,8 @@ class DefaultPolicy:
         if not state.done:
             expected = state.expected
             best = self._best_trial_cost(view)
-            if best is not None and self.explore_factor is not None:
-                tight = self.explore_factor * best
+            if best is not None and spec.beta_knob is not None:  # beta None: the user turned early stop off
+                tight = min(self.explore_factor, spec.beta_knob) * best
                 threshold = tight if threshold is None else min(threshold, tight)
             if view.in_flight(expected):
                 fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
