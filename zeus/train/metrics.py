@@ -15,7 +15,7 @@ from pathlib import Path
 
 # Katib's default stdout filter: `name=value`, value a float with optional exponent.
 KATIB_PATTERN = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
-MAX_LINE_CHARS = 65536
+MAX_LINE_CHARS = 4096  # metric lines are short; a cap keeps the regex scan linear-time in practice
 
 
 class MetricPatternError(ValueError):
@@ -48,13 +48,14 @@ def _number(text: str) -> float | None:
 
 
 def parse_line(line: str, patterns: Sequence[re.Pattern[str]]) -> Iterator[tuple[str, float]]:
-    """(name, value) pairs found in one line of output."""
-    line = line[:MAX_LINE_CHARS]
-    for rx in patterns:
-        for match in rx.finditer(line):
-            value = _number(match.group(2))
-            if value is not None:
-                yield match.group(1), value
+    """(name, value) pairs found in one line of output (progress-bar carriage returns split it further)."""
+    for segment in line.split("\r"):
+        segment = segment[:MAX_LINE_CHARS]
+        for rx in patterns:
+            for match in rx.finditer(segment):
+                value = _number(match.group(2))
+                if value is not None:
+                    yield match.group(1), value
 
 
 def parse_json_line(line: str) -> Iterator[tuple[str, float]]:

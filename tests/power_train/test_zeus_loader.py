@@ -1,0 +1,149 @@
+"""ZeusDataLoader end to end: in-process with the fake NVML, and the example scripts as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from zeus.job import TrialStatus
+from zeus.power import PowerModel, SimulatedGPU, candidate_limits
+from zeus.power.nvml import NvmlGPU
+from zeus.train import TrialEnv, example_command, example_spec, make_dataset, run_trial
+from zeus.train.dataloader import ZeusDataLoader
+
+
+def tiny_data(n: int = 256) -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(n, 4, generator=g), torch.randint(0, 2, (n,), generator=g))
+
+
+def test_limit_is_restored_and_the_failure_recorded_when_the_loop_raises(fake_nvml, tmp_path):
+    env = TrialEnv(
+        batch_size=8, target_metric=0.9, max_epochs=3, log_dir=str(tmp_path), profile_iters=2, warmup_iters=1
+    )
+    loader = ZeusDataLoader(tiny_data(), env=env, gpu=NvmlGPU())
+    seen = []
+
+    def train() -> None:
+        for _ in loader.epochs():
+            for i, _batch in enumerate(loader):
+                seen.append(fake_nvml.devices[0].limit_mw)
+                if i == 12:
+                    raise RuntimeError("loss is nan")
+
+    with pytest.raises(RuntimeError, match="loss is nan"):
+        train()
+    assert min(seen) < 300_000  # it really was profiling lower limits
+    assert [d.limit_mw for d in fake_nvml.devices] == [300_000, 300_000]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["status"] == "failed" and not result["simulated"] and result["gpu_kind"] == "nvml"
+
+
+def test_in_process_trial_reaches_the_target_and_writes_its_profile(tmp_path):
+    env = TrialEnv(
+        batch_size=16, target_metric=0.5, max_epochs=5, log_dir=str(tmp_path), warmup_iters=0, profile_iters=2
+    )
+    train = ZeusDataLoader(tiny_data(), env=env, gpu=SimulatedGPU(), shuffle=False)
+    evals = ZeusDataLoader(tiny_data(64), split="eval", trial=train.trial)
+    epochs = []
+    for epoch in train.epochs():
+        epochs.append(epoch)
+        sum(1 for _ in train)
+        assert sum(len(y) for _, y in evals) == 64
+        train.report_metric([0.1, 0.4, 0.6, 0.7][epoch])
+    assert epochs == [0, 1, 2]
+    result = train.trial.result
+    assert result.status is TrialStatus.REACHED and result.num_epochs == 3 and result.metric == 0.6
+    assert result.simulated and result.power_limit_w == train.trial.profiler.chosen_limit
+    profile = train.trial.profiler.profile()
+    assert list(profile["phase"]) == ["train"] * 7 + ["eval"]
+    assert (tmp_path / "profile.csv").exists() and json.loads((tmp_path / "result.json").read_text())["reached"]
+
+
+def test_eval_loader_needs_the_train_loaders_trial_and_batch_size_is_the_trials(tmp_path):
+    env = TrialEnv(batch_size=16, target_metric=0.5, max_epochs=5, log_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="trial"):
+        ZeusDataLoader(tiny_data(), split="eval", env=env, gpu=SimulatedGPU())
+    with pytest.raises(ValueError, match="batch_size"):
+        ZeusDataLoader(tiny_data(), env=env, gpu=SimulatedGPU(), batch_size=32)
+
+
+@pytest.mark.slow
+def test_example_on_the_simulated_gpu_picks_the_exhaustive_optimum(tmp_path):
+    # eta = 1 (energy only): the model's optimum, 100 W, beats its neighbour by ~14%, far above CPU timing noise.
+    spec = example_spec().with_changes(eta_knob=1.0)
+    make_dataset(str(tmp_path / "data"))
+    out = run_trial(
+        spec,
+        batch_size=32,
+        cost_threshold=None,
+        command=example_command("zeus"),
+        work_dir=tmp_path / "trial",
+        data_dir=str(tmp_path / "data"),
+        gpu="simulated",
+    )
+    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), eta=1.0, max_power_w=spec.max_power_w)
+    assert out.result.status is TrialStatus.REACHED, out.log_tail
+    assert out.result.power_limit_w == expected == 100.0
+    assert out.result.simulated and out.result.energy_j > 0
+    assert list(out.profile["phase"]) == ["train"] * 7 + ["eval"]
+    assert out.profile["simulated"].all()
+    assert out.model_path is not None and out.model_path.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_example_stops_itself_when_the_next_epoch_would_pass_the_threshold(tmp_path):
+    spec = example_spec()
+    out = run_trial(
+        spec, batch_size=1024, cost_threshold=40.0, command=example_command("zeus"), work_dir=tmp_path, gpu="simulated"
+    )
+    assert out.result.status is TrialStatus.COST_EXCEEDED, out.log_tail
+    assert 1 <= out.result.num_epochs < spec.max_epochs and "threshold" in out.result.reason
+
+
+@pytest.mark.slow
+def test_plain_example_and_timeout_of_a_zeus_aware_script(tmp_path):
+    spec = example_spec()
+    out = run_trial(
+        spec,
+        batch_size=64,
+        cost_threshold=None,
+        command=example_command("plain"),
+        work_dir=tmp_path / "plain",
+        zeus_aware=False,
+        gpu="simulated",
+    )
+    assert out.result.status is TrialStatus.REACHED and out.result.num_epochs <= 3, out.log_tail
+    assert out.model_path is not None
+    hang = tmp_path / "hang.py"
+    hang.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from zeus.train.dataloader import ZeusDataLoader
+            loader = ZeusDataLoader(torch.utils.data.TensorDataset(torch.zeros(64, 2)))
+            for _ in loader.epochs():
+                print("started", flush=True)
+                while True:
+                    for _ in loader:
+                        pass
+            """
+        )
+    )
+    out = run_trial(
+        spec,
+        batch_size=16,
+        cost_threshold=None,
+        command=[sys.executable, str(hang)],
+        work_dir=tmp_path / "hang",
+        gpu="simulated",
+        timeout_s=8.0,
+    )
+    assert out.result.status is TrialStatus.FAILED and "timed out" in out.result.reason
+    written = json.loads((tmp_path / "hang" / "logs" / "result.json").read_text())
+    assert "timed out" in written["reason"]
