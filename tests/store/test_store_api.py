@@ -244,3 +244,43 @@ def test_recurrence_ids_cannot_escape_their_prefix(store, spec, bad):
         store.dispatch_trial(spec.job_id, "run-a", 0, EXPLORE)
     assert info.value.field == "attempt"
     assert store.backend.list("jobs/") == []  # nothing written anywhere
+
+
+def test_a_job_without_trials_reads_as_empty_frames(store, spec):
+    store.ensure_job(spec)
+    trials = store.trials(spec.job_id)
+    assert trials.empty and "status" in trials.columns and "cost" in trials.columns
+    assert store.history(spec.job_id) == []
+    assert store.profiles(spec.job_id).empty and store.bandit_state(spec.job_id).empty
+    store.compact(spec.job_id)  # nothing to do, no error
+    assert store.trials(spec.job_id).empty
+
+
+def test_imported_history_reads_back_and_numbering_continues(store, spec):
+    from zeus.store.bulk import import_trials
+
+    history = pd.DataFrame(
+        {
+            "recurrence": [1, 1, 2],
+            "recurrence_id": ["old-1", "old-1", "old-2"],
+            "attempt": [1, 2, 1],
+            "batch_size": [128, 64, 64],
+            "status": ["not_reached", "reached", "reached"],
+            "time_s": [10.0, 20.0, 30.0],
+            "energy_j": [100.0, 200.0, 300.0],
+            "num_epochs": [5, 3, 3],
+        }
+    )
+    assert import_trials(store, spec, history) == 3
+    store.begin_recurrence(spec.job_id, "new-run")
+    assert store.begin_recurrence(spec.job_id, "new-run") == 3
+    assert store.dispatch_trial(spec.job_id, "new-run", 1, EXPLORE) == 4
+    trials = store.trials(spec.job_id)
+    assert trials["trial"].tolist() == [1, 2, 3, 4]
+    assert trials["status"].tolist() == ["not_reached", "reached", "reached", "dispatched"]
+    assert trials.loc[2, "cost"] == pytest.approx(spec.cost(300.0, 30.0))
+    with pytest.raises(Exception, match="already has trials"):
+        import_trials(store, spec, history)
+    with pytest.raises(StoreInputError) as info:
+        import_trials(store, spec.with_changes(job_id="other"), history.assign(status="dispatched"))
+    assert info.value.field == "status"

@@ -64,7 +64,11 @@ def trials_frame(dispatched: StreamRead, finished: StreamRead, problems: list[Ob
     started = _keep_one(_frame(dispatched), ["trial", EVENT_COLUMN], "dispatched", problems)
     ended = _keep_one(_frame(finished), ["ended_at", EVENT_COLUMN], "finished", problems)
     ended = ended.drop(columns=["job_id", EVENT_COLUMN]).rename(columns={"batch_size": "finished_batch_size"})
-    merged = started.drop(columns=[EVENT_COLUMN]).merge(ended, on=TRIAL_KEY, how="outer", indicator=True)
+    # Join on object-dtype ids: pandas 3 cannot merge empty Arrow-backed string keys (ArrowInvalid).
+    started = started.drop(columns=[EVENT_COLUMN]).astype({"recurrence_id": object})
+    ended = ended.astype({"recurrence_id": object})
+    merged = started.merge(ended, on=TRIAL_KEY, how="outer", indicator=True)
+    merged["recurrence_id"] = merged["recurrence_id"].astype("str")
     orphans = merged["_merge"] == "right_only"
     for rid, attempt in merged.loc[orphans, TRIAL_KEY].itertuples(index=False):
         problems.append(ObjectProblem(f"{rid}.{attempt:04d}", "finished event without a readable dispatched event"))
