@@ -1,0 +1,35 @@
+"""The ZEUS_* environment contract between the runner and a Zeus-aware script."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeus.train import TrialEnv, TrialEnvError, example_spec
+
+
+def test_round_trip_through_the_environment():
+    env = TrialEnv.for_trial(example_spec(), batch_size=64, log_dir="/tmp/x", cost_threshold=12.5, gpu="simulated")
+    variables = env.to_env()
+    assert variables["ZEUS_BATCH_SIZE"] == "64" and variables["ZEUS_HIGHER_IS_BETTER"] == "1"
+    assert "ZEUS_DATA_DIR" not in variables  # None is not exported
+    assert TrialEnv.from_env(variables) == env
+    assert env.spec().cost(10.0, 1.0) == example_spec().cost(10.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("ZEUS_BATCH_SIZE", "sixty-four"), ("ZEUS_COST_THRESHOLD", "inf"), ("ZEUS_MAX_EPOCHS", "2.5")],
+)
+def test_a_malformed_variable_is_named(name, value):
+    variables = TrialEnv(batch_size=8, target_metric=0.5, max_epochs=3, log_dir="/tmp/x").to_env() | {name: value}
+    with pytest.raises(TrialEnvError) as info:
+        TrialEnv.from_env(variables)
+    assert info.value.field == name
+
+
+def test_missing_required_and_out_of_range_values_are_named():
+    with pytest.raises(TrialEnvError, match="ZEUS_LOG_DIR"):
+        TrialEnv.from_env({"ZEUS_BATCH_SIZE": "8", "ZEUS_TARGET_METRIC": "0.5", "ZEUS_MAX_EPOCHS": "3"})
+    env = TrialEnv(batch_size=8, target_metric=0.5, max_epochs=3, log_dir="/tmp/x", eta_knob=1.5)
+    with pytest.raises(TrialEnvError, match="ZEUS_ETA_KNOB"):
+        env.spec()
