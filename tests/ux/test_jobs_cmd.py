@@ -74,11 +74,6 @@ def test_show_prints_trials_savings_profile_state_and_writes_plots(store_dir, tm
         assert str(path) in out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="zeus.store bug (store area): Store.trials() of a job with no events raises ArrowInvalid "
-    "'cannot construct ChunkedArray from empty vector' in frames.trials_frame's merge; strict, so the fix shows up",
-)
 def test_show_a_job_without_trials(store_dir) -> None:
     result = run("show", "resnet-weekly", "--store", str(store_dir))
     assert result.exit_code == 0 and "no trials yet" in result.output
