@@ -4,12 +4,13 @@ kfp 2.17 accepts only the `system.` and `google.` schema namespaces (a `zeus.Pow
 schema_title is refused at decoration time), so the power profile is a Dataset subclass: the
 KFP UI lists it as a dataset (it is a Parquet table), and code that reads the pipeline can still
 tell it apart by its metadata `kind`. The executor imports this class from here, so it lives in
-this package (installed in the component image), not in zeus/.
+this package (installed in the component image), not in zeus/; and this package's __init__
+imports nothing, because the executor imports this module while kfp.dsl is half-initialised.
 """
 
 from kfp import dsl
 
-from zeus.steps.trial import PROFILE_KIND  # noqa: F401  (the metadata kind train writes)
+from zeus.steps.params import PROFILE_KIND  # noqa: F401  (the metadata kind train writes)
 
 
 class PowerProfile(dsl.Dataset):

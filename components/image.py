@@ -10,3 +10,8 @@ import os
 
 DEFAULT_IMAGE = "ghcr.io/zeus-kfp/zeus-kfp:0.1.0"
 ZEUS_KFP_IMAGE = os.environ.get("ZEUS_KFP_IMAGE", DEFAULT_IMAGE)
+
+# Where the image keeps the repository's examples/ (the example job's scripts): the compiled
+# pipeline's default training command points here, since a path on the compiling machine would
+# mean nothing inside the pod. images/Dockerfile must copy examples/ to this folder.
+IMAGE_EXAMPLES_DIR = "/opt/zeus-kfp/examples"

@@ -17,11 +17,13 @@ from kfp import dsl, kubernetes
 from kfp.dsl import Dataset, Input
 from kfp.dsl.pipeline_task import PipelineTask
 
-from components import ZeusComponents, components_for
+from components.registry import ZeusComponents, components_for
 from zeus.job import JobSpec
 from zeus.steps import spec_to_params
 
 DEFAULT_ATTEMPTS = 5
+# The example job's preprocessing (module:function, run by the preprocess step).
+EXAMPLE_PREPROCESS = "zeus.train.example:make_dataset"
 PIPELINE_NAME = "zeus-recurrence"
 
 # Keys of the Kubernetes Secret named by `minio_secret` (those of KFP's own
@@ -50,15 +52,19 @@ class ClusterOptions:
     s3_endpoint: str | None = None
     s3_secure: bool = False
     zeusd: bool = True
+    store_retries: int = STORE_RETRIES
 
 
-LOCAL = ClusterOptions(gpus=0, zeusd=False)
+# kfp.local honours set_retry with its backoff (30 s, 60 s, 120 s): locally a failing store step
+# should fail at once with its message (the store already retries its own requests).
+LOCAL = ClusterOptions(gpus=0, zeusd=False, store_retries=0)
 
 
 def _store_task(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
     """Never cached (a cached step would replay old store reads), retried, given store credentials."""
     task.set_caching_options(False)
-    task.set_retry(num_retries=STORE_RETRIES, backoff_duration=STORE_RETRY_BACKOFF, backoff_factor=2.0)
+    if opts.store_retries:
+        task.set_retry(num_retries=opts.store_retries, backoff_duration=STORE_RETRY_BACKOFF, backoff_factor=2.0)
     if opts.minio_secret:
         kubernetes.use_secret_as_env(task, secret_name=opts.minio_secret, secret_key_to_env=SECRET_KEY_TO_ENV)
     if opts.s3_endpoint:

@@ -5,6 +5,7 @@ a few lines that call one of these, so the logic is testable without kfp and nev
 from zeus.steps.params import (
     BETA_DISABLED,
     NO_THRESHOLD,
+    PROFILE_KIND,
     decision_seed,
     spec_from_params,
     spec_to_params,
@@ -13,7 +14,8 @@ from zeus.steps.params import (
 )
 from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, prepare_step, run_preprocess
 from zeus.steps.report import report_step
-from zeus.steps.trial import PROFILE_KIND, Choice, TrainOutputs, choose, feedback, train
+from zeus.steps.summary import RecurrenceSummary, TrialSummary, summarize
+from zeus.steps.trial import Choice, TrainOutputs, choose, feedback, train
 
 __all__ = [
     "BETA_DISABLED",
@@ -22,8 +24,10 @@ __all__ = [
     "PROFILE_KIND",
     "Choice",
     "Prepared",
+    "RecurrenceSummary",
     "StepError",
     "TrainOutputs",
+    "TrialSummary",
     "choose",
     "decision_seed",
     "feedback",
@@ -33,6 +37,7 @@ __all__ = [
     "run_preprocess",
     "spec_from_params",
     "spec_to_params",
+    "summarize",
     "threshold_from_param",
     "threshold_to_param",
     "train",

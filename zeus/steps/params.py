@@ -22,6 +22,10 @@ NO_THRESHOLD = -1.0
 # way None does in JobSpec.
 BETA_DISABLED = 0.0
 
+# metadata["kind"] of the power-profile artifact (components.artifacts.PowerProfile): kfp 2.17
+# allows no custom schema_title, so this is how readers tell the profile from other datasets.
+PROFILE_KIND = "zeus.PowerProfile"
+
 _INT_FIELDS = (
     "default_batch_size",
     "max_epochs",

@@ -20,11 +20,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from zeus.job import JobSpec, TrialResult
-from zeus.steps.params import decision_seed, threshold_from_param, threshold_to_param
-
-# metadata["kind"] of the power-profile artifact (components.artifacts.PowerProfile): kfp 2.17
-# allows no custom schema_title, so this is how readers tell the profile from other datasets.
-PROFILE_KIND = "zeus.PowerProfile"
+from zeus.steps.params import PROFILE_KIND, decision_seed, threshold_from_param, threshold_to_param
 
 
 class MetricsSink(Protocol):
@@ -72,10 +68,14 @@ def choose(
     from zeus.store import open_store
 
     store = open_store(store_uri or None)
-    spec = store.get_job(job_id)
-    history = [r for r in store.history(job_id) if r.finished]
-    decision = get_policy(policy).decide(spec, history, decision_seed(spec, recurrence_id, attempt))
-    trial = store.dispatch_trial(job_id, recurrence_id, attempt, decision, kfp_run_id=kfp_run_id)
+    existing = store.get_dispatch(job_id, recurrence_id, attempt)
+    if existing is not None:  # a retried bandit step: hand out the decision already recorded
+        trial, decision = existing
+    else:
+        spec = store.get_job(job_id)
+        seed = decision_seed(spec, recurrence_id, attempt)
+        decision = get_policy(policy).decide(spec, store.history(job_id), seed)
+        trial = store.dispatch_trial(job_id, recurrence_id, attempt, decision, kfp_run_id=kfp_run_id)
     return Choice(
         batch_size=int(decision.batch_size),
         cost_threshold=threshold_to_param(decision.cost_threshold),

@@ -1,0 +1,134 @@
+"""Run recurrences of a job on this machine through kfp.local, the same pipeline a cluster runs.
+
+Each recurrence is one kfp.local pipeline run (SubprocessRunner, no venv: components run in
+this interpreter, where zeus is installed). The store is the only state shared between runs,
+exactly as on a cluster. kfp.local's own chatter goes to a log file per recurrence; a failed
+step raises LocalRunError quoting the step's error, so nothing is lost in the noise.
+"""
+
+import contextlib
+import re
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from kfp import local
+from kfp.local.config import LocalExecutionConfig
+
+from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
+from zeus.job import JobSpec
+from zeus.steps import RecurrenceSummary, spec_to_params, summarize
+
+DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
+
+
+class LocalRunError(RuntimeError):
+    """A recurrence's pipeline failed locally; the message quotes the failing step's error and the log."""
+
+
+def _error_lines(log_text: str) -> str:
+    """The lines of a kfp.local log that say why it failed (the last traceback's final line(s))."""
+    lines = [ln.strip() for ln in log_text.splitlines()]
+    picked = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Mismatch\w*)\b.*:", ln)]
+    failed = [ln for ln in lines if "finished with status" in ln and "FAILURE" in ln]
+    return "\n".join((picked[-3:] or lines[-5:]) + failed[-2:])
+
+
+@contextlib.contextmanager
+def _local_session(outputs_dir: Path):
+    """kfp.local configured for one run, and reset afterwards (it is a process-wide singleton)."""
+    previous = LocalExecutionConfig.instance
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(outputs_dir), raise_on_error=True)
+    try:
+        yield
+    finally:
+        LocalExecutionConfig.instance = previous
+
+
+def run_recurrence(pipeline, arguments: dict, *, outputs_dir: Path, log_path: Path) -> None:
+    """One pipeline run; kfp.local's output goes to `log_path`; failure raises LocalRunError."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w") as log, _local_session(outputs_dir):
+        try:
+            with contextlib.redirect_stdout(log), warnings.catch_warnings():
+                # "custom base image in a Python environment" and "platform config ignored": expected here
+                warnings.filterwarnings("ignore", module=r"kfp\.local")
+                pipeline(**arguments)
+        except Exception as err:  # kfp.local raises RuntimeError naming only the task
+            log.flush()
+            why = _error_lines(log_path.read_text())
+            raise LocalRunError(f"{err}\n{why}\n(full log: {log_path})") from err
+
+
+def run_local(
+    spec: JobSpec,
+    *,
+    recurrences: int = 3,
+    store: str | None = None,
+    policy: str = "default",
+    command: list[str] | None = None,
+    attempts: int | None = None,
+    preprocess: str | None = None,
+    zeus_aware: bool = True,
+    metric_pattern: str = "",
+    runs_dir: str | Path | None = None,
+    on_recurrence: Callable[[RecurrenceSummary], None] | None = None,
+    on_start: Callable[[int, str], None] | None = None,
+) -> list[RecurrenceSummary]:
+    """Run `recurrences` recurrences of `spec` locally and return what each did.
+
+    store: a local directory, file:// or s3://bucket/prefix (None: ZEUS_KFP_STORE or ./.zeus-kfp/store).
+    command: the training command (None: the example's Zeus-aware script, with its dataset made
+    by the preprocess step unless `preprocess` says otherwise). preprocess: "" (pass-through),
+    "module:function", "file.py:function" or a command with {output}. attempts: trials per
+    recurrence (None: spec.max_attempts). on_start(i, recurrence_id) and on_recurrence(summary)
+    report progress. Each recurrence's artifacts (data, profiles, models, report) and kfp.local log
+    are kept under runs_dir/<job_id>/ (default ./.zeus-kfp/runs). The job is registered (or its
+    spec checked) before the first step runs, so a changed spec fails here with the fields that changed.
+    """
+    from zeus.store import open_store
+
+    if not isinstance(recurrences, int) or recurrences < 1:
+        raise ValueError(f"invalid recurrences={recurrences!r}: allowed a positive integer")
+    attempts = spec.max_attempts if attempts is None else attempts
+    spec = spec.with_changes(max_attempts=attempts)
+    if command is None:
+        from zeus.train import example_command
+
+        command = example_command("zeus")
+        preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
+    opened = open_store(store)
+    opened.ensure_job(spec)  # fail fast, in this process, with the store's own message
+    pipeline = build_pipeline(spec, command, attempts=attempts, store_uri=opened.uri, policy=policy, options=LOCAL)
+    runs = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
+    runs = runs.resolve()
+    params = spec_to_params(spec)
+    params.pop("max_attempts")
+    base = dict(
+        params,
+        store_uri=opened.uri,
+        policy=policy,
+        train_command=list(command),
+        zeus_aware=zeus_aware,
+        metric_pattern=metric_pattern,
+        preprocess_ref=preprocess or "",
+    )
+    summaries = []
+    for i in range(recurrences):
+        recurrence_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        if on_start is not None:
+            on_start(i, recurrence_id)
+        started = time.perf_counter()
+        run_recurrence(
+            pipeline,
+            dict(base, recurrence_id=recurrence_id),
+            outputs_dir=runs / spec.job_id / recurrence_id,
+            log_path=runs / spec.job_id / f"{recurrence_id}.log",
+        )
+        summary = summarize(opened.trials(spec.job_id), spec.job_id, recurrence_id, time.perf_counter() - started)
+        summaries.append(summary)
+        if on_recurrence is not None:
+            on_recurrence(summary)
+    return summaries

@@ -1,0 +1,184 @@
+"""The step logic (zeus.steps) without kfp, against a real local store and the real policy."""
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
+from zeus.policy import get_policy
+from zeus.steps import (
+    NO_THRESHOLD,
+    PASS_THROUGH_NOTE,
+    StepError,
+    choose,
+    decision_seed,
+    feedback,
+    prepare_step,
+    run_preprocess,
+    spec_from_params,
+    spec_to_params,
+    summarize,
+    threshold_from_param,
+)
+from zeus.store import JobSpecMismatchError, open_store
+
+POLICY = "zeus-nsdi23"
+SPEC = JobSpec(job_id="steps-job", batch_sizes=(8, 16, 32, 64), default_batch_size=16, target_metric=0.9, max_epochs=4)
+
+
+def _params(spec: JobSpec = SPEC) -> dict:
+    return spec_to_params(spec)
+
+
+def test_spec_params_round_trip_and_kfp_doubles():
+    params = _params(SPEC.with_changes(beta_knob=None))
+    assert params["beta_knob"] == 0.0
+    # protobuf hands list ints over as doubles, the UI hands lists over as JSON text
+    params["batch_sizes"] = "[8.0, 16.0, 32.0, 64.0]"
+    params["default_batch_size"] = 16.0
+    assert spec_from_params(**params) == SPEC.with_changes(beta_knob=None)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"batch_sizes": [8, 16.5]}, "batch_sizes"),
+        ({"batch_sizes": "[8, 16"}, "batch_sizes"),
+        ({"default_batch_size": 12}, "default_batch_size"),
+        ({"eta_knob": 1.5}, "eta_knob"),
+        ({"job_id": "Bad_ID"}, "job_id"),
+        ({"learning_rate": 0.1}, "learning_rate"),
+    ],
+)
+def test_bad_parameter_names_the_field_and_what_is_allowed(change, field):
+    with pytest.raises(JobSpecError) as err:
+        spec_from_params(**dict(_params(), **change))
+    assert err.value.field == field
+    assert "allowed" in str(err.value)
+
+
+def test_threshold_sentinel_and_seed():
+    assert threshold_from_param(NO_THRESHOLD) is None
+    assert threshold_from_param(12.5) == 12.5
+    assert decision_seed(SPEC, "run-a", 1) == decision_seed(SPEC, "run-a", 1)
+    assert len({decision_seed(SPEC, r, a) for r in ("run-a", "run-b") for a in (1, 2)}) == 4
+
+
+def test_preprocess_pass_through_callable_and_command(tmp_path):
+    run_preprocess("", tmp_path / "pass")
+    assert (tmp_path / "pass" / "README.txt").read_text() == PASS_THROUGH_NOTE
+    module = tmp_path / "prep.py"
+    module.write_text("from pathlib import Path\ndef make(out):\n    (Path(out) / 'x.txt').write_text('made')\n")
+    run_preprocess(f"{module}:make", tmp_path / "func")
+    assert (tmp_path / "func" / "x.txt").read_text() == "made"
+    script = "import sys, pathlib; pathlib.Path(sys.argv[1], 'y.txt').write_text('cmd')"
+    run_preprocess(f'{sys.executable} -c "{script}" {{output}}', tmp_path / "cmd")
+    assert (tmp_path / "cmd" / "y.txt").read_text() == "cmd"
+
+
+def test_preprocess_failures_say_what_failed(tmp_path):
+    with pytest.raises(StepError, match="exited with 3: boom"):
+        run_preprocess(
+            f"{sys.executable} -c \"import sys; sys.exit('boom' and 3) if print('boom', file=sys.stderr) is None else 0\"",
+            tmp_path,
+        )
+    with pytest.raises(StepError, match="not found"):
+        run_preprocess(f"{tmp_path}/missing.py:make", tmp_path / "x")
+    with pytest.raises(StepError, match="cannot import"):
+        run_preprocess("no_such_module_zeus:make", tmp_path / "y")
+
+
+def _prepare(store_uri: str, recurrence_id: str, tmp_path: Path, spec: JobSpec = SPEC):
+    return prepare_step(
+        _params(spec),
+        store_uri=store_uri,
+        run_id="kfp-run-id",
+        recurrence_id=recurrence_id,
+        data_dir=str(tmp_path / recurrence_id),
+        preprocess="",
+        owner="tester",
+    )
+
+
+def test_prepare_registers_then_checks_the_job(tmp_path):
+    uri = str(tmp_path / "store")
+    spec_json, rid, number = _prepare(uri, "rec-a", tmp_path)
+    assert JobSpec.from_dict(json.loads(spec_json)) == SPEC
+    assert (rid, number) == ("rec-a", 1)
+    assert _prepare(uri, "rec-a", tmp_path)[2] == 1  # a retried step: same recurrence
+    assert _prepare(uri, "rec-b", tmp_path)[2] == 2
+    assert open_store(uri).get_job(SPEC.job_id) == SPEC
+    with pytest.raises(JobSpecMismatchError, match=r"target_metric: 0\.9 -> 0\.95"):
+        _prepare(uri, "rec-c", tmp_path, SPEC.with_changes(target_metric=0.95))
+    # the KFP run id is the recurrence id unless one is given
+    assert (
+        prepare_step(
+            _params(),
+            store_uri=uri,
+            run_id="run-uuid",
+            recurrence_id="",
+            data_dir=str(tmp_path / "d"),
+            preprocess="",
+            owner="",
+        )[1]
+        == "run-uuid"
+    )
+
+
+def _finish(uri: str, rid: str, attempt: int, batch_size: int, status: TrialStatus, energy: float, tmp_path: Path):
+    result = TrialResult.build(
+        SPEC, batch_size=batch_size, status=status, time_s=10.0, energy_j=energy, num_epochs=2, power_limit_w=200.0
+    )
+    profile = pd.DataFrame(
+        {
+            "phase": ["train", "train"],
+            "power_limit_w": [300.0, 200.0],
+            "average_power_w": [280.0, 190.0],
+            "throughput": [100.0, 90.0],
+            "simulated": [True, True],
+        }
+    )
+    path = tmp_path / f"{rid}-{attempt}.parquet"
+    profile.to_parquet(path)
+    return feedback(
+        store_uri=uri,
+        job_id=SPEC.job_id,
+        recurrence_id=rid,
+        attempt=attempt,
+        result_json=json.dumps(result.to_dict()),
+        profile_path=str(path),
+        policy=POLICY,
+    )
+
+
+def test_choose_is_the_policy_and_feedback_records_everything(tmp_path):
+    uri = str(tmp_path / "store")
+    _prepare(uri, "rec-a", tmp_path)
+    store = open_store(uri)
+    outcomes = {8: TrialStatus.REACHED, 16: TrialStatus.NOT_REACHED, 32: TrialStatus.REACHED, 64: TrialStatus.REACHED}
+    for attempt in (1, 2, 3):
+        history = store.history(SPEC.job_id)
+        expected = get_policy(POLICY).decide(SPEC, history, decision_seed(SPEC, "rec-a", attempt))
+        choice = choose(store_uri=uri, job_id=SPEC.job_id, recurrence_id="rec-a", attempt=attempt, policy=POLICY)
+        assert (choice.batch_size, choice.stage) == (expected.batch_size, expected.stage)
+        assert choice.trial == attempt
+        again = choose(store_uri=uri, job_id=SPEC.job_id, recurrence_id="rec-a", attempt=attempt, policy=POLICY)
+        assert again == choice, "a retried bandit step must hand out the recorded decision"
+        status = outcomes[choice.batch_size]
+        reached = _finish(uri, "rec-a", attempt, choice.batch_size, status, 1000.0 * attempt, tmp_path)
+        assert reached is (status is TrialStatus.REACHED)
+        # feedback is safe to retry
+        assert _finish(uri, "rec-a", attempt, choice.batch_size, status, 1000.0 * attempt, tmp_path) is reached
+    trials = store.trials(SPEC.job_id)
+    assert list(trials["attempt"]) == [1, 2, 3]
+    assert trials["finished"].all()
+    assert len(store.profiles(SPEC.job_id)) == 3 * 2
+    state = store.bandit_state(SPEC.job_id)
+    assert sorted(state["batch_size"]) == list(SPEC.batch_sizes)
+    summary = summarize(trials, SPEC.job_id, "rec-a", wall_s=1.0)
+    assert summary.recurrence == 1 and summary.batch_sizes == list(trials["batch_size"])
+    assert summary.energy_j == pytest.approx(6000.0)
+    assert summary.simulated is False  # simulated is a property of the result, which said False

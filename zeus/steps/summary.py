@@ -1,0 +1,95 @@
+"""What one recurrence did, read back from the store: what `zeus-kfp run` prints and what
+`run_local` returns to notebooks. Totals come from zeus.report so every view agrees."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    trial: int
+    attempt: int
+    batch_size: int
+    status: str
+    power_limit_w: float | None
+    cost: float | None
+    energy_j: float | None
+    time_s: float | None
+    metric: float | None
+    simulated: bool
+    reason: str
+
+    @property
+    def reached(self) -> bool:
+        return self.status == "reached"
+
+
+@dataclass(frozen=True)
+class RecurrenceSummary:
+    """One recurrence: its trials in order and their totals (failed attempts count: they cost too).
+
+    `simulated` is True when any figure came from a simulated GPU (no real power was measured).
+    `wall_s` is the recurrence's wall-clock time through the local pipeline, orchestration included.
+    """
+
+    job_id: str
+    recurrence: int
+    recurrence_id: str
+    trials: tuple[TrialSummary, ...]
+    reached: bool
+    cost: float
+    energy_j: float
+    time_s: float
+    simulated: bool
+    wall_s: float = math.nan
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return [t.batch_size for t in self.trials]
+
+
+def _opt(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def summarize(trials: pd.DataFrame, job_id: str, recurrence_id: str, wall_s: float = math.nan) -> RecurrenceSummary:
+    """The summary of `recurrence_id` from a store trials frame (zeus.store column names)."""
+    from zeus.report import per_recurrence
+
+    mine = trials[trials["recurrence_id"].astype(str) == str(recurrence_id)].sort_values("attempt")
+    if mine.empty:
+        raise LookupError(f"job {job_id!r} has no trials for recurrence {recurrence_id!r} in the store")
+    rows = tuple(
+        TrialSummary(
+            trial=int(r.trial),
+            attempt=int(r.attempt),
+            batch_size=int(r.batch_size),
+            status=str(r.status),
+            power_limit_w=_opt(r.power_limit_w),
+            cost=_opt(r.cost),
+            energy_j=_opt(r.energy_j),
+            time_s=_opt(r.time_s),
+            metric=_opt(r.metric),
+            simulated=bool(r.simulated),
+            reason=str(r.reason or ""),
+        )
+        for r in mine.itertuples(index=False)
+    )
+    totals = per_recurrence(mine)
+    total = totals.iloc[0] if not totals.empty else None
+    return RecurrenceSummary(
+        job_id=job_id,
+        recurrence=int(mine["recurrence"].iloc[0]),
+        recurrence_id=str(recurrence_id),
+        trials=rows,
+        reached=any(t.reached for t in rows),
+        cost=float(total["cost"]) if total is not None else math.nan,
+        energy_j=float(total["energy_j"]) if total is not None else math.nan,
+        time_s=float(total["time_s"]) if total is not None else math.nan,
+        simulated=any(t.simulated for t in rows),
+        wall_s=wall_s,
+    )
