@@ -51,7 +51,8 @@ class ZeusTrial:
         self.result: TrialResult | None = None
         self.stop_reason = ""
         self._started = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a SIGTERM may arrive while finish() runs on the same thread
+        self._finishing = False
 
     # -- setup ---------------------------------------------------------------------------------
     def _make_profiler(self) -> PowerLimitProfiler | None:
@@ -147,11 +148,12 @@ class ZeusTrial:
         return False
 
     # -- end -----------------------------------------------------------------------------------
-    def finish(self, status: TrialStatus, reason: str = "") -> TrialResult:
+    def finish(self, status: TrialStatus, reason: str = "") -> TrialResult | None:
         """Restore the maximum limit, then record the trial. Only the first call counts."""
         with self._lock:
-            if self.result is not None:
+            if self.result is not None or self._finishing:
                 return self.result
+            self._finishing = True
             if self.profiler is not None:
                 self.profiler.restore()
             measured = self.monitor.end_window(TRIAL_WINDOW) if self.monitor.is_open(TRIAL_WINDOW) else None

@@ -1,0 +1,220 @@
+"""Device check on a real NVIDIA GPU: our NVML backend, energy, power limits, one Zeus-aware trial.
+
+Needs only torch, nvidia-ml-py, numpy, pandas and this repository on PYTHONPATH (no install):
+
+    PYTHONPATH=. python benchmarks/gpu_check.py --out gpu_check.json
+
+Steps (each one's failure is caught, reported, and the next step still runs):
+1. devices: names, power-limit constraints and current limit through zeus.power's NVML backend;
+2. energy: a ~2 s busy matmul loop measured by the hardware energy counter and, over the same
+   window, by the power-sampling fallback (the path for GPUs without a counter);
+3. limit: set a lower power limit, read it back, restore the original (a permission error is
+   reported as the measure-only path, which is what a Kubeflow pod without SYS_ADMIN gets);
+4. trial: zeus.train.run_trial on the Zeus-aware example with gpu="nvml", on CUDA, one short
+   trial; prints the TrialResult and the profile table.
+Everything is written as JSON to --out. All figures here are MEASURED (simulated=False).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+BUSY_S = 2.0
+
+
+def run_step(report: dict[str, Any], name: str, fn: Callable[[], Any]) -> Any:
+    """Run one step; record its output or its error, never raise."""
+    started = time.monotonic()
+    try:
+        value = fn()
+        report[name] = {"ok": True, "seconds": round(time.monotonic() - started, 2), "result": value}
+        print(f"[{name}] ok: {json.dumps(value, default=str)[:2000]}", flush=True)
+        return value
+    except Exception as exc:
+        report[name] = {
+            "ok": False,
+            "seconds": round(time.monotonic() - started, 2),
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()[-3000:],
+        }
+        print(f"[{name}] FAILED: {type(exc).__name__}: {exc}", flush=True)
+        return None
+
+
+def environment() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": sys.version.split()[0]}
+    try:
+        import torch
+
+        info.update(torch=torch.__version__, cuda_available=torch.cuda.is_available(), cuda=torch.version.cuda)
+        if torch.cuda.is_available():
+            info["cuda_device"] = torch.cuda.get_device_name(0)
+    except Exception as exc:
+        info["torch_error"] = repr(exc)
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        info["driver"] = driver.decode() if isinstance(driver, bytes) else driver
+        pynvml.nvmlShutdown()
+    except Exception as exc:
+        info["nvml_error"] = repr(exc)
+    return info
+
+
+def devices(gpu) -> list[dict[str, Any]]:
+    out = []
+    for i, name in enumerate(gpu.names()):
+        c = gpu.constraints(i)
+        out.append(
+            {
+                "index": i,
+                "name": name,
+                "min_w": c.min_w,
+                "max_w": c.max_w,
+                "default_w": c.default_w,
+                "limit_w": gpu.get_power_limit(i),
+                "energy_counter": gpu.has_energy_counter(i),
+            }
+        )
+    return out
+
+
+def busy_loop(seconds: float) -> int:
+    """Matmuls on the GPU (or the CPU when there is none, for tests) for about `seconds`; returns iterations."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    n = 8192 if device == "cuda" else 256
+    a = torch.randn(n, n, device=device)
+    iterations, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        a = torch.tanh(a @ a / n)
+        iterations += 1
+        if device == "cuda" and iterations % 10 == 0:
+            torch.cuda.synchronize()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return iterations
+
+
+def energy(gpu, seconds: float | None = None, index: int = 0) -> dict[str, Any]:
+    """Counter vs sampled energy over the same busy window on GPU `index` (BUSY_S seconds by default)."""
+    from zeus.power.monitor import EnergyMonitor
+    from zeus.power.nvml import _PowerSampler
+
+    sampler = _PowerSampler(lambda: gpu.power_w(index))
+    monitor = EnergyMonitor(gpu, indices=[index])
+    e_sampled0 = sampler.energy_j()
+    monitor.begin_window("busy")
+    iterations = busy_loop(seconds or BUSY_S)
+    m = monitor.end_window("busy")
+    sampled = sampler.energy_j() - e_sampled0
+    sampler.stop()
+    counter = m.energy_j[index]
+    return {
+        "iterations": iterations,
+        "time_s": m.time_s,
+        "counter_j": counter if gpu.has_energy_counter(index) else None,
+        "sampled_j": sampled,
+        "average_power_w": m.average_power_w,
+        "sampled_vs_counter_pct": 100 * (sampled - counter) / counter if counter else None,
+        "simulated": m.simulated,
+    }
+
+
+def power_limit(gpu, index: int = 0) -> dict[str, Any]:
+    """Set a lower limit, read it back, restore the original; report measure-only on a permission error."""
+    c = gpu.constraints(index)
+    original = gpu.get_power_limit(index)
+    target = max(c.min_w, c.max_w - 50.0)
+    out: dict[str, Any] = {"original_w": original, "target_w": target}
+    try:
+        gpu.set_power_limit(index, target)
+        out["can_set_limits"] = gpu.can_set_limits
+        out["read_back_w"] = gpu.get_power_limit(index)
+        if not gpu.can_set_limits:
+            out["measure_only"] = gpu.measure_only_reason
+    finally:
+        if gpu.can_set_limits:
+            gpu.set_power_limit(index, original)
+        out["restored_w"] = gpu.get_power_limit(index)
+    out["restored_ok"] = out["restored_w"] == original
+    return out
+
+
+def trial(max_power_w: float | None, batch_size: int, timeout_s: float) -> dict[str, Any]:
+    from zeus.train import example_command, example_spec, run_trial
+
+    spec = example_spec()
+    if max_power_w:
+        spec = spec.with_changes(max_power_w=max_power_w)
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    with tempfile.TemporaryDirectory(prefix="zeus-gpu-check-") as work:
+        out = run_trial(
+            spec,
+            batch_size=batch_size,
+            cost_threshold=None,
+            command=example_command("zeus"),
+            work_dir=Path(work),
+            gpu="nvml",
+            env={"PYTHONPATH": pythonpath},
+            timeout_s=timeout_s,
+        )
+        print(out.result, flush=True)
+        print(out.profile.to_string(), flush=True)
+        return {
+            "result": out.result.to_dict(),
+            "profile": out.profile.to_dict("records"),
+            "model_saved": out.model_path is not None,
+            "log_tail": out.log_tail[-2000:],
+        }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description="zeus-kfp device check on a real NVIDIA GPU")
+    parser.add_argument("--out", default="gpu_check.json")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--trial-timeout", type=float, default=120.0)
+    parser.add_argument("--skip-trial", action="store_true")
+    args = parser.parse_args(argv)
+
+    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    run_step(report, "environment", environment)
+    from zeus.power.nvml import NvmlGPU
+
+    gpu = run_step(report, "open_nvml", lambda: NvmlGPU())
+    if gpu is not None:
+        report["open_nvml"]["result"] = {"kind": gpu.kind, "count": gpu.device_count()}
+        found = run_step(report, "devices", lambda: devices(gpu))
+        run_step(report, "energy", lambda: energy(gpu))
+        run_step(report, "power_limit", lambda: power_limit(gpu))
+        max_w = found[0]["max_w"] if found else None
+        gpu.close()
+    else:
+        max_w = None
+    if not args.skip_trial:
+        run_step(report, "trial", lambda: trial(max_w, args.batch_size, args.trial_timeout))
+    report["ok"] = all(v.get("ok", True) for v in report.values() if isinstance(v, dict))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2, default=str))
+    print(f"wrote {args.out}; all steps ok: {report['ok']}", flush=True)
+    return report
+
+
+if __name__ == "__main__":
+    main()
