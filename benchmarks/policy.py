@@ -7,6 +7,7 @@ decide() over a 10,000-trial history (the store's read + decide budget is 1 s at
 
     .venv/bin/python benchmarks/policy.py                      # 12 cells x 5 seeds x 2 policies
     .venv/bin/python benchmarks/policy.py --seeds 1-20         # the issue's seeds
+    .venv/bin/python benchmarks/policy.py --seeds 1-20 --fidelity   # zeus-nsdi23 vs Zeus's own simulator
     .venv/bin/python benchmarks/policy.py --power-trace my_gpu.csv --workloads squad
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 from zeus.job import TrialRecord, TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
 from zeus.simulate.engine import SimulationResult
+from zeus.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
 from zeus.simulate.runner import build_simulator, simulate_seeds
 from zeus.simulate.trace import SHIPPED_POWER_TRACES, shipped_trace
 from zeus.simulate.workloads import WORKLOADS
@@ -58,6 +60,19 @@ def run_cells(workloads: list[str], power_traces: list[str], seeds: list[int]) -
     return cells
 
 
+def print_fidelity(cells: list[dict]) -> None:
+    """zeus-nsdi23 here vs Zeus's own simulator (shipped traces only; reference uses seeds 1-20)."""
+    print(f"\nfidelity: zeus-nsdi23 cost / oracle, ours vs Zeus's simulator (tolerance {FIDELITY_TOLERANCE:.0%})")
+    for c in cells:
+        workload, gpu = c["cell"].split("/")
+        ref = ZEUS_SIMULATOR_REFERENCE.get((workload, gpu))
+        if ref is None:
+            continue
+        ours = c[BASELINE]["ratio"]
+        ok = "ok" if abs(ours / ref[0] - 1) < FIDELITY_TOLERANCE else "OUT"
+        print(f"{c['cell']:<22}{ref[0]:>8.3f}{ours:>8.3f}{100 * (ours / ref[0] - 1):>+8.2f} %  {ok}")
+
+
 def decide_speed(num_trials: int = 10_000) -> dict[str, float]:
     """Seconds for one decide() over a synthetic `num_trials` history on the librispeech/V100 job."""
     sim = build_simulator("librispeech")
@@ -91,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         default=list(SHIPPED_POWER_TRACES),
         help="shipped GPU names (v100, a40) or paths of power-trace CSVs (default: v100 a40)",
     )
+    parser.add_argument("--fidelity", action="store_true", help="also compare zeus-nsdi23 with Zeus's simulator")
     args = parser.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     t0 = time.perf_counter()
@@ -112,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{OURS} cheaper on {wins} of {len(cells)} cells")
     runs = len(cells) * len(seeds) * 2
     print(f"simulation wall time: {wall:.1f} s for {len(cells)} cells x {len(seeds)} seeds x 2 policies ({runs} runs)")
+    if args.fidelity:
+        print_fidelity(cells)
     speed = decide_speed()
     print("decide() over a 10,000-trial history: " + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in speed.items()))
     print("reproduce: .venv/bin/python benchmarks/policy.py " + " ".join(sys.argv[1:]))

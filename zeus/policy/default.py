@@ -67,32 +67,28 @@ class DefaultPolicy:
 
     def _pruning(self, spec: JobSpec, view: HistoryView) -> PruningState:
         rounds = min(spec.num_pruning_rounds, self.explore_rounds)
-        observations = ((o.batch_size, o.cost, o.reached) for o in view.observations)
+        observations = view.observations()
         start = feasible_default(view.feasible, spec.default_batch_size)
         return replay_pruning(view.feasible, start, rounds, observations)
 
-    def _best_trial_cost(self, view: HistoryView) -> float | None:
-        costs = [o.cost for o in view.observations if o.reached]
-        return min(costs) if costs else None
-
     def _arm_costs(self, view: HistoryView, arms: Sequence[int], window: int) -> dict[int, np.ndarray]:
         """Per arm, its observed costs (windowed), a miss counted as its cost plus one cheapest retry."""
-        retry = self._best_trial_cost(view) or 0.0
-        out: dict[int, list[float]] = {b: [] for b in arms}
-        for o in view.observations:
-            if o.batch_size in out:
-                out[o.batch_size].append(o.cost + (retry if self.miss_penalty and not o.reached else 0.0))
-        return {b: np.asarray(c[-window:] if window > 0 else c) for b, c in out.items()}
+        retry = view.best_reached_cost() or 0.0
+        costs = view.obs_costs + (retry * ~view.obs_reached if self.miss_penalty else 0.0)
+        out = {}
+        for b in arms:
+            c = costs[view.obs_sizes == b]
+            out[b] = c[-window:] if window > 0 else c
+        return out
 
     def _reached_costs(self, view: HistoryView) -> dict[int, np.ndarray]:
         """Per size, reached trials' costs after its first (which carries the profiling epoch): the noise sample."""
-        out: dict[int, list[float]] = {}
-        seen: set[int] = set()
-        for o in view.observations:
-            if o.batch_size in seen and o.reached:
-                out.setdefault(o.batch_size, []).append(o.cost)
-            seen.add(o.batch_size)
-        return {b: np.asarray(c) for b, c in out.items()}
+        out = {}
+        for b in np.unique(view.obs_sizes).tolist():
+            mask = view.obs_sizes == b
+            later = np.flatnonzero(mask)[1:]
+            out[b] = view.obs_costs[later[view.obs_reached[later]]]
+        return out
 
     def _cv(self, costs: dict[int, np.ndarray]) -> float:
         """Relative noise pooled over arms with two or more observations, shrunk toward prior_cv."""
@@ -109,7 +105,7 @@ class DefaultPolicy:
         state = self._pruning(spec, view)
         if not state.done:
             expected = state.expected
-            best = self._best_trial_cost(view)
+            best = view.best_reached_cost()
             if best is not None and spec.beta_knob is not None:  # beta None: the user turned early stop off
                 tight = min(self.explore_factor, spec.beta_knob) * best
                 threshold = tight if threshold is None else min(threshold, tight)

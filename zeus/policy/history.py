@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -31,27 +32,21 @@ class NoFeasibleBatchSizeError(ValueError):
 
 
 @dataclass(frozen=True)
-class Observation:
-    """A finished trial the bandit learns from, in trial order."""
-
-    trial: int
-    recurrence: int
-    batch_size: int
-    cost: float
-    reached: bool
-
-
-@dataclass(frozen=True)
 class HistoryView:
-    """What a policy needs from the history, computed once per decision."""
+    """What a policy needs from the history, computed once per decision.
+
+    Observations are finished trials the bandit learns from (not failed, not oom), in trial
+    order, held as parallel numpy arrays so a 10,000-trial history costs milliseconds.
+    """
 
     feasible: tuple[int, ...]  # candidate sizes still allowed (below the smallest oom)
-    observations: tuple[Observation, ...]  # finished, not failed, not oom; trial order
+    obs_sizes: np.ndarray  # int, batch size of each observation
+    obs_costs: np.ndarray  # float, its cost as reported
+    obs_reached: np.ndarray  # bool, whether it reached the target
     dispatched: tuple[TrialRecord, ...]  # in flight
     best_spend: float | None  # lowest spend of a recurrence that reached the target
     best_reached_size: int | None  # batch size of the cheapest single reached trial
     num_records: int
-    arm_costs: dict[int, np.ndarray] = field(default_factory=dict)  # per size, costs in trial order
 
     def threshold(self, spec: JobSpec) -> float | None:
         """Early-stop threshold: beta x the lowest recurrence spend; None without early stop or a finish."""
@@ -59,70 +54,79 @@ class HistoryView:
             return None
         return spec.beta_knob * self.best_spend
 
+    def observations(self) -> zip:
+        """(batch_size, cost, reached) per observation, in trial order."""
+        return zip(self.obs_sizes.tolist(), self.obs_costs.tolist(), self.obs_reached.tolist(), strict=True)
+
     def costs(self, batch_size: int, window_size: int = 0) -> np.ndarray:
         """This size's observed costs, oldest first; the last `window_size` of them when it is > 0."""
-        costs = self.arm_costs.get(batch_size)
-        if costs is None:
-            return np.empty(0)
+        costs = self.obs_costs[self.obs_sizes == batch_size]
         return costs[-window_size:] if window_size > 0 else costs
+
+    def best_reached_cost(self) -> float | None:
+        """The cheapest single reached trial's cost."""
+        reached = self.obs_costs[self.obs_reached]
+        return float(reached.min()) if reached.size else None
 
     def in_flight(self, batch_size: int) -> bool:
         return any(r.batch_size == batch_size for r in self.dispatched)
 
 
-def _spend(spec: JobSpec, record: TrialRecord) -> float:
-    if record.energy_j is not None and record.time_s is not None:
-        return spec.cost(record.energy_j, record.time_s)
-    return record.cost if record.cost is not None else 0.0
+def _column(records: list[TrialRecord], name: str) -> np.ndarray:
+    values = [getattr(r, name) for r in records]
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def read_history(spec: JobSpec, history: Sequence[TrialRecord]) -> HistoryView:
     """Summarize `history` (any order; sorted here by trial id) under the shared failure semantics."""
-    records = sorted(history, key=lambda r: (r.trial, r.recurrence))
-    unknown = sorted({r.batch_size for r in records} - set(spec.batch_sizes))
+    records = sorted(history, key=attrgetter("trial", "recurrence"))
+    sizes = np.fromiter((r.batch_size for r in records), dtype=np.int64, count=len(records))
+    unknown = sorted(set(np.unique(sizes).tolist()) - set(spec.batch_sizes))
     if unknown:
         raise ValueError(
             f"invalid history: batch_size={unknown[0]} is not one of the job's batch_sizes {list(spec.batch_sizes)}"
         )
-    oom = [r.batch_size for r in records if r.status is TrialStatus.OOM]
-    limit = min(oom) if oom else math.inf
+    statuses = [r.status for r in records]
+    oom = np.array([s is TrialStatus.OOM for s in statuses], dtype=bool)
+    limit = int(sizes[oom].min()) if oom.any() else math.inf
     feasible = tuple(b for b in spec.batch_sizes if b < limit)
     if not feasible:
         raise NoFeasibleBatchSizeError(
             f"every batch size ran out of memory (smallest oom at {limit}); "
             f"allowed batch_sizes must include a size below {limit}"
         )
+    dispatched = np.array([s is TrialStatus.DISPATCHED for s in statuses], dtype=bool)
+    failed = np.array([s is TrialStatus.FAILED for s in statuses], dtype=bool)
+    reached = np.array([s is TrialStatus.REACHED for s in statuses], dtype=bool)
+    costs, energy, time = _column(records, "cost"), _column(records, "energy_j"), _column(records, "time_s")
+    recurrences = np.fromiter((r.recurrence for r in records), dtype=np.int64, count=len(records))
 
-    observations: list[Observation] = []
-    dispatched: list[TrialRecord] = []
-    spend: dict[int, float] = {}
-    reached_recurrences: set[int] = set()
-    best_trial_cost, best_size = math.inf, None
-    per_arm: dict[int, list[float]] = {}
-    for r in records:
-        status = r.status
-        if status is TrialStatus.DISPATCHED:
-            dispatched.append(r)
-            continue
-        spend[r.recurrence] = spend.get(r.recurrence, 0.0) + _spend(spec, r)
-        if status is TrialStatus.FAILED or status is TrialStatus.OOM or r.cost is None:
-            continue
-        reached = status is TrialStatus.REACHED
-        observations.append(Observation(r.trial, r.recurrence, r.batch_size, float(r.cost), reached))
-        per_arm.setdefault(r.batch_size, []).append(float(r.cost))
-        if reached:
-            reached_recurrences.add(r.recurrence)
-            if r.cost < best_trial_cost:
-                best_trial_cost, best_size = float(r.cost), r.batch_size
-    finished_spend = [spend[k] for k in reached_recurrences]
+    # Spend: recomputed from energy and time where known (cost may be a penalty, see module doc).
+    measured = ~np.isnan(energy) & ~np.isnan(time)
+    spend = np.where(measured, spec.cost(np.nan_to_num(energy), np.nan_to_num(time)), np.nan_to_num(costs))
+    finished = ~dispatched
+    best_spend = None
+    if reached.any():
+        keys, inverse = np.unique(recurrences[finished], return_inverse=True)
+        per_recurrence = np.bincount(inverse, weights=spend[finished], minlength=keys.size)
+        done = np.isin(keys, recurrences[reached & finished])
+        best_spend = float(per_recurrence[done].min())
+
+    learn = finished & ~failed & ~oom & ~np.isnan(costs)
+    obs_sizes, obs_costs, obs_reached = sizes[learn], costs[learn], reached[learn]
+    best_size = None
+    if obs_reached.any():
+        k = int(np.argmin(np.where(obs_reached, obs_costs, np.inf)))
+        best_size = int(obs_sizes[k]) if int(obs_sizes[k]) in feasible else None
     return HistoryView(
         feasible=feasible,
-        observations=tuple(observations),
-        dispatched=tuple(dispatched),
-        best_spend=min(finished_spend) if finished_spend else None,
-        best_reached_size=best_size if best_size in feasible else None,
+        obs_sizes=obs_sizes,
+        obs_costs=obs_costs,
+        obs_reached=obs_reached,
+        dispatched=tuple(r for r, d in zip(records, dispatched.tolist(), strict=True) if d),
+        best_spend=best_spend,
+        best_reached_size=best_size,
         num_records=len(records),
-        arm_costs={b: np.asarray(c) for b, c in per_arm.items()},
     )
 
 

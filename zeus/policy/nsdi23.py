@@ -29,7 +29,7 @@ class ZeusNSDI23Policy:
     name = "zeus-nsdi23"
 
     def _pruning(self, spec: JobSpec, view: HistoryView) -> PruningState:
-        observations = ((o.batch_size, o.cost, o.reached) for o in view.observations)
+        observations = view.observations()
         start = feasible_default(view.feasible, spec.default_batch_size)
         return replay_pruning(view.feasible, start, spec.num_pruning_rounds, observations)
 
