@@ -184,3 +184,9 @@ def test_exit_without_metrics_is_failed_and_bad_arguments_name_the_field(tmp_pat
         run_trial(SPEC, batch_size=8, cost_threshold=None, command="python train.py", work_dir=tmp_path)
     with pytest.raises(ValueError, match="gpu"):
         run_trial(SPEC, batch_size=8, cost_threshold=None, command=["true"], work_dir=tmp_path, gpu="tpu")
+
+
+def test_timeout_stops_a_hung_script(tmp_path):
+    out = plain(tmp_path, "import time\nprint('accuracy=0.1', flush=True)\ntime.sleep(60)", timeout_s=0.5)
+    assert out.result.status is TrialStatus.FAILED and "timed out" in out.result.reason
+    assert out.result.num_epochs == 1

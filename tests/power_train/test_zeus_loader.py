@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -107,7 +108,7 @@ def test_example_stops_itself_when_the_next_epoch_would_pass_the_threshold(tmp_p
 
 
 @pytest.mark.slow
-def test_plain_example_and_timeout_of_a_zeus_aware_script(tmp_path):
+def test_plain_example_and_sigterm_to_a_zeus_aware_script(tmp_path):
     spec = example_spec()
     out = run_trial(
         spec,
@@ -120,18 +121,32 @@ def test_plain_example_and_timeout_of_a_zeus_aware_script(tmp_path):
     )
     assert out.result.status is TrialStatus.REACHED and out.result.num_epochs <= 3, out.log_tail
     assert out.model_path is not None
+    # A Zeus-aware script on a (fake) NVML GPU gets SIGTERM mid-profiling (as from the runner or
+    # Kubernetes): it must put the maximum limit back and record the trial. The fake pynvml lives in
+    # the child, so the child reports the limits it saw from an atexit hook registered first (atexit
+    # runs it last, after the trial's own).
+    report = tmp_path / "limits.json"
     hang = tmp_path / "hang.py"
     hang.write_text(
         textwrap.dedent(
-            """
+            f"""
+            import atexit, json, os, signal, sys, time
+            sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+            from power_train.fake_pynvml import FakeDevice, make_module
+            nvml = make_module([FakeDevice()])
+            sys.modules["pynvml"] = nvml
+            seen = []
+            atexit.register(lambda: open({str(report)!r}, "w").write(json.dumps([nvml.devices[0].limit_mw, min(seen)])))
             import torch
             from zeus.train.dataloader import ZeusDataLoader
-            loader = ZeusDataLoader(torch.utils.data.TensorDataset(torch.zeros(64, 2)))
+            loader = ZeusDataLoader(torch.utils.data.TensorDataset(torch.zeros(4096, 2)))
             for _ in loader.epochs():
-                print("started", flush=True)
                 while True:
                     for _ in loader:
-                        pass
+                        seen.append(nvml.devices[0].limit_mw)
+                        if min(seen) < 300_000:
+                            os.kill(os.getpid(), signal.SIGTERM)
+                            time.sleep(5)
             """
         )
     )
@@ -141,9 +156,11 @@ def test_plain_example_and_timeout_of_a_zeus_aware_script(tmp_path):
         cost_threshold=None,
         command=[sys.executable, str(hang)],
         work_dir=tmp_path / "hang",
-        gpu="simulated",
-        timeout_s=8.0,
+        gpu="simulated",  # the runner's own view; the script itself opens the fake NVML:
+        env={"ZEUS_GPU": "nvml"},
+        warmup_iters=1,
+        profile_iters=2,
     )
-    assert out.result.status is TrialStatus.FAILED and "timed out" in out.result.reason
-    written = json.loads((tmp_path / "hang" / "logs" / "result.json").read_text())
-    assert "timed out" in written["reason"]
+    assert out.result.status is TrialStatus.FAILED and "terminated by signal 15" in out.result.reason, out.log_tail
+    final_limit, lowest_seen = json.loads(report.read_text())
+    assert lowest_seen < 300_000 and final_limit == 300_000
