@@ -7,6 +7,7 @@ from kfp import compiler
 from components.image import IMAGE_EXAMPLES_DIR
 from pipelines.dag import DEFAULT_ATTEMPTS, EXAMPLE_PREPROCESS, ClusterOptions, build_pipeline
 from zeus.job import JobSpec
+from zeus.steps import PYTHON_TOKEN
 
 # Where the job's history lives on a cluster unless a run says otherwise: a prefix in the
 # bucket of KFP's own MinIO (reached with the Secret given by minio_secret).
@@ -19,7 +20,7 @@ def default_job() -> tuple[JobSpec, list[str]]:
     pipeline parameters' defaults on a cluster (every run may override them)."""
     from zeus.train import example_spec
 
-    return example_spec(), ["python", f"{IMAGE_EXAMPLES_DIR}/train_zeus.py"]
+    return example_spec(), [PYTHON_TOKEN, f"{IMAGE_EXAMPLES_DIR}/train_zeus.py"]
 
 
 def compile_pipeline(

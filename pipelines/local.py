@@ -7,7 +7,9 @@ step raises LocalRunError quoting the step's error, so nothing is lost in the no
 """
 
 import contextlib
+import os
 import re
+import sys
 import time
 import uuid
 import warnings
@@ -19,7 +21,7 @@ from kfp.local.config import LocalExecutionConfig
 
 from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
 from zeus.job import JobSpec
-from zeus.steps import RecurrenceSummary, spec_to_params, summarize
+from zeus.steps import PYTHON_TOKEN, RecurrenceSummary, spec_to_params, summarize
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
 
@@ -62,6 +64,19 @@ def run_recurrence(pipeline, arguments: dict, *, outputs_dir: Path, log_path: Pa
             raise LocalRunError(f"{err}\n{why}\n(full log: {log_path})") from err
 
 
+def portable_command(command: list[str]) -> list[str]:
+    """This interpreter's path becomes "{python}" (see zeus.steps.PYTHON_TOKEN): kfp.local rewrites
+    every "python3" in a step's arguments, which would mangle the path. Other "python3"s are refused."""
+    out = [PYTHON_TOKEN if arg in (sys.executable, os.path.realpath(sys.executable)) else arg for arg in command]
+    mangled = [arg for arg in out if "python3" in arg]
+    if mangled:
+        raise ValueError(
+            f"invalid command={command!r}: kfp.local rewrites 'python3' inside step arguments ({mangled!r}); "
+            f"allowed: write {PYTHON_TOKEN!r} for the interpreter, and no other 'python3' in the command"
+        )
+    return out
+
+
 def run_local(
     spec: JobSpec,
     *,
@@ -88,6 +103,7 @@ def run_local(
     are kept under runs_dir/<job_id>/ (default ./.zeus-kfp/runs). The job is registered (or its
     spec checked) before the first step runs, so a changed spec fails here with the fields that changed.
     """
+    from zeus.policy import get_policy
     from zeus.store import open_store
 
     if not isinstance(recurrences, int) or recurrences < 1:
@@ -99,6 +115,8 @@ def run_local(
 
         command = example_command("zeus")
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
+    command = portable_command(command)
+    get_policy(policy)  # an unknown name fails here, naming the allowed ones
     opened = open_store(store)
     opened.ensure_job(spec)  # fail fast, in this process, with the store's own message
     pipeline = build_pipeline(spec, command, attempts=attempts, store_uri=opened.uri, policy=policy, options=LOCAL)

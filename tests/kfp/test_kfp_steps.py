@@ -80,11 +80,10 @@ def test_preprocess_pass_through_callable_and_command(tmp_path):
 
 
 def test_preprocess_failures_say_what_failed(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
     with pytest.raises(StepError, match="exited with 3: boom"):
-        run_preprocess(
-            f"{sys.executable} -c \"import sys; sys.exit('boom' and 3) if print('boom', file=sys.stderr) is None else 0\"",
-            tmp_path,
-        )
+        run_preprocess(f"{sys.executable} {script} {{output}}", tmp_path / "out")
     with pytest.raises(StepError, match="not found"):
         run_preprocess(f"{tmp_path}/missing.py:make", tmp_path / "x")
     with pytest.raises(StepError, match="cannot import"):

@@ -32,7 +32,6 @@ def _recurrence_table(summary):
     for col in ("attempt", "batch size", "power limit (W)", "cost", f"energy (J){sim}", "time (s)", "metric", "status"):
         table.add_column(col, justify="right")
     for t in summary.trials:
-        status = t.status if not t.reason or t.reached else f"{t.status}: {t.reason[-80:]}"
         table.add_row(
             str(t.attempt),
             str(t.batch_size),
@@ -41,13 +40,23 @@ def _recurrence_table(summary):
             _num(t.energy_j),
             _num(t.time_s, "{:.2f}"),
             _num(t.metric, "{:.3f}"),
-            status,
+            t.status,
         )
     table.caption = (
         f"total: cost {_num(summary.cost)}, energy {_num(summary.energy_j)} J{sim}, "
         f"time {_num(summary.time_s, '{:.2f}')} s (wall {summary.wall_s:.1f} s with orchestration)"
     )
     return table
+
+
+def _failure_notes(summary) -> list[str]:
+    """Why each failed trial failed (the script's own error), one line each: the table stays readable."""
+    notes = []
+    for t in summary.trials:
+        if t.status == "failed" and t.reason:
+            lines = [ln for ln in t.reason.strip().splitlines() if ln.strip()]
+            notes.append(f"  attempt {t.attempt} failed: {lines[-1][:300] if lines else t.reason[:300]}")
+    return notes
 
 
 def _bandit_table(state):
@@ -152,6 +161,8 @@ def run(
     def finished(summary) -> None:
         summaries.append(summary)
         console.print(_recurrence_table(summary))
+        for note in _failure_notes(summary):
+            console.print(note, markup=False, highlight=False)
 
     try:
         with status:

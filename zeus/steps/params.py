@@ -22,6 +22,12 @@ NO_THRESHOLD = -1.0
 # way None does in JobSpec.
 BETA_DISABLED = 0.0
 
+# In a training command, "{python}" stands for the Python interpreter running the train step (the
+# image's on a cluster, this venv's locally). Why: kfp.local rewrites every "python3" in a step's
+# arguments to its own interpreter path, which mangles an absolute interpreter path passed through
+# a pipeline parameter; the token also keeps a compiled command free of this machine's paths.
+PYTHON_TOKEN = "{python}"
+
 # metadata["kind"] of the power-profile artifact (components.artifacts.PowerProfile): kfp 2.17
 # allows no custom schema_title, so this is how readers tell the profile from other datasets.
 PROFILE_KIND = "zeus.PowerProfile"

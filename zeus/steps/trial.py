@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from zeus.job import JobSpec, TrialResult
-from zeus.steps.params import PROFILE_KIND, decision_seed, threshold_from_param, threshold_to_param
+from zeus.steps.params import PROFILE_KIND, PYTHON_TOKEN, decision_seed, threshold_from_param, threshold_to_param
 
 
 class MetricsSink(Protocol):
@@ -101,6 +102,9 @@ def train(
 ) -> TrainOutputs:
     """Run one trial of the user's script and write its profile, metrics and model.
 
+    `command` may use "{python}" for this step's interpreter, besides run_trial's {batch_size},
+    {data_dir}, {log_dir} and {work_dir}.
+
     Never raises for a failing script: the trial comes back FAILED with the script's error as
     its reason, so feedback records it and the run goes on.
     """
@@ -112,7 +116,7 @@ def train(
             spec,
             batch_size=int(batch_size),
             cost_threshold=threshold_from_param(cost_threshold),
-            command=[str(part) for part in command],
+            command=[str(part).replace(PYTHON_TOKEN, sys.executable) for part in command],
             work_dir=Path(work_dir),
             zeus_aware=zeus_aware,
             data_dir=Path(data_dir) if data_dir else None,

@@ -1,0 +1,99 @@
+"""End to end through kfp.local (SubprocessRunner) against the S3 server: the real components,
+the real store on S3, the real policy and real torch training of the example."""
+
+import sys
+
+import pytest
+
+from pipelines.local import LocalRunError, run_local
+from zeus.job import TrialStatus
+from zeus.policy import get_policy
+from zeus.steps import decision_seed
+from zeus.store import JobSpecMismatchError, open_store
+from zeus.train import example_spec
+
+# Batch size 1024 cannot reach 0.85 accuracy in 3 epochs, 128 can: the default config misses the
+# target, so the first recurrence needs the retry loop, and the bandit must learn to avoid 1024.
+SPEC = example_spec("e2e-job").with_changes(batch_sizes=(128, 1024), default_batch_size=1024, max_epochs=3)
+
+
+@pytest.mark.slow
+def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
+    seen = []
+    summaries = run_local(
+        SPEC, recurrences=3, store=s3_store_uri, attempts=3, runs_dir=tmp_path, on_recurrence=seen.append
+    )
+    assert seen == summaries and [s.recurrence for s in summaries] == [1, 2, 3]
+    first = summaries[0]
+    assert first.batch_sizes[0] == 1024 and first.trials[0].status == TrialStatus.NOT_REACHED.value
+    assert len(first.trials) >= 2, "a missed target must be retried with another batch size"
+    assert all(s.reached for s in summaries)
+    assert all(s.trials[-1].reached and not any(t.reached for t in s.trials[:-1]) for s in summaries)
+
+    store = open_store(s3_store_uri)
+    spec = store.get_job(SPEC.job_id)
+    assert spec == SPEC.with_changes(max_attempts=3)
+    trials = store.trials(SPEC.job_id)
+    assert trials["finished"].all() and len(trials) == sum(len(s.trials) for s in summaries)
+    assert trials["simulated"].all(), "no GPU here: every figure is from the simulated GPU"
+    profiles = store.profiles(SPEC.job_id)
+    assert set(profiles["trial"]) == set(trials["trial"]) and profiles["simulated"].all()
+    state = store.bandit_state(SPEC.job_id)
+    assert sorted(state["batch_size"]) == [128, 1024]
+
+    # every decision is the policy's, given the history before it and the derived seed
+    history = store.history(SPEC.job_id)
+    policy = get_policy("default")
+    for row in trials.itertuples(index=False):
+        before = [r for r in history if r.trial < row.trial]
+        expected = policy.decide(spec, before, decision_seed(spec, row.recurrence_id, int(row.attempt)))
+        assert (int(row.batch_size), row.stage) == (expected.batch_size, expected.stage), row.trial
+
+
+@pytest.mark.slow
+def test_failing_training_script_is_recorded_not_lost(tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text("import sys\nprint('loading', flush=True)\nsys.exit('CUDA kernel exploded (test)')\n")
+    store_uri = str(tmp_path / "store")
+    (summary,) = run_local(
+        SPEC.with_changes(job_id="e2e-crash"),
+        recurrences=1,
+        store=store_uri,
+        command=[sys.executable, str(script)],
+        preprocess="",
+        attempts=2,
+        runs_dir=tmp_path / "runs",
+    )
+    assert not summary.reached
+    assert [t.status for t in summary.trials] == ["failed", "failed"]
+    assert all("CUDA kernel exploded (test)" in t.reason for t in summary.trials)
+    trials = open_store(store_uri).trials("e2e-crash")
+    assert list(trials["status"]) == ["failed", "failed"]
+
+
+def test_changed_spec_is_refused_before_any_step(tmp_path):
+    store_uri = str(tmp_path / "store")
+    open_store(store_uri).ensure_job(SPEC.with_changes(max_attempts=3))
+    with pytest.raises(JobSpecMismatchError, match=r"target_metric: 0\.85 -> 0\.9"):
+        run_local(SPEC.with_changes(target_metric=0.9), store=store_uri, attempts=3, runs_dir=tmp_path)
+    assert open_store(store_uri).trials(SPEC.job_id).empty
+
+
+def test_a_failing_step_raises_with_its_message(tmp_path):
+    """A preprocess that cannot run fails the recurrence with the step's own error, not just 'task failed'."""
+    with pytest.raises(LocalRunError, match="cannot import preprocess module 'no_such_zeus_module'"):
+        run_local(
+            SPEC.with_changes(job_id="e2e-badprep"),
+            recurrences=1,
+            store=str(tmp_path / "store"),
+            preprocess="no_such_zeus_module:make",
+            attempts=1,
+            runs_dir=tmp_path / "runs",
+        )
+
+
+def test_bad_arguments_name_the_field(tmp_path):
+    with pytest.raises(ValueError, match="invalid recurrences=0"):
+        run_local(SPEC, recurrences=0, store=str(tmp_path))
+    with pytest.raises(ValueError, match="invalid policy='greedy'"):
+        run_local(SPEC, policy="greedy", store=str(tmp_path))
