@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -112,6 +113,7 @@ def train(
 
     spec = JobSpec.from_dict(json.loads(spec_json))
     with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
+        started = time.perf_counter()
         outcome = run_trial(
             spec,
             batch_size=int(batch_size),
@@ -123,6 +125,7 @@ def train(
             gpu=gpu,
             metric_patterns=[metric_pattern] if metric_pattern else None,
         )
+        wall_s = time.perf_counter() - started
         _write_model(outcome.model_path, model)
     result = outcome.result
     _write_profile(outcome.profile, profile)
@@ -133,6 +136,7 @@ def train(
         ("epochs", result.num_epochs),
         ("batch_size", result.batch_size),
         ("reached", float(result.reached)),
+        ("wall_s", wall_s),  # real seconds in the script (time_s is simulated without a GPU)
     ):
         metrics.log_metric(name, float(value))
     if result.metric is not None:
