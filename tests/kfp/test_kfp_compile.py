@@ -1,6 +1,7 @@
 """The compiled YAML: what a Kubeflow cluster will run. Checked on the parsed documents, not by grep."""
 
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -127,3 +128,18 @@ def test_image_override_reaches_every_executor(tmp_path):
 def test_bad_compile_options_name_the_field(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=rf"invalid {field}="):
         _compile(tmp_path, **kwargs)
+
+
+def test_default_job_compiles_portably(tmp_path, monkeypatch):
+    """The example job's YAML names the image's copy of the script, not a path on this machine."""
+    from components.image import IMAGE_EXAMPLES_DIR
+    from zeus.train import example_spec
+
+    path = compile_pipeline(tmp_path / "default.yaml", gpus=1)
+    spec = yaml.safe_load_all(path.read_text()).__next__()
+    inputs = spec["root"]["inputDefinitions"]["parameters"]
+    assert inputs["train_command"]["defaultValue"] == ["{python}", f"{IMAGE_EXAMPLES_DIR}/train_zeus.py"]
+    assert inputs["preprocess_ref"]["defaultValue"] == "zeus.train.example:make_dataset"
+    assert inputs["batch_sizes"]["defaultValue"] == list(example_spec().batch_sizes)
+    assert inputs["store_uri"]["defaultValue"].startswith("s3://")
+    assert str(Path.cwd()) not in path.read_text()

@@ -41,6 +41,11 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     state = store.bandit_state(SPEC.job_id)
     assert sorted(state["batch_size"]) == [128, 1024]
 
+    # the report step wrote each recurrence's Markdown and Metrics from the store
+    reports = sorted(tmp_path.rglob("report/markdown"))
+    assert len(reports) == 3
+    assert all("simulated" in path.read_text().lower() for path in reports)
+
     # every decision is the policy's, given the history before it and the derived seed
     history = store.history(SPEC.job_id)
     policy = get_policy("default")

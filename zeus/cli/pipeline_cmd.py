@@ -29,7 +29,7 @@ def _recurrence_table(summary):
         f"{'reached' if summary.reached else 'did NOT reach'} the target in {len(summary.trials)} trial(s){sim}",
         title_justify="left",
     )
-    for col in ("attempt", "batch size", "power limit (W)", "cost", f"energy (J){sim}", "time (s)", "metric", "status"):
+    for col in ("attempt", "batch size", "power limit (W)", "cost", "energy (J)", "time (s)", "metric", "status"):
         table.add_column(col, justify="right")
     for t in summary.trials:
         table.add_row(
@@ -150,7 +150,8 @@ def run(
         f"[bold]zeus-kfp run[/]: {recurrences} recurrence(s) of job [cyan]{spec.job_id}[/] "
         f"(batch sizes {list(spec.batch_sizes)}, default {spec.default_batch_size}, target "
         f"{spec.metric_name} {'>=' if spec.higher_is_better else '<='} {spec.target_metric}) "
-        f"with policy {policy}, store {opened.uri}"
+        f"with policy {policy}, store {opened.uri}",
+        soft_wrap=True,
     )
     status = console.status("starting")
     summaries = []
@@ -162,7 +163,7 @@ def run(
         summaries.append(summary)
         console.print(_recurrence_table(summary))
         for note in _failure_notes(summary):
-            console.print(note, markup=False, highlight=False)
+            console.print(note, markup=False, highlight=False, soft_wrap=True)
 
     try:
         with status:
@@ -179,20 +180,20 @@ def run(
                 on_recurrence=finished,
             )
     except (JobSpecMismatchError, JobSpecError, ValueError) as err:
-        console.print(f"[red]refused:[/] {err}")
+        console.print(f"[red]refused:[/] {err}", soft_wrap=True)
         raise typer.Exit(2) from err
     except (LocalRunError, StoreError) as err:
-        console.print(f"[red]a recurrence failed:[/] {err}")
+        console.print(f"[red]a recurrence failed:[/] {err}", soft_wrap=True)
         raise typer.Exit(1) from err
     state = opened.bandit_state(spec.job_id)
     if not state.empty:
         console.print(_bandit_table(state))
     for line in _saving_lines(opened, spec, summaries):
-        console.print(line)
+        console.print(line, soft_wrap=True)
     plots = write_plots(opened.trials(spec.job_id), opened.profiles(spec.job_id), state, spec, plots_dir / spec.job_id)
     if any(s.simulated for s in summaries):
         console.print("[yellow]No GPU was measured: power, energy and cost figures are from a simulated GPU.[/]")
-    console.print("plots: " + ", ".join(str(p) for p in plots))
+    console.print("plots: " + ", ".join(str(p) for p in plots), soft_wrap=True)
 
 
 COMPILE_HELP = (
