@@ -1,0 +1,170 @@
+"""images/Dockerfile(.cuda) without a Docker engine: parse them, then build and install the package
+from exactly the files they copy and import, from that installed copy, what the components call."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILES = {"cpu": ROOT / "images" / "Dockerfile", "cuda": ROOT / "images" / "Dockerfile.cuda"}
+WORKDIR = "/opt/zeus-kfp"
+
+
+def instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    logical, current = [], ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        logical.append(current + line)
+        current = ""
+    return [(ln.split(None, 1)[0].upper(), ln.split(None, 1)[1] if " " in ln else "") for ln in logical]
+
+
+def args_of(path: Path) -> dict[str, str]:
+    return dict(rest.split("=", 1) for instr, rest in instructions(path) if instr == "ARG" and "=" in rest)
+
+
+def run_commands(path: Path) -> list[str]:
+    build_args = args_of(path)
+    commands = [rest for instr, rest in instructions(path) if instr == "RUN"]
+    return [re.sub(r"\$\{(\w+)\}", lambda m: build_args.get(m.group(1), m.group(0)), c) for c in commands]
+
+
+def copies(path: Path) -> list[tuple[list[str], str]]:
+    out = []
+    for instr, rest in instructions(path):
+        if instr == "COPY":
+            *sources, dest = rest.split()
+            out.append((sources, dest))
+    return out
+
+
+def setup_cfg() -> configparser.ConfigParser:
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    return cfg
+
+
+def pinned_torch() -> str:
+    pins = dict(ln.split("==") for ln in (ROOT / "constraints.txt").read_text().splitlines() if "==" in ln)
+    return pins["torch"].strip()
+
+
+@pytest.mark.parametrize("flavour", ["cpu", "cuda"])
+def test_dockerfile_installs_pinned_torch_then_the_package(flavour: str) -> None:
+    path = DOCKERFILES[flavour]
+    base = next(rest for instr, rest in instructions(path) if instr == "FROM")
+    if flavour == "cpu":
+        assert base == "python:3.11-slim"
+    else:
+        assert re.fullmatch(r"nvidia/cuda:[\d.]+-(cudnn-)?runtime-ubuntu[\d.]+", base), base
+        assert any("python3.11 -m venv" in c for c in run_commands(path))
+    runs = run_commands(path)
+    torch_runs = [c for c in runs if re.search(r"\btorch==", c)]
+    assert len(torch_runs) == 1
+    assert f"torch=={pinned_torch()}" in torch_runs[0]  # the same pin as constraints.txt
+    index = re.search(r"--index-url (\S+)", torch_runs[0]).group(1)
+    assert re.fullmatch(r"https://download\.pytorch\.org/whl/(cpu|cu\d+)", index)
+    assert (flavour == "cpu") == index.endswith("/cpu")
+    # The package itself, regular install, under the constraints; after torch (so torch is not re-resolved).
+    package_runs = [i for i, c in enumerate(runs) if re.search(r"pip install -c constraints\.txt \.(\s|$)", c)]
+    assert len(package_runs) == 1 and package_runs[0] > runs.index(torch_runs[0])
+    assert "-e " not in runs[package_runs[0]]
+
+
+@pytest.mark.parametrize("flavour", ["cpu", "cuda"])
+def test_dockerfile_copies_what_setup_cfg_packages_and_the_examples(flavour: str) -> None:
+    copied = {
+        Path(dest).name if dest not in ("./", ".") else src
+        for srcs, dest in copies(DOCKERFILES[flavour])
+        for src in srcs
+    }
+    cfg = setup_cfg()
+    packages = [p.strip() for p in cfg["options.packages.find"]["include"].split() if "*" not in p]
+    assert set(packages) <= copied, f"setup.cfg packages {packages} not all copied: {copied}"
+    long_description = cfg["metadata"]["long_description"].removeprefix("file:").strip()
+    assert {"setup.cfg", "pyproject.toml", "constraints.txt", long_description, "examples"} <= copied
+    assert any(dest == "./examples" for _, dest in copies(DOCKERFILES[flavour]))
+    assert next(r for i, r in instructions(DOCKERFILES[flavour]) if i == "WORKDIR") == WORKDIR
+
+
+@pytest.mark.parametrize("flavour", ["cpu", "cuda"])
+def test_dockerfile_runs_as_a_non_root_user(flavour: str) -> None:
+    users = [rest for instr, rest in instructions(DOCKERFILES[flavour]) if instr == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    assert any(f"--uid {users[-1]}" in c for c in run_commands(DOCKERFILES[flavour]))
+    dockerignore = DOCKERFILES[flavour].with_name(DOCKERFILES[flavour].name + ".dockerignore")
+    assert ".venv" not in dockerignore.read_text() and dockerignore.read_text().splitlines()[2] == "*"
+
+
+def component_imports() -> list[tuple[str, str]]:
+    """Every `from zeus... import name` in components/*.py, inside component bodies included."""
+    found = []
+    for path in sorted((ROOT / "components").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "zeus":
+                found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+def test_everything_the_components_call_exists() -> None:
+    calls = component_imports()
+    assert ("zeus.steps", "choose") in calls or len(calls) >= 5  # the parse found the bodies' imports
+    for module, name in calls:
+        assert hasattr(importlib.import_module(module), name), f"components import {module}.{name}, which is missing"
+
+
+@pytest.mark.slow
+def test_the_package_builds_and_installs_from_the_copied_files(tmp_path: Path) -> None:
+    """What `pip install .` in the image does, from only the files the Dockerfile copies; then the
+    components' imports, the package data and the examples link work from the installed copy."""
+    ctx = tmp_path / "ctx"
+    for sources, _dest in copies(DOCKERFILES["cpu"]):
+        for src in sources:
+            origin = ROOT / src
+            if origin.is_dir():
+                shutil.copytree(origin, ctx / src, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                ctx.mkdir(exist_ok=True)
+                shutil.copy2(origin, ctx / src)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels, ctx], check=True)
+    wheel = next(wheels.glob("zeus_kfp-*.whl"))
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", site, wheel], check=True)
+    (site / "examples").symlink_to(ctx / "examples")  # the Dockerfile's `ln -s`
+    check = f"""
+import importlib, json, pathlib
+import zeus, components, pipelines
+from zeus.train import example_command
+mods = [zeus, components, pipelines]
+calls = {json.dumps(component_imports())}
+missing = [f"{{m}}.{{n}}" for m, n in calls if not hasattr(importlib.import_module(m), n)]
+traces = sorted(p.name for p in (pathlib.Path(zeus.__file__).parent / "simulate" / "traces").glob("*.csv"))
+print(json.dumps({{"files": [m.__file__ for m in mods], "missing": missing, "traces": traces,
+                  "example": example_command("zeus")[1]}}))
+"""
+    env = dict(os.environ, PYTHONPATH=str(site))
+    out = subprocess.run([sys.executable, "-c", check], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(f.startswith(str(site)) for f in result["files"]), result["files"]  # the installed copy, not the repo
+    assert result["missing"] == []
+    assert {"summary_train.csv", "summary_power_v100.csv"} <= set(result["traces"])
+    assert Path(result["example"]).is_file() and str(site) in result["example"]
