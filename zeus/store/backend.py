@@ -41,6 +41,10 @@ class Backend(Protocol):
         """Every key under `prefix` (recursively), sorted, optionally only those after `start_after`."""
         ...
 
+    def list_dirs(self, prefix: str) -> list[str]:
+        """The sorted "folders" directly under `prefix` (which ends with '/'), each ending with '/'."""
+        ...
+
     def delete(self, keys: list[str]) -> None:
         """Remove keys; keys already gone are fine."""
         ...
@@ -129,6 +133,12 @@ class LocalBackend:
                     keys.append(key)
         keys.sort()
         return keys
+
+    def list_dirs(self, prefix: str) -> list[str]:
+        base = self._path(prefix.rstrip("/"))
+        if not base.is_dir():
+            return []
+        return sorted(f"{prefix}{entry.name}/" for entry in os.scandir(base) if entry.is_dir())
 
     def delete(self, keys: list[str]) -> None:
         for key in keys:

@@ -6,7 +6,7 @@ validated before they become key segments, so no job or recurrence id can leave 
 
     catalog/specs/{job}.{sha}.parquet                   jobs table: the spec, owner, created_at
     catalog/phases/{job}.{ns}.{phase}.{rand}.parquet    phase events (latest wins)
-    jobs/{job}/seq/{recurrence|trial}/{n}               number claims (create-only, exclusive)
+    jobs/{job}/seq/{recurrence|trial}/{n // 1000}/{n}   number claims (create-only, exclusive, never deleted)
     jobs/{job}/recurrence-ids/{rid}/{n}                 recurrence id -> number (n in the name)
     jobs/{job}/events/{stream}/{rid}.{attempt}.{sha}.parquet   one object per event
     jobs/{job}/snapshots/{stream}/{generation}.parquet  compacted events (create-only, exclusive)
@@ -77,8 +77,11 @@ def seq_dir(job_id: str, kind: str) -> str:
     return f"jobs/{check_job_id(job_id)}/seq/{kind}/"
 
 
+SEQ_BUCKET = 1000  # claims per folder: the top claim is found with two small listings, not one of every claim
+
+
 def seq_key(job_id: str, kind: str, number: int) -> str:
-    return f"{seq_dir(job_id, kind)}{number:0{SEQ_WIDTH}d}"
+    return f"{seq_dir(job_id, kind)}{number // SEQ_BUCKET:09d}/{number:0{SEQ_WIDTH}d}"
 
 
 def seq_number(key: str) -> int | None:

@@ -5,9 +5,10 @@ that start at the same moment, one gets n and the other, refused, moves on to n+
 therefore follow the order in which they succeeded. A claim whose owner crashed before
 recording it leaves a gap; numbers are unique and ordered, not dense.
 
-Finding the next free number lists the claims. Compaction removes claims below the highest
-number its snapshot holds but never the highest claim, so a listing always finds the true
-maximum (or a conditional create refuses a taken number).
+Claims are never deleted: a claimer may act on a listing that is already stale, probing
+upwards from an old maximum, and must then meet every claim above it (an early version
+deleted claims below the compacted top and the 8-process test caught two trials sharing a
+number). Claims sit in folders of 1,000, so the top is found with two small listings.
 
 On a server that ignores If-None-Match two claimers could both "get" n: the trials stay
 distinct (their event keys are unique per recurrence id and attempt) and readers order
@@ -27,8 +28,13 @@ RELIST_EVERY = 8
 
 
 def _max_claimed(backend: Backend, job_id: str, kind: str) -> int:
-    numbers = [keys.seq_number(k) for k in backend.list(keys.seq_dir(job_id, kind))]
-    return max((n for n in numbers if n is not None), default=0)
+    folders = backend.list_dirs(keys.seq_dir(job_id, kind))
+    for folder in reversed(folders):  # the last folder holds the top claim
+        numbers = [keys.seq_number(k) for k in backend.list(folder)]
+        top = max((n for n in numbers if n is not None), default=0)
+        if top:
+            return top
+    return 0
 
 
 def claim_number(backend: Backend, job_id: str, kind: str, owner: dict[str, object]) -> int:
@@ -42,15 +48,6 @@ def claim_number(backend: Backend, job_id: str, kind: str, owner: dict[str, obje
         if tries % RELIST_EVERY == 0:  # many racers: jump to the current top instead of probing one by one
             number = max(number, _max_claimed(backend, job_id, kind) + 1)
     raise StoreError(f"could not claim a {kind} number for job {job_id!r} in {backend.location}")
-
-
-def release_claims_below(backend: Backend, job_id: str, kind: str, number: int) -> int:
-    """Remove claims below `number` (a number held by a snapshot); the highest claim always stays."""
-    doomed = [
-        k for k in backend.list(keys.seq_dir(job_id, kind)) if (n := keys.seq_number(k)) is not None and n < number
-    ]
-    backend.delete(doomed)
-    return len(doomed)
 
 
 def find_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int | None:

@@ -215,6 +215,15 @@ class S3Backend:
 
         return sorted(self._call(listing))
 
+    def list_dirs(self, prefix: str) -> list[str]:
+        self._ensure_bucket()
+
+        def listing() -> list[str]:
+            objects = self.client.list_objects(self.bucket, prefix=self._key(prefix), recursive=False)
+            return [obj.object_name[len(self.prefix) :] for obj in objects if obj.is_dir]
+
+        return sorted(self._call(listing))
+
     def delete(self, keys: list[str]) -> None:
         if not keys:
             return

@@ -178,13 +178,6 @@ class Store:
         keys.check_job_id(job_id)
         results = [compact_stream(self.backend, job_id, stream) for stream in keys.STREAMS]
         self._report([problem for result in results for problem in result.problems])
-        if self.backend.conditional_writes_honoured():
-            # Claims below the highest numbers a snapshot holds are no longer needed to find the top.
-            snapshot = read_stream(self.backend, job_id, "dispatched").table
-            if snapshot.num_rows:
-                for kind in ("trial", "recurrence"):
-                    top = snapshot.column(kind).to_numpy().max()
-                    ledger.release_claims_below(self.backend, job_id, kind, int(top))
         return results
 
 

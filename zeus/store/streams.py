@@ -29,7 +29,7 @@ from zeus.store.errors import CorruptObjectError, ObjectProblem, StoreError
 from zeus.store.schemas import EVENT_COLUMN, NewerSchemaError, decode, encode, snapshot_schema
 
 READ_ROUNDS = 8
-KEEP_SNAPSHOTS = 2
+KEEP_SNAPSHOTS = 3
 
 
 @dataclass
@@ -137,9 +137,17 @@ def compact_stream(backend: Backend, job_id: str, stream: str) -> CompactResult:
             problems.append(ObjectProblem(exc.key, exc.reason))
     if merged:
         table = pa.concat_tables(parts)
-        if not backend.put_new(keys.snapshot_key(job_id, stream, generation + 1), encode(stream, table, snapshot=True)):
+        new_key = keys.snapshot_key(job_id, stream, generation + 1)
+        if not backend.put_new(new_key, encode(stream, table, snapshot=True)):
             return CompactResult(stream, generation, 0, 0, "another compactor wrote this generation first", problems)
         generation += 1
+        # Our generation number may have been free only because cleanup had deleted an old one
+        # (we read a stale listing): then a newer generation exists, ours is not the latest, and
+        # deleting what we merged would hide it. Remove our stray snapshot and stop.
+        newest, _, _ = _latest_snapshot(backend, job_id, stream)
+        if newest > generation:
+            backend.delete([new_key])
+            return CompactResult(stream, newest, 0, 0, "a newer snapshot exists; nothing deleted", problems)
     if not backend.conditional_writes_honoured():
         return CompactResult(stream, generation, len(merged), 0, "server ignores If-None-Match: events kept", problems)
     removable = merged + already
