@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import re
 
 import numpy as np
@@ -14,6 +15,7 @@ from PIL import Image
 from ux.frames import SPEC, bandit_frame, profiles_frame, trial_row, trials_frame
 from zeus.report import default_config_cost, markdown_report, per_recurrence, recurrence_metrics, write_plots
 from zeus.report.frames import select_recurrence
+from zeus.report.markdown import MAX_MARKDOWN_CHARS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # cost = 0.5 * E + 0.5 * 300 W * t: r1 25000; r2 7000 + 15000; r3 13750 (the dispatched trial has no cost).
@@ -122,3 +124,24 @@ def test_markdown_embeds_the_pngs_and_reports_the_saving(tmp_path) -> None:
     # An earlier recurrence can be the subject.
     md2 = markdown_report(trials, profiles, state, SPEC, paths, recurrence=2)
     assert "## Recurrence 2 (`run-2`)" in md2 and "64 -> 256" in md2
+
+
+def test_a_report_too_long_for_the_kfp_ui_is_rebuilt_compact(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The KFP UI cuts Markdown at MAX_MARKDOWN_CHARS; past that the report shrinks instead."""
+    rows = [
+        trial_row(r, r, 1, SPEC.batch_sizes[r % 4], "reached", energy_j=1000.0 + r, time_s=10.0) for r in range(1, 201)
+    ]
+    trials = pd.DataFrame(rows)
+    paths = write_plots(trials, profiles_frame(), bandit_frame(), SPEC, tmp_path)
+    full = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, paths)
+    assert len(full) <= MAX_MARKDOWN_CHARS and "### All recurrences" in full
+    monkeypatch.setattr("zeus.report.markdown.MAX_MARKDOWN_CHARS", len(full) - 1)
+    compact = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, paths)
+    assert len(compact) < len(full) * 0.7
+    assert "### The last 30 of 200 recurrences" in compact and "## Recurrence 200 (`run-200`)" in compact
+    assert "| 170 | run-170 |" not in compact and "| 171 | run-171 |" in compact
+    embedded = re.findall(r"\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", compact)
+    assert len(embedded) == 4
+    for data in embedded:
+        with Image.open(io.BytesIO(base64.b64decode(data))) as img:
+            assert img.format == "PNG" and img.size[0] >= 600

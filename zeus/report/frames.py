@@ -93,11 +93,9 @@ def default_config_cost(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobS
     at_default = done[(done["batch_size"] == spec.default_batch_size) & (done["status"] == TrialStatus.REACHED.value)]
     if at_default.empty:
         return Baseline(None, f"no trial at the default batch size {spec.default_batch_size} has reached the target")
-    scaled, adjusted = [], 0
-    for _, row in at_default.iterrows():
-        factor = _max_power_factor(row, profiles, spec)
-        adjusted += factor is not None
-        scaled.append(float(row["cost"]) * (factor or 1.0))
+    factors = _max_power_factors(at_default, profiles, spec)
+    scaled = at_default["cost"].astype(float).to_numpy() * factors.fillna(1.0).to_numpy()
+    adjusted = int(factors.notna().sum())
     cost = float(pd.Series(scaled).median())
     how = f"median of {len(scaled)} reached trial(s) at batch size {spec.default_batch_size}" + (
         f", {adjusted} scaled to the max power limit by the power profile" if adjusted else ", at their power limit"
@@ -105,22 +103,44 @@ def default_config_cost(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobS
     return Baseline(cost, how)
 
 
-def _max_power_factor(row: pd.Series, profiles: pd.DataFrame, spec: JobSpec) -> float | None:
-    """Cost rate at the max power limit over the rate at the trial's limit, from its train profile."""
-    if profiles.empty or pd.isna(row.get("power_limit_w")):
-        return None
-    prof = profiles[(profiles["batch_size"] == row["batch_size"]) & (profiles["phase"] == "train")]
-    if "trial" in prof.columns and (prof["trial"] == row["trial"]).any():
-        prof = prof[prof["trial"] == row["trial"]]
-    at_max = prof[prof["power_limit_w"] == prof["power_limit_w"].max()] if not prof.empty else prof
-    at_chosen = prof[prof["power_limit_w"] == row["power_limit_w"]]
-    if at_max.empty or at_chosen.empty:
-        return None
-    rate_max = cost_rate(spec, float(at_max["average_power_w"].mean()), float(at_max["throughput"].mean()))
-    rate_chosen = cost_rate(spec, float(at_chosen["average_power_w"].mean()), float(at_chosen["throughput"].mean()))
-    if not (0 < rate_chosen < float("inf")) or rate_max == float("inf"):
-        return None
-    return rate_max / rate_chosen
+def _max_power_factors(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> pd.Series:
+    """Per trial (aligned with `trials`): cost rate at the max power limit over the rate at the
+    trial's own limit, from that trial's training profile, else any training profile of its batch
+    size; NaN where the profile does not cover both limits. Vectorized: histories get long."""
+    nan = pd.Series(float("nan"), index=trials.index)
+    if profiles.empty:
+        return nan
+    prof = profiles[profiles["phase"] == "train"]
+    if prof.empty:
+        return nan
+    rates = prof.groupby(["batch_size", "trial", "power_limit_w"], as_index=False)[
+        ["average_power_w", "throughput"]
+    ].mean()
+    pooled = prof.groupby(["batch_size", "power_limit_w"], as_index=False)[["average_power_w", "throughput"]].mean()
+    for frame in (rates, pooled):
+        good = frame["throughput"] > 0
+        frame["rate"] = float("inf")
+        frame.loc[good, "rate"] = (
+            spec.eta_knob * frame.loc[good, "average_power_w"] + (1.0 - spec.eta_knob) * spec.max_power_w
+        ) / frame.loc[good, "throughput"]
+    own = _factor_table(rates, ["batch_size", "trial"])
+    any_profile = _factor_table(pooled, ["batch_size"])
+    keys = trials[["batch_size", "trial", "power_limit_w"]].astype(float).reset_index()
+    own_f = keys.merge(own.astype(float), on=["batch_size", "trial", "power_limit_w"], how="left")["factor"]
+    pool_f = keys.merge(any_profile.astype(float), on=["batch_size", "power_limit_w"], how="left")["factor"]
+    # A trial with its own profile uses only that one; otherwise the batch size's pooled profile.
+    has_own = keys.merge(own[["batch_size", "trial"]].drop_duplicates().astype(float), how="left", indicator=True)
+    factor = own_f.where(has_own["_merge"] == "both", pool_f)
+    factor = factor.where((factor > 0) & (factor < float("inf")))
+    return pd.Series(factor.to_numpy(), index=trials.index)
+
+
+def _factor_table(rates: pd.DataFrame, group: list[str]) -> pd.DataFrame:
+    """Per group and power limit: rate at the group's highest limit / rate at this limit."""
+    top = rates.loc[rates.groupby(group)["power_limit_w"].idxmax(), [*group, "rate"]].rename(columns={"rate": "top"})
+    out = rates.merge(top, on=group)
+    out["factor"] = out["top"] / out["rate"]
+    return out[[*group, "power_limit_w", "factor"]]
 
 
 def select_recurrence(trials: pd.DataFrame, recurrence_id: str | None) -> pd.DataFrame:

@@ -7,6 +7,7 @@ embedded as base64 `data:image/png` URIs: one artifact, nothing to resolve.
 from __future__ import annotations
 
 import base64
+import io
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,10 @@ SIMULATED_NOTE = (
     "> **Simulated GPU.** These figures come from a simulated GPU (no NVML device was available); "
     "they show how the optimizer behaves, not measured energy."
 )
+# The KFP UI's MarkdownViewer renders at most this many characters and truncates the rest
+# (kubeflow/pipelines frontend, MAX_MARKDOWN_STR_LENGTH = 50 * 1000 * 8).
+MAX_MARKDOWN_CHARS = 400_000
+RECENT_RECURRENCES = 30  # rows of the all-recurrences table kept when the report must shrink
 TRIAL_COLUMNS = ["recurrence", "attempt", "batch_size", "power_limit_w", "status", "num_epochs", "time_s", "energy_j"]
 
 
@@ -40,9 +45,18 @@ def markdown_table(frame: pd.DataFrame, columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def image_data_uri(path: Path) -> str:
-    """A PNG as a `data:` URI, so the Markdown carries its own figures."""
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+def image_data_uri(path: Path, compact: bool = False) -> str:
+    """A PNG as a `data:` URI, so the Markdown carries its own figures. `compact` re-encodes it
+    with a 64-colour palette (about a third of the size; plots have few colours anyway)."""
+    data = Path(path).read_bytes()
+    if compact:
+        from PIL import Image  # pillow ships with matplotlib
+
+        with Image.open(io.BytesIO(data)) as img:
+            out = io.BytesIO()
+            img.convert("RGB").quantize(colors=64).save(out, format="PNG", optimize=True)
+            data = out.getvalue()
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 def markdown_report(
@@ -57,8 +71,25 @@ def markdown_report(
     the bandit's state and the figures (`plots`, from `write_plots`) embedded inline.
 
     `trials` is the job's whole history; `recurrence` picks the one the report is about
-    (default: the latest).
+    (default: the latest). A report longer than the KFP UI renders (MAX_MARKDOWN_CHARS) is
+    rebuilt compact rather than shown cut off.
     """
+    full = _render(trials, profiles, bandit_state, spec, plots, recurrence, compact=False)
+    if len(full) <= MAX_MARKDOWN_CHARS:
+        return full
+    return _render(trials, profiles, bandit_state, spec, plots, recurrence, compact=True)
+
+
+def _render(
+    trials: pd.DataFrame,
+    profiles: pd.DataFrame,
+    bandit_state: pd.DataFrame,
+    spec: JobSpec,
+    plots: list[Path],
+    recurrence: int | None,
+    compact: bool,
+) -> str:
+    """The report; `compact` shrinks it to fit the KFP UI (palette images, recent recurrences only)."""
     simulated = is_simulated(trials, profiles, bandit_state)
     rec = per_recurrence(trials)
     parts = [f"# zeus-kfp: job `{spec.job_id}`"]
@@ -86,8 +117,12 @@ def markdown_report(
         done = finished_trials(trials)
         parts.append("### Trials of this recurrence")
         parts.append(markdown_table(done[done["recurrence"] == current["recurrence"]], [*TRIAL_COLUMNS, "cost"]))
-        parts.append("### All recurrences")
-        parts.append(markdown_table(rec, list(rec.columns)))
+        if compact and len(rec) > RECENT_RECURRENCES:
+            parts.append(f"### The last {RECENT_RECURRENCES} of {len(rec)} recurrences")
+            parts.append(markdown_table(rec.tail(RECENT_RECURRENCES), list(rec.columns)))
+        else:
+            parts.append("### All recurrences")
+            parts.append(markdown_table(rec, list(rec.columns)))
     parts.append("### Bandit state")
     state_cols = ["batch_size", "stage", "num_observations", "posterior_mean", "posterior_precision", "pruned"]
     parts.append(markdown_table(bandit_state, state_cols))
@@ -95,7 +130,7 @@ def markdown_report(
     for name in PLOT_NAMES:
         title = name.replace("_", " ")
         if name in by_name:
-            parts.append(f"### {title.capitalize()}\n\n![{title}]({image_data_uri(by_name[name])})")
+            parts.append(f"### {title.capitalize()}\n\n![{title}]({image_data_uri(by_name[name], compact)})")
         else:
             parts.append(f"### {title.capitalize()}\n\n_no data for this figure yet_")
     return "\n\n".join(parts) + "\n"

@@ -49,14 +49,16 @@ def plot_cost_per_recurrence(trials: pd.DataFrame, profiles: pd.DataFrame, spec:
     fig = Figure(figsize=(7, 4))
     ax = fig.add_subplot()
     colors = ["tab:blue" if r else "tab:red" for r in rec["reached"]]
-    ax.bar(rec["recurrence"].astype(str), rec["cost"], color=colors, label="recurrence cost (red: target missed)")
+    ax.bar(rec["recurrence"], rec["cost"], color=colors, label="recurrence cost (red: target missed)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if baseline.cost is not None:
         ax.axhline(baseline.cost, color="black", linestyle="--", label="default config (estimate)")
+    ax.set_ylim(0, max(float(rec["cost"].max()), baseline.cost or 0.0) * 1.25)  # headroom for the legend
     ax.set_xlabel("recurrence")
     ax.set_ylabel(f"cost (eta={spec.eta_knob:g})")
     title = _title(f"{spec.job_id}: cost per recurrence", is_simulated(trials, profiles))
     ax.set_title(title)
-    ax.legend(loc="best", fontsize="small")
+    ax.legend(loc="upper right", fontsize="small")  # "best" scans every bar: seconds on long histories
     return _save(fig, path, title)
 
 
@@ -78,7 +80,7 @@ def plot_batch_size_per_trial(trials: pd.DataFrame, spec: JobSpec, path: Path) -
     ax.set_ylabel("batch size")
     title = _title(f"{spec.job_id}: batch size chosen per trial", is_simulated(trials))
     ax.set_title(title)
-    ax.legend(loc="best", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")  # outside: never hides a point
     return _save(fig, path, title)
 
 
