@@ -1,0 +1,64 @@
+"""The components' bodies, called undecorated (`.python_func`) with real artifacts and a real
+local store: checks each body's wiring to zeus.steps without the cost of a pipeline run."""
+
+import json
+
+import pandas as pd
+from kfp import dsl
+
+from components.artifacts import PowerProfile
+from components.bandit import bandit
+from components.feedback import feedback
+from components.passthrough import passthrough
+from components.preprocess import preprocess
+from zeus.job import JobSpec, TrialResult, TrialStatus
+from zeus.steps import NO_THRESHOLD, spec_to_params
+from zeus.store import open_store
+
+SPEC = JobSpec(job_id="comp-job", batch_sizes=(8, 16), default_batch_size=16, target_metric=0.9, max_epochs=2)
+
+
+def test_preprocess_bandit_feedback_bodies(tmp_path):
+    uri = str(tmp_path / "store")
+    data = dsl.Dataset(uri=str(tmp_path / "data"), name="data")
+    params = spec_to_params(SPEC.with_changes(beta_knob=None))
+    out = preprocess.python_func(
+        **params, store_uri=uri, run_id="run-1", recurrence_id="", preprocess_ref="", owner="me", data=data
+    )
+    assert JobSpec.from_dict(json.loads(out[0])) == SPEC.with_changes(beta_knob=None)
+    assert tuple(out[1:]) == ("run-1", 1)
+    assert (tmp_path / "data" / "README.txt").is_file()
+
+    size, threshold, trial = bandit.python_func(
+        store_uri=uri, job_id=SPEC.job_id, recurrence_id="run-1", attempt=1, policy="default", run_id="run-1"
+    )
+    assert size == SPEC.default_batch_size and trial == 1
+    assert threshold == NO_THRESHOLD  # beta_knob disabled: no early-stop threshold
+
+    profile = PowerProfile(uri=str(tmp_path / "profile"), name="profile")
+    profile_path = tmp_path / "profile"
+    pd.DataFrame(
+        {
+            "phase": ["train"],
+            "power_limit_w": [300.0],
+            "average_power_w": [250.0],
+            "throughput": [10.0],
+            "simulated": [True],
+        }
+    ).to_parquet(profile_path)
+    result = TrialResult.build(
+        SPEC, batch_size=size, status=TrialStatus.REACHED, time_s=3.0, energy_j=500.0, num_epochs=2, metric=0.95
+    )
+    reached = feedback.python_func(
+        store_uri=uri,
+        job_id=SPEC.job_id,
+        recurrence_id="run-1",
+        attempt=1,
+        policy="default",
+        result_json=json.dumps(result.to_dict()),
+        profile=profile,
+    )
+    assert reached is True
+    stored = open_store(uri).trials(SPEC.job_id)
+    assert stored["status"].tolist() == ["reached"] and stored["cost"].iloc[0] == result.cost
+    assert passthrough.python_func(reached=False) is False
