@@ -8,6 +8,7 @@ reader at the moment of the call (so the file must exist then and be a pipeline 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,6 +22,7 @@ class Recorder:
     def __init__(self, existing_pipelines: dict[str, str] | None = None) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.existing_pipelines = existing_pipelines or {}
+        self.fail_with: Exception | None = None  # raised by every API call after __init__, like a down server
 
     def factory(self, *args: Any, **kwargs: Any) -> FakeKfpClient:
         return FakeKfpClient(self, *args, **kwargs)
@@ -48,7 +50,10 @@ class FakeKfpClient:
                 doc = _extract_pipeline_yaml(arguments[key])
                 arguments[f"{key}:pipeline_name"] = doc.pipeline_spec.pipeline_info.name
                 arguments[f"{key}:parameters"] = sorted(doc.pipeline_spec.root.input_definitions.parameters)
+                arguments[f"{key}:text"] = Path(arguments[key]).read_text()
         self._recorder.calls.append((method, arguments))
+        if self._recorder.fail_with is not None and method != "__init__":
+            raise self._recorder.fail_with
         return arguments
 
     def get_pipeline_id(self, *args: Any, **kwargs: Any) -> str | None:

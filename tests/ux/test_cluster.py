@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -169,3 +171,40 @@ def test_invalid_crons_name_the_field(cron: str, field: str) -> None:
     with pytest.raises(ClusterInputError, match=field) as err:
         validate_cron(cron)
     assert err.value.field == "cron"
+
+
+def test_without_a_package_the_pipeline_is_compiled_with_the_options(kfp_client: Recorder) -> None:
+    """No --package: compile the project's pipeline into a temporary file with the compile options."""
+    args = ["--host", HOST, "--attempts", "3", "--gpus", "2", "--minio-secret", "team-minio"]
+    result = invoke("upload", *args)
+    assert result.exit_code == 0, result.output
+    call = kfp_client.only("upload_pipeline")
+    text = call["pipeline_package_path:text"]
+    assert call["pipeline_package_path:pipeline_name"] == "zeus-recurrence"
+    assert "attempt-3" in text and "attempt-4" not in text  # --attempts 3
+    assert "nvidia.com/gpu" in text and "team-minio" in text  # --gpus 2, --minio-secret
+    assert not Path(call["pipeline_package_path"]).exists()  # the temporary package is cleaned up
+    cpu = invoke("submit", "--host", HOST, "--attempts", "2", "--gpus", "0", "--param", "max_epochs=4")
+    assert cpu.exit_code == 0, cpu.output
+    run = kfp_client.only("create_run_from_pipeline_package")
+    assert "nvidia.com/gpu" not in run["pipeline_file:text"] and "attempt-3" not in run["pipeline_file:text"]
+    assert run["arguments"] == {"max_epochs": 4}
+
+
+def test_api_failures_say_what_to_check_without_the_token(
+    kfp_client: Recorder, pipeline_yaml, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kfp_server_api.exceptions import ApiException
+
+    monkeypatch.setenv("KFP_TOKEN", "tok-abc-999")
+    kfp_client.fail_with = ApiException(status=401, reason="Unauthorized")
+    result = runner.invoke(app, ["submit", "--host", HOST, "--package", str(pipeline_yaml)])
+    assert result.exit_code == 1
+    assert f"the KFP API at {HOST} failed with HTTP 401 Unauthorized" in result.output
+    assert "$KFP_TOKEN" in result.output and "tok-abc-999" not in result.output
+
+
+def test_a_bad_compile_option_names_it(kfp_client: Recorder) -> None:
+    result = runner.invoke(app, ["upload", "--host", HOST, "--gpus", "-1"])
+    assert result.exit_code == 2 and "invalid gpus=-1" in result.output
+    assert kfp_client.named("upload_pipeline") == []

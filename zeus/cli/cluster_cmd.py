@@ -44,16 +44,31 @@ def _cluster(
     package: Path | None,
     compile_options: dict[str, Any],
 ) -> Iterator[tuple[Any, Path, Any]]:
-    """Connect, get the package, and turn our input errors into a clean exit 2 naming the field."""
+    """Connect and get the package. Our input errors exit 2 naming the field; an API or network
+    failure exits 1 saying what to check (never echoing the token)."""
+    from kfp_server_api.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
     from pipelines import client as kfp_client
 
+    conn = None
     try:
         conn = kfp_client.Connection.from_env(host, namespace, token_env)
         with kfp_client.pipeline_package(package, **compile_options) as path:
             yield kfp_client.connect(conn), path, conn
-    except (kfp_client.ClusterInputError, JobSpecError) as err:
+    except (kfp_client.ClusterInputError, JobSpecError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
+    except (ApiException, HTTPError, OSError) as err:
+        status = getattr(err, "status", None)
+        reason = getattr(err, "reason", None) or type(err).__name__
+        typer.echo(
+            f"error: the KFP API at {conn.host if conn else host} failed"
+            + (f" with HTTP {status} {reason}" if status else f": {reason}")
+            + f". Check --host, --namespace and that ${token_env} holds a valid token.",
+            err=True,
+        )
+        raise typer.Exit(1) from None
 
 
 def _arguments(pairs: list[str] | None, path: Path) -> dict[str, Any]:
