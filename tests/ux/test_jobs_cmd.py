@@ -98,3 +98,16 @@ def test_recurrence_report_reads_the_store(store_dir, tmp_path) -> None:
     assert "## Recurrence 2 (`run-2`)" in second.markdown
     with pytest.raises(ValueError, match="recurrence_id='run-7'"):
         recurrence_report(str(store_dir), "mnist-nightly", "run-7", tmp_path / "bad")
+
+
+def test_jobs_and_show_read_an_s3_store(s3_store_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same commands against the S3 server on 127.0.0.1 (credentials from ZEUS_S3_* env only)."""
+    monkeypatch.setenv("COLUMNS", "220")
+    monkeypatch.setenv("ZEUS_S3_SECRET_KEY", "sekret-xyz-123")  # the test server accepts any key
+    populate(open_store(s3_store_uri))
+    listed = run("jobs", "--store", s3_store_uri)
+    assert listed.exit_code == 0 and "mnist-nightly" in listed.output
+    shown = run("show", "mnist-nightly", "--store", s3_store_uri)
+    assert shown.exit_code == 0, shown.output
+    assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in shown.output
+    assert "sekret-xyz-123" not in shown.output + listed.output
