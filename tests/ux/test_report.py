@@ -145,3 +145,19 @@ def test_a_report_too_long_for_the_kfp_ui_is_rebuilt_compact(tmp_path, monkeypat
     for data in embedded:
         with Image.open(io.BytesIO(base64.b64decode(data))) as img:
             assert img.format == "PNG" and img.size[0] >= 600
+
+
+def test_a_failed_trials_reason_shows_on_one_line_with_its_tail(tmp_path) -> None:
+    trials = trials_frame()
+    reason = "exit code 1: Traceback (most recent call last):\n" + "  File x.py, line 3\n" * 20 + "OSError: disk | full"
+    trials.loc[1, ["status", "reason"]] = ["failed", reason]
+    md = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, [], recurrence=2)
+    row = next(line for line in md.splitlines() if line.startswith("| 2 | 1 | 64 |"))
+    assert "| failed |" in row and row.endswith("OSError: disk \\| full |") and "exit code 1" in row
+    assert len(row) < 300
+
+
+def test_no_posterior_figure_before_any_observation(tmp_path) -> None:
+    state = bandit_frame().assign(posterior_mean=None, posterior_precision=None)
+    paths = write_plots(trials_frame(), profiles_frame(), state, SPEC, tmp_path)
+    assert "posterior.png" not in [p.name for p in paths] and len(paths) == 3

@@ -32,7 +32,16 @@ def _cell(value: object) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
-    return str(value).replace("|", "\\|")
+    return " ".join(str(value).split()).replace("|", "\\|")  # one line: a newline would end the table row
+
+
+def short_reason(reason: object, limit: int = 160) -> str:
+    """A failure reason fit for a table cell: one line; head and tail kept (the tail of a
+    traceback says what went wrong)."""
+    text = " ".join(str(reason or "").split())
+    if len(text) <= limit:
+        return text
+    return text[: limit // 3] + " ... " + text[-(limit - limit // 3) :]
 
 
 def markdown_table(frame: pd.DataFrame, columns: list[str]) -> str:
@@ -115,8 +124,11 @@ def _render(
                 f"{baseline.cost:,.1f} ({baseline.how}): this recurrence saved {saving:.1%}."
             )
         done = finished_trials(trials)
+        these = done[done["recurrence"] == current["recurrence"]].copy()
+        if "reason" in these.columns:
+            these["reason"] = these["reason"].map(short_reason)
         parts.append("### Trials of this recurrence")
-        parts.append(markdown_table(done[done["recurrence"] == current["recurrence"]], [*TRIAL_COLUMNS, "cost"]))
+        parts.append(markdown_table(these, [*TRIAL_COLUMNS, "cost", "reason"]))
         if compact and len(rec) > RECENT_RECURRENCES:
             parts.append(f"### The last {RECENT_RECURRENCES} of {len(rec)} recurrences")
             parts.append(markdown_table(rec.tail(RECENT_RECURRENCES), list(rec.columns)))

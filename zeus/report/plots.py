@@ -91,8 +91,8 @@ def plot_posterior(bandit_state: pd.DataFrame, spec: JobSpec, path: Path, simula
     what people read: lower is better. Pruned arms are grey; arms without a posterior (no
     observations yet) are listed on the axis but not drawn.
     """
-    if bandit_state.empty:
-        return None
+    if bandit_state.empty or bandit_state["posterior_mean"].isna().all():
+        return None  # no arm has an observation yet: nothing to draw
     state = bandit_state.sort_values("batch_size")
     fig = Figure(figsize=(7, 4))
     ax = fig.add_subplot()
