@@ -18,7 +18,7 @@ does instead, each step kept because it lowered mean regret:
    two or three observations, which makes posteriors erratically sharp or flat. Cost noise is
    mostly run-to-run variation in epochs to target, roughly proportional to cost, so one relative
    noise level (coefficient of variation, from repeat observations of reached trials, shrunk
-   toward `prior_cv`) serves every arm: N(mean, (std_scale * cv * mean)^2 / n). `std_scale` 0.5
+   toward `prior_cv`) serves every arm: N(mean, (std_scale * cv * mean)^2 / n). `std_scale` 0.3
    samples more greedily than the plain posterior, which paid off on every cell.
 5. A miss costs a retry: a not-reached observation enters its arm as its cost plus the cheapest
    converged trial's, so flaky sizes look as dear as they are.
@@ -55,7 +55,7 @@ class DefaultPolicy:
         prior_weight: float = 2.0,
         miss_penalty: bool = True,
         contend_factor: float | None = 1.1,
-        std_scale: float = 0.5,
+        std_scale: float = 0.3,
     ) -> None:
         self.explore_rounds = explore_rounds
         self.explore_factor = explore_factor
