@@ -81,16 +81,17 @@ def test_example_on_the_simulated_gpu_picks_the_exhaustive_optimum(tmp_path):
     make_dataset(str(tmp_path / "data"))
     out = run_trial(
         spec,
-        batch_size=32,
+        batch_size=16,  # 1024 steps in the first epoch: all 7 limits at 10 + 120 steps fit, long windows beat noise
         cost_threshold=None,
         command=example_command("zeus"),
         work_dir=tmp_path / "trial",
         data_dir=str(tmp_path / "data"),
         gpu="simulated",
+        profile_iters=120,
     )
     expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), eta=1.0, max_power_w=spec.max_power_w)
     assert out.result.status is TrialStatus.REACHED, out.log_tail
-    assert out.result.power_limit_w == expected == 100.0
+    assert out.result.power_limit_w == expected == 100.0, out.profile.to_string()
     assert out.result.simulated and out.result.energy_j > 0
     assert list(out.profile["phase"]) == ["train"] * 7 + ["eval"]
     assert out.profile["simulated"].all()
@@ -164,3 +165,24 @@ def test_plain_example_and_sigterm_to_a_zeus_aware_script(tmp_path):
     assert out.result.status is TrialStatus.FAILED and "terminated by signal 15" in out.result.reason, out.log_tail
     final_limit, lowest_seen = json.loads(report.read_text())
     assert lowest_seen < 300_000 and final_limit == 300_000
+
+
+def test_a_stored_profile_is_reused_instead_of_profiled_again(tmp_path):
+    stored = tmp_path / "profile.csv"
+    stored.write_text(
+        "phase,power_limit_w,average_power_w,throughput,simulated\n"
+        "train,250.0,200.0,1000.0,True\ntrain,150.0,120.0,900.0,True\ntrain,100.0,99.0,500.0,True\n"
+    )
+    env = TrialEnv(
+        batch_size=16, target_metric=0.5, max_epochs=2, log_dir=str(tmp_path / "log"), profile_path=str(stored)
+    )
+    gpu = SimulatedGPU()
+    loader = ZeusDataLoader(tiny_data(), env=env, gpu=gpu)
+    limits = []
+    for _ in loader.epochs():
+        for _batch in loader:
+            limits.append(gpu.get_power_limit(0))
+        loader.report_metric(0.9)
+    assert loader.trial.profiler.reused
+    assert set(limits) == {150.0}  # (0.5*120+0.5*250)/900 beats 250 W and 100 W
+    assert loader.trial.result.power_limit_w == 150.0 and gpu.get_power_limit(0) == 250.0

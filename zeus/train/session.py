@@ -53,6 +53,7 @@ class ZeusTrial:
         self._started = False
         self._lock = threading.RLock()  # a SIGTERM may arrive while finish() runs on the same thread
         self._finishing = False
+        self._prev_sigterm: object = None
 
     # -- setup ---------------------------------------------------------------------------------
     def _make_profiler(self) -> PowerLimitProfiler | None:
@@ -80,7 +81,7 @@ class ZeusTrial:
         self.monitor.begin_window(TRIAL_WINDOW)
         atexit.register(self._on_exit)
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._prev_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
 
     def _on_sigterm(self, signum: int, _frame: object) -> None:
         self.finish(TrialStatus.FAILED, f"terminated by signal {signum}")
@@ -156,6 +157,8 @@ class ZeusTrial:
             self._finishing = True
             if self.profiler is not None:
                 self.profiler.restore()
+            if self._prev_sigterm is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, self._prev_sigterm)  # the trial is over: hand SIGTERM back
             measured = self.monitor.end_window(TRIAL_WINDOW) if self.monitor.is_open(TRIAL_WINDOW) else None
             notes = [reason] if reason else []
             if not self.gpu.can_set_limits:
