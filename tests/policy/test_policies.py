@@ -119,3 +119,11 @@ def test_randomness_comes_from_seed_and_history(policy_name):
     picks = [policy.decide(spec, history, seed).batch_size for seed in range(40)]
     assert len(set(picks)) > 1  # close arms: different seeds sample differently
     assert picks == [policy.decide(spec, history, seed).batch_size for seed in range(40)]
+
+
+def test_zeus_policy_window_keeps_only_recent_rewards():
+    spec, policy = make_spec(num_pruning_rounds=1, window_size=1), get_policy("zeus-nsdi23")
+    history = exploit_history()  # latest costs: 64 -> 10.3, 32 -> 10.6; with a window of one, 64 is surely best
+    states = {a.batch_size: a for a in policy.arm_states(spec, history)}
+    assert states[64].num_observations == 1 and states[64].posterior_mean == pytest.approx(10.3)
+    assert {policy.decide(spec, history, seed).batch_size for seed in range(10)} == {64}

@@ -56,7 +56,9 @@ class ZeusNSDI23Policy:
         arms = list(state.survivors)
         posts = self._posteriors(spec, view, arms)
         rng = decision_rng(seed, view.num_records)
-        batch_size, why = thompson_pick(arms, posts, rng)
+        # Zeus needs two observations per arm; a window of one can only ever hold one.
+        needed = 1 if spec.window_size == 1 else 2
+        batch_size, why = thompson_pick(arms, posts, rng, min_observations=needed)
         return Decision(batch_size, threshold, "exploitation", f"Thompson sampling over {arms}: {why}")
 
     def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
