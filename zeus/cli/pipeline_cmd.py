@@ -174,6 +174,7 @@ def run(
                 policy=policy,
                 command=example_command(script),
                 preprocess=EXAMPLE_PREPROCESS,
+                zeus_aware=script == "zeus",
                 attempts=attempts,
                 runs_dir=runs_dir,
                 on_start=started,
