@@ -9,12 +9,13 @@ Two questions:
 
 All GPU figures are SIMULATED (the V100-shaped model in zeus/power/simulated.py).
 
-    .venv/bin/python benchmarks/profiler.py [--repeats 5] [--batch-size 32] [--out benchmarks/out/profiler.json]
+    .venv/bin/python benchmarks/profiler.py [--repeats 5] [--batch-size 32] [--profile-iters 40] [--out FILE.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -34,7 +35,7 @@ from zeus.train.dataloader import ZeusDataLoader  # noqa: E402
 COMMAND = "benchmarks/profiler.py"
 
 
-def first_epoch(batch_size: int, *, profile: bool, eta: float = 0.5) -> dict:
+def first_epoch(batch_size: int, *, profile: bool, eta: float = 0.5, profile_iters: int = 40) -> dict:
     """Run the example's first epoch once; wall and simulated seconds, and the chosen limit."""
     import task  # examples/task.py
 
@@ -44,7 +45,7 @@ def first_epoch(batch_size: int, *, profile: bool, eta: float = 0.5) -> dict:
         env = TrialEnv.for_trial(
             spec.with_changes(eta_knob=eta, target_metric=2.0), batch_size=batch_size, log_dir=log_dir
         )
-        env = TrialEnv(**{**env.__dict__, "max_epochs": 1, "use_optimal_limit": profile})
+        env = dataclasses.replace(env, max_epochs=1, use_optimal_limit=profile, profile_iters=profile_iters)
         torch.manual_seed(0)
         loader = ZeusDataLoader(train_set, env=env, gpu=SimulatedGPU(), shuffle=True)
         evals = ZeusDataLoader(eval_set, split="eval", trial=loader.trial, batch_size=1024)
@@ -67,15 +68,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--profile-iters", type=int, default=40, help="profiled steps per limit (Zeus: 40)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
     first_epoch(args.batch_size, profile=False)  # warm caches and lazy imports
 
-    runs = {mode: [first_epoch(args.batch_size, profile=mode) for _ in range(args.repeats)] for mode in (False, True)}
+    iters = args.profile_iters
+    runs = {
+        mode: [first_epoch(args.batch_size, profile=mode, profile_iters=iters) for _ in range(args.repeats)]
+        for mode in (False, True)
+    }
     med = {m: {k: statistics.median(r[k] for r in runs[m]) for k in ("wall_s", "simulated_s")} for m in runs}
     overhead = {
         "batch_size": args.batch_size,
+        "profile_iters": iters,
         "repeats": args.repeats,
         "wall_s_without": med[False]["wall_s"],
         "wall_s_with": med[True]["wall_s"],
@@ -88,7 +95,10 @@ def main() -> None:
     model, limits, spec = PowerModel(), candidate_limits(SimulatedGPU()), example_spec()
     choices = []
     for eta in (0.0, 0.25, 0.5, 0.75, 1.0):
-        picks = [first_epoch(args.batch_size, profile=True, eta=eta)["chosen_limit_w"] for _ in range(args.repeats)]
+        picks = [
+            first_epoch(args.batch_size, profile=True, eta=eta, profile_iters=iters)["chosen_limit_w"]
+            for _ in range(args.repeats)
+        ]
         best = model.optimal_limit(limits, eta=eta, max_power_w=spec.max_power_w)
         opt_cost = model.cost_per_sample(best, eta=eta, max_power_w=spec.max_power_w)
         regrets = [model.cost_per_sample(p, eta=eta, max_power_w=spec.max_power_w) / opt_cost - 1 for p in picks]
@@ -105,7 +115,7 @@ def main() -> None:
     report = {"simulated": True, "first_epoch": overhead, "choice": choices, "command": f".venv/bin/python {COMMAND}"}
     print("JIT profiler benchmark (example job, CPU; GPU figures SIMULATED, V100-shaped model)")
     print(
-        f"first epoch, batch {args.batch_size}, median of {args.repeats}: "
+        f"first epoch, batch {args.batch_size}, {iters} profiled steps per limit, median of {args.repeats}: "
         f"wall {overhead['wall_s_with']:.3f} s with / {overhead['wall_s_without']:.3f} s without "
         f"= {overhead['wall_ratio']:.2f}x;  simulated GPU time {overhead['simulated_s_with']:.3f} / "
         f"{overhead['simulated_s_without']:.3f} s = {overhead['simulated_ratio']:.2f}x"
@@ -115,7 +125,10 @@ def main() -> None:
             f"eta={c['eta']:.2f}: exhaustive optimum {c['optimum_w']:g} W, chosen {c['chosen_w']} "
             f"({c['matches']}/{len(c['chosen_w'])} match), worst cost regret {c['max_cost_regret_pct']:.2f}%"
         )
-    print(f"reproduce: .venv/bin/python {COMMAND} --repeats {args.repeats} --batch-size {args.batch_size}")
+    print(
+        f"reproduce: .venv/bin/python {COMMAND} --repeats {args.repeats} --batch-size {args.batch_size} "
+        f"--profile-iters {iters}"
+    )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=2))
