@@ -111,3 +111,20 @@ def test_unknown_kind_names_the_field_and_the_choices():
         open_gpu("tpu")
     assert info.value.field == "gpu"
     assert "auto, nvml, zeusd, simulated" in str(info.value)
+
+
+def test_a_refusal_discovered_mid_profile_measures_only_the_limit_in_force(fake_nvml):
+    for d in fake_nvml.devices:
+        d.may_set = False
+        d.limit_mw = 280_000  # an admin-set limit the pod cannot change
+    gpu = NvmlGPU()
+    assert gpu.can_set_limits  # NVML cannot tell before trying
+    profiler = PowerLimitProfiler(gpu, eta=0.5, max_power_w=600, params=ProfileParams(1, 2))
+    assert len(profiler.limits) > 1
+    for _ in range(3):
+        profiler.on_step_begin()
+        time.sleep(0.01)
+        profiler.on_step_end(8)
+    assert profiler.done and profiler.measure_only
+    assert list(profiler.profile()["power_limit_w"]) == [280.0] and profiler.chosen_limit == 280.0
+    gpu.close()

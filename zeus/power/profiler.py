@@ -167,8 +167,12 @@ class PowerLimitProfiler:
         if not self.measure_only and watts != self._current:
             for i in range(self.gpu.device_count()):
                 self.gpu.set_power_limit(i, watts)
-            if not self.gpu.can_set_limits:  # permission refused just now: measure only from here on
+            if not self.gpu.can_set_limits:
+                # Refused just now (no SYS_ADMIN): profiling limits we cannot set would label rows with
+                # limits that never applied. Measure one window at the limit actually in force instead.
                 self.measure_only = True
+                self.limits, self._index, self.rows = [self.gpu.get_power_limit(0)], 0, []
+                watts = self.limits[0]
         self._current = watts
 
     def restore(self) -> None:
