@@ -11,7 +11,8 @@ Steps (each one's failure is caught, reported, and the next step still runs):
 3. limit: set a lower power limit, read it back, restore the original (a permission error is
    reported as the measure-only path, which is what a Kubeflow pod without SYS_ADMIN gets);
 4. trial: zeus.train.run_trial on the Zeus-aware example with gpu="nvml", on CUDA, one short
-   trial; prints the TrialResult and the profile table.
+   trial; prints the TrialResult and the profile table, and checks the power limits are the
+   same after the trial as before (setting them back if not: the device is left as found).
 Everything is written as JSON to --out. All figures here are MEASURED (simulated=False).
 """
 
@@ -157,6 +158,27 @@ def power_limit(gpu, index: int = 0) -> dict[str, Any]:
     return out
 
 
+def _limits() -> list[float]:
+    from zeus.power.nvml import NvmlGPU
+
+    gpu = NvmlGPU()
+    try:
+        return [gpu.get_power_limit(i) for i in range(gpu.device_count())]
+    finally:
+        gpu.close()
+
+
+def _restore(limits: list[float]) -> None:
+    from zeus.power.nvml import NvmlGPU
+
+    gpu = NvmlGPU()
+    try:
+        for i, watts in enumerate(limits):
+            gpu.set_power_limit(i, watts)
+    finally:
+        gpu.close()
+
+
 def trial(max_power_w: float | None, batch_size: int, timeout_s: float) -> dict[str, Any]:
     from zeus.train import example_command, example_spec, run_trial
 
@@ -164,6 +186,7 @@ def trial(max_power_w: float | None, batch_size: int, timeout_s: float) -> dict[
     if max_power_w:
         spec = spec.with_changes(max_power_w=max_power_w)
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    before = _limits()
     with tempfile.TemporaryDirectory(prefix="zeus-gpu-check-") as work:
         out = run_trial(
             spec,
@@ -177,7 +200,13 @@ def trial(max_power_w: float | None, batch_size: int, timeout_s: float) -> dict[
         )
         print(out.result, flush=True)
         print(out.profile.to_string(), flush=True)
+        after = _limits()
+        if after != before:  # leave the device as we found it, whatever the trial did
+            _restore(before)
         return {
+            "limits_before_w": before,
+            "limits_after_w": after,
+            "limits_final_w": _limits(),
             "result": out.result.to_dict(),
             "profile": out.profile.to_dict("records"),
             "model_saved": out.model_path is not None,

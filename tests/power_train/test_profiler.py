@@ -100,7 +100,7 @@ def test_eval_is_profiled_once_at_the_chosen_limit():
     assert evals[0]["throughput"] == pytest.approx(1000 / 0.5 * PowerModel().relative_throughput(175.0))
 
 
-def test_restore_puts_the_maximum_back():
+def test_restore_puts_the_maximum_back_on_an_untuned_gpu():
     gpu, profiler, clock = make()
     for _ in range(9):
         step(profiler, clock)
@@ -138,3 +138,15 @@ def test_params_shrink_to_fit_a_short_epoch_and_reject_bad_values():
     assert small.warmup_iters + small.profile_iters <= 16 and small.profile_iters >= 1
     with pytest.raises(ValueError, match="profile_iters"):
         ProfileParams(profile_iters=0)
+
+
+def test_restore_keeps_a_cap_set_before_the_trial():
+    clock = ManualClock()
+    gpu = SimulatedGPU(real_clock=clock)
+    gpu.set_power_limit(0, 200.0)  # an admin's cap
+    profiler = PowerLimitProfiler(gpu, eta=0.5, max_power_w=250.0, params=ProfileParams(2, 5))
+    for _ in range(3):
+        step(profiler, clock)
+    assert gpu.get_power_limit(0) == 250.0  # profiling starts from the maximum
+    profiler.restore()
+    assert gpu.get_power_limit(0) == 200.0

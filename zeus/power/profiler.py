@@ -13,8 +13,9 @@ predicted epoch cost includes it.
 States: READY (a limit is pending) -> WARMUP -> PROFILING -> (next limit: WARMUP) ... -> DONE.
 An epoch that ends inside a warm-up or profiling window cancels that window (a partial window
 mixes in epoch-boundary work such as eval and data reshuffling) and the same limit restarts on
-the next epoch. `restore()` puts the maximum limit back; callers run it in `finally` and on
-signals so a crashed or killed trial never leaves a GPU throttled.
+the next epoch. `restore()` puts back the limits in force before the trial (the maximum on an
+untuned node); callers run it in `finally` and on signals so a crashed or killed trial never
+leaves a GPU throttled.
 
 The profiler never reads a clock itself: all figures come from the energy monitor, so the same
 machine runs on NVML, zeusd or the simulated GPU, and tests can drive it deterministically.
@@ -141,6 +142,9 @@ class PowerLimitProfiler:
         self.max_power_w = max_power_w
         self.params = params or ProfileParams()
         self.max_limit = min(gpu.constraints(i).max_w for i in range(gpu.device_count()))
+        # What `restore()` puts back: the limits in force before the trial. On a node nobody else tuned
+        # that is the maximum (Zeus restores the maximum); where an admin set a lower cap, it stays.
+        self.original_limits = [gpu.get_power_limit(i) for i in range(gpu.device_count())]
         self.measure_only = not gpu.can_set_limits
         self.limits = [gpu.get_power_limit(0)] if self.measure_only else candidate_limits(gpu, self.params.step_w)
         self.rows: list[dict] = []
@@ -176,11 +180,11 @@ class PowerLimitProfiler:
         self._current = watts
 
     def restore(self) -> None:
-        """Put the maximum limit back on every GPU. Safe to call more than once."""
+        """Put the limits from before the trial back on every GPU. Safe to call more than once."""
         if self.gpu.can_set_limits:
-            for i in range(self.gpu.device_count()):
-                self.gpu.set_power_limit(i, self.max_limit)
-        self._current = self.max_limit
+            for i, watts in enumerate(self.original_limits):
+                self.gpu.set_power_limit(i, watts)
+        self._current = self.original_limits[0]
 
     @property
     def window(self) -> str:

@@ -5,7 +5,7 @@ profiler, one energy monitor and one epoch count; holding that here keeps the lo
 iterator wrapper and lets tests drive a trial without torch.
 
 Lifecycle: `start()` opens the trial's energy window and installs the safety nets (SIGTERM and
-atexit restore the maximum power limit and record the trial); `epochs()` yields epoch numbers
+atexit restore the power limits from before the trial and record it); `epochs()` yields epoch numbers
 until the target is reached, max_epochs pass, or the predicted cost of one more epoch would
 pass the threshold; `finish()` writes result.json and profile.csv into the log dir.
 """
@@ -94,7 +94,7 @@ class ZeusTrial:
     # -- epochs --------------------------------------------------------------------------------
     def epochs(self) -> Iterator[int]:
         """Epoch numbers until the trial ends. Leaving the loop early (an exception, a break) closes
-        this generator, which records the trial as failed and restores the maximum power limit."""
+        this generator, which records the trial as failed and restores the power limits."""
         self.start()
         try:
             for epoch in range(self.env.max_epochs):
@@ -150,7 +150,7 @@ class ZeusTrial:
 
     # -- end -----------------------------------------------------------------------------------
     def finish(self, status: TrialStatus, reason: str = "") -> TrialResult | None:
-        """Restore the maximum limit, then record the trial. Only the first call counts."""
+        """Restore the power limits from before the trial, then record it. Only the first call counts."""
         with self._lock:
             if self.result is not None or self._finishing:
                 return self.result
