@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import pandas as pd
 
 from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
 from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, open_gpu
-from zeus.power.monitor import EnergyMonitor
+from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profiler import profile_frame
 from zeus.power.simulated import SimulatedGPU
 from zeus.train import artifacts
@@ -142,7 +143,17 @@ def run_trial(
 class _Run:
     """One trial's supervision loop (kept as an object so the stop rules read top to bottom)."""
 
-    def __init__(self, spec, batch_size, cost_threshold, zeus_aware, patterns, metrics_file, gpu, log_dir) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        batch_size: int,
+        cost_threshold: float | None,
+        zeus_aware: bool,
+        patterns: list[re.Pattern[str]],
+        metrics_file: str | None,
+        gpu: GPU,
+        log_dir: Path,
+    ) -> None:
         self.spec, self.batch_size, self.threshold = spec, batch_size, cost_threshold
         self.zeus_aware, self.patterns, self.log_dir = zeus_aware, patterns, log_dir
         self.metrics_tail = JsonLinesTail(log_dir.parent / metrics_file) if metrics_file else None
@@ -181,7 +192,15 @@ class _Run:
                 self.status = TrialStatus.COST_EXCEEDED
                 self.reason = f"stopped: cost {cost:.1f} passed the threshold {self.threshold:.1f}"
 
-    def run(self, argv, work_dir, child_env, timeout_s, grace_s, poll_s) -> TrialOutcome:
+    def run(
+        self,
+        argv: list[str],
+        work_dir: Path,
+        child_env: dict[str, str],
+        timeout_s: float | None,
+        grace_s: float,
+        poll_s: float,
+    ) -> TrialOutcome:
         self.monitor.begin_window("trial")
         started = time.monotonic()
         try:
@@ -222,7 +241,9 @@ class _Run:
                 self.reason = f"the script ended after {len(self.metrics)} epochs without reaching the target"
         return self._outcome(self.status, self.reason, measured, tail)
 
-    def _zeus_outcome(self, returncode, oom, proc, measured, tail) -> TrialOutcome:
+    def _zeus_outcome(
+        self, returncode: int, oom: bool, proc: CapturedProcess, measured: Measurement, tail: str
+    ) -> TrialOutcome:
         data = artifacts.read_result_json(self.log_dir)
         if data is None or self.status is not None:  # no result written, or we had to stop it (timeout)
             status = self.status or (TrialStatus.OOM if oom else TrialStatus.FAILED)
@@ -246,7 +267,7 @@ class _Run:
             )
         return TrialOutcome(result, artifacts.read_profile(self.log_dir), artifacts.model_path(self.log_dir), tail)
 
-    def _outcome(self, status, reason, measured, tail) -> TrialOutcome:
+    def _outcome(self, status: TrialStatus, reason: str, measured: Measurement, tail: str) -> TrialOutcome:
         notes = [reason] if reason else []
         if self.gpu.simulated:
             notes.append("simulated GPU: time and energy are simulated")
