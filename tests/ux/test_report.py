@@ -102,7 +102,7 @@ def test_write_plots_leaves_out_figures_without_data(tmp_path) -> None:
     paths = write_plots(empty, profiles_frame().iloc[0:0], bandit_frame().iloc[0:0], SPEC, tmp_path)
     assert paths == []
     md = markdown_report(empty, profiles_frame().iloc[0:0], bandit_frame().iloc[0:0], SPEC, paths)
-    assert "No finished trial yet." in md
+    assert "No finished trial yet" in md
     assert md.count("_no data for this figure yet_") == 4
 
 
@@ -161,3 +161,10 @@ def test_no_posterior_figure_before_any_observation(tmp_path) -> None:
     state = bandit_frame().assign(posterior_mean=None, posterior_precision=None)
     paths = write_plots(trials_frame(), profiles_frame(), state, SPEC, tmp_path)
     assert "posterior.png" not in [p.name for p in paths] and len(paths) == 3
+
+
+def test_a_recurrence_with_only_dispatched_trials_is_reported_not_crashed(tmp_path) -> None:
+    trials = pd.concat([trials_frame(), pd.DataFrame([trial_row(4, 6, 1, 64, "dispatched", energy_j=0, time_s=0)])])
+    md = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, [], recurrence=4)
+    assert "No finished trial yet in recurrence 4" in md
+    assert recurrence_metrics(trials, profiles_frame(), SPEC, 4) == {}

@@ -104,10 +104,12 @@ def _render(
     parts = [f"# zeus-kfp: job `{spec.job_id}`"]
     if simulated:
         parts.append(SIMULATED_NOTE)
-    if rec.empty:
-        parts.append("No finished trial yet.")
+    chosen = rec if recurrence is None else rec[rec["recurrence"] == recurrence]
+    if chosen.empty:
+        which = "" if recurrence is None else f" in recurrence {recurrence}"
+        parts.append(f"No finished trial yet{which}: its trials were dispatched but none recorded a result.")
     else:
-        current = rec.iloc[-1] if recurrence is None else rec[rec["recurrence"] == recurrence].iloc[0]
+        current = chosen.iloc[-1]
         baseline = default_config_cost(trials, profiles, spec)
         parts.append(f"## Recurrence {int(current['recurrence'])} (`{current['recurrence_id']}`)")
         verdict = "reached the target" if current["reached"] else "did NOT reach the target"
