@@ -102,3 +102,12 @@ def test_bad_arguments_name_the_field(tmp_path):
         run_local(SPEC, recurrences=0, store=str(tmp_path))
     with pytest.raises(ValueError, match="invalid policy='greedy'"):
         run_local(SPEC, policy="greedy", store=str(tmp_path))
+
+
+def test_interpreter_path_travels_as_a_token():
+    """kfp.local rewrites 'python3' inside step arguments; our own interpreter becomes {python}."""
+    from pipelines.local import portable_command
+
+    assert portable_command([sys.executable, "/opt/train.py", "--x"]) == ["{python}", "/opt/train.py", "--x"]
+    with pytest.raises(ValueError, match=r"invalid command=.*'python3'"):
+        portable_command(["/usr/bin/python3", "train.py"])
