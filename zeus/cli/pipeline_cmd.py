@@ -251,3 +251,8 @@ def compile_cmd(
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
     typer.echo(f"wrote {path} ({attempts} attempts, {gpus} GPU(s) per trial)")
+    if not minio_secret and (store or DEFAULT_CLUSTER_STORE).startswith("s3://"):
+        typer.echo(
+            "note: no --minio-secret: the steps get no store credentials; pass the Secret that holds "
+            "accesskey/secretkey (KFP's own is mlpipeline-minio-artifact)"
+        )
