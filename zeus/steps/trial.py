@@ -122,7 +122,7 @@ def train(
             command=[str(part).replace(PYTHON_TOKEN, sys.executable) for part in command],
             work_dir=Path(work_dir),
             zeus_aware=zeus_aware,
-            data_dir=Path(data_dir) if data_dir else None,
+            data_dir=data_dir or None,
             gpu=gpu,
             metric_patterns=[metric_pattern] if metric_pattern else None,
         )
@@ -137,6 +137,7 @@ def train(
         ("epochs", result.num_epochs),
         ("batch_size", result.batch_size),
         ("reached", float(result.reached)),
+        ("simulated", float(result.simulated)),  # 1.0: energy and time come from a simulated GPU
         ("wall_s", wall_s),  # real seconds in the script (time_s is simulated without a GPU)
         ("script_cpu_s", cpu_s),  # CPU seconds of the script: lets benchmarks split off orchestration
     ):
