@@ -1,0 +1,83 @@
+"""The cluster commands with the real kfp.Client against a local KFP API (ux/kfp_api_server.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from ux.kfp_api_server import API, KfpApiServer
+from zeus.cli import app
+
+TOKEN = "tok-http-secret-42"
+
+
+@pytest.fixture
+def kfp_api(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # kfp.Client reads ~/.config/kfp/context.json
+    for name in ("KFP_HOST", "KFP_NAMESPACE", "KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KFP_TOKEN", TOKEN)
+    with KfpApiServer() as server:
+        yield server
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_submit_and_schedule_on_the_wire(kfp_api: KfpApiServer, pipeline_yaml) -> None:
+    invoke("submit", "--host", kfp_api.url, "--package", str(pipeline_yaml), "--experiment", "nightly",
+           "--param", "max_epochs=4", "--param", "batch_sizes=[32,64]")  # fmt: skip
+    invoke("schedule", "--host", kfp_api.url, "--package", str(pipeline_yaml), "--experiment", "nightly",
+           "--cron", "0 0 2 * * *", "--max-concurrency", "2", "--no-catchup", "--name", "mnist-nightly")  # fmt: skip
+    state = kfp_api.state
+    unknown = [(r.method, r.path) for r in state.requests if not r.path.startswith(API)]
+    assert unknown == []
+    # One experiment, created once and found the second time.
+    assert [r.body["display_name"] for r in state.posts("/experiments")] == ["nightly"]
+    (run,) = state.posts("/runs")
+    assert run.body["experiment_id"] == "exp-1"
+    assert run.body["runtime_config"]["parameters"] == {"max_epochs": 4, "batch_sizes": [32, 64]}
+    assert run.body["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "zeus-recurrence"
+    assert "zeus-minio" in json.dumps(run.body["pipeline_spec"]["platform_spec"])  # the Secret's name, by reference
+    (recurring,) = state.posts("/recurringruns")
+    body = recurring.body
+    assert body["display_name"] == "mnist-nightly" and body["experiment_id"] == "exp-1"
+    assert body["trigger"] == {"cron_schedule": {"cron": "0 0 2 * * *"}}
+    assert int(body["max_concurrency"]) == 2 and body["no_catchup"] is True
+    assert body["mode"] == "ENABLE"
+    # The token travels as a bearer header on every request, and nowhere else.
+    for request in state.requests:
+        assert (
+            request.headers.get("authorization") == f"Bearer {TOKEN}"
+            or request.headers.get("Authorization") == f"Bearer {TOKEN}"
+        )
+        assert TOKEN not in json.dumps(request.body) + json.dumps(request.query)
+
+
+def test_upload_sends_the_yaml_and_then_a_version(kfp_api: KfpApiServer, pipeline_yaml) -> None:
+    first = invoke("upload", "--host", kfp_api.url, "--package", str(pipeline_yaml), "--name", "zeus-mnist")
+    assert "pipeline_id=pipe-1" in first.output
+    second = invoke("upload", "--host", kfp_api.url, "--package", str(pipeline_yaml), "--name", "zeus-mnist")
+    assert "version_id=ver-1" in second.output
+    (upload,) = kfp_api.state.posts("/pipelines/upload")
+    assert upload.query["name"] == "zeus-mnist"
+    assert upload.body["file"][0]["pipelineInfo"]["name"] == "zeus-recurrence"
+    (version,) = kfp_api.state.posts("/pipelines/upload_version")
+    assert version.query["pipelineid"] == "pipe-1" and version.query["name"].startswith("zeus-mnist-")
+
+
+def test_an_unreachable_host_exits_1_saying_what_to_check(kfp_api: KfpApiServer, pipeline_yaml) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    args = ["submit", "--host", url, "--namespace", "team-a", "--package", str(pipeline_yaml)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert f"error: the KFP API at {url} failed" in result.output and "Check --host" in result.output
+    assert TOKEN not in result.output
