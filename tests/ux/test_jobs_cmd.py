@@ -111,3 +111,13 @@ def test_jobs_and_show_read_an_s3_store(s3_store_uri: str, monkeypatch: pytest.M
     assert shown.exit_code == 0, shown.output
     assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in shown.output
     assert "sekret-xyz-123" not in shown.output + listed.output
+
+
+def test_show_keeps_long_histories_readable(store_dir) -> None:
+    result = run("show", "mnist-nightly", "--store", str(store_dir), "--last", "2")
+    assert result.exit_code == 0, result.output
+    assert "trials (last 2 of 5; --last to see more)" in result.output
+    assert "recurrences (last 2 of 3; --last to see more)" in result.output
+    assert "│ run-1 " not in result.output.split("recurrences (last")[1].split("default config")[0]
+    # The saving still uses the whole history (the baseline comes from recurrence 1).
+    assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in result.output

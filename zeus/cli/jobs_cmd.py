@@ -108,14 +108,20 @@ def jobs(
     console.print(frame_table(frame, JOB_COLUMNS, f"jobs in {opened.uri}"))
 
 
+def _title(what: str, total: int, last: int) -> str:
+    return what if total <= last else f"{what} (last {last} of {total}; --last to see more)"
+
+
 @app.command()
 def show(
     job: Annotated[str, typer.Argument(help="The job id.")],
     store: StoreOpt = None,
     plots: Annotated[Path | None, typer.Option(help="Write the job's figures as PNG into this directory.")] = None,
+    last: Annotated[int, typer.Option(min=1, help="Show the last N trials and recurrences.")] = 50,
 ) -> None:
     """One job: its spec, trials, per-recurrence cost against the default config, power profile
-    and bandit state; --plots writes the figures."""
+    and bandit state; --plots writes the figures. Long histories show their last --last rows
+    (the totals and the plots always use all of them)."""
     from zeus.report import default_config_cost, per_recurrence, write_plots
     from zeus.report.frames import is_simulated
     from zeus.store import StoreError
@@ -132,9 +138,9 @@ def show(
     if trials.empty:
         console.print("no trials yet")
     else:
-        console.print(frame_table(trials, TRIAL_COLUMNS, "trials"))
+        console.print(frame_table(trials.tail(last), TRIAL_COLUMNS, _title("trials", len(trials), last)))
         rec = per_recurrence(trials)
-        console.print(frame_table(rec, list(rec.columns), "recurrences"))
+        console.print(frame_table(rec.tail(last), list(rec.columns), _title("recurrences", len(rec), last)))
         baseline = default_config_cost(trials, profiles, spec)
         if baseline.cost is None:
             console.print(f"default config cost: unknown ({baseline.how})")
@@ -144,7 +150,8 @@ def show(
                 f"default config cost ~ {baseline.cost:,.1f} ({baseline.how}); latest recurrence saved {saving:.1%}"
             )
     if not profiles.empty:
-        console.print(frame_table(profiles, PROFILE_COLUMNS, "power profile"))
+        latest = profiles[profiles["trial"] == profiles.groupby("batch_size")["trial"].transform("max")]
+        console.print(frame_table(latest, PROFILE_COLUMNS, "power profile (latest per batch size)"))
     if not state.empty:
         console.print(frame_table(state, STATE_COLUMNS, "bandit state (latest snapshot)"))
     if is_simulated(trials, profiles):
