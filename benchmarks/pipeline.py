@@ -74,7 +74,8 @@ def _import_floor() -> list[tuple[str, float]]:
         ("+ zeus store, policy, steps (bandit/feedback)", "import kfp.dsl, zeus.steps, zeus.store, zeus.policy"),
     ):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-c", code], check=True)
+        # as the component command runs it: _KFP_RUNTIME=true skips kfp's client (and kubernetes) imports
+        subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, _KFP_RUNTIME="true"))
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         out.append((label, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
     return out
@@ -129,22 +130,25 @@ def main() -> None:
             f"store {'S3 (moto, in this process)' if args.s3 else 'local dir'})"
         )
         print(
-            f"{'rec':>3} {'attempts':>8} {'wall s':>7} {'script s':>8} {'overhead s':>10} {'/attempt':>8} "
-            f"{'CPU s':>6} {'script CPU':>10} {'overhead CPU':>12} {'/attempt':>8}  steps wall (s)"
+            f"{'rec':>3} {'attempts':>8} {'wall s':>7} {'script s':>8} {'overhead s':>10} {'per attempt':>11} "
+            f"{'per recurrence':>14} {'kfp.local':>9} {'overhead CPU s':>14}  steps wall (s)"
         )
-        worst_wall = worst_cpu = 0.0
+        worst = 0.0
         for k, s in enumerate(summaries):
             script_wall, script_cpu = _training(runs / spec.job_id / s.recurrence_id)
             steps = _step_seconds((runs / spec.job_id / f"{s.recurrence_id}.log").read_text())
-            cpu = cpu_marks[k + 1] - cpu_marks[k]
             n = len(s.trials)
-            over_wall, over_cpu = s.wall_s - script_wall, cpu - script_cpu
-            worst_wall, worst_cpu = max(worst_wall, over_wall / n), max(worst_cpu, over_cpu / n)
+            # per attempt: the attempt's own steps (bandit, feedback, the train step around the script)
+            per_attempt = (steps.get("bandit", 0) + steps.get("feedback", 0) + steps.get("train", 0) - script_wall) / n
+            # per recurrence, whatever the attempts: preprocess, report, pass-throughs of unused attempts
+            fixed = sum(steps.get(name, 0) for name in ("preprocess", "report", "passthrough"))
+            between = s.wall_s - sum(steps.values())  # kfp.local itself, between and around steps
+            worst = max(worst, per_attempt)
+            over_cpu = cpu_marks[k + 1] - cpu_marks[k] - script_cpu
             breakdown = ", ".join(f"{name} {v:.1f}" for name, v in sorted(steps.items()))
             print(
-                f"{s.recurrence:>3} {n:>8} {s.wall_s:>7.1f} {script_wall:>8.1f} {over_wall:>10.1f} "
-                f"{over_wall / n:>8.2f} {cpu:>6.1f} {script_cpu:>10.1f} {over_cpu:>12.1f} "
-                f"{over_cpu / n:>8.2f}  {breakdown}"
+                f"{s.recurrence:>3} {n:>8} {s.wall_s:>7.1f} {script_wall:>8.1f} {s.wall_s - script_wall:>10.1f} "
+                f"{per_attempt:>11.2f} {fixed:>14.2f} {between:>9.2f} {over_cpu:>14.1f}  {breakdown}"
             )
         for label, cpu in _import_floor():
             print(f"per-step import floor, {label}: {cpu:.2f} CPU s")
@@ -152,10 +156,10 @@ def main() -> None:
         print(
             f"machine: {os.cpu_count()} CPUs, 1-min load average {load:.1f} (wall figures inflate with load; CPU less)"
         )
-        verdict = "meets" if worst_wall < TARGET_S else "MISSES"
+        verdict = "meets" if worst < TARGET_S else "MISSES"
         print(
-            f"worst orchestration overhead per attempt: {worst_wall:.2f} s wall ({verdict} the < {TARGET_S:.0f} s "
-            f"target), {worst_cpu:.2f} CPU s; all recurrences {total_wall:.1f} s"
+            f"worst orchestration overhead per attempt: {worst:.2f} s wall ({verdict} the < {TARGET_S:.0f} s target); "
+            f"all recurrences {total_wall:.1f} s"
         )
         print(f"reproduce: {COMMAND} --recurrences {args.recurrences}{' --s3' if args.s3 else ''}")
 
