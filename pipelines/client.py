@@ -34,7 +34,9 @@ _CRON_FIELDS = (
     ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")),
     ("day of week", 0, 6, ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")),
 )
-_SECRET_WORDS = re.compile(r"secret|password|passwd|token|access_?key|credential", re.IGNORECASE)
+# A parameter name with one of these words as a `_`/`-` separated part looks like a credential
+# ("s3_secret_key", "api-token"), while "tokenizer" does not.
+_SECRET_WORDS = re.compile(r"(^|[_-])(secret|password|passwd|token|credentials?|access[_-]?key)([_-]|$)", re.IGNORECASE)
 
 
 class ClusterInputError(ValueError):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.client import ClusterInputError, validate_cron
+from pipelines.client import ClusterInputError, parse_arguments, validate_cron
 from ux.fake_kfp import Recorder
 from zeus.cli import app
 
@@ -208,3 +208,13 @@ def test_a_bad_compile_option_names_it(kfp_client: Recorder) -> None:
     result = runner.invoke(app, ["upload", "--host", HOST, "--gpus", "-1"])
     assert result.exit_code == 2 and "invalid gpus=-1" in result.output
     assert kfp_client.named("upload_pipeline") == []
+
+
+@pytest.mark.parametrize("name", ["s3_secret_key", "API-TOKEN", "password", "aws_access_key_id", "credentials"])
+def test_credential_like_parameter_names_are_refused(name: str) -> None:
+    with pytest.raises(ClusterInputError, match="Kubernetes Secret"):
+        parse_arguments([f"{name}=x"], {name: {"parameterType": "STRING"}})
+
+
+def test_a_word_that_merely_contains_token_is_a_normal_parameter() -> None:
+    assert parse_arguments(["tokenizer=bpe"], {"tokenizer": {"parameterType": "STRING"}}) == {"tokenizer": "bpe"}
