@@ -102,6 +102,10 @@ def test_dockerfile_copies_what_setup_cfg_packages_and_the_examples(flavour: str
     assert {"setup.cfg", "pyproject.toml", "constraints.txt", long_description, "examples"} <= copied
     assert any(dest == "./examples" for _, dest in copies(DOCKERFILES[flavour]))
     assert next(r for i, r in instructions(DOCKERFILES[flavour]) if i == "WORKDIR") == WORKDIR
+    # The compiled pipeline runs the example from there (components/image.py says where).
+    from components.image import IMAGE_EXAMPLES_DIR
+
+    assert f"{WORKDIR}/examples" == IMAGE_EXAMPLES_DIR
 
 
 @pytest.mark.parametrize("flavour", ["cpu", "cuda"])
