@@ -54,7 +54,7 @@ def compact_until_done(uri: str, env: dict[str, str], job_id: str, barrier: Any,
         while not stop.is_set():
             merged += sum(result.merged for result in store.compact_streams(job_id))
             rounds += 1
-            time.sleep(0.02)
+            time.sleep(0.1)
         out.put(("compactor", rounds, merged, None))
     except BaseException:
         out.put(("error", "compactor", traceback.format_exc(), None))

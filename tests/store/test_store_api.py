@@ -284,3 +284,77 @@ def test_imported_history_reads_back_and_numbering_continues(store, spec):
     with pytest.raises(StoreInputError) as info:
         import_trials(store, spec.with_changes(job_id="other"), history.assign(status="dispatched"))
     assert info.value.field == "status"
+
+
+def test_two_first_recurrences_with_different_specs_settle_on_one(store, spec):
+    other = spec.with_changes(max_epochs=99)
+    outcomes: dict[int, object] = {}
+    barrier = threading.Barrier(2)
+
+    def first_use(i: int, candidate: JobSpec) -> None:
+        barrier.wait()
+        try:
+            outcomes[i] = open_store(store.uri).ensure_job(candidate)
+        except JobSpecMismatchError as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=first_use, args=(i, s)) for i, s in enumerate((spec, other))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winner = store.get_job(spec.job_id)
+    assert winner in (spec, other)
+    assert [outcomes[i] == winner for i in (0, 1)].count(True) == 1  # one caller got its spec stored
+    loser = next(o for o in outcomes.values() if o != winner)
+    assert isinstance(loser, JobSpecMismatchError) and "max_epochs" in str(loser)
+
+
+def test_racing_different_results_first_wins_the_other_is_refused(store, spec):
+    store.ensure_job(spec)
+    store.begin_recurrence(spec.job_id, "run-a")
+    store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE)
+    outcomes: dict[float, object] = {}
+    barrier = threading.Barrier(4)
+
+    def finish(energy_j: float) -> None:
+        barrier.wait()
+        try:
+            open_store(store.uri).finish_trial(spec.job_id, "run-a", 1, result(spec, energy_j=energy_j))
+            outcomes[energy_j] = "stored"
+        except EventConflictError as exc:
+            outcomes[energy_j] = exc
+
+    threads = [threading.Thread(target=finish, args=(e,)) for e in (1.0, 2.0, 3.0, 4.0)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [e for e, outcome in outcomes.items() if outcome == "stored"]
+    assert len(winners) == 1, outcomes
+    assert all("events/finished/run-a.0001.parquet" in str(o) for o in outcomes.values() if o != "stored")
+    assert store.trials(spec.job_id)["energy_j"].tolist() == winners
+
+
+def test_a_stray_second_event_for_a_trial_is_reported_and_the_first_kept(store, spec):
+    """A copy of an event under another name (a manual copy, an older writer) must not make the
+    trial appear twice: every reader keeps the earliest and names the stray, before and after compaction."""
+    from datetime import UTC, datetime
+
+    from zeus.store import StoreWarning
+    from zeus.store.schemas import encode
+
+    store.ensure_job(spec)
+    store.begin_recurrence(spec.job_id, "run-a")
+    store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE)
+    store.finish_trial(spec.job_id, "run-a", 1, result(spec, energy_j=1_000.0))
+    row = {"job_id": spec.job_id, "recurrence_id": "run-a", "attempt": 1, **result(spec, energy_j=2.0).to_dict()}
+    stray = f"jobs/{spec.job_id}/events/finished/run-a.0001.copy.parquet"
+    assert store.backend.put_new(stray, encode("finished", [row | {"ended_at": datetime.now(UTC)}]))
+    for _ in ("loose", "compacted"):
+        with pytest.warns(StoreWarning, match="second finished event"):
+            trials = store.trials(spec.job_id)
+        assert len(trials) == 1 and trials.loc[0, "energy_j"] == 1_000.0
+        assert [p.key for p in store.problems] == [stray]
+        store.compact(spec.job_id)
+        assert store.backend.list(f"jobs/{spec.job_id}/events/finished/") == []

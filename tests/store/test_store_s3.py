@@ -159,3 +159,71 @@ def test_s3_backend_keys_live_under_the_prefix(s3_store_uri, spec):
     store.ensure_job(spec)
     names = [o.object_name for o in store.backend.client.list_objects(store.backend.bucket, recursive=True)]
     assert names and all(name.startswith("store/catalog/specs/") for name in names)
+
+
+def test_a_server_that_comes_back_within_the_retries_is_used(monkeypatch, spec):
+    """The backoff is real: the store waits out a short outage instead of failing the step."""
+    import threading
+
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    starter = threading.Timer(0.4, server.start)  # down for the first attempt, up by the third
+    monkeypatch.setenv("ZEUS_S3_ENDPOINT", f"127.0.0.1:{port}")
+    monkeypatch.setenv("ZEUS_S3_SECURE", "false")
+    monkeypatch.setenv("ZEUS_S3_MAX_ATTEMPTS", "6")
+    monkeypatch.setenv("ZEUS_S3_ACCESS_KEY", "outage-access")
+    monkeypatch.setenv("ZEUS_S3_SECRET_KEY", "outage-secret")
+    store = open_store("s3://zeus-outage/p")
+    starter.start()
+    try:
+        assert store.ensure_job(spec) == spec
+        assert store.get_job(spec.job_id) == spec
+    finally:
+        starter.join()
+        server.stop()
+
+
+def test_refused_credentials_are_named_as_such_without_the_secret(monkeypatch):
+    """moto accepts any key, so a minimal server that answers every request like MinIO does for a
+    wrong secret (403, S3 XML error) stands in for it."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from zeus.store import StoreAccessError
+
+    class Refuse(BaseHTTPRequestHandler):
+        def _refuse(self) -> None:
+            body = (
+                b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code>'
+                b"<Message>The request signature we calculated does not match</Message></Error>"
+            )
+            self.send_response(403)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _refuse
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("ZEUS_S3_ENDPOINT", f"127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("ZEUS_S3_SECURE", "false")
+        monkeypatch.setenv("ZEUS_S3_ACCESS_KEY", "wrong-access")
+        monkeypatch.setenv("ZEUS_S3_SECRET_KEY", "wrong-secret-value")
+        with pytest.raises(StoreAccessError) as info:
+            open_store("s3://zeus-refused/p").list_jobs()
+        message = str(info.value)
+        assert "refused access" in message and "zeus-refused" in message and "ZEUS_S3_SECRET_KEY" in message
+        assert "wrong-secret-value" not in message
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -41,12 +41,12 @@ def import_trials(store: Store, spec: JobSpec, trials: pd.DataFrame) -> int:
     frame = trials.reset_index(drop=True)
     count = len(frame)
     at = now()
+    if frame.duplicated(["recurrence_id", "attempt"]).any():
+        raise StoreInputError("trials", "duplicate (recurrence_id, attempt)", "one row per recurrence_id and attempt")
     names = [
-        f"{rid}.{int(a):04d}.import{i:012d}.parquet"
-        for i, (rid, a) in enumerate(zip(frame["recurrence_id"], frame["attempt"], strict=True))
+        keys.basename(keys.event_key(job_id, "dispatched", rid, int(a)))
+        for rid, a in zip(frame["recurrence_id"], frame["attempt"], strict=True)
     ]
-    for rid in set(frame["recurrence_id"]):
-        keys.check_recurrence_id(rid)
     common = {"job_id": [job_id] * count, "recurrence_id": frame["recurrence_id"].astype(str).tolist()}
     common["attempt"] = frame["attempt"].astype("int64").tolist()
     dispatched = pd.DataFrame(

@@ -1,9 +1,10 @@
 """The jobs table: each job's spec (stored once, on first use), owner, and phase events.
 
-A spec object's name is derived from its content, so a retried first recurrence writes the
-same key (a no-op). If two first recurrences race with different specs, both objects exist
-for a moment; everyone settles on the earliest (created_at, key), and the other caller
-gets JobSpecMismatchError. Phases are append-only events; the latest wins.
+The spec object is created exclusively: of two first recurrences that race with different
+specs, one creates it and the other reads it back and gets JobSpecMismatchError. (An earlier
+version let both write content-named objects and settled on the earliest created_at; a
+thread race showed both callers could then believe they had won.) Phases are append-only
+events; the latest wins.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import pandas as pd
 
 from zeus.job import JobSpec
 from zeus.store import keys
-from zeus.store.backend import Backend
+from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.errors import CorruptObjectError, JobSpecMismatchError, ObjectProblem, StoreInputError, UnknownJobError
-from zeus.store.schemas import NewerSchemaError, decode, digest, encode
+from zeus.store.schemas import NewerSchemaError, decode, encode
 
 PHASES = ("running", "completed")
 DEFAULT_PHASE = "running"
@@ -28,9 +29,11 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def _spec_rows(backend: Backend, spec_keys: list[str], problems: list[ObjectProblem]) -> list[dict]:
+def _spec_rows(
+    backend: Backend, spec_keys: list[str], problems: list[ObjectProblem], fetched: dict | None = None
+) -> list[dict]:
     rows = []
-    for key, data in backend.get_many(spec_keys).items():
+    for key, data in (fetched if fetched is not None else backend.get_many(spec_keys)).items():
         if data is None:
             continue
         try:
@@ -49,13 +52,19 @@ def _spec_rows(backend: Backend, spec_keys: list[str], problems: list[ObjectProb
     return rows
 
 
-def _winner(rows: list[dict]) -> dict | None:
-    return min(rows, key=lambda r: (r["created_at"], r["key"])) if rows else None
-
-
 def stored_job(backend: Backend, job_id: str, problems: list[ObjectProblem]) -> dict | None:
-    """The job's settled spec row (with 'spec' as a JobSpec), or None if the job is new."""
-    return _winner(_spec_rows(backend, backend.list(keys.spec_prefix(job_id)), problems))
+    """The job's spec row (with 'spec' as a JobSpec), or None if the job is new. A spec object
+    that cannot be read is refused: guessing past it could let a different spec in."""
+    key = keys.spec_key(job_id)
+    try:
+        data = backend.get(key)
+    except ObjectNotFound:
+        return None
+    found: list[ObjectProblem] = []
+    rows = _spec_rows(backend, [key], found, {key: data})
+    if not rows:
+        raise CorruptObjectError(key, found[0].reason if found else "unreadable spec")
+    return rows[0]
 
 
 def ensure_job(backend: Backend, spec: JobSpec, owner: str, problems: list[ObjectProblem]) -> JobSpec:
@@ -65,10 +74,10 @@ def ensure_job(backend: Backend, spec: JobSpec, owner: str, problems: list[Objec
         raise StoreInputError("owner", owner, "a string")
     existing = stored_job(backend, spec.job_id, problems)
     if existing is None:
-        content = spec.to_dict()
-        row = {"job_id": spec.job_id, "owner": owner, "created_at": now(), "spec_json": json.dumps(content)}
-        backend.put_new(keys.spec_key(spec.job_id, digest(content)), encode("jobs", [row]))
-        existing = stored_job(backend, spec.job_id, problems)  # settle a race between first recurrences
+        row = {"job_id": spec.job_id, "owner": owner, "created_at": now(), "spec_json": json.dumps(spec.to_dict())}
+        if backend.put_new(keys.spec_key(spec.job_id), encode("jobs", [row])):
+            return spec
+        existing = stored_job(backend, spec.job_id, problems)  # another first recurrence created it
         assert existing is not None
     changes = existing["spec"].diff(spec)
     if changes:
@@ -108,12 +117,9 @@ def list_jobs(backend: Backend, phase: str | None, owner: str | None, problems: 
             continue
         job_id, at_ns, job_phase = parsed
         latest_phase[job_id] = max(latest_phase.get(job_id, (-1, "", "")), (at_ns, key, job_phase))
-    rows = _spec_rows(backend, [k for ks in by_job.values() for k in ks], problems)
-    winners = [_winner([r for r in rows if r["job_id"] == job_id]) for job_id in sorted(by_job)]
+    rows = sorted(_spec_rows(backend, [k for ks in by_job.values() for k in ks], problems), key=lambda r: r["job_id"])
     records = []
-    for row in winners:
-        if row is None:
-            continue
+    for row in rows:
         job_phase = latest_phase.get(row["job_id"], (0, "", DEFAULT_PHASE))[2]
         records.append(
             {"job_id": row["job_id"], "owner": row["owner"], "created_at": row["created_at"], "phase": job_phase}

@@ -38,6 +38,19 @@ class StoreUnavailableError(StoreError):
         )
 
 
+class StoreAccessError(StoreError):
+    """The server answered but refused these credentials. Names where, never the keys."""
+
+    def __init__(self, endpoint: str, bucket: str, code: str) -> None:
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.code = code
+        super().__init__(
+            f"store refused access: endpoint {endpoint!r}, bucket {bucket!r} ({code}). Check the access key and "
+            "secret (ZEUS_S3_ACCESS_KEY / ZEUS_S3_SECRET_KEY, usually from a Kubernetes Secret) and the bucket policy."
+        )
+
+
 class JobSpecMismatchError(ValueError):
     """A recurrence presented a spec that differs from the one stored with the job.
 

@@ -1,11 +1,10 @@
 """Writing trial events: dispatched, finished, profile and bandit-state, one object each.
 
-Every event's key is `{recurrence_id}.{attempt}.{digest}` where the digest is of the
-event's content (timestamps excluded). So a retried step that writes the same content hits
-the same key and is a no-op, while a step that writes *different* content for a trial that
-already has one is refused with the stored key named; nothing is overwritten. If two
-different writes race, both objects exist; readers keep one deterministically and report
-the other (see frames.py).
+Each trial has one key per stream, `{recurrence_id}.{attempt}.parquet`, created exclusively.
+A retried step that writes the same content (timestamps aside) finds it stored: a no-op. A
+step that writes *different* content is refused with EventConflictError naming the key,
+whether it checked first or lost the race to create: first wins, nothing is overwritten.
+The check also looks in the latest snapshot, so retries behave the same after compaction.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from zeus.store import keys, ledger
 from zeus.store.backend import Backend
 from zeus.store.catalog import now
 from zeus.store.errors import EventConflictError, StoreInputError, UnknownTrialError
-from zeus.store.schemas import SCHEMAS, digest, encode
+from zeus.store.schemas import SCHEMAS, encode
 from zeus.store.streams import find_trial_events
 
 PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
@@ -54,33 +53,34 @@ def _differences(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str:
     return "; ".join(f"{k}: {first[0].get(k)!r} -> {first[1].get(k)!r}" for k in changed)
 
 
+def _stored_rows(backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int) -> list[dict]:
+    found = find_trial_events(backend, job_id, stream, recurrence_id, attempt)
+    return found.get(keys.basename(keys.event_key(job_id, stream, recurrence_id, attempt)), [])
+
+
 def write_event(
     backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int, rows: list[dict[str, Any]]
 ) -> str:
     """Write one event unless the same content is stored; refuse different content. Returns the key."""
-    content = _rows_without_timestamps(rows)
-    key = keys.event_key(job_id, stream, recurrence_id, attempt, digest({"rows": content}))
-    existing = find_trial_events(backend, job_id, stream, recurrence_id, attempt)
-    if keys.basename(key) in existing:
-        return key
-    if existing:
-        name, stored = min(existing.items())
-        raise EventConflictError(keys.events_dir(job_id, stream) + name, _differences(stored, rows))
-    backend.put_new(key, encode(stream, rows))  # False: an identical retry got there first
+    key = keys.event_key(job_id, stream, recurrence_id, attempt)
+    stored = _stored_rows(backend, job_id, stream, recurrence_id, attempt)
+    if not stored:
+        if backend.put_new(key, encode(stream, rows)):
+            return key
+        stored = _stored_rows(backend, job_id, stream, recurrence_id, attempt)  # a racer created it first
+    if _rows_without_timestamps(stored) != _rows_without_timestamps(rows):
+        raise EventConflictError(key, _differences(stored, rows))
     return key
 
 
 def find_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int) -> Dispatch | None:
-    found = find_trial_events(backend, job_id, "dispatched", recurrence_id, attempt)
-    # Normally one event; two only after a race of different decisions: the lowest trial number wins.
-    candidates = [(row["trial"], name, row) for name, rows in found.items() for row in rows]
-    if not candidates:
+    rows = _stored_rows(backend, job_id, "dispatched", recurrence_id, attempt)
+    if not rows:
         return None
-    _, name, row = min(candidates, key=lambda c: (c[0], c[1]))
+    row = rows[0]
     decision = Decision(row["batch_size"], row["cost_threshold"], row["stage"], row["decision_reason"])
-    return Dispatch(
-        keys.events_dir(job_id, "dispatched") + name, row["recurrence"], row["trial"], decision, row["kfp_run_id"]
-    )
+    key = keys.event_key(job_id, "dispatched", recurrence_id, attempt)
+    return Dispatch(key, row["recurrence"], row["trial"], decision, row["kfp_run_id"])
 
 
 Known = dict[tuple[str, str, int], Dispatch]  # a Store's memory of dispatches it has seen (they never change)
@@ -130,12 +130,10 @@ def dispatch(
             "kfp_run_id": kfp_run_id,
             "started_at": now(),
         }
-        content = {k: row[k] for k in DECISION_FIELDS}  # not the number: an identical racer shares the key
-        key = keys.event_key(job_id, "dispatched", recurrence_id, attempt, digest(content))
-        created = backend.put_new(key, encode("dispatched", [row]))
-        if created and backend.list(keys.event_prefix(job_id, "dispatched", recurrence_id, attempt)) == [key]:
-            existing = Dispatch(key, recurrence, trial, decision, kfp_run_id)  # ours alone: no need to read it back
-        else:  # an identical retry got there first, or a different decision raced us: settle by the stored events
+        key = keys.event_key(job_id, "dispatched", recurrence_id, attempt)
+        if backend.put_new(key, encode("dispatched", [row])):
+            existing = Dispatch(key, recurrence, trial, decision, kfp_run_id)
+        else:  # a simultaneous dispatch of this attempt created it first; our trial number stays a gap
             existing = find_dispatch(backend, job_id, recurrence_id, attempt)
             assert existing is not None
     known[(job_id, recurrence_id, attempt)] = existing

@@ -14,6 +14,7 @@ import math
 import pandas as pd
 
 from zeus.job import TrialRecord, TrialStatus
+from zeus.store import keys
 from zeus.store.errors import ObjectProblem
 from zeus.store.schemas import EVENT_COLUMN, SCHEMAS
 from zeus.store.streams import StreamRead
@@ -51,18 +52,27 @@ def _frame(read: StreamRead) -> pd.DataFrame:
     return read.table.to_pandas()
 
 
-def _keep_one(frame: pd.DataFrame, order: list[str], what: str, problems: list[ObjectProblem]) -> pd.DataFrame:
-    """One row per trial key, the first by `order`; the rest are reported by object name."""
+def _keep_one(
+    frame: pd.DataFrame, order: list[str], job_id: str, stream: str, problems: list[ObjectProblem]
+) -> pd.DataFrame:
+    """One row per trial key, the first by `order`; the rest are reported by event key."""
     frame = frame.sort_values(order, kind="stable")
     dropped = frame.duplicated(TRIAL_KEY, keep="first")
     for event in frame.loc[dropped, EVENT_COLUMN]:
-        problems.append(ObjectProblem(event, f"a second {what} event for a trial that has one; kept the first"))
+        problems.append(
+            ObjectProblem(
+                keys.events_dir(job_id, stream) + event,
+                f"a second {stream} event for a trial that has one (a race of different writes); kept the first",
+            )
+        )
     return frame.loc[~dropped]
 
 
-def trials_frame(dispatched: StreamRead, finished: StreamRead, problems: list[ObjectProblem]) -> pd.DataFrame:
-    started = _keep_one(_frame(dispatched), ["trial", EVENT_COLUMN], "dispatched", problems)
-    ended = _keep_one(_frame(finished), ["ended_at", EVENT_COLUMN], "finished", problems)
+def trials_frame(
+    job_id: str, dispatched: StreamRead, finished: StreamRead, problems: list[ObjectProblem]
+) -> pd.DataFrame:
+    started = _keep_one(_frame(dispatched), ["trial", EVENT_COLUMN], job_id, "dispatched", problems)
+    ended = _keep_one(_frame(finished), ["ended_at", EVENT_COLUMN], job_id, "finished", problems)
     ended = ended.drop(columns=["job_id", EVENT_COLUMN]).rename(columns={"batch_size": "finished_batch_size"})
     # Join on object-dtype ids: pandas 3 cannot merge empty Arrow-backed string keys (ArrowInvalid).
     started = started.drop(columns=[EVENT_COLUMN]).astype({"recurrence_id": object})
@@ -71,7 +81,8 @@ def trials_frame(dispatched: StreamRead, finished: StreamRead, problems: list[Ob
     merged["recurrence_id"] = merged["recurrence_id"].astype("str")
     orphans = merged["_merge"] == "right_only"
     for rid, attempt in merged.loc[orphans, TRIAL_KEY].itertuples(index=False):
-        problems.append(ObjectProblem(f"{rid}.{attempt:04d}", "finished event without a readable dispatched event"))
+        where = keys.event_prefix(job_id, "finished", rid, int(attempt))
+        problems.append(ObjectProblem(where + "*", "a finished event without a readable dispatched event"))
     merged["batch_size"] = merged["batch_size"].fillna(merged["finished_batch_size"])
     merged["status"] = merged["status"].fillna(TrialStatus.DISPATCHED.value)
     merged["finished"] = merged["_merge"] != "left_only"
@@ -110,12 +121,16 @@ def history_records(trials: pd.DataFrame) -> list[TrialRecord]:
     ]
 
 
-def profiles_frame(read: StreamRead, problems: list[ObjectProblem]) -> pd.DataFrame:
+def profiles_frame(job_id: str, read: StreamRead, problems: list[ObjectProblem]) -> pd.DataFrame:
     frame = _frame(read)
     # One profile event per trial; after a race of different ones keep the first by object name.
     first = frame.groupby(TRIAL_KEY, sort=False)[EVENT_COLUMN].transform("min")
     for event in sorted(set(frame.loc[frame[EVENT_COLUMN] != first, EVENT_COLUMN])):
-        problems.append(ObjectProblem(event, "a second profile event for a trial that has one; kept the first"))
+        problems.append(
+            ObjectProblem(
+                keys.events_dir(job_id, "profiles") + event, "a second profile event for a trial; kept the first"
+            )
+        )
     frame = frame.loc[frame[EVENT_COLUMN] == first].drop(columns=[EVENT_COLUMN])
     order = ["trial", "recurrence_id", "attempt", "phase", "power_limit_w"]
     return frame.sort_values(order, ascending=[True, True, True, False, False], kind="stable").reset_index(drop=True)

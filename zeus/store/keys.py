@@ -4,12 +4,15 @@ Keys are relative to the store's root (a directory or `s3://bucket/prefix`). Ide
 validated before they become key segments, so no job or recurrence id can leave its prefix
 (no '/', no '..', no '.': '.' separates fields inside a file name).
 
-    catalog/specs/{job}.{sha}.parquet                   jobs table: the spec, owner, created_at
+    catalog/specs/{job}.parquet                         jobs table: the spec, owner, created_at (first wins)
     catalog/phases/{job}.{ns}.{phase}.{rand}.parquet    phase events (latest wins)
-    jobs/{job}/seq/{recurrence|trial}/{n // 1000}/{n}   number claims (create-only, exclusive, never deleted)
-    jobs/{job}/recurrence-ids/{rid}/{n}                 recurrence id -> number (n in the name)
-    jobs/{job}/events/{stream}/{rid}.{attempt}.{sha}.parquet   one object per event
-    jobs/{job}/snapshots/{stream}/{generation}.parquet  compacted events (create-only, exclusive)
+    jobs/{job}/seq/{recurrence|trial}/{n // 1000}/{n}   number claims (never deleted)
+    jobs/{job}/recurrence-ids/{rid}                     recurrence id -> number (first wins)
+    jobs/{job}/events/{stream}/{rid}.{attempt}.parquet  one object per trial and stream (first wins)
+    jobs/{job}/snapshots/{stream}/{generation}.parquet  compacted events
+
+Every key above except the phase events is written with an exclusive create (`put_new`):
+"first wins" means a second, different write is refused and reported, never applied.
 """
 
 from __future__ import annotations
@@ -44,16 +47,12 @@ def check_attempt(attempt: object) -> int:
     return attempt
 
 
-def spec_prefix(job_id: str) -> str:
-    return f"catalog/specs/{check_job_id(job_id)}."
-
-
 SPECS_DIR = "catalog/specs/"
 PHASES_DIR = "catalog/phases/"
 
 
-def spec_key(job_id: str, digest: str) -> str:
-    return f"{spec_prefix(job_id)}{digest}.parquet"
+def spec_key(job_id: str) -> str:
+    return f"{SPECS_DIR}{check_job_id(job_id)}.parquet"
 
 
 def phase_key(job_id: str, at_ns: int, phase: str, rand: str) -> str:
@@ -70,7 +69,7 @@ def parse_phase_key(key: str) -> tuple[str, int, str] | None:
 
 def job_id_of_spec_key(key: str) -> str | None:
     parts = key[len(SPECS_DIR) :].split(".")
-    return parts[0] if len(parts) == 3 and parts[-1] == "parquet" else None
+    return parts[0] if len(parts) == 2 and parts[-1] == "parquet" else None
 
 
 def seq_dir(job_id: str, kind: str) -> str:
@@ -89,12 +88,8 @@ def seq_number(key: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
-def recurrence_index_prefix(job_id: str, recurrence_id: str) -> str:
-    return f"jobs/{check_job_id(job_id)}/recurrence-ids/{check_recurrence_id(recurrence_id)}/"
-
-
-def recurrence_index_key(job_id: str, recurrence_id: str, number: int) -> str:
-    return f"{recurrence_index_prefix(job_id, recurrence_id)}{number:0{SEQ_WIDTH}d}"
+def recurrence_index_key(job_id: str, recurrence_id: str) -> str:
+    return f"jobs/{check_job_id(job_id)}/recurrence-ids/{check_recurrence_id(recurrence_id)}"
 
 
 def events_dir(job_id: str, stream: str) -> str:
@@ -103,12 +98,12 @@ def events_dir(job_id: str, stream: str) -> str:
 
 
 def event_prefix(job_id: str, stream: str, recurrence_id: str, attempt: int) -> str:
-    """All events of one trial in one stream share this prefix; the content digest follows it."""
+    """The trial's event key in a stream starts with this (a listing finds it, and stray copies)."""
     return f"{events_dir(job_id, stream)}{check_recurrence_id(recurrence_id)}.{check_attempt(attempt):04d}."
 
 
-def event_key(job_id: str, stream: str, recurrence_id: str, attempt: int, digest: str) -> str:
-    return f"{event_prefix(job_id, stream, recurrence_id, attempt)}{digest}.parquet"
+def event_key(job_id: str, stream: str, recurrence_id: str, attempt: int) -> str:
+    return f"{event_prefix(job_id, stream, recurrence_id, attempt)}parquet"
 
 
 def snapshots_dir(job_id: str, stream: str) -> str:

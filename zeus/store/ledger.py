@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from zeus.store import keys
-from zeus.store.backend import Backend
+from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.errors import StoreError, UnknownTrialError
 
 MAX_CLAIM_TRIES = 10_000
@@ -51,21 +51,27 @@ def claim_number(backend: Backend, job_id: str, kind: str, owner: dict[str, obje
 
 
 def find_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int | None:
-    numbers = [keys.seq_number(k) for k in backend.list(keys.recurrence_index_prefix(job_id, recurrence_id))]
-    found = [n for n in numbers if n is not None]
-    # Two simultaneous begins of the same id both record a number; the smaller one is the answer everywhere.
-    return min(found) if found else None
+    try:
+        return int(json.loads(backend.get(keys.recurrence_index_key(job_id, recurrence_id)))["recurrence"])
+    except ObjectNotFound:
+        return None
 
 
 def begin_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int:
-    """The recurrence's number, claimed on first call; later calls (retried steps) return the same."""
+    """The recurrence's number, claimed on first call; later calls (retried steps) return the same.
+
+    The id -> number record is an exclusive create: of two simultaneous begins of one id, the
+    second finds the first's record and returns its number (its own claim stays a gap).
+    """
     existing = find_recurrence(backend, job_id, recurrence_id)
     if existing is not None:
         return existing
     number = claim_number(backend, job_id, "recurrence", {"recurrence_id": recurrence_id})
-    backend.put_new(keys.recurrence_index_key(job_id, recurrence_id, number), b"")
+    record = json.dumps({"recurrence": number}).encode()
+    if backend.put_new(keys.recurrence_index_key(job_id, recurrence_id), record):
+        return number
     settled = find_recurrence(backend, job_id, recurrence_id)
-    assert settled is not None  # we just wrote one
+    assert settled is not None  # the record that refused ours
     return settled
 
 

@@ -31,9 +31,10 @@ from minio.deleteobjects import DeleteObject
 from minio.error import MinioException, S3Error, ServerError
 
 from zeus.store.backend import ObjectNotFound, probe_exclusive_create
-from zeus.store.errors import StoreInputError, StoreUnavailableError
+from zeus.store.errors import StoreAccessError, StoreInputError, StoreUnavailableError
 
 T = TypeVar("T")
+ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "ExpiredToken"}
 RETRYABLE_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "ConditionalRequestConflict"}
 
 
@@ -129,6 +130,8 @@ class S3Backend:
             try:
                 return what()
             except S3Error as exc:
+                if exc.code in ACCESS_CODES:
+                    raise StoreAccessError(self.endpoint_url, self.bucket, exc.code) from None
                 if exc.code not in RETRYABLE_CODES and not (exc.response and exc.response.status >= 500):
                     raise
                 last = f"S3 {exc.code}"

@@ -143,7 +143,7 @@ class Store:
             dispatched = read_stream(self.backend, job_id, "dispatched")
             finished = read_stream(self.backend, job_id, "finished")
             problems += dispatched.problems + finished.problems
-            return frames.trials_frame(dispatched, finished, problems)
+            return frames.trials_frame(job_id, dispatched, finished, problems)
         finally:
             self._report(problems)
 
@@ -157,7 +157,7 @@ class Store:
         try:
             read = read_stream(self.backend, job_id, "profiles")
             problems += read.problems
-            return frames.profiles_frame(read, problems)
+            return frames.profiles_frame(job_id, read, problems)
         finally:
             self._report(problems)
 
