@@ -10,12 +10,14 @@ accuracy within 10 epochs, batch sizes 16-256 reach it (1, 1, 2, 3, 6 epochs) an
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
 from zeus.job import JobSpec
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR_ENV = "ZEUS_KFP_EXAMPLES_DIR"
+REPO_EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_KINDS = ("zeus", "plain")
 EXAMPLE_MAX_POWER_W = 250.0  # the simulated V100's maximum limit
 
@@ -33,10 +35,20 @@ def example_spec(job_id: str = "example") -> JobSpec:
     )
 
 
+def examples_dir() -> Path:
+    """Where the example scripts are: $ZEUS_KFP_EXAMPLES_DIR (the component image sets it to
+    /opt/zeus-kfp/examples), else the repository's examples/ beside this package (a source checkout)."""
+    override = os.environ.get(EXAMPLES_DIR_ENV)
+    return Path(override) if override else REPO_EXAMPLES_DIR
+
+
 def _script(name: str) -> Path:
-    path = EXAMPLES_DIR / name
+    path = examples_dir() / name
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: the example scripts live in the repository's examples/ folder")
+        raise FileNotFoundError(
+            f"{path} not found: the example scripts live in the repository's examples/ folder; "
+            f"set {EXAMPLES_DIR_ENV} to the folder that holds them"
+        )
     return path
 
 
