@@ -33,6 +33,8 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     store = open_store(s3_store_uri)
     spec = store.get_job(SPEC.job_id)
     assert spec == SPEC.with_changes(max_attempts=3)
+    assert SPEC.job_id in set(store.list_jobs(phase="completed")["job_id"]), "the report step completes the job"
+    assert SPEC.job_id not in set(store.list_jobs(phase="running")["job_id"])
     trials = store.trials(SPEC.job_id)
     assert trials["finished"].all() and len(trials) == sum(len(s.trials) for s in summaries)
     assert trials["simulated"].all(), "no GPU here: every figure is from the simulated GPU"

@@ -45,6 +45,7 @@ def prepare(
     store = open_store(store_uri or None)
     spec = store.ensure_job(spec, owner=owner)  # creates the job, or refuses a changed spec naming the fields
     number = store.begin_recurrence(spec.job_id, recurrence_id)
+    store.set_phase(spec.job_id, "running")  # the report step sets "completed"; the latest event wins
     run_preprocess(preprocess, Path(data_dir))
     return Prepared(spec=spec, recurrence_id=recurrence_id, recurrence=number)
 

@@ -11,11 +11,13 @@ from zeus.steps.trial import MetricsSink
 def report_step(
     *, store_uri: str, job_id: str, recurrence_id: str, reached: bool, markdown_path: str, metrics: MetricsSink
 ) -> dict[str, float]:
-    """Write the report for `recurrence_id` to `markdown_path` and log its numbers to `metrics`.
+    """Write the report for `recurrence_id` to `markdown_path` and log its numbers to `metrics`,
+    then mark the job "completed" (the prepare step of the next recurrence marks it "running").
 
     `reached` is only logged: the figures come from the store, which holds every attempt.
     """
     from zeus.report import recurrence_report
+    from zeus.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
         rep = recurrence_report(store_uri or None, job_id, recurrence_id, Path(plots_dir))
@@ -25,4 +27,5 @@ def report_step(
     values.setdefault("reached", 1.0 if reached else 0.0)
     for name, value in values.items():
         metrics.log_metric(name, float(value))
+    open_store(store_uri or None).set_phase(job_id, "completed")
     return values
