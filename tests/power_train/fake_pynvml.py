@@ -4,12 +4,19 @@ It mimics the parts of nvidia-ml-py the NVML backend uses, with NVML's units (mW
 error classes: an energy counter that integrates the device's power draw over real time
 (or NOT_SUPPORTED, like pre-Volta GPUs), instantaneous power, limit constraints, and a set
 call that can refuse with NO_PERMISSION the way it does without root/SYS_ADMIN.
+
+Like a real H200 (driver 580) the counter can be made coarse: with `counter_period_s` it only
+publishes its value at multiples of that period (0.1 s there), so a window shorter than the
+period may read zero energy. `power_at_limit_w` makes the draw follow the power limit (a power
+model), and `clock` replaces real time with a fake clock shared with the test.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 NVML_ERROR_INVALID_ARGUMENT = 2
@@ -43,17 +50,33 @@ class FakeDevice:
     has_counter: bool = True
     may_set: bool = True
     set_calls: list[int] = field(default_factory=list)
-    _energy_mj: float = 0.0
-    _t: float = field(default_factory=time.monotonic)
+    clock: Callable[[], float] = time.monotonic
+    counter_period_s: float = 0.0  # > 0: the counter publishes only at multiples of this period
+    power_at_limit_w: Callable[[float], float] | None = None  # draw (W) as a function of the limit (W)
+    _energy_mj: float = 0.0  # the true integral up to _t
+    _published_mj: float = 0.0  # what a coarse counter shows: the integral at its last update
+    _t: float | None = None
 
-    def energy_mj(self) -> float:
-        now = time.monotonic()
+    def __post_init__(self) -> None:
+        self._t = self.clock()
+        if self.power_at_limit_w is not None:
+            self.power_mw = 1000.0 * self.power_at_limit_w(self.limit_mw / 1000.0)
+
+    def _advance(self) -> None:
+        now = self.clock()
+        if self.counter_period_s > 0:
+            tick = math.floor(now / self.counter_period_s) * self.counter_period_s
+            if tick > self._t:  # the counter updated inside (t, now]: publish the integral at that instant
+                self._published_mj = self._energy_mj + self.power_mw * (tick - self._t)
         self._energy_mj += self.power_mw * (now - self._t)
         self._t = now
-        return self._energy_mj
+
+    def energy_mj(self) -> float:
+        self._advance()
+        return self._published_mj if self.counter_period_s > 0 else self._energy_mj
 
     def set_power(self, power_mw: float) -> None:
-        self.energy_mj()  # account the past at the old power
+        self._advance()  # account the past at the old power
         self.power_mw = power_mw
 
 
@@ -87,6 +110,8 @@ def make_module(devices: list[FakeDevice]) -> types.ModuleType:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         h.set_calls.append(mw)
         h.limit_mw = mw
+        if h.power_at_limit_w is not None:
+            h.set_power(1000.0 * h.power_at_limit_w(mw / 1000.0))
 
     def energy(h: FakeDevice) -> int:
         if not h.has_counter:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from zeus.train import TrialEnv, TrialEnvError, example_spec
+from zeus.job import JobSpecError
+from zeus.power import ProfileParams
+from zeus.train import TrialEnv, TrialEnvError, example_spec, run_trial
 
 
 def test_round_trip_through_the_environment():
@@ -33,3 +35,22 @@ def test_missing_required_and_out_of_range_values_are_named():
     env = TrialEnv(batch_size=8, target_metric=0.5, max_epochs=3, log_dir="/tmp/x", eta_knob=1.5)
     with pytest.raises(TrialEnvError, match="ZEUS_ETA_KNOB"):
         env.spec()
+
+
+def test_min_window_s_travels_as_zeus_min_window_s_and_a_bad_one_is_named(tmp_path):
+    env = TrialEnv(batch_size=8, target_metric=0.5, max_epochs=3, log_dir="/tmp/x", min_window_s=2.5)
+    assert env.to_env()["ZEUS_MIN_WINDOW_S"] == "2.5" and TrialEnv.from_env(env.to_env()) == env
+    assert "ZEUS_MIN_WINDOW_S" not in TrialEnv(batch_size=8, target_metric=0.5, max_epochs=3, log_dir="x").to_env()
+    for raw in ("-1", "nan", "soon"):
+        with pytest.raises(TrialEnvError) as info:
+            TrialEnv.from_env(env.to_env() | {"ZEUS_MIN_WINDOW_S": raw})
+        assert info.value.field == "ZEUS_MIN_WINDOW_S"
+    with pytest.raises(TrialEnvError, match="min_window_s"):
+        TrialEnv(batch_size=8, target_metric=0.5, max_epochs=3, log_dir="/tmp/x", min_window_s=-0.5)
+    with pytest.raises(ValueError, match="min_window_s"):
+        ProfileParams(min_window_s=-1.0)
+    with pytest.raises(JobSpecError) as info:
+        run_trial(
+            example_spec(), batch_size=16, cost_threshold=None, command=["true"], work_dir=tmp_path, min_window_s=-1
+        )
+    assert info.value.field == "min_window_s"

@@ -51,3 +51,15 @@ def test_a_failing_step_is_caught_and_the_rest_still_run(fake_nvml, gpu_check, t
     assert not report["ok"]
     assert not report["devices"]["ok"] and "NVMLError" in report["devices"]["error"]
     assert report["energy"]["ok"] and not report["power_limit"]["ok"]
+
+
+@pytest.mark.slow
+def test_the_profiling_step_runs_the_example_until_every_limit_is_profiled(fake_nvml, gpu_check):
+    # The same code path as on a GPU, with the simulated GPU in the child (exact energy, no window floor):
+    # two epochs of 256 steps hold all 7 limits of 50 steps, and the step reports the summary the script wrote.
+    out = gpu_check.profiling(None, 64, 120.0, epochs=2, gpu="simulated")
+    assert out["done"] and out["limits_profiled"] == out["limits_total"] == 7, out["log_tail"]
+    assert out["zero_power_rows"] == 0 and out["invalid_windows"] == 0 and out["min_window_s"] == 0.0
+    assert out["chosen_limit_w"] in [r["power_limit_w"] for r in out["profile"]] and out["profiling_s"] > 0
+    assert out["result"]["status"] == "not_reached" and out["result"]["simulated"]
+    assert out["limits_final_w"] == out["limits_before_w"] == [300.0, 300.0]

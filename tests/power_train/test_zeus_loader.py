@@ -25,7 +25,13 @@ def tiny_data(n: int = 256) -> TensorDataset:
 
 def test_limit_is_restored_and_the_failure_recorded_when_the_loop_raises(fake_nvml, tmp_path):
     env = TrialEnv(
-        batch_size=8, target_metric=0.9, max_epochs=3, log_dir=str(tmp_path), profile_iters=2, warmup_iters=1
+        batch_size=8,
+        target_metric=0.9,
+        max_epochs=3,
+        log_dir=str(tmp_path),
+        profile_iters=2,
+        warmup_iters=1,
+        min_window_s=0.0,  # about restoring on an exception: 1 s NVML windows would not close within 12 steps
     )
     loader = ZeusDataLoader(tiny_data(), env=env, gpu=NvmlGPU())
     seen = []

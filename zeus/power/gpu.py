@@ -52,11 +52,20 @@ class GPU(Protocol):
     result built from this backend must carry that flag. `can_set_limits` turns False when the
     process may not change power limits (no SYS_ADMIN, no zeusd): the backend then measures
     only, and `set_power_limit` does nothing.
+
+    `min_window_s` is how long a measurement window must last for its energy to mean something.
+    Real meters are coarse: an H200's energy counter advances in steps of about 100 ms, and sampled
+    power is a ~1 s moving average, so a 50 ms window reads zero or one step of energy. The
+    profiler keeps each window open at least this long (ZEUS_MIN_WINDOW_S overrides it). A model
+    whose energy is exact (the simulated GPU) says 0.
     """
 
     kind: str
     simulated: bool
     can_set_limits: bool
+
+    @property
+    def min_window_s(self) -> float: ...
 
     def device_count(self) -> int: ...
 

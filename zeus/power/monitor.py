@@ -3,6 +3,12 @@
 Why named windows: the profiler measures one window per power limit while the trial measures
 one window over the whole run, at the same time, on the same counters. Windows only remember
 their start marks, so any number can overlap and reading costs two counter reads per GPU.
+
+Why windows can pause: a profiling window that needs more time than an epoch has (the energy
+counter of a real GPU only means something over about a second) must span epochs, and the
+epoch-boundary work in between (eval, data reshuffling, worker start-up) must not leak into
+it. `pause_window` banks what the window measured so far; `resume_window` starts a new
+segment; `peek` and `end_window` report the sum of the segments.
 """
 
 from __future__ import annotations
@@ -31,6 +37,15 @@ class Measurement:
         """Average power over the window, all GPUs together."""
         return self.total_energy_j / self.time_s if self.time_s > 0 else 0.0
 
+    @property
+    def counter_stalled(self) -> bool:
+        """Time passed but some GPU's energy did not move: the counter has not updated yet, the figure is void.
+
+        A real GPU never draws zero power, so zero energy over a window of positive length means the
+        energy counter (which advances in coarse steps, ~100 ms on an H200) did not tick inside it.
+        """
+        return self.time_s > 0 and any(e <= 0 for e in self.energy_j.values())
+
 
 class EnergyMonitor:
     """Measures windows on `gpu` for the GPU indices given (all by default)."""
@@ -39,6 +54,7 @@ class EnergyMonitor:
         self.gpu = gpu
         self.indices = list(range(gpu.device_count())) if indices is None else list(indices)
         self._open: dict[str, tuple[float, dict[int, float]]] = {}
+        self._banked: dict[str, tuple[float, dict[int, float]]] = {}  # paused or resumed windows' earlier segments
 
     def _marks(self) -> tuple[float, dict[int, float]]:
         # The clock is read on both sides of the energy reads and averaged, so a thread stalled between
@@ -48,30 +64,58 @@ class EnergyMonitor:
         return 0.5 * (before + self.gpu.clock()), energy
 
     def begin_window(self, name: str) -> None:
-        if name in self._open:
+        if name in self._open or name in self._banked:
             raise ValueError(f"window {name!r} is already open")
         self._open[name] = self._marks()
 
     def is_open(self, name: str) -> bool:
+        """True while the window is running (not paused)."""
         return name in self._open
+
+    def is_paused(self, name: str) -> bool:
+        return name in self._banked and name not in self._open
+
+    def elapsed_s(self, name: str) -> float:
+        """Seconds the window has run so far (paused time excluded); reads only the clock, cheap enough per step."""
+        if name not in self._open and name not in self._banked:
+            raise KeyError(f"window {name!r} is not open")
+        banked = self._banked.get(name, (0.0, {}))[0]
+        if name in self._open:
+            banked += max(0.0, self.gpu.clock() - self._open[name][0])
+        return banked
 
     def peek(self, name: str) -> Measurement:
         """The window so far, leaving it open (the runner polls this to enforce the cost threshold)."""
-        if name not in self._open:
+        if name not in self._open and name not in self._banked:
             raise KeyError(f"window {name!r} is not open")
-        t0, e0 = self._open[name]
-        t1, e1 = self._marks()
-        return Measurement(
-            name=name,
-            time_s=max(0.0, t1 - t0),
-            energy_j={i: max(0.0, e1[i] - e0[i]) for i in self.indices},
-            simulated=self.gpu.simulated,
-        )
+        time_s, energy = self._banked.get(name, (0.0, {i: 0.0 for i in self.indices}))
+        energy = dict(energy)
+        if name in self._open:
+            t0, e0 = self._open[name]
+            t1, e1 = self._marks()
+            time_s += max(0.0, t1 - t0)
+            for i in self.indices:
+                energy[i] += max(0.0, e1[i] - e0[i])
+        return Measurement(name=name, time_s=time_s, energy_j=energy, simulated=self.gpu.simulated)
+
+    def pause_window(self, name: str) -> None:
+        """Stop the clock on a running window, keeping what it measured; `resume_window` continues it."""
+        if name not in self._open:
+            raise KeyError(f"window {name!r} is not running")
+        m = self.peek(name)
+        del self._open[name]
+        self._banked[name] = (m.time_s, m.energy_j)
+
+    def resume_window(self, name: str) -> None:
+        if not self.is_paused(name):
+            raise KeyError(f"window {name!r} is not paused")
+        self._open[name] = self._marks()
 
     def end_window(self, name: str) -> Measurement:
         measurement = self.peek(name)
-        del self._open[name]
+        self.cancel_window(name)
         return measurement
 
     def cancel_window(self, name: str) -> None:
         self._open.pop(name, None)
+        self._banked.pop(name, None)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from zeus.job import JobSpec, JobSpecError
+from zeus.power.profiler import MIN_WINDOW_ALLOWED, valid_min_window_s
 
 ENV_VARS = {
     "batch_size": "ZEUS_BATCH_SIZE",
@@ -27,6 +28,7 @@ ENV_VARS = {
     "cost_threshold": "ZEUS_COST_THRESHOLD",
     "warmup_iters": "ZEUS_WARMUP_ITERS",
     "profile_iters": "ZEUS_PROFILE_ITERS",
+    "min_window_s": "ZEUS_MIN_WINDOW_S",
     "use_optimal_limit": "ZEUS_USE_OPTIMAL_PL",
     "log_dir": "ZEUS_LOG_DIR",
     "data_dir": "ZEUS_DATA_DIR",
@@ -64,11 +66,18 @@ class TrialEnv:
     cost_threshold: float | None = None
     warmup_iters: int = 10
     profile_iters: int = 40
+    # Shortest profiling window in seconds; None: the GPU backend's (1 s on NVML, whose energy counter
+    # advances in ~100 ms steps; 0 on the simulated GPU). See zeus.power.profiler.
+    min_window_s: float | None = None
     use_optimal_limit: bool = True
     data_dir: str | None = None
     gpu: str = "auto"
     profile_path: str | None = None
     job_id: str = "local"
+
+    def __post_init__(self) -> None:
+        if not valid_min_window_s(self.min_window_s):
+            raise TrialEnvError("min_window_s", self.min_window_s, MIN_WINDOW_ALLOWED)
 
     @classmethod
     def for_trial(cls, spec: JobSpec, *, batch_size: int, log_dir: str, **overrides: object) -> TrialEnv:
@@ -122,6 +131,8 @@ class TrialEnv:
         for field in ("batch_size", "target_metric", "max_epochs", "log_dir"):
             if field not in values:
                 raise TrialEnvError(ENV_VARS[field], None, "a value (set by the train step; required)")
+        if not valid_min_window_s(values.get("min_window_s")):
+            raise TrialEnvError(ENV_VARS["min_window_s"], env.get(ENV_VARS["min_window_s"]), MIN_WINDOW_ALLOWED)
         return cls(**values)
 
     def spec(self) -> JobSpec:

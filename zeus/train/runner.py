@@ -33,7 +33,7 @@ import pandas as pd
 from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
 from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, open_gpu
 from zeus.power.monitor import EnergyMonitor, Measurement
-from zeus.power.profiler import profile_frame
+from zeus.power.profiler import MIN_WINDOW_ALLOWED, profile_frame, valid_min_window_s
 from zeus.power.simulated import SimulatedGPU
 from zeus.train import artifacts
 from zeus.train.env import TrialEnv
@@ -99,6 +99,7 @@ def run_trial(
     env: Mapping[str, str] | None = None,
     warmup_iters: int = 10,
     profile_iters: int = 40,
+    min_window_s: float | None = None,
     reuse_profile: pd.DataFrame | None = None,
     timeout_s: float | None = None,
     term_grace_s: float = 5.0,
@@ -106,6 +107,8 @@ def run_trial(
 ) -> TrialOutcome:
     """Run `command` as one trial of `spec` at `batch_size`; see the module docstring."""
     _validate(spec, batch_size, cost_threshold, command, gpu)
+    if not valid_min_window_s(min_window_s):
+        raise JobSpecError("min_window_s", min_window_s, MIN_WINDOW_ALLOWED)
     patterns = compile_patterns(metric_patterns)
     data_dir = str(data_dir) if data_dir else None
     work_dir = Path(work_dir).resolve()
@@ -122,6 +125,7 @@ def run_trial(
         cost_threshold=cost_threshold,
         warmup_iters=warmup_iters,
         profile_iters=profile_iters,
+        min_window_s=min_window_s,
         data_dir=data_dir,
         gpu=gpu,
         profile_path=profile_path,

@@ -7,7 +7,8 @@ iterator wrapper and lets tests drive a trial without torch.
 Lifecycle: `start()` opens the trial's energy window and installs the safety nets (SIGTERM and
 atexit restore the power limits from before the trial and record it); `epochs()` yields epoch numbers
 until the target is reached, max_epochs pass, or the predicted cost of one more epoch would
-pass the threshold; `finish()` writes result.json and profile.csv into the log dir.
+pass the threshold; `finish()` writes result.json (with the profiler's summary: void windows,
+profiling time) and profile.csv into the log dir.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ class ZeusTrial:
         if self.env.profile_path and Path(self.env.profile_path).exists():
             reuse = pd.read_csv(self.env.profile_path)
             log.info("reusing the power profile at %s (no profiling this trial)", self.env.profile_path)
-        params = ProfileParams(self.env.warmup_iters, self.env.profile_iters).fit(self.steps_per_epoch)
+        params = ProfileParams(self.env.warmup_iters, self.env.profile_iters, min_window_s=self.env.min_window_s).fit(
+            self.steps_per_epoch
+        )
         return PowerLimitProfiler(
             self.gpu,
             eta=self.env.eta_knob,
@@ -178,7 +181,10 @@ class ZeusTrial:
                 simulated=self.gpu.simulated,
                 reason="; ".join(notes),
             )
-            write_result(self.env.log_dir, self.result, metrics=self.metrics, gpu_kind=self.gpu.kind)
+            profiling = self.profiler.summary() if self.profiler is not None else None
+            write_result(
+                self.env.log_dir, self.result, metrics=self.metrics, gpu_kind=self.gpu.kind, profiling=profiling
+            )
             if self.profiler is not None:
                 write_profile(self.env.log_dir, self.profiler.profile())
             log.info("trial finished: %s", self.result)
