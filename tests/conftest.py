@@ -1,7 +1,12 @@
 """Shared fixtures: a real S3-protocol server on 127.0.0.1 for every test that needs a bucket.
 
 By default the tests start moto's S3 server in-process (one per pytest-xdist worker) on a
-port the OS picks. To run the same tests against a real MinIO instead, set
+port the OS picks. moto checks If-None-Match / If-Match and then writes, without a lock, so
+two racing conditional PUTs can both succeed (the store's 8-process test caught two trials
+sharing a number that way); MinIO and S3 decide them atomically. The fixture's server
+therefore runs conditional PUTs one at a time, which is what those servers guarantee.
+
+To run the same tests against a real MinIO instead, set
 ZEUS_TEST_S3_ENDPOINT (host:port or http(s)://host:port) and ZEUS_TEST_S3_ACCESS_KEY /
 ZEUS_TEST_S3_SECRET_KEY; each test still gets its own fresh bucket.
 """
@@ -37,6 +42,35 @@ class S3Server:
             urllib.request.urlopen(request, timeout=10).close()
 
 
+def _atomic_conditional_server():
+    """moto's ThreadedMotoServer with conditional PUTs serialized (see the module doc)."""
+    import threading
+
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    class AtomicConditionalMotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = DomainDispatcherApplication(create_backend_app)
+            lock = threading.Lock()
+
+            def serialized(environ, start_response):
+                conditional = "HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ
+                if environ.get("REQUEST_METHOD") == "PUT" and conditional:
+                    with lock:
+                        return list(app(environ, start_response))
+                return app(environ, start_response)
+
+            self._server = make_server(
+                self._ip_address, self._port, serialized, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return AtomicConditionalMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+
+
 def _wait_ready(url: str, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -66,10 +100,8 @@ def s3_server() -> Iterator[S3Server]:
         yield S3Server(endpoint=endpoint, env=env, is_moto=False, url=("https://" if secure else "http://") + endpoint)
         return
 
-    from moto.server import ThreadedMotoServer
-
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = _atomic_conditional_server()
     server.start()
     try:
         host, port = server.get_host_and_port()

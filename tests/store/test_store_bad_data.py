@@ -4,6 +4,7 @@ never a lost row. Both backends; the objects are planted through the backend, as
 from __future__ import annotations
 
 import io
+import warnings
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -105,3 +106,31 @@ def test_a_corrupt_snapshot_is_refused_with_its_key(store, spec):
     with pytest.raises(CorruptObjectError) as info:
         store.trials(spec.job_id)
     assert info.value.key == key and "not a Parquet file" in info.value.reason
+
+
+def test_a_late_conflicting_copy_of_a_compacted_event_is_reported_and_kept_aside(store, spec):
+    """A retry that checked before the first write landed can create the key again after compaction
+    deleted it. Same content: harmless, cleaned up. Different content: the compacted event stays the
+    truth and the late one is reported (never silently dropped) and left for a person."""
+    from datetime import UTC, datetime
+
+    _two_trials(store, spec)
+    store.compact(spec.job_id)
+    key = f"jobs/{spec.job_id}/events/finished/run-a.0001.parquet"
+    same = _finished_row(spec) | {"attempt": 1, "energy_j": 10.0, "time_s": 1.0, "ended_at": datetime.now(UTC)}
+    same["cost"] = spec.cost(10.0, 1.0)
+    same["metric"] = None
+    assert store.backend.put_new(key, encode("finished", [same]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StoreWarning)
+        assert store.trials(spec.job_id)["energy_j"].tolist() == [10.0, 10.0]
+    store.compact(spec.job_id)
+    assert store.backend.list(f"jobs/{spec.job_id}/events/") == []  # an identical copy is cleaned up
+
+    assert store.backend.put_new(key, encode("finished", [same | {"energy_j": 99.0}]))
+    with pytest.warns(StoreWarning, match="differs from the compacted event"):
+        trials = store.trials(spec.job_id)
+    assert trials["energy_j"].tolist() == [10.0, 10.0] and [p.key for p in store.problems] == [key]
+    with pytest.warns(StoreWarning):
+        store.compact(spec.job_id)
+    assert store.backend.list(f"jobs/{spec.job_id}/events/") == [key]

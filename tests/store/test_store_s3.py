@@ -227,3 +227,29 @@ def test_refused_credentials_are_named_as_such_without_the_secret(monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_racing_conditional_creates_have_exactly_one_winner(s3_store_uri):
+    """What the store's numbering rests on: of N writers creating one key at once, one wins."""
+    import threading
+
+    store = open_store(s3_store_uri)
+    store.backend.put_new("warm-up", b"")  # create the bucket before the race
+    wins: list[tuple[int, int]] = []
+    barrier = threading.Barrier(8)
+
+    def race(writer: int) -> None:
+        backend = open_store(s3_store_uri).backend
+        barrier.wait()
+        for key in range(40):
+            if backend.put_new(f"race/{key:03d}", str(writer).encode()):
+                wins.append((key, writer))
+
+    threads = [threading.Thread(target=race, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(key for key, _ in wins) == list(range(40))
+    for key, writer in wins:
+        assert store.backend.get(f"race/{key:03d}") == str(writer).encode()

@@ -20,13 +20,12 @@ from zeus.store import keys, ledger
 from zeus.store.backend import Backend
 from zeus.store.catalog import now
 from zeus.store.errors import EventConflictError, StoreInputError, UnknownTrialError
-from zeus.store.schemas import SCHEMAS, encode
+from zeus.store.schemas import SCHEMAS, comparable_rows, encode
 from zeus.store.streams import find_trial_events
 
 PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
 PROFILE_PHASES = ("train", "eval")
 DECISION_FIELDS = ("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id")
-TIMESTAMPS = {"started_at", "ended_at", "written_at"}
 
 
 @dataclass(frozen=True)
@@ -40,12 +39,8 @@ class Dispatch:
     kfp_run_id: str
 
 
-def _rows_without_timestamps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in row.items() if k not in TIMESTAMPS} for row in rows]
-
-
 def _differences(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str:
-    old, new = _rows_without_timestamps(old), _rows_without_timestamps(new)
+    old, new = comparable_rows(old), comparable_rows(new)
     if len(old) != len(new):
         return f"{len(old)} rows stored, {len(new)} given"
     changed = sorted({k for a, b in zip(old, new, strict=True) for k in a if a.get(k) != b.get(k)})
@@ -68,7 +63,7 @@ def write_event(
         if backend.put_new(key, encode(stream, rows)):
             return key
         stored = _stored_rows(backend, job_id, stream, recurrence_id, attempt)  # a racer created it first
-    if _rows_without_timestamps(stored) != _rows_without_timestamps(rows):
+    if comparable_rows(stored) != comparable_rows(rows):
         raise EventConflictError(key, _differences(stored, rows))
     return key
 

@@ -18,6 +18,7 @@ equal numbers by (recurrence_id, attempt), so nothing is lost, only a number sha
 from __future__ import annotations
 
 import json
+import uuid
 
 from zeus.store import keys
 from zeus.store.backend import Backend, ObjectNotFound
@@ -37,12 +38,23 @@ def _max_claimed(backend: Backend, job_id: str, kind: str) -> int:
     return 0
 
 
+def _claimed_by(backend: Backend, key: str, token: str) -> bool:
+    try:
+        return json.loads(backend.get(key)).get("token") == token
+    except (ObjectNotFound, ValueError, AttributeError):
+        return False
+
+
 def claim_number(backend: Backend, job_id: str, kind: str, owner: dict[str, object]) -> int:
     """The next free number of this kind for the job, claimed for `owner` (kept in the claim for people)."""
-    payload = json.dumps(owner, sort_keys=True).encode()
+    # The token tells our own claim from a rival's when a create that reached the server is
+    # retried after its answer was lost (the retry is refused: the key exists, and it is ours).
+    token = uuid.uuid4().hex
+    payload = json.dumps(owner | {"token": token}, sort_keys=True).encode()
     number = _max_claimed(backend, job_id, kind) + 1
     for tries in range(1, MAX_CLAIM_TRIES + 1):
-        if backend.put_new(keys.seq_key(job_id, kind, number), payload):
+        key = keys.seq_key(job_id, kind, number)
+        if backend.put_new(key, payload) or _claimed_by(backend, key, token):
             return number
         number += 1
         if tries % RELIST_EVERY == 0:  # many racers: jump to the current top instead of probing one by one

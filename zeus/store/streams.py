@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from zeus.store import keys
 from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.errors import CorruptObjectError, ObjectProblem, StoreError
-from zeus.store.schemas import EVENT_COLUMN, NewerSchemaError, decode, encode, snapshot_schema
+from zeus.store.schemas import EVENT_COLUMN, NewerSchemaError, comparable_rows, decode, encode, snapshot_schema
 
 READ_ROUNDS = 8
 KEEP_SNAPSHOTS = 3
@@ -52,12 +52,42 @@ def _latest_snapshot(backend: Backend, job_id: str, stream: str) -> tuple[int, s
     return keys.snapshot_generation(latest) or 0, latest, listed
 
 
+def _late_conflicts(
+    backend: Backend, stream: str, snapshot: pa.Table | None, covered_keys: list[str]
+) -> tuple[list[str], list[ObjectProblem]] | None:
+    """Loose events whose name a snapshot already holds: normally the moment between a compaction's
+    snapshot and its delete (same content, safe to delete). One with *different* content was
+    created after compaction had deleted the original (a conflicting retry that checked before
+    the first write landed): the compacted event stays the truth and the late one is reported and
+    kept for a person. Returns (keys safe to delete, problems), or None if one vanished meanwhile."""
+    if not covered_keys or snapshot is None:
+        return [], []
+    fetched = backend.get_many(covered_keys)
+    if any(data is None for data in fetched.values()):
+        return None
+    same, problems = [], []
+    for key in covered_keys:
+        name = keys.basename(key)
+        try:
+            late = comparable_rows(decode(key, fetched[key] or b"", stream).to_pylist())
+        except CorruptObjectError as exc:
+            problems.append(ObjectProblem(exc.key, exc.reason))
+            continue
+        kept = snapshot.filter(pc.equal(snapshot.column(EVENT_COLUMN), name)).drop_columns([EVENT_COLUMN])
+        if late == comparable_rows(kept.to_pylist()):
+            same.append(key)
+        else:
+            problems.append(ObjectProblem(key, "differs from the compacted event of the same name, which is kept"))
+    return same, problems
+
+
 def _read_once(backend: Backend, job_id: str, stream: str) -> StreamRead | None:
     """One attempt at a consistent read; None if a compaction raced it (the caller retries)."""
     event_keys = backend.list(keys.events_dir(job_id, stream))  # events first (see module doc)
     generation, snap_key, _ = _latest_snapshot(backend, job_id, stream)
     parts: list[pa.Table] = []
     covered: set[str] = set()
+    snapshot = None
     if snap_key is not None:
         try:
             data = backend.get(snap_key)
@@ -68,9 +98,10 @@ def _read_once(backend: Backend, job_id: str, stream: str) -> StreamRead | None:
         parts.append(snapshot)
     todo = [k for k in event_keys if keys.basename(k) not in covered]
     fetched = backend.get_many(todo)
-    if any(data is None for data in fetched.values()):
+    late = _late_conflicts(backend, stream, snapshot, [k for k in event_keys if keys.basename(k) in covered])
+    if late is None or any(data is None for data in fetched.values()):
         return None
-    read = StreamRead(table=pa.table({}), generation=generation)
+    read = StreamRead(table=pa.table({}), generation=generation, problems=late[1])
     for key in todo:
         try:
             parts.append(_with_event(decode(key, fetched[key] or b"", stream), keys.basename(key)))
@@ -112,6 +143,7 @@ def compact_stream(backend: Backend, job_id: str, stream: str) -> CompactResult:
     generation, snap_key, snapshots = _latest_snapshot(backend, job_id, stream)
     parts: list[pa.Table] = []
     covered: set[str] = set()
+    snapshot = None
     if snap_key is not None:
         try:
             snapshot = decode(snap_key, backend.get(snap_key), stream, snapshot=True)
@@ -120,13 +152,13 @@ def compact_stream(backend: Backend, job_id: str, stream: str) -> CompactResult:
         covered = set(snapshot.column(EVENT_COLUMN).to_pylist())
         parts.append(snapshot)
     event_keys = backend.list(keys.events_dir(job_id, stream))
-    already = [k for k in event_keys if keys.basename(k) in covered]  # left over from an interrupted delete
     todo = [k for k in event_keys if keys.basename(k) not in covered]
     fetched = backend.get_many(todo)
-    if any(data is None for data in fetched.values()):
+    late = _late_conflicts(backend, stream, snapshot, [k for k in event_keys if keys.basename(k) in covered])
+    if late is None or any(data is None for data in fetched.values()):
         return CompactResult(stream, generation, 0, 0, "another compaction is running")
+    already, problems = late  # copies left by an interrupted delete: in the snapshot already
     merged: list[str] = []
-    problems: list[ObjectProblem] = []
     for key in todo:
         try:
             parts.append(_with_event(decode(key, fetched[key] or b"", stream), keys.basename(key)))
