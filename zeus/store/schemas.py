@@ -8,9 +8,7 @@ inside pandas.
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 from typing import Any
 
 import pyarrow as pa
@@ -101,12 +99,6 @@ class NewerSchemaError(CorruptObjectError):
 
 def snapshot_schema(table: str) -> pa.Schema:
     return SCHEMAS[table].append(pa.field(EVENT_COLUMN, pa.string()))
-
-
-def digest(content: dict[str, Any]) -> str:
-    """A short, stable name for an event's content: same content, same key (a retry is a no-op)."""
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def encode(table: str, data: list[dict[str, Any]] | pa.Table, *, snapshot: bool = False) -> bytes:

@@ -36,7 +36,6 @@ KEEP_SNAPSHOTS = 3
 class StreamRead:
     table: pa.Table  # snapshot schema: the stream's columns + `_event`
     generation: int  # snapshot generation read (0 = none)
-    event_keys: list[str] = field(default_factory=list)  # events read on top of the snapshot
     problems: list[ObjectProblem] = field(default_factory=list)
 
 
@@ -105,7 +104,6 @@ def _read_once(backend: Backend, job_id: str, stream: str) -> StreamRead | None:
     for key in todo:
         try:
             parts.append(_with_event(decode(key, fetched[key] or b"", stream), keys.basename(key)))
-            read.event_keys.append(key)
         except NewerSchemaError:
             raise
         except CorruptObjectError as exc:
