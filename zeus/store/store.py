@@ -1,7 +1,8 @@
 """The store's public face: `open_store(uri)` and the `Store` every step and the CLI use.
 
-A Store holds only a backend and the problems its last read found; all state is in the
-objects (DESIGN.md, "Stateless steps"), so any number of processes may open the same store.
+A Store holds a backend, the problems its last read found and a memory of facts that never
+change once stored (a dispatch, a recurrence number); all state is in the objects
+(DESIGN.md, "Stateless steps"), so any number of processes may open the same store.
 """
 
 from __future__ import annotations

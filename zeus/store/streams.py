@@ -4,7 +4,11 @@ A stream (dispatched, finished, profiles, bandit) is a directory of event object
 event, plus numbered snapshots. Snapshot generation g+1 is always built from generation g
 plus the events listed after reading g, and is created with an exclusive create
 (`put_new`), so of two compactors that started from g only one writes g+1; the loser
-deletes nothing. Only the writer of g+1 deletes the events it merged, after g+1 exists.
+deletes nothing. Only the writer of g+1 deletes the events it merged, after g+1 exists and
+after checking that no newer generation exists (its number might have been free only
+because cleanup had removed an old snapshot it listed). The last KEEP_SNAPSHOTS generations
+are kept for readers still on them. Nothing is deleted at all where the server turns out
+(by probe) to ignore If-None-Match: reads stay exact, only not faster.
 
 Why readers never see a row twice or lose one:
 - A reader lists events *before* it lists snapshots. An event that is gone from its event
@@ -13,7 +17,8 @@ Why readers never see a row twice or lose one:
 - An event listed but gone by the time it is fetched, or a snapshot gone before it is read,
   means a compaction finished in between: the reader starts over (bounded).
 - Rows are told apart by `_event` (the event object's name): events already in the
-  snapshot are not fetched again.
+  snapshot are not fetched again, unless a loose copy with that name is still there, which
+  is compared, so a late conflicting write is reported rather than silently shadowed.
 """
 
 from __future__ import annotations
