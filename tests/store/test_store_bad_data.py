@@ -134,3 +134,16 @@ def test_a_late_conflicting_copy_of_a_compacted_event_is_reported_and_kept_aside
     with pytest.warns(StoreWarning):
         store.compact(spec.job_id)
     assert store.backend.list(f"jobs/{spec.job_id}/events/") == [key]
+
+
+def test_a_corrupt_job_spec_is_skipped_in_listings_and_refused_on_use(store, spec):
+    store.ensure_job(spec.with_changes(job_id="healthy"))
+    key = f"catalog/specs/{spec.job_id}.parquet"
+    store.backend.put_new(key, b"not parquet at all")
+    with pytest.warns(StoreWarning, match=spec.job_id):
+        assert store.list_jobs()["job_id"].tolist() == ["healthy"]
+    with pytest.raises(CorruptObjectError) as info:
+        store.get_job(spec.job_id)
+    assert info.value.key == key
+    with pytest.raises(CorruptObjectError):
+        store.ensure_job(spec)  # never replaced by a guess
