@@ -19,6 +19,7 @@ per trial (a plain script learns its batch size this way, as with Katib's trial 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import queue
@@ -257,18 +258,7 @@ class _Run:
         if result.status is TrialStatus.FAILED or returncode != 0:
             status = TrialStatus.OOM if oom else TrialStatus.FAILED
             reason = f"{result.reason}; exit code {returncode}: {proc.stderr_text()}".strip("; ")
-            result = TrialResult.build(
-                self.spec,
-                batch_size=result.batch_size,
-                status=status,
-                time_s=result.time_s,
-                energy_j=result.energy_j,
-                num_epochs=result.num_epochs,
-                power_limit_w=result.power_limit_w,
-                metric=result.metric,
-                simulated=result.simulated,
-                reason=reason,
-            )
+            result = dataclasses.replace(result, status=status, reason=reason)  # same time/energy, same cost
         return TrialOutcome(result, artifacts.read_profile(self.log_dir), artifacts.model_path(self.log_dir), tail)
 
     def _outcome(self, status: TrialStatus, reason: str, measured: Measurement, tail: str) -> TrialOutcome:
