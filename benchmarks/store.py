@@ -165,6 +165,11 @@ def main() -> int:
         f"{'backend':8} {'trials':>7} {'append':>8} {'decide+append':>14} {'read(loose)':>12} {'compact':>8} "
         f"{'read':>8} {'decide':>8} {'read+decide':>12}"
     )
+    print(
+        "append: dispatch + finish one trial | decide+append: begin recurrence, read history, decide, dispatch,\n"
+        "finish | read(loose): history with 10 trials not yet compacted | compact: merge them | read, decide,\n"
+        "read+decide: after compaction (the target)"
+    )
     print(header)
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
