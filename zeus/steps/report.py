@@ -27,5 +27,7 @@ def report_step(
     values.setdefault("reached", 1.0 if reached else 0.0)
     for name, value in values.items():
         metrics.log_metric(name, float(value))
-    open_store(store_uri or None).set_phase(job_id, "completed")
+    store = open_store(store_uri or None)
+    store.compact(job_id)  # once per recurrence, so the next bandit step reads one snapshot, not every event
+    store.set_phase(job_id, "completed")
     return values

@@ -21,7 +21,6 @@ from zeus.policy.base import ArmState, Decision
 from zeus.store import catalog, events, frames, keys, ledger
 from zeus.store.backend import Backend, LocalBackend
 from zeus.store.errors import ObjectProblem, StoreError, StoreInputError, StoreWarning
-from zeus.store.s3 import S3Backend, S3Settings
 from zeus.store.streams import CompactResult, StreamRead, compact_stream, read_stream
 
 log = logging.getLogger(__name__)
@@ -221,6 +220,8 @@ def open_store(uri: str | None = None) -> Store:
             raise StoreInputError("store", uri, STORE_FORMS + "; bucket names are 3-63 of a-z, 0-9, '.', '-'")
         if any(part in {".", ".."} for part in prefix.split("/")):
             raise StoreInputError("store", uri, STORE_FORMS + "; no '.' or '..' in the prefix")
+        from zeus.store.s3 import S3Backend, S3Settings  # minio only when a step really talks to S3 (0.2 s a step)
+
         return Store(S3Backend(bucket, prefix, S3Settings.from_env()))
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", uri) and not uri.startswith("file://"):
         raise StoreInputError("store", uri, STORE_FORMS)
