@@ -8,6 +8,8 @@ batch-size bandit has to learn.
 
 from __future__ import annotations
 
+import os
+
 import torch
 from preprocess import DIM, NUM_CLASSES, load_dataset
 from torch import nn
@@ -24,8 +26,16 @@ def datasets(data_dir: str | None) -> tuple[TensorDataset, TensorDataset]:
 
 
 def build(device: torch.device) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """The MLP. ZEUS_EXAMPLE_HIDDEN (width, default 64) and ZEUS_EXAMPLE_DEPTH (extra hidden layers,
+    default 0) make it compute-bound on a real GPU, where the tiny default is bound by kernel launches
+    and draws the same power at every limit; the defaults are what the example job's numbers assume."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(DIM, 64), nn.ReLU(), nn.Linear(64, NUM_CLASSES)).to(device)
+    hidden = int(os.environ.get("ZEUS_EXAMPLE_HIDDEN", "64"))
+    depth = int(os.environ.get("ZEUS_EXAMPLE_DEPTH", "0"))
+    layers: list[nn.Module] = [nn.Linear(DIM, hidden), nn.ReLU()]
+    for _ in range(depth):
+        layers += [nn.Linear(hidden, hidden), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Linear(hidden, NUM_CLASSES)).to(device)
     return model, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
 
 

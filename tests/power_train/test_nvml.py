@@ -7,7 +7,16 @@ import time
 
 import pytest
 
-from zeus.power import EnergyMonitor, GPUError, GPUKindError, PowerLimitProfiler, ProfileParams, open_gpu
+from zeus.power import (
+    EnergyMonitor,
+    GPUError,
+    GPUKindError,
+    PowerLimitProfiler,
+    ProfileParams,
+    SimulatedGPU,
+    max_power_limit_w,
+    open_gpu,
+)
 from zeus.power.nvml import NvmlGPU
 
 
@@ -21,6 +30,14 @@ def test_reads_devices_and_constraints_in_watts(fake_nvml):
     assert gpu.get_power_limit(0) == 175.0
     assert fake_nvml.devices[0].set_calls == [175_000]
     gpu.close()
+
+
+def test_max_power_limit_is_the_visible_gpus_not_the_simulated_one(fake_nvml, monkeypatch):
+    monkeypatch.delenv("ZEUSD_HOST", raising=False)
+    monkeypatch.delenv("ZEUSD_HOST_PORT", raising=False)
+    fake_nvml.devices[1].max_mw = 350_000
+    assert max_power_limit_w("auto") == (350.0, False)
+    assert max_power_limit_w("simulated") == (SimulatedGPU().constraints(0).max_w, True)
 
 
 def test_auto_picks_nvml_when_a_gpu_is_visible(fake_nvml, monkeypatch):

@@ -134,6 +134,7 @@ def run(
     from pipelines.dag import EXAMPLE_PREPROCESS
     from pipelines.local import LocalRunError, run_local
     from zeus.job import JobSpecError
+    from zeus.power import max_power_limit_w
     from zeus.report import write_plots
     from zeus.store import JobSpecMismatchError, StoreError, open_store
     from zeus.train import example_command, example_spec
@@ -143,6 +144,9 @@ def run(
         raise typer.BadParameter(f"invalid script={script!r}: allowed zeus, plain", param_hint="--script")
     try:
         spec = example_spec(job_id=job_id).with_changes(max_attempts=attempts)
+        max_w, simulated = max_power_limit_w()
+        if not simulated:  # price time at this GPU's maximum power (Zeus's MAXPOWER), not the simulated V100's
+            spec = spec.with_changes(max_power_w=max_w)
         opened = open_store(store)
     except (JobSpecError, ValueError) as err:
         raise typer.BadParameter(str(err)) from err

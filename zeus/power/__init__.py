@@ -1,6 +1,6 @@
 """GPU power: backends behind one protocol (NVML, zeusd, simulated), an energy monitor, the JIT profiler."""
 
-from zeus.power.gpu import GPU, GPU_KINDS, GPUError, GPUKindError, PowerConstraints, open_gpu
+from zeus.power.gpu import GPU, GPU_KINDS, GPUError, GPUKindError, PowerConstraints, max_power_limit_w, open_gpu
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profiler import (
     PROFILE_COLUMNS,
@@ -29,6 +29,7 @@ __all__ = [
     "SimulatedGPU",
     "candidate_limits",
     "choose_limit",
+    "max_power_limit_w",
     "open_gpu",
     "profile_frame",
 ]

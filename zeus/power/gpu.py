@@ -138,3 +138,16 @@ def open_gpu(kind: str = "auto") -> GPU:
     from zeus.power.zeusd import ZeusdGPU
 
     return ZeusdGPU.from_env()
+
+
+def max_power_limit_w(kind: str = "auto") -> tuple[float, bool]:
+    """The largest maximum power limit among this process's GPUs, and whether it is simulated.
+
+    Why: Zeus prices time at the GPU's maximum power (MAXPOWER), so a job run on a real GPU should
+    use that GPU's figure (700 W on an H200), not the simulated V100's 250 W.
+    """
+    gpu = open_gpu(kind)
+    try:
+        return max(gpu.constraints(i).max_w for i in range(gpu.device_count())), gpu.simulated
+    finally:
+        gpu.close()
