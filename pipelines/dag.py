@@ -212,10 +212,14 @@ def build_pipeline(
             metric_pattern=metric_pattern,
             data=prep.outputs["data"],
         )
-        reached = attempt_pipeline(attempt=1, **shared).set_display_name("attempt-1").output
+        # Caching off on the attempt sub-pipelines too, not only on their steps: a cached sub-DAG
+        # would replay an old attempt's "reached" without dispatching a trial.
+        reached = attempt_pipeline(attempt=1, **shared).set_display_name("attempt-1").set_caching_options(False).output
         for k in range(2, attempts + 1):
             with dsl.If(reached == False, name=f"attempt-{k}-needed"):  # noqa: E712  (a KFP condition, not Python)
-                tried = attempt_pipeline(attempt=k, **shared).set_display_name(f"attempt-{k}")
+                tried = (
+                    attempt_pipeline(attempt=k, **shared).set_display_name(f"attempt-{k}").set_caching_options(False)
+                )
             with dsl.Else(name=f"attempt-{k}-skipped"):
                 skipped = comps.passthrough(reached=reached).set_display_name(f"reached-before-{k}")
             reached = dsl.OneOf(tried.output, skipped.output)

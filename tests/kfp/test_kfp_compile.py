@@ -69,6 +69,12 @@ def test_caching_off_on_every_step_but_the_pass_through(tmp_path):
             assert task.get("cachingOptions", {}).get("enableCache") is not True, name
             checked += 1
     assert checked == 1 + 3 * 3 + 1  # preprocess, 3 x (bandit, train, feedback), report
+    attempts = [
+        task
+        for _, task in _all_tasks(spec)
+        if task.get("componentRef", {}).get("name", "").startswith("comp-zeus-attempt")
+    ]
+    assert len(attempts) == 3 and all(t.get("cachingOptions", {}).get("enableCache") is not True for t in attempts)
 
 
 def test_store_steps_retry_and_train_does_not(tmp_path):
