@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from zeus.errors import FieldError
+
 CRON_EXAMPLE = "0 0 2 * * *"
 TOKEN_ENV = "KFP_TOKEN"
 NAMESPACE_ENV = "KFP_NAMESPACE"
@@ -39,14 +41,8 @@ _CRON_FIELDS = (
 _SECRET_WORDS = re.compile(r"(^|[_-])(secret|password|passwd|token|credentials?|access[_-]?key)([_-]|$)", re.IGNORECASE)
 
 
-class ClusterInputError(ValueError):
+class ClusterInputError(FieldError):
     """A value for the cluster commands is not acceptable; names the field and what is allowed."""
-
-    def __init__(self, field_name: str, value: Any, allowed: str) -> None:
-        self.field = field_name
-        self.value = value
-        self.allowed = allowed
-        super().__init__(f"invalid {field_name}={value!r}: allowed {allowed}")
 
 
 def validate_cron(expression: str) -> str:

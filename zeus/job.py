@@ -13,19 +13,15 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
 from typing import Any
 
+from zeus.errors import FieldError
+
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
 
 
-class JobSpecError(ValueError):
+class JobSpecError(FieldError):
     """A job setting is out of range. Carries the field so callers (CLI, pipeline) can point at it."""
-
-    def __init__(self, field_name: str, value: Any, allowed: str) -> None:
-        self.field = field_name
-        self.value = value
-        self.allowed = allowed
-        super().__init__(f"invalid {field_name}={value!r}: allowed {allowed}")
 
 
 class TrialStatus(StrEnum):

@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from zeus.errors import FieldError
+
 log = logging.getLogger(__name__)
 
 GPU_KINDS = ("auto", "nvml", "zeusd", "simulated")
@@ -25,14 +27,11 @@ class GPUError(RuntimeError):
     """A GPU backend could not be opened or queried."""
 
 
-class GPUKindError(ValueError):
+class GPUKindError(FieldError):
     """Unknown backend kind; names the `gpu` setting and what is allowed."""
 
     def __init__(self, value: object) -> None:
-        self.field = "gpu"
-        self.value = value
-        self.allowed = ", ".join(GPU_KINDS)
-        super().__init__(f"invalid gpu={value!r}: allowed {self.allowed}")
+        super().__init__("gpu", value, ", ".join(GPU_KINDS))
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,6 @@ class StoreInputError(JobSpecError):
     """An identifier or argument the store was given is not allowed (a job id that would leave
     its prefix, an unknown phase, a bad URI). A JobSpecError so CLI and steps report it alike."""
 
-    def __init__(self, field_name: str, value: Any, allowed: str) -> None:
-        super().__init__(field_name, value, allowed)
-
 
 class StoreUnavailableError(StoreError):
     """The object store did not answer after bounded retries. Says where, never with what keys."""

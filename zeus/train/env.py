@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from zeus.errors import FieldError
 from zeus.job import JobSpec, JobSpecError
 from zeus.power.profiler import MIN_WINDOW_ALLOWED, valid_min_window_s
 
@@ -38,12 +39,8 @@ ENV_VARS = {
 }
 
 
-class TrialEnvError(ValueError):
+class TrialEnvError(FieldError):
     """A ZEUS_* variable is missing or malformed; names the variable and what it allows."""
-
-    def __init__(self, name: str, value: object, allowed: str) -> None:
-        self.field, self.value, self.allowed = name, value, allowed
-        super().__init__(f"invalid {name}={value!r}: allowed {allowed}")
 
 
 def _bool(text: str) -> bool:
