@@ -39,7 +39,7 @@ import numpy as np
 from zeus.job import JobSpec, TrialRecord
 from zeus.policy.base import ArmState, Decision
 from zeus.policy.history import HistoryView, decision_rng, read_history
-from zeus.policy.pruning import PruningState, feasible_default, replay_pruning
+from zeus.policy.pruning import PruningState, concurrent_exploration, feasible_default, replay_pruning
 
 
 class DefaultPolicy:
@@ -104,14 +104,9 @@ class DefaultPolicy:
             if best is not None and spec.beta_knob is not None:  # beta None: the user turned early stop off
                 tight = min(self.explore_factor, spec.beta_knob) * best
                 threshold = tight if threshold is None else min(threshold, tight)
-            if view.in_flight(expected):
-                fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
-                return Decision(
-                    fallback,
-                    view.threshold(spec),
-                    "exploration-concurrent",
-                    f"exploration of {expected} is in flight; running the cheapest converged size {fallback}",
-                )
+            concurrent = concurrent_exploration(spec, view, expected)
+            if concurrent is not None:
+                return concurrent
             return Decision(expected, threshold, "exploration", f"exploring batch size {expected} (one pass)")
         arms = [b for b in state.survivors if b in view.feasible]
         costs = self._arm_costs(view, arms, spec.window_size)

@@ -20,7 +20,7 @@ from zeus.job import JobSpec, TrialRecord
 from zeus.policy.base import ArmState, Decision
 from zeus.policy.gts import Posterior, posterior, thompson_pick
 from zeus.policy.history import HistoryView, decision_rng, read_history
-from zeus.policy.pruning import PruningState, feasible_default, replay_pruning
+from zeus.policy.pruning import PruningState, concurrent_exploration, feasible_default, replay_pruning
 
 
 class ZeusNSDI23Policy:
@@ -42,14 +42,9 @@ class ZeusNSDI23Policy:
         state = self._pruning(spec, view)
         if not state.done:
             expected = state.expected
-            if view.in_flight(expected):
-                fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
-                return Decision(
-                    fallback,
-                    threshold,
-                    "exploration-concurrent",
-                    f"exploration of {expected} is in flight; running the cheapest converged size {fallback}",
-                )
+            concurrent = concurrent_exploration(spec, view, expected)
+            if concurrent is not None:
+                return concurrent
             return Decision(
                 expected, threshold, "exploration", f"pruning round {state.round + 1}: exploring batch size {expected}"
             )
