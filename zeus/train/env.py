@@ -39,6 +39,20 @@ ENV_VARS = {
 }
 
 
+# The job settings a trial carries from its JobSpec (same names on both sides): `for_trial` copies
+# them in, `spec` rebuilds a JobSpec from them for the script's TrialResult.
+SPEC_FIELDS = (
+    "target_metric",
+    "max_epochs",
+    "metric_name",
+    "higher_is_better",
+    "eta_knob",
+    "max_power_w",
+    "num_gpus",
+    "job_id",
+)
+
+
 class TrialEnvError(FieldError):
     """A ZEUS_* variable is missing or malformed; names the variable and what it allows."""
 
@@ -79,19 +93,8 @@ class TrialEnv:
     @classmethod
     def for_trial(cls, spec: JobSpec, *, batch_size: int, log_dir: str, **overrides: object) -> TrialEnv:
         """The settings of one trial of `spec` (what the runner hands to a Zeus-aware script)."""
-        return cls(
-            batch_size=batch_size,
-            target_metric=spec.target_metric,
-            max_epochs=spec.max_epochs,
-            log_dir=log_dir,
-            metric_name=spec.metric_name,
-            higher_is_better=spec.higher_is_better,
-            eta_knob=spec.eta_knob,
-            max_power_w=spec.max_power_w,
-            num_gpus=spec.num_gpus,
-            job_id=spec.job_id,
-            **overrides,
-        )
+        carried = {name: getattr(spec, name) for name in SPEC_FIELDS}
+        return cls(batch_size=batch_size, log_dir=log_dir, **carried, **overrides)
 
     def to_env(self) -> dict[str, str]:
         out = {}
@@ -135,18 +138,8 @@ class TrialEnv:
     def spec(self) -> JobSpec:
         """A JobSpec carrying this trial's cost function and target (for TrialResult.build)."""
         try:
-            return JobSpec(
-                job_id=self.job_id,
-                batch_sizes=(self.batch_size,),
-                default_batch_size=self.batch_size,
-                target_metric=self.target_metric,
-                max_epochs=self.max_epochs,
-                higher_is_better=self.higher_is_better,
-                metric_name=self.metric_name,
-                eta_knob=self.eta_knob,
-                max_power_w=self.max_power_w,
-                num_gpus=self.num_gpus,
-            )
+            carried = {name: getattr(self, name) for name in SPEC_FIELDS}
+            return JobSpec(batch_sizes=(self.batch_size,), default_batch_size=self.batch_size, **carried)
         except JobSpecError as exc:
             field = ENV_VARS.get(exc.field, exc.field)
             raise TrialEnvError(field, exc.value, exc.allowed) from None
