@@ -54,7 +54,7 @@ def test_reaching_the_target_stops_a_script_that_would_run_on(tmp_path):
     )
     assert out.result.status is TrialStatus.REACHED
     assert (out.result.num_epochs, out.result.metric) == (3, 0.95)
-    assert out.result.simulated and "simulated" in out.result.reason
+    assert out.result.simulated and out.result.source == "simulated (GPU model, wall clock)"
     assert out.result.energy_j > 0
     assert out.result.cost == pytest.approx(SPEC.cost(out.result.energy_j, out.result.time_s))
     assert time.monotonic() - started < 10

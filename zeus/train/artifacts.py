@@ -62,6 +62,7 @@ def result_from_json(spec: JobSpec, data: dict[str, Any]) -> TrialResult:
         metric=data.get("metric"),
         simulated=bool(data.get("simulated", False)),
         reason=str(data.get("reason", "")),
+        source=str(data.get("source", "")),
     )
 
 

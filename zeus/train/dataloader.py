@@ -86,21 +86,29 @@ class ZeusDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:
         self.trial.start()
         profiler = self.trial.profiler
+        gpu = self.trial.gpu
         batches = super().__iter__()
-        if profiler is None:
-            yield from batches
-            return
+        default = self.batch_size or 1
         if self.split == "eval":
-            profiler.on_eval_begin()
+            if profiler is not None:
+                profiler.on_eval_begin()
             samples = 0
             for batch in batches:
-                samples += batch_samples(batch, self.batch_size or 1)
+                n = batch_samples(batch, default)
                 yield batch
-            profiler.on_eval_end(samples)
+                gpu.account_work(n)
+                samples += n
+            if profiler is not None:
+                profiler.on_eval_end(samples)
             self.trial.eval_samples = samples
             return
         for batch in batches:
-            profiler.on_step_begin()
+            n = batch_samples(batch, default)
+            if profiler is not None:
+                profiler.on_step_begin()
             yield batch
-            profiler.on_step_end(batch_samples(batch, self.batch_size or 1))
-        profiler.on_epoch_end()
+            gpu.account_work(n)
+            if profiler is not None:
+                profiler.on_step_end(n)
+        if profiler is not None:
+            profiler.on_epoch_end()

@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
-from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, open_gpu
+from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profiler import MIN_WINDOW_ALLOWED, profile_frame, valid_min_window_s
 from zeus.power.simulated import SimulatedGPU
@@ -102,6 +102,7 @@ def run_trial(
     profile_iters: int = 40,
     min_window_s: float | None = None,
     reuse_profile: pd.DataFrame | None = None,
+    seed: int | None = None,
     timeout_s: float | None = None,
     term_grace_s: float = 5.0,
     poll_s: float = 0.05,
@@ -130,6 +131,7 @@ def run_trial(
         data_dir=data_dir,
         gpu=gpu,
         profile_path=profile_path,
+        seed=seed,
     )
     child_env = {**os.environ, **trial_env.to_env(), **(env or {})}
     argv = _substitute(
@@ -262,9 +264,6 @@ class _Run:
         return TrialOutcome(result, artifacts.read_profile(self.log_dir), artifacts.model_path(self.log_dir), tail)
 
     def _outcome(self, status: TrialStatus, reason: str, measured: Measurement, tail: str) -> TrialOutcome:
-        notes = [reason] if reason else []
-        if self.gpu.simulated:
-            notes.append("simulated GPU: time and energy are simulated")
         result = TrialResult.build(
             self.spec,
             batch_size=self.batch_size,
@@ -275,7 +274,8 @@ class _Run:
             power_limit_w=self.gpu.get_power_limit(0),
             metric=self.metrics[-1] if self.metrics else None,
             simulated=self.gpu.simulated,
-            reason="; ".join(notes),
+            reason=reason,
+            source=gpu_source(self.gpu),
         )
         artifacts.write_result(self.log_dir, result, metrics=self.metrics, gpu_kind=self.gpu.kind)
         profile = artifacts.read_profile(self.log_dir) if self.zeus_aware else profile_frame([])

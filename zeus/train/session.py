@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import TrialResult, TrialStatus
-from zeus.power.gpu import GPU, open_gpu
+from zeus.power.gpu import GPU, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor
 from zeus.power.profiler import PowerLimitProfiler, ProfileParams
 from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
@@ -69,8 +69,7 @@ class ZeusTrial:
         )
         return PowerLimitProfiler(
             self.gpu,
-            eta=self.env.eta_knob,
-            max_power_w=self.env.max_power_w * self.env.num_gpus,
+            cost_rate=self.spec.cost_rate,
             params=params,
             monitor=self.monitor,
             reuse=reuse,
@@ -166,9 +165,10 @@ class ZeusTrial:
             notes = [reason] if reason else []
             if not self.gpu.can_set_limits:
                 notes.append("measure-only: power limits could not be set")
-            if self.gpu.simulated:
-                notes.append("simulated GPU: time and energy are simulated")
-            limit = self.profiler.chosen_limit if self.profiler is not None else None
+            limit = self.profiler.best_limit() if self.profiler is not None else None
+            if self.profiler is not None and not self.profiler.done and limit is not None:
+                rows, limits = len(self.profiler.profile()), len(self.profiler.limits)
+                notes.append(f"ended while profiling: chose among {rows} of {limits} limits")
             self.result = TrialResult.build(
                 self.spec,
                 batch_size=self.env.batch_size,
@@ -180,6 +180,7 @@ class ZeusTrial:
                 metric=self.metrics[-1] if self.metrics else None,
                 simulated=self.gpu.simulated,
                 reason="; ".join(notes),
+                source=gpu_source(self.gpu),
             )
             profiling = self.profiler.summary() if self.profiler is not None else None
             write_result(
