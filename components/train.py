@@ -18,7 +18,10 @@ def train(
     command: list,
     zeus_aware: bool,
     metric_pattern: str,
+    trial_backend: str,
+    seed: int,
     data: Input[Dataset],
+    reuse_profile: Input[Dataset],
     profile: Output[PowerProfile],
     metrics: Output[Metrics],
     model: Output[Model],
@@ -32,7 +35,8 @@ def train(
     epochs=int,
     result_json=str,
 ):
-    """A failing script does not fail the step: the trial comes back 'failed' with the script's error."""
+    """A failing script does not fail the step: the trial comes back 'failed' with the script's error.
+    trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace)."""
     from zeus.steps import train as run_train
 
     out = run_train(
@@ -46,5 +50,8 @@ def train(
         model=model,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        trial_backend=trial_backend,
+        seed=seed,
+        reuse_profile_path=reuse_profile.path,
     )
     return out.status, out.reached, out.time_s, out.energy_j, out.cost, out.epochs, out.result_json

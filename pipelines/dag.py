@@ -90,6 +90,7 @@ def build_pipeline(
     store_uri: str = "",
     policy: str = "default",
     preprocess: str = "",
+    trial_backend: str = "script",
     options: ClusterOptions = LOCAL,
     image: str | None = None,
     name: str = PIPELINE_NAME,
@@ -114,6 +115,8 @@ def build_pipeline(
         train_command: list,
         zeus_aware: bool,
         metric_pattern: str,
+        trial_backend: str,
+        reprofile: bool,
         data: Input[Dataset],
     ) -> bool:
         choice = comps.bandit(
@@ -123,6 +126,7 @@ def build_pipeline(
             attempt=attempt,
             policy=policy,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            reprofile=reprofile,
         ).set_display_name("bandit")
         _store_task(choice, opts)
         trial = comps.train(
@@ -132,7 +136,10 @@ def build_pipeline(
             command=train_command,
             zeus_aware=zeus_aware,
             metric_pattern=metric_pattern,
+            trial_backend=trial_backend,
+            seed=choice.outputs["trial_seed"],
             data=data,
+            reuse_profile=choice.outputs["reuse_profile"],
         ).set_display_name("train")
         _train_task(trial, opts)
         fed = comps.feedback(
@@ -169,11 +176,14 @@ def build_pipeline(
         seed: int = defaults["seed"],
         num_gpus: int = defaults["num_gpus"],
         max_power_w: float = defaults["max_power_w"],
+        reprofile_after: int = defaults["reprofile_after"],
         store_uri: str = store_uri,
         policy: str = policy,
         train_command: list = list(command),  # noqa: B006  (a KFP parameter default, never mutated)
         zeus_aware: bool = True,
         metric_pattern: str = "",
+        trial_backend: str = trial_backend,
+        reprofile: bool = False,
         preprocess_ref: str = preprocess,
         recurrence_id: str = "",
         owner: str = "",
@@ -194,6 +204,7 @@ def build_pipeline(
             seed=seed,
             num_gpus=num_gpus,
             max_power_w=max_power_w,
+            reprofile_after=reprofile_after,
             store_uri=store_uri,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             recurrence_id=recurrence_id,
@@ -210,6 +221,8 @@ def build_pipeline(
             train_command=train_command,
             zeus_aware=zeus_aware,
             metric_pattern=metric_pattern,
+            trial_backend=trial_backend,
+            reprofile=reprofile,
             data=prep.outputs["data"],
         )
         # Caching off on the attempt sub-pipelines too, not only on their steps: a cached sub-DAG

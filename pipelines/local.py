@@ -88,6 +88,8 @@ def run_local(
     preprocess: str | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    trial_backend: str = "script",
+    reprofile: bool = False,
     runs_dir: str | Path | None = None,
     on_recurrence: Callable[[RecurrenceSummary], None] | None = None,
     on_start: Callable[[int, str], None] | None = None,
@@ -96,7 +98,10 @@ def run_local(
 
     store: a local directory, file:// or s3://bucket/prefix (None: ZEUS_KFP_STORE or ./.zeus-kfp/store).
     command: the training command (None: the example's Zeus-aware script, with its dataset made
-    by the preprocess step unless `preprocess` says otherwise). preprocess: "" (pass-through),
+    by the preprocess step unless `preprocess` says otherwise). trial_backend: "script" (run `command`)
+    or "trace:<workload>/<gpu>" (replay the NSDI'23 trace; no command, no preprocessing; the spec's
+    batch sizes must be the trace's). reprofile: every trial measures a fresh power profile.
+    preprocess: "" (pass-through),
     "module:function", "file.py:function" or a command with {output}. attempts: trials per
     recurrence (None: spec.max_attempts). on_start(i, recurrence_id) and on_recurrence(summary)
     report progress. Each recurrence's artifacts (data, profiles, models, report) and kfp.local log
@@ -110,7 +115,11 @@ def run_local(
         raise ValueError(f"invalid recurrences={recurrences!r}: allowed a positive integer")
     attempts = spec.max_attempts if attempts is None else attempts
     spec = spec.with_changes(max_attempts=attempts)
-    if command is None:
+    from zeus.simulate.trial import TraceBackend
+
+    if TraceBackend.parse(trial_backend) is not None:  # a bad name fails here, naming the allowed ones
+        command, preprocess = command or ["true"], preprocess or ""
+    elif command is None:
         from zeus.train import example_command
 
         command = example_command("zeus")
@@ -119,7 +128,15 @@ def run_local(
     get_policy(policy)  # an unknown name fails here, naming the allowed ones
     opened = open_store(store)
     opened.ensure_job(spec)  # fail fast, in this process, with the store's own message
-    pipeline = build_pipeline(spec, command, attempts=attempts, store_uri=opened.uri, policy=policy, options=LOCAL)
+    pipeline = build_pipeline(
+        spec,
+        command,
+        attempts=attempts,
+        store_uri=opened.uri,
+        policy=policy,
+        trial_backend=trial_backend,
+        options=LOCAL,
+    )
     runs = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     runs = runs.resolve()
     params = spec_to_params(spec)
@@ -131,6 +148,8 @@ def run_local(
         train_command=list(command),
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        trial_backend=trial_backend,
+        reprofile=reprofile,
         preprocess_ref=preprocess or "",
     )
     summaries = []

@@ -29,11 +29,24 @@ def test_preprocess_bandit_feedback_bodies(tmp_path):
     assert tuple(out[1:]) == ("run-1", 1)
     assert (tmp_path / "data" / "README.txt").is_file()
 
-    size, threshold, trial = bandit.python_func(
-        store_uri=uri, job_id=SPEC.job_id, recurrence_id="run-1", attempt=1, policy="default", run_id="run-1"
-    )
+    def ask_bandit(name: str, reprofile: bool = False):
+        reuse = dsl.Dataset(uri=str(tmp_path / name), name=name)
+        out = bandit.python_func(
+            store_uri=uri,
+            job_id=SPEC.job_id,
+            recurrence_id="run-1",
+            attempt=1,
+            policy="default",
+            run_id="run-1",
+            reprofile=reprofile,
+            reuse_profile=reuse,
+        )
+        return (*out, pd.read_parquet(reuse.path))
+
+    size, threshold, trial, trial_seed, reuse = ask_bandit("reuse-1")
     assert size == SPEC.default_batch_size and trial == 1
     assert threshold == NO_THRESHOLD  # beta_knob disabled: no early-stop threshold
+    assert reuse.empty and isinstance(trial_seed, int)  # nothing stored yet: the trial profiles
 
     profile = PowerProfile(uri=str(tmp_path / "profile"), name="profile")
     profile_path = tmp_path / "profile"
@@ -61,4 +74,10 @@ def test_preprocess_bandit_feedback_bodies(tmp_path):
     assert reached is True
     stored = open_store(uri).trials(SPEC.job_id)
     assert stored["status"].tolist() == ["reached"] and stored["cost"].iloc[0] == result.cost
+    # A retried bandit step gets the same decision and seed; now the store holds batch size 16's
+    # profile, so it hands it to train to reuse, unless a re-profile is asked for.
+    again = ask_bandit("reuse-2")
+    assert again[:4] == (size, threshold, trial, trial_seed)
+    assert again[4]["power_limit_w"].tolist() == [300.0] and again[4]["average_power_w"].tolist() == [250.0]
+    assert ask_bandit("reuse-3", reprofile=True)[4].empty
     assert passthrough.python_func(reached=False) is False

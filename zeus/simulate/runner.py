@@ -13,7 +13,14 @@ import numpy as np
 
 from zeus.policy import get_policy
 from zeus.simulate.engine import SimulationResult, Simulator
-from zeus.simulate.trace import POWER_COLUMNS, TRAIN_COLUMNS, load_workload_trace, read_trace, shipped_trace
+from zeus.simulate.trace import (
+    POWER_COLUMNS,
+    TRAIN_COLUMNS,
+    WorkloadTrace,
+    load_workload_trace,
+    read_trace,
+    shipped_trace,
+)
 from zeus.simulate.workloads import get_workload
 
 
@@ -41,12 +48,22 @@ def build_simulator(
     return Simulator(w.spec(trace, eta=eta, beta=beta), trace)
 
 
+def load_shipped(workload: str, gpu: str) -> WorkloadTrace:
+    """A workload's trace on one of the shipped GPUs (SHIPPED_POWER_TRACES)."""
+    w = get_workload(workload)
+    train = _read(str(shipped_trace("train")), "train")
+    power = _read(str(shipped_trace(gpu)), "power")
+    return load_workload_trace(
+        train, power, dataset=w.dataset, network=w.network, optimizer=w.optimizer, target_metric=w.target_metric
+    )
+
+
 def simulate_seeds(
-    simulator: Simulator, policy: str, seeds: list[int], num_recurrences: int | None = None
+    simulator: Simulator, policy: str, seeds: list[int], num_recurrences: int | None = None, in_flight: int = 1
 ) -> list[SimulationResult]:
     """One simulation per seed under the named policy."""
     chosen = get_policy(policy)
-    return [simulator.run(chosen, seed, num_recurrences) for seed in seeds]
+    return [simulator.run(chosen, seed, num_recurrences, in_flight) for seed in seeds]
 
 
 def results_to_json(results: list[SimulationResult], *, workload: str, train_trace: str, power_trace: str) -> dict:

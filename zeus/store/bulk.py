@@ -80,6 +80,7 @@ def import_trials(store: Store, spec: JobSpec, trials: pd.DataFrame) -> int:
             "simulated": frame.get("simulated", pd.Series([False] * count)).astype(bool),
             "reason": "",
             "ended_at": at,
+            "source": frame.get("source", pd.Series(["imported"] * count)).astype(str),
             EVENT_COLUMN: names,
         }
     )

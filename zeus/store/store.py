@@ -94,16 +94,23 @@ class Store:
         self._recurrences[(job_id, recurrence_id)] = number
         return number
 
+    def recurrence_number(self, job_id: str, recurrence_id: str) -> int:
+        """The number `begin_recurrence` gave `recurrence_id` (UnknownTrialError if it was never begun)."""
+        number = self._recurrences.get((job_id, recurrence_id))
+        if number is None:
+            number = ledger.recurrence_number(
+                self.backend, keys.check_job_id(job_id), keys.check_recurrence_id(recurrence_id)
+            )
+            self._recurrences[(job_id, recurrence_id)] = number
+        return number
+
     def dispatch_trial(
         self, job_id: str, recurrence_id: str, attempt: int, decision: Decision, kfp_run_id: str = ""
     ) -> int:
         """Record a dispatched trial; returns its job-wide trial number. Idempotent on
         (recurrence_id, attempt); a different decision for a dispatched trial is an EventConflictError."""
         self._check_trial(job_id, recurrence_id, attempt)
-        recurrence = self._recurrences.get((job_id, recurrence_id))
-        if recurrence is None:
-            recurrence = ledger.recurrence_number(self.backend, job_id, recurrence_id)
-            self._recurrences[(job_id, recurrence_id)] = recurrence
+        recurrence = self.recurrence_number(job_id, recurrence_id)
         return events.dispatch(
             self.backend, job_id, recurrence_id, attempt, decision, kfp_run_id, self._known, recurrence
         )
