@@ -184,8 +184,12 @@ class PowerLimitProfiler:
         params: ProfileParams | None = None,
         monitor: EnergyMonitor | None = None,
         reuse: pd.DataFrame | None = None,
+        agree: Callable[[float], float] | None = None,
     ) -> None:
         self.gpu = gpu
+        # How a chosen limit becomes the one every process trains at: as is here; rank 0's, broadcast, in a
+        # distributed trial (zeus.train.distributed), so no rank can pick another.
+        self.agree = agree or (lambda watts: watts)
         self.monitor = monitor or EnergyMonitor(gpu)
         self.cost_rate = cost_rate
         self.params = params or ProfileParams()
@@ -223,7 +227,7 @@ class PowerLimitProfiler:
         if reuse is not None and not reuse.empty:
             if train_rows(reuse).any():
                 self.rows = profile_frame(reuse.to_dict("records")).to_dict("records")
-                self.chosen_limit = choose_limit(reuse, cost_rate)
+                self.chosen_limit = self.agree(choose_limit(reuse, cost_rate))
                 self._eval_done = bool((reuse["phase"] == "eval").any())
                 self.state = ProfilerState.DONE
                 self.reused = True
@@ -327,10 +331,10 @@ class PowerLimitProfiler:
 
     def _finish(self) -> None:
         profile = profile_frame(self.rows)
-        if train_rows(profile).any():
-            self.chosen_limit = choose_limit(profile, self.cost_rate)
-        else:  # no evidence to throttle on: keep what was in force before the trial
-            self.chosen_limit = self.original_limits[0]
+        # Without evidence to throttle on, keep what was in force before the trial.
+        evidence = train_rows(profile).any()
+        chosen = choose_limit(profile, self.cost_rate) if evidence else self.original_limits[0]
+        self.chosen_limit = self.agree(chosen)
         self._apply(self.chosen_limit)
         self.state = ProfilerState.DONE
         if self.monitor.is_open(ALL_WINDOW):

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from zeus.job import JobSpec, TrialResult
+from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
 from zeus.power.profiler import profile_frame
 from zeus.power.reuse import StoredProfile
 from zeus.seeds import decision_seed, trial_seed
@@ -132,6 +133,13 @@ def train(
     trial_backend: str = SCRIPT_BACKEND,
     seed: int = 0,
     reuse_profile_path: str = "",
+    launcher: str = "local",
+    num_nodes: int = 1,
+    gpus_per_node: int = 1,
+    runtime: str = DEFAULT_RUNTIME,
+    store_uri: str = "",
+    recurrence_id: str = "",
+    attempt: int = 1,
 ) -> TrainOutputs:
     """Run one trial and write its profile, metrics and model.
 
@@ -142,6 +150,10 @@ def train(
     `reuse_profile_path` holds the stored profile to train at (the bandit step's choice), or an
     empty table: profile this trial.
 
+    `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `runtime` say
+    where the script runs (zeus.launch); a cluster launcher hands files over through the store at
+    `store_uri`, under the trial's `recurrence_id` and `attempt`, which also label its Kubernetes job.
+
     Never raises for a failing script: the trial comes back FAILED with the script's error as
     its reason, so feedback records it and the run goes on.
     """
@@ -149,6 +161,7 @@ def train(
 
     spec = JobSpec.from_dict(json.loads(spec_json))
     backend = TraceBackend.parse(trial_backend)  # a bad name fails here, naming the allowed ones
+    launch = LaunchConfig.from_params(launcher, num_nodes, gpus_per_node, runtime)  # so does a bad launch setting
     reuse = _read_reuse(reuse_profile_path, int(batch_size))
     started, cpu_before = time.perf_counter(), _children_cpu_s()
     if backend is not None:
@@ -157,10 +170,11 @@ def train(
         result, measured = run.result, run.profile
         _write_model(None, model)
     else:
-        from zeus.train import run_trial
+        from zeus.launch.trial import run_launched_trial
 
         with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
-            outcome = run_trial(
+            outcome = run_launched_trial(
+                launch,
                 spec,
                 batch_size=int(batch_size),
                 cost_threshold=threshold_from_param(cost_threshold),
@@ -172,6 +186,9 @@ def train(
                 metric_patterns=[metric_pattern] if metric_pattern else None,
                 reuse_profile=reuse.frame if reuse is not None else None,
                 seed=seed,
+                store_uri=store_uri,
+                recurrence_id=recurrence_id,
+                attempt=int(attempt),
             )
             _write_model(outcome.model_path, model)
         result = outcome.result

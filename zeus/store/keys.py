@@ -10,6 +10,7 @@ validated before they become key segments, so no job or recurrence id can leave 
     jobs/{job}/recurrence-ids/{rid}                     recurrence id -> number (first wins)
     jobs/{job}/events/{stream}/{rid}.{attempt}.parquet  one object per trial and stream (first wins)
     jobs/{job}/snapshots/{stream}/{generation}.parquet  compacted events
+    jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}     files a cluster trial's pods hand to the train step
 
 Every key above except the phase events is written with an exclusive create (`put_new`):
 "first wins" means a second, different write is refused and reported, never applied.
@@ -123,3 +124,20 @@ def snapshot_generation(key: str) -> int | None:
 
 def basename(key: str) -> str:
     return key.rsplit("/", 1)[-1]
+
+
+# A cluster trial (zeus.launch) runs in pods the train step does not share a disk with: rank 0's node
+# hands result.json, profile.csv and model.pt back through the store, and the train step hands the pods
+# the stored profile to reuse. `run` names one Kubernetes job (a retried step that adopts the job keeps
+# its run; one that replaces it gets a new one), so a replaced job never collides with its predecessor.
+HANDOFF_FILES = ("result.json", "profile.csv", "model.pt", "reuse_profile.csv")
+HANDOFF_RUN_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def handoff_key(job_id: str, recurrence_id: str, attempt: int, run: str, name: str) -> str:
+    if not isinstance(run, str) or not HANDOFF_RUN_PATTERN.match(run):
+        raise StoreInputError("run", run, "1-63 lowercase letters, digits or '-', starting with a letter or digit")
+    if name not in HANDOFF_FILES:
+        raise StoreInputError("name", name, f"one of {', '.join(HANDOFF_FILES)}")
+    rid, n = check_recurrence_id(recurrence_id), check_attempt(attempt)
+    return f"jobs/{check_job_id(job_id)}/handoff/{rid}.{n:04d}/{run}/{name}"

@@ -19,8 +19,8 @@ import pandas as pd
 from zeus.job import JobSpec, TrialRecord, TrialResult
 from zeus.policy.base import ArmState, Decision
 from zeus.store import catalog, events, frames, keys, ledger
-from zeus.store.backend import Backend, LocalBackend
-from zeus.store.errors import ObjectProblem, StoreError, StoreInputError, StoreWarning
+from zeus.store.backend import Backend, LocalBackend, ObjectNotFound
+from zeus.store.errors import EventConflictError, ObjectProblem, StoreError, StoreInputError, StoreWarning
 from zeus.store.streams import CompactResult, StreamRead, compact_stream, read_stream
 
 log = logging.getLogger(__name__)
@@ -137,6 +137,20 @@ class Store:
         """Store the policy's per-arm view after a feedback, for people and tools (never read back as truth)."""
         self._check_trial(job_id, recurrence_id, attempt)
         events.write_bandit_state(self.backend, job_id, recurrence_id, attempt, list(arms), lowest_cost, self._known)
+
+    def put_handoff(self, job_id: str, recurrence_id: str, attempt: int, run: str, name: str, data: bytes) -> None:
+        """Store a file a cluster trial hands over (keys.HANDOFF_FILES). The same bytes again are a no-op (a
+        retried upload); different bytes are refused: one job run has one result."""
+        key = keys.handoff_key(job_id, recurrence_id, attempt, run, name)
+        if not self.backend.put_new(key, data) and self.backend.get(key) != data:
+            raise EventConflictError(key, "a different file is already stored for this job run")
+
+    def get_handoff(self, job_id: str, recurrence_id: str, attempt: int, run: str, name: str) -> bytes | None:
+        """A handed-over file, or None while nobody has written it."""
+        try:
+            return self.backend.get(keys.handoff_key(job_id, recurrence_id, attempt, run, name))
+        except ObjectNotFound:
+            return None
 
     @staticmethod
     def _check_trial(job_id: str, recurrence_id: str, attempt: int) -> None:
