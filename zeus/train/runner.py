@@ -65,6 +65,10 @@ def _substitute(command: Sequence[str], values: Mapping[str, str]) -> list[str]:
     return out
 
 
+# zeus.launch fills the same placeholders for a cluster trial's pods (with the pods' own directories).
+substitute_placeholders = _substitute
+
+
 def _open_parent_gpu(kind: str, num_gpus: int) -> GPU:
     """The runner's own view of the GPUs; a simulated GPU here runs on wall time (it watches another process)."""
     gpu = open_gpu(kind)
