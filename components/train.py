@@ -25,6 +25,13 @@ def train(
     profile: Output[PowerProfile],
     metrics: Output[Metrics],
     model: Output[Model],
+    launcher: str = "local",
+    num_nodes: int = 1,
+    gpus_per_node: int = 1,
+    trainjob_runtime: str = "torch-distributed",
+    store_uri: str = "",
+    recurrence_id: str = "",
+    attempt: int = 1,
 ) -> NamedTuple(
     "TrainOutputs",
     status=str,
@@ -36,7 +43,8 @@ def train(
     result_json=str,
 ):
     """A failing script does not fail the step: the trial comes back 'failed' with the script's error.
-    trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace)."""
+    trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace).
+    launcher: local | torchrun | trainjob | pytorchjob (zeus.launch), over num_nodes x gpus_per_node GPUs."""
     from zeus.steps import train as run_train
 
     out = run_train(
@@ -53,5 +61,12 @@ def train(
         trial_backend=trial_backend,
         seed=seed,
         reuse_profile_path=reuse_profile.path,
+        launcher=launcher,
+        num_nodes=num_nodes,
+        gpus_per_node=gpus_per_node,
+        runtime=trainjob_runtime,
+        store_uri=store_uri,
+        recurrence_id=recurrence_id,
+        attempt=attempt,
     )
     return out.status, out.reached, out.time_s, out.energy_j, out.cost, out.epochs, out.result_json

@@ -17,8 +17,11 @@ from kfp import dsl, kubernetes
 from kfp.dsl import Dataset, Input
 from kfp.dsl.pipeline_task import PipelineTask
 
+from components.image import ZEUS_KFP_IMAGE
 from components.registry import ZeusComponents, components_for
 from zeus.job import JobSpec
+from zeus.launch import DEFAULT_RUNTIME
+from zeus.launch.handoff import STORE_SECRET_KEY_TO_ENV
 from zeus.steps import spec_to_params
 
 DEFAULT_ATTEMPTS = 5
@@ -27,8 +30,8 @@ EXAMPLE_PREPROCESS = "zeus.train.example:make_dataset"
 PIPELINE_NAME = "zeus-recurrence"
 
 # Keys of the Kubernetes Secret named by `minio_secret` (those of KFP's own
-# mlpipeline-minio-artifact Secret) and the env vars zeus.store reads them from.
-SECRET_KEY_TO_ENV = {"accesskey": "ZEUS_S3_ACCESS_KEY", "secretkey": "ZEUS_S3_SECRET_KEY"}
+# mlpipeline-minio-artifact Secret) and the env vars zeus.store reads them from (the trial's pods use the same).
+SECRET_KEY_TO_ENV = STORE_SECRET_KEY_TO_ENV
 ZEUSD_HOST_ENV = "ZEUSD_HOST"
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -73,12 +76,21 @@ def _store_task(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
     return task
 
 
-def _train_task(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
+def _train_task(task: PipelineTask, opts: ClusterOptions, image: str) -> PipelineTask:
     task.set_caching_options(False)  # a cached trial would be recorded as a new one
     if opts.gpus > 0:
         task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(opts.gpus)
     if opts.zeusd:
         kubernetes.use_field_path_as_env(task, ZEUSD_HOST_ENV, "status.hostIP")
+    # For the cluster launchers (trainjob, pytorchjob): the trial's pods run this image, reach the store at the
+    # same endpoint with the keys of the same Secret (by name only), and the step reads their result back.
+    task.set_env_variable("ZEUS_LAUNCH_IMAGE", image)
+    if opts.minio_secret:
+        kubernetes.use_secret_as_env(task, secret_name=opts.minio_secret, secret_key_to_env=SECRET_KEY_TO_ENV)
+        task.set_env_variable("ZEUS_S3_SECRET_NAME", opts.minio_secret)
+    if opts.s3_endpoint:
+        task.set_env_variable("ZEUS_S3_ENDPOINT", opts.s3_endpoint)
+        task.set_env_variable("ZEUS_S3_SECURE", "true" if opts.s3_secure else "false")
     return task
 
 
@@ -117,6 +129,10 @@ def build_pipeline(
         metric_pattern: str,
         trial_backend: str,
         reprofile: bool,
+        launcher: str,
+        num_nodes: int,
+        gpus_per_node: int,
+        trainjob_runtime: str,
         data: Input[Dataset],
     ) -> bool:
         choice = comps.bandit(
@@ -140,8 +156,15 @@ def build_pipeline(
             seed=choice.outputs["trial_seed"],
             data=data,
             reuse_profile=choice.outputs["reuse_profile"],
+            launcher=launcher,
+            num_nodes=num_nodes,
+            gpus_per_node=gpus_per_node,
+            trainjob_runtime=trainjob_runtime,
+            store_uri=store_uri,
+            recurrence_id=recurrence_id,
+            attempt=attempt,
         ).set_display_name("train")
-        _train_task(trial, opts)
+        _train_task(trial, opts, image or ZEUS_KFP_IMAGE)
         fed = comps.feedback(
             store_uri=store_uri,
             job_id=job_id,
@@ -184,6 +207,10 @@ def build_pipeline(
         metric_pattern: str = "",
         trial_backend: str = trial_backend,
         reprofile: bool = False,
+        launcher: str = "local",
+        num_nodes: int = 1,
+        gpus_per_node: int = 1,
+        trainjob_runtime: str = DEFAULT_RUNTIME,
         preprocess_ref: str = preprocess,
         recurrence_id: str = "",
         owner: str = "",
@@ -223,6 +250,10 @@ def build_pipeline(
             metric_pattern=metric_pattern,
             trial_backend=trial_backend,
             reprofile=reprofile,
+            launcher=launcher,
+            num_nodes=num_nodes,
+            gpus_per_node=gpus_per_node,
+            trainjob_runtime=trainjob_runtime,
             data=prep.outputs["data"],
         )
         # Caching off on the attempt sub-pipelines too, not only on their steps: a cached sub-DAG

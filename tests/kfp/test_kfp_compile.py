@@ -115,7 +115,12 @@ def test_credentials_come_from_the_secret_and_never_appear(tmp_path, monkeypatch
         env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
         assert env == {"ZEUS_S3_ENDPOINT": "minio.kf:9000", "ZEUS_S3_SECURE": "false"}
     for label in _executors(spec, "train"):
-        assert "secretAsEnv" not in platform.get(label, {}), "train needs no store credentials"
+        # train reads a cluster trial's result back from the store (zeus.launch): the same Secret, by reference,
+        # whose name (not its keys) the trial's pods get to reference in turn
+        (binding,) = platform[label]["secretAsEnv"]
+        assert binding["secretName"] == "zeus-minio"
+        env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
+        assert env["ZEUS_S3_SECRET_NAME"] == "zeus-minio" and env["ZEUS_S3_ENDPOINT"] == "minio.kf:9000"
         assert platform[label]["fieldPathAsEnv"] == [{"fieldPath": "status.hostIP", "name": "ZEUSD_HOST"}]
 
 

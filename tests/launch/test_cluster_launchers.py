@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from zeus.job import TrialResult, TrialStatus
 from zeus.launch import LaunchError
@@ -85,6 +86,41 @@ def test_create_then_watch_then_logs_then_result_then_delete(tmp_path, monkeypat
     assert outcome.result == result_from_json(SPEC, finished.to_dict())  # rank 0's result, priced by the job
     assert outcome.profile.to_dict("records") == PROFILE_ROWS
     assert outcome.model_path is not None and outcome.model_path.read_bytes() == b"weights"
+    assert _not_allowed_by_the_shipped_rbac(calls) == []
+
+
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
+GROUPS = {"TrainJob": ("trainer.kubeflow.org", "trainjobs"), "PyTorchJob": ("kubeflow.org", "pytorchjobs")}
+
+
+def _not_allowed_by_the_shipped_rbac(calls: list[tuple[str, ...]]) -> list[tuple[str, str, str]]:
+    """The calls the stand-in saw, as (API group, resource, verb), that deploy/rbac's Role does not grant."""
+    role = yaml.safe_load((RBAC / "role.yaml").read_text())
+    granted = {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
+    needed = set()
+    for call in calls:
+        if call[0] in ("create", "get", "watch", "delete"):
+            needed.add((*GROUPS[call[1]], call[0]))
+        elif call[0] == "list-pods":
+            needed.add(("", "pods", "list"))
+        elif call[0] == "log":
+            needed.add(("", "pods/log", "get"))
+    return sorted(needed - granted)
+
+
+def test_the_rbac_kustomization_binds_the_role_in_one_namespace():
+    kustomization = yaml.safe_load((RBAC / "kustomization.yaml").read_text())
+    docs = {path: yaml.safe_load((RBAC / path).read_text()) for path in kustomization["resources"]}
+    role, binding = docs["role.yaml"], docs["rolebinding.yaml"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert {s["namespace"] for s in binding["subjects"]} == {kustomization["namespace"]}
+    assert {s["name"] for s in binding["subjects"]} == {"default-editor", "pipeline-runner"}
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)

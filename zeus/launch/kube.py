@@ -26,13 +26,16 @@ LOG_TAIL_LINES = 40
 
 
 def load_api_client() -> Any:
-    """In a pod: its service account (in-cluster config); elsewhere: the kubeconfig."""
+    """In a pod: its service account (in-cluster config); elsewhere: the kubeconfig ($KUBECONFIG, read now: the
+    client reads it once, at import)."""
+    import os
+
     from kubernetes import client, config
 
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
     return client.ApiClient()
 
 

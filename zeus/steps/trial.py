@@ -172,13 +172,14 @@ def train(
     else:
         from zeus.launch.trial import run_launched_trial
 
+        python = "python" if launch.cluster else sys.executable  # a cluster trial runs in the train image's pods
         with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
             outcome = run_launched_trial(
                 launch,
                 spec,
                 batch_size=int(batch_size),
                 cost_threshold=threshold_from_param(cost_threshold),
-                command=[str(part).replace(PYTHON_TOKEN, sys.executable) for part in command],
+                command=[str(part).replace(PYTHON_TOKEN, python) for part in command],
                 work_dir=Path(work_dir),
                 zeus_aware=zeus_aware,
                 data_dir=data_dir or None,
