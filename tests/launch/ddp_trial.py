@@ -39,7 +39,7 @@ def main() -> None:
     kill_rank = int(os.environ.get("ZEUS_TEST_KILL_RANK", "-1"))
     kill_step = int(os.environ.get("ZEUS_TEST_KILL_STEP", "0"))
     steps = 0
-    for _epoch in train.epochs():
+    for epoch in train.epochs():
         for xb, yb in train:
             loss = torch.nn.functional.cross_entropy(model(xb), yb)
             opt.zero_grad()
@@ -53,7 +53,10 @@ def main() -> None:
             for xb, yb in evals:
                 counts += torch.tensor([(model(xb).argmax(1) == yb).sum().item(), len(yb)])
         dist.all_reduce(counts)
-        train.report_metric(float(counts[0] / counts[1]))
+        accuracy = float(counts[0] / counts[1])
+        if rank == 0:
+            print(f"epoch={epoch + 1} accuracy={accuracy:.4f}", flush=True)
+        train.report_metric(accuracy)
     train.save_model(model.module)
 
 

@@ -13,8 +13,9 @@ calls, the way the API server and the Kubeflow operators would answer them:
 Each job lives through a `Scenario`: its phases (Pending, Running, then Succeeded, Failed, or
 Evicted: the master pod evicted while the job still runs), optionally held at one phase until the
 test releases it. A watch moves the job through its phases, one event each; just before the last
-phase `on_end` runs (what rank 0's node leaves in the store). Every request is recorded in order
-(`calls`), so a test can check what the launcher did and in which order.
+phase `on_end` runs (what rank 0's node leaves in the store). With `run_pods_in`, the job's pods
+instead run as local processes (stand_in_kubelet.py) and the job's phase is theirs. Every request
+is recorded in order (`calls`), so a test can check what the launcher did and in which order.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from . import crds
+from .stand_in_kubelet import PodProcesses
 
 TERMINAL = ("Succeeded", "Failed", "Evicted")
 CONTAINER = {"TrainJob": "node", "PyTorchJob": "pytorch"}
@@ -47,6 +50,7 @@ class Scenario:
     log: tuple[str, ...] = ("epoch=1 accuracy=0.5", "epoch=2 accuracy=0.9")
     on_end: Callable[[dict[str, Any]], None] | None = None
     message: str = ""  # the Failed condition's message, or why the pod was evicted / is unschedulable
+    run_pods_in: Path | None = None  # run the pods' command as local processes (stand_in_kubelet), here
 
 
 @dataclass
@@ -54,6 +58,8 @@ class _Job:
     obj: dict[str, Any]
     scenario: Scenario
     step: int = 0
+    processes: PodProcesses | None = None
+    shown: str = ""  # the phase the job object last said
 
     @property
     def kind(self) -> str:
@@ -61,7 +67,11 @@ class _Job:
 
     @property
     def phase(self) -> str:
-        return self.scenario.phases[self.step]
+        return self.processes.phase() if self.processes else self.scenario.phases[self.step]
+
+    @property
+    def message(self) -> str:
+        return self.processes.failure() if self.processes else self.scenario.message
 
 
 @dataclass
@@ -91,6 +101,12 @@ class StandInApi:
     def _advance(self, job: _Job) -> bool:
         """One phase on, unless held or at the end; returns whether it moved."""
         with self._lock:
+            if job.processes is not None:  # the pods' processes say where the job is
+                if job.phase == job.shown:
+                    return False
+                job.shown, job.obj["status"] = job.phase, _status(job)
+                job.obj["metadata"]["resourceVersion"] = str(int(job.obj["metadata"]["resourceVersion"]) + 1)
+                return True
             last = len(job.scenario.phases) - 1
             if job.step >= last or (job.phase == job.scenario.hold and not self._released):
                 return False
@@ -112,7 +128,7 @@ def _condition(kind: str, reason: str, message: str = "") -> dict[str, Any]:
 
 
 def _status(job: _Job) -> dict[str, Any]:
-    phase, message = job.phase, job.scenario.message
+    phase, message = job.phase, job.message
     if job.kind == "TrainJob":
         done = {
             "Succeeded": [_condition("Complete", "JobSetCompleted", "jobset completed")],
@@ -156,7 +172,7 @@ def _pods(job: _Job) -> list[dict[str, Any]]:
             role = "master" if index == 0 else "worker"
             pod_name = f"{name}-{role}-{0 if index == 0 else index - 1}"
             labels.update({"training.kubeflow.org/job-name": name, "training.kubeflow.org/replica-type": role})
-        status = _pod_status(job, index == 0)
+        status = _pod_status(job, index)
         pods.append(
             {
                 "metadata": {"name": pod_name, "namespace": job.obj["metadata"]["namespace"], "labels": labels},
@@ -176,22 +192,31 @@ def _container(job: _Job, state: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**status, "restartCount": 0, "state": state}]
 
 
-def _pod_status(job: _Job, master: bool) -> dict[str, Any]:
-    phase = job.phase
+def _pod_status(job: _Job, index: int) -> dict[str, Any]:
+    """Pod `index`'s status: its own process's (run_pods_in), else what the job's phase implies for it."""
+    if job.processes is not None:
+        code = job.processes.procs[index].poll()
+        return _ran(job, {"running": {}}) if code is None else _ended(job, code)
+    master, phase = index == 0, job.phase
     if phase == "Pending":
         reason = "Unschedulable" if job.scenario.message else "ContainerCreating"
         scheduled = {"type": "PodScheduled", "status": "False", "reason": reason, "message": job.scenario.message}
         return {"phase": "Pending", "conditions": [scheduled] if job.scenario.message else []}
     if phase == "Running" or (phase == "Evicted" and not master):
-        return {"phase": "Running", "containerStatuses": _container(job, {"running": {}})}
+        return _ran(job, {"running": {}})
     if phase == "Evicted":
         return {"phase": "Failed", "reason": "Evicted", "message": job.scenario.message}
-    code = 0 if phase == "Succeeded" or not master else 1
-    terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "message": job.scenario.message}
-    return {
-        "phase": "Succeeded" if code == 0 else "Failed",
-        "containerStatuses": _container(job, {"terminated": terminated}),
-    }
+    return _ended(job, 0 if phase == "Succeeded" or not master else 1)
+
+
+def _ran(job: _Job, state: dict[str, Any]) -> dict[str, Any]:
+    return {"phase": "Running", "containerStatuses": _container(job, state)}
+
+
+def _ended(job: _Job, code: int) -> dict[str, Any]:
+    terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "message": job.message}
+    phase = "Succeeded" if code == 0 else "Failed"
+    return {"phase": phase, "containerStatuses": _container(job, {"terminated": terminated})}
 
 
 def _status_body(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -280,6 +305,8 @@ class _Handler(BaseHTTPRequestHandler):
                 job = api.jobs.pop(key, None)
             if job is None:
                 return self._send(404, _status_body(404, "NotFound", f"{name} not found"))
+            if job.processes is not None:
+                job.processes.stop()
             return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
         return self._send(405, _status_body(405, "MethodNotAllowed", verb))
 
@@ -304,7 +331,10 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             )
             job = _Job(body, api.scenario)
+            if api.scenario.run_pods_in is not None:
+                job.processes = PodProcesses(body, api.scenario.run_pods_in / name)
             body["status"] = _status(job)
+            job.shown = job.phase
             api.jobs[(namespace, name)] = job
             created = json.loads(json.dumps(body))
         self._send(201, created)
@@ -363,6 +393,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
+        if owner.processes is not None:
+            return self._follow_process_log(owner, pod)
         for line in owner.scenario.log:
             self._stream_line(line)
         if query.get("follow", "").lower() == "true":  # a running container's log stays open until it ends
@@ -371,6 +403,22 @@ class _Handler(BaseHTTPRequestHandler):
                 if (namespace, owner.obj["metadata"]["name"]) not in api.jobs:
                     return
                 time.sleep(0.02)
+
+    def _follow_process_log(self, job: _Job, pod: str) -> None:
+        """A pod run as a process: its output so far, then more as it comes, until the process ends."""
+        assert job.processes is not None
+        index = [p["metadata"]["name"] for p in _pods(job)].index(pod)
+        proc, offset = job.processes.procs[index], 0
+        while True:
+            ended = proc.poll() is not None
+            data = job.processes.logs[index].read_bytes()[offset:]
+            offset += len(data)
+            if data:
+                self.wfile.write(data)
+                self.wfile.flush()
+            if ended:
+                return
+            time.sleep(0.05)
 
 
 class StandInServer:
@@ -390,6 +438,9 @@ class StandInServer:
         return self.api
 
     def __exit__(self, *_: object) -> None:
+        for job in list(self.api.jobs.values()):
+            if job.processes is not None:
+                job.processes.stop()
         self.httpd.shutdown()
         self.httpd.server_close()
 
