@@ -40,7 +40,8 @@ def _strict(node: Any) -> Any:
 
 @cache
 def crd(kind: str) -> dict[str, Any]:
-    return yaml.safe_load((CRD_DIR / CRD_FILES[kind]).read_text())
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are 0.5-0.6 MB each
+    return yaml.load((CRD_DIR / CRD_FILES[kind]).read_text(), Loader=loader)
 
 
 @cache

@@ -80,6 +80,7 @@ class StandInApi:
 
     scenario: Scenario = field(default_factory=Scenario)
     idle_close_s: float = 0.2  # a watch with nothing new to say closes after this (the client then re-watches)
+    installed: tuple[str, ...] = ("TrainJob", "PyTorchJob")  # the kinds whose operator (and CRD) the cluster has
     calls: list[tuple[str, ...]] = field(default_factory=list)
     jobs: dict[tuple[str, str], _Job] = field(default_factory=dict)
     url: str = ""
@@ -281,7 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
         kind = next(
             (k for k in crds.CRD_FILES if crds.plural(k) == plural and crds.api_version(k) == api_version), None
         )
-        if kind is None:
+        if kind not in api.installed:
             return self._send(404, _status_body(404, "NotFound", f"no {plural} in {api_version}"))
         if verb == "POST":
             length = int(self.headers.get("Content-Length", "0"))

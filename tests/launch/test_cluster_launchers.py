@@ -23,7 +23,7 @@ from zeus.job import TrialResult, TrialStatus
 from zeus.launch import LaunchError
 from zeus.launch.cluster import run_cluster_trial
 from zeus.launch.handoff import Handoff
-from zeus.launch.kube import KubeJobs
+from zeus.launch.kube import KubeJobs, LaunchSetupError
 from zeus.launch.manifests import KINDS, TrialJob, job_name, manifest
 from zeus.train.artifacts import result_from_json
 
@@ -218,6 +218,14 @@ def test_failures_become_recorded_failed_trials_and_the_job_is_deleted(tmp_path,
     assert outcome.result.status is TrialStatus.FAILED
     assert all(text in outcome.result.reason for text in expected), outcome.result.reason
     assert "delete" in api.verbs() and not api.jobs
+
+
+def test_a_cluster_without_the_operator_fails_the_step_saying_what_to_check(tmp_path):
+    with StandInServer() as api:
+        api.installed = ("TrainJob",)  # Kubeflow 1.11 with Trainer v2 only: no PyTorchJob CRD
+        with pytest.raises(LaunchSetupError, match=r"is the operator installed.*Training Operator v1 for pytorchjob"):
+            _run(api, tmp_path, "pytorchjob")
+    assert not api.jobs  # refused at creation: nothing runs, nothing to delete
 
 
 def test_bad_cluster_settings_name_the_setting(tmp_path):

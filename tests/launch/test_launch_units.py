@@ -107,3 +107,16 @@ def test_failed_result_adds_up_the_ranks_energy_and_says_who_is_missing():
     leader = {"status": "reached", "time_s": 30.0, "energy_j": 9000.0, "num_epochs": 3, "power_limit_w": 450.0}
     after = failed_result(SPEC, 64, RankFailure(3, "SystemError: teardown", False), records, leader, 4)
     assert (after.status, after.energy_j, after.num_epochs) == (TrialStatus.FAILED, 9000.0, 3)
+
+
+def test_a_rank_drives_only_its_own_device_of_a_multi_gpu_backend():
+    from zeus.power.simulated import SimulatedGPU
+    from zeus.train.distributed import DeviceView
+
+    node = SimulatedGPU(num_devices=4)
+    mine = DeviceView(node, 2)  # LOCAL_RANK 2
+    mine.set_power_limit(0, 150.0)
+    assert [node.get_power_limit(i) for i in range(4)] == [250.0, 250.0, 150.0, 250.0]
+    assert mine.device_count() == 1 and mine.get_power_limit(0) == 150.0
+    with pytest.raises(IndexError):
+        mine.get_power_limit(1)

@@ -20,6 +20,7 @@ The train step becomes the trial's controller:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -115,9 +116,9 @@ class ClusterTrial:
             notes = existing["metadata"].get("annotations") or {}
             if notes.get(DIGEST_ANNOTATION) == wanted and notes.get(RUN_ANNOTATION):
                 self._use_run(notes[RUN_ANNOTATION])
-                self._say(f"adopting {self.jobs.kind.kind} {self.name} (a previous try of this step created it)")
+                self.say(f"adopting {self.jobs.kind.kind} {self.name} (a previous try of this step created it)")
                 return
-            self._say(f"replacing {self.jobs.kind.kind} {self.name}: it runs a different trial")
+            self.say(f"replacing {self.jobs.kind.kind} {self.name}: it runs a different trial")
             self.jobs.delete(self.name)
         if existing is not None:
             self._wait_gone()
@@ -131,7 +132,7 @@ class ClusterTrial:
                 raise
             self.start(reuse_profile)
             return
-        self._say(f"created {self.jobs.kind.kind} {self.jobs.namespace}/{self.name}")
+        self.say(f"created {self.jobs.kind.kind} {self.jobs.namespace}/{self.name}")
 
     def _use_run(self, run: str) -> None:
         self.trial = replace(self.trial, handoff=replace(self.trial.handoff, run=run))
@@ -164,7 +165,7 @@ class ClusterTrial:
         pods = self.jobs.pods(self.trial.handoff.run)
         master = next((p for p in pods if is_master(self.jobs.kind, p)), None)
         if master is not None and started(master) and self.log is None:
-            self._say(f"streaming the log of {master['metadata']['name']} (rank 0's node)")
+            self.say(f"streaming the log of {master['metadata']['name']} (rank 0's node)")
             self.log = self.jobs.follow_log(master["metadata"]["name"], self.out)
         phase, message = job_phase(self.jobs.kind, job)
         if phase == SUCCEEDED:
@@ -190,11 +191,9 @@ class ClusterTrial:
             self.log.join(30 if ending.phase == SUCCEEDED else 1)
         handoff = self.trial.handoff
         data = handoff.read_result()
-        self._say(f"job ended {ending.phase}; rank 0's result {'read' if data else 'missing'} from the store")
+        self.say(f"job ended {ending.phase}; rank 0's result {'read' if data else 'missing'} from the store")
         tail = "\n".join(self.log.tail) if self.log is not None else ""
         if data is not None:
-            import json
-
             result = result_from_json(spec, json.loads(data))
             if ending.phase != SUCCEEDED:
                 status = result.status if result.status in (TrialStatus.FAILED, TrialStatus.OOM) else TrialStatus.FAILED
@@ -215,7 +214,7 @@ class ClusterTrial:
         model = handoff.read_model(work_dir / MODEL_FILE)
         return TrialOutcome(result, handoff.read_profile(), model, tail)
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         print(f"zeus: {text}", file=self.out, flush=True)
 
 
@@ -300,6 +299,6 @@ def run_cluster_trial(
     finally:
         try:
             if jobs.delete(cluster.name):
-                cluster._say(f"deleted {jobs.kind.kind} {cluster.name}")
+                cluster.say(f"deleted {jobs.kind.kind} {cluster.name}")
         finally:
             undo()

@@ -74,7 +74,7 @@ class Handoff:
 
     # -- rank 0's node ------------------------------------------------------------------------------
     def publish(self, log_dir: str | os.PathLike[str]) -> list[str]:
-        """Upload what the trial left in `log_dir` (result first is not needed: readers wait for the job to end)."""
+        """Upload what the trial left in `log_dir`; result.json last, so whoever finds it finds the rest too."""
         sent = []
         for name in (PROFILE_FILE, MODEL_FILE, RESULT_FILE):
             path = Path(log_dir) / name

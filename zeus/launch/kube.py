@@ -10,6 +10,7 @@ started, why one is waiting (unschedulable, image pull) and whether one failed o
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -23,13 +24,20 @@ log = logging.getLogger(__name__)
 SUCCEEDED, FAILED, RUNNING, PENDING = "Succeeded", "Failed", "Running", "Pending"
 DONE_CONDITIONS = {"trainjob": ("Complete", "Failed"), "pytorchjob": ("Succeeded", "Failed")}
 LOG_TAIL_LINES = 40
+SETUP_HINTS = {
+    403: "the pipeline's service account may not do that here: apply deploy/rbac (kubectl apply -k deploy/rbac)",
+    404: "is the operator installed? (Kubeflow Trainer v2 for trainjob, the Training Operator v1 for pytorchjob)",
+}
+
+
+class LaunchSetupError(RuntimeError):
+    """The cluster refused the job for a reason of its setup (RBAC, a missing operator): the step fails, saying
+    what to check, rather than record a failed trial that says nothing about the batch size."""
 
 
 def load_api_client() -> Any:
     """In a pod: its service account (in-cluster config); elsewhere: the kubeconfig ($KUBECONFIG, read now: the
     client reads it once, at import)."""
-    import os
-
     from kubernetes import client, config
 
     try:
@@ -131,7 +139,17 @@ class KubeJobs:
             raise
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.custom.create_namespaced_custom_object(*self._where, body)
+        """Create the job; a refusal that is the cluster's setup (not this trial's) says what to check."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.custom.create_namespaced_custom_object(*self._where, body)
+        except ApiException as exc:
+            hint = SETUP_HINTS.get(exc.status)
+            if hint is None:
+                raise
+            what = f"{self.kind.kind} ({self.kind.api_version}) in namespace {self.namespace}"
+            raise LaunchSetupError(f"could not create a {what}: {exc.status} {exc.reason}; {hint}") from exc
 
     def delete(self, name: str) -> bool:
         """Delete the job and (by propagation) its pods; False if it was already gone."""
