@@ -120,3 +120,21 @@ def test_a_rank_drives_only_its_own_device_of_a_multi_gpu_backend():
     assert mine.device_count() == 1 and mine.get_power_limit(0) == 150.0
     with pytest.raises(IndexError):
         mine.get_power_limit(1)
+
+
+def test_in_a_pod_torchrun_takes_the_operators_settings(monkeypatch, tmp_path):
+    from torch.distributed.run import parse_args
+
+    from zeus.launch.torchrun import _parse, _torchrun_args
+
+    # a PyTorchJob worker pod (Training Operator 1.9): PET_NNODES/NODE_RANK/NPROC_PER_NODE, but MASTER_ADDR/PORT
+    for name, value in {"PET_NNODES": "3", "PET_NODE_RANK": "2", "PET_NPROC_PER_NODE": "4",
+                        "MASTER_ADDR": "zeus-job-master-0", "MASTER_PORT": "23456"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("PET_MASTER_ADDR", raising=False)
+    ours, command = _parse(["--", "python", "train.py", "--lr", "0.1"])
+    args = parse_args(_torchrun_args(ours, command, tmp_path))
+    assert (args.nnodes, args.node_rank, args.nproc_per_node) == ("3", 2, "4")
+    assert (args.master_addr, args.master_port) == ("zeus-job-master-0", 23456)
+    assert args.no_python and args.max_restarts == 0 and not args.standalone
+    assert [args.training_script, *args.training_script_args] == ["python", "train.py", "--lr", "0.1"]
