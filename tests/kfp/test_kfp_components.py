@@ -9,7 +9,6 @@ from kfp import dsl
 from components.artifacts import PowerProfile
 from components.bandit import bandit
 from components.feedback import feedback
-from components.passthrough import passthrough
 from components.preprocess import preprocess
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.steps import NO_THRESHOLD, spec_to_params
@@ -61,4 +60,3 @@ def test_preprocess_bandit_feedback_bodies(tmp_path):
     assert reached is True
     stored = open_store(uri).trials(SPEC.job_id)
     assert stored["status"].tolist() == ["reached"] and stored["cost"].iloc[0] == result.cost
-    assert passthrough.python_func(reached=False) is False

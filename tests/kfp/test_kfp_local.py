@@ -44,7 +44,7 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     assert sorted(state["batch_size"]) == [128, 1024]
 
     # the report step wrote each recurrence's Markdown and Metrics from the store
-    reports = sorted(tmp_path.rglob("report/markdown"))
+    reports = sorted(tmp_path.rglob("report-after-attempt-*/markdown"))
     assert len(reports) == 3
     assert all("simulated" in path.read_text().lower() for path in reports)
 
