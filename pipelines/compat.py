@@ -42,7 +42,8 @@ class Violation:
     message: str
 
     def __str__(self) -> str:
-        return f"hazard {self.hazard} ({RULES[self.hazard].title}) at {self.task}: {self.message}"
+        rule = RULES[self.hazard]
+        return f"hazard {self.hazard} ({rule.title}; {rule.upstream}) at {self.task}: {self.message}"
 
 
 class Pipeline:

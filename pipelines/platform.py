@@ -7,6 +7,7 @@ policies only where the target backend applies them, no display names, caching o
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -191,3 +192,50 @@ def train_step(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
     if opts.zeusd:
         kubernetes.use_field_path_as_env(task, ZEUSD_HOST_ENV, "status.hostIP")
     return task
+
+
+STORE_STEPS = ("preprocess", "bandit", "feedback", "report")
+
+
+def parse_resources(requests: list[str] | None = None, limits: list[str] | None = None) -> dict[str, Resources]:
+    """`--requests STEP=CPU,MEMORY` / `--limits STEP=CPU,MEMORY` over DEFAULT_RESOURCES.
+
+    STEP is one of STEPS or `store` (the four store steps); an empty CPU or MEMORY keeps the
+    default, `-` unsets it (e.g. `--limits train=-,64Gi`: no CPU limit, 64Gi memory)."""
+    out = dict(DEFAULT_RESOURCES)
+    allowed = "STEP=CPU,MEMORY with STEP one of " + ", ".join((*STEPS, "store")) + ", e.g. train=4,16Gi"
+    for kind, items in (("request", requests or []), ("limit", limits or [])):
+        for item in items:
+            step, sep, values = str(item).partition("=")
+            cpu, comma, memory = values.partition(",")
+            steps = STORE_STEPS if step == "store" else (step,)
+            if not sep or not comma or not all(s in STEPS for s in steps):
+                raise FieldError(f"{kind}s", item, allowed)
+            for s in steps:
+                changes = {}
+                for field_name, value in ((f"cpu_{kind}", cpu), (f"memory_{kind}", memory)):
+                    if value.strip():
+                        changes[field_name] = None if value.strip() == "-" else value.strip()
+                out[s] = dataclasses.replace(out[s], **changes)
+    return out
+
+
+def parse_node_selector(pairs: list[str] | None) -> dict[str, str]:
+    """`--train-node-selector KEY=VALUE` (repeatable), e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = str(pair).partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_./]*", key):
+            raise FieldError("train_node_selector", pair, "KEY=VALUE, e.g. nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB")
+        out[key] = value
+    return out
+
+
+def parse_tolerations(items: list[str] | None) -> tuple[Toleration, ...] | None:
+    """`--train-toleration KEY[=VALUE][:EFFECT]` (repeatable); none given: None (the default,
+    GPU_TOLERATION); `none`: no toleration at all."""
+    if not items:
+        return None
+    if [str(i).strip().lower() for i in items] == ["none"]:
+        return ()
+    return tuple(Toleration.parse(i) for i in items)
