@@ -226,7 +226,8 @@ def parse_node_selector(pairs: list[str] | None) -> dict[str, str]:
     for pair in pairs or []:
         key, sep, value = str(pair).partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_./]*", key):
-            raise FieldError("train_node_selector", pair, "KEY=VALUE, e.g. nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB")
+            example = "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB"
+            raise FieldError("train_node_selector", pair, f"KEY=VALUE, e.g. {example}")
         out[key] = value
     return out
 

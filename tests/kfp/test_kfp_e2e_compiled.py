@@ -72,7 +72,7 @@ def test_the_compiled_2_5_yaml_runs_three_recurrences_with_a_retry(s3_server, s3
     trials = store.trials(spec.job_id)
     by_recurrence = {r: trials[trials["recurrence_id"] == r].sort_values("attempt") for r in recurrences}
     first = by_recurrence[recurrences[0]]
-    assert list(first["batch_size"])[0] == 1024 and list(first["status"])[0] == TrialStatus.NOT_REACHED.value
+    assert first["batch_size"].iloc[0] == 1024 and first["status"].iloc[0] == TrialStatus.NOT_REACHED.value
     assert len(first) >= 2, "the missed target was retried with another batch size"
     for recurrence_id, rows in by_recurrence.items():
         assert list(rows["status"])[-1] == TrialStatus.REACHED.value, recurrence_id

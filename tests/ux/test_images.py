@@ -211,4 +211,4 @@ def test_the_compiled_default_images_are_what_make_image_builds(tmp_path: Path) 
     assert {i for label, i in images.items() if "-train" in label} == {ZEUS_KFP_TRAIN_IMAGE}
     assert {i for label, i in images.items() if "-train" not in label} == {ZEUS_KFP_IMAGE}
     if "ZEUS_KFP_IMAGE" not in os.environ and "ZEUS_KFP_TRAIN_IMAGE" not in os.environ:
-        assert (ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE) == (tags["cpu"], tags["cuda"])
+        assert (tags["cpu"], tags["cuda"]) == (ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE)

@@ -80,7 +80,7 @@ def compile_cmd(
     train_node_selector: Annotated[
         Repeated,
         typer.Option(
-            help="KEY=VALUE node label train must run on (repeatable), e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3."
+            help="KEY=VALUE node label train must run on (repeatable), e.g. nvidia.com/gpu.product=NVIDIA-H100-NVL."
         ),
     ] = None,
     train_toleration: Annotated[
