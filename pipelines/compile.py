@@ -159,6 +159,7 @@ def compile_pipeline(
         options=options,
         image=image,
         train_image=train_image,
+        target=backend.name,
     )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -139,11 +139,13 @@ def build_pipeline(
     image: str | None = None,
     train_image: str | None = None,
     name: str = PIPELINE_NAME,
+    target: str | None = None,
 ):
     """The pipeline function (a kfp GraphComponent). `spec`, `command`, `store_uri`, `policy` and
     `preprocess` are only the parameters' defaults; every run may override them. The compiled
     attempt count is the spec's max_attempts (a job's spec records how many attempts it gets).
-    image / train_image: the store steps' image and train's (None: components.image defaults)."""
+    image / train_image: the store steps' image and train's (None: components.image defaults).
+    target: the KFP backend it is compiled for, said in the description (`zeus-kfp doctor` reads it)."""
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
     comps: ZeusComponents = components_for(image, train_image)
@@ -155,6 +157,7 @@ def build_pipeline(
         description=(
             f"One recurrence of an energy-optimal training job (Zeus, NSDI'23): up to {attempts} trials, "
             "each with a batch size from the bandit and just-in-time GPU power-limit profiling."
+            + (f" Compiled for KFP backend {target}." if target else "")
         ),
     )
     def zeus_recurrence(

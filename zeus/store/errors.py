@@ -11,7 +11,9 @@ from typing import Any
 
 from zeus.job import JobSpecError
 
-# The prefixes of KFP's bucket a profile's key may use in multi-user mode (KFP 2.15+ manifests).
+# The prefixes of KFP's bucket (mlpipeline) a profile's key may use in multi-user mode (KFP 2.15+
+# manifests); {ns} is the namespace.
+MULTI_USER_KEY_PREFIXES = ("artifacts/", "private-artifacts/{ns}/", "private/{ns}/", "shared/")
 MULTI_USER_PREFIXES = "mlpipeline/{artifacts, private-artifacts/<namespace>, private/<namespace>, shared}/*"
 
 
