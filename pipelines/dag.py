@@ -73,14 +73,9 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     `shared` holds what every attempt takes from the pipeline's parameters and from preprocess,
     so a new pipeline parameter an attempt needs is one edit where `shared` is built."""
     nested = k > 1
-    choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(
-        store_uri=shared["store_uri"],
-        job_id=shared["job_id"],
-        recurrence_id=shared["recurrence_id"],
-        attempt=k,
-        policy=shared["policy"],
-        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-    )
+    # What the two store steps of an attempt both take: where the job is, and which attempt this is.
+    trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id", "policy")} | {"attempt": k}
+    choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(**trial_key, run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER)
     store_step(choice, "bandit", opts, nested=nested)
     trial = renamed(comps.train, attempt_task_name(k, "train"))(
         spec_json=shared["spec_json"],
@@ -93,13 +88,7 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     )
     train_step(trial, opts)
     fed = renamed(comps.feedback, attempt_task_name(k, "feedback"))(
-        store_uri=shared["store_uri"],
-        job_id=shared["job_id"],
-        recurrence_id=shared["recurrence_id"],
-        attempt=k,
-        policy=shared["policy"],
-        result_json=trial.outputs["result_json"],
-        profile=trial.outputs["profile"],
+        **trial_key, result_json=trial.outputs["result_json"], profile=trial.outputs["profile"]
     )
     store_step(fed, "feedback", opts, nested=nested)
     return fed
