@@ -167,7 +167,8 @@ def store_step(task: PipelineTask, step: str, opts: ClusterOptions, *, nested: b
         if not opts.secret_optional_field:
             _drop_secret_optional(task)
     if opts.s3_endpoint:
-        task.set_env_variable("ZEUS_S3_ENDPOINT", opts.s3_endpoint)
+        # What task.set_env_variable does, without its inspect.stack() call (see _resources).
+        task.container_spec.env = {**(task.container_spec.env or {}), "ZEUS_S3_ENDPOINT": opts.s3_endpoint}
     return task
 
 
