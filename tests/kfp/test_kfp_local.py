@@ -44,10 +44,11 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     state = store.bandit_state(SPEC.job_id)
     assert sorted(state["batch_size"]) == [128, 1024]
 
-    # the report step wrote each recurrence's Markdown and Metrics from the store
-    reports = sorted(tmp_path.rglob("report/markdown"))
-    assert len(reports) == 3
-    assert all("simulated" in path.read_text().lower() for path in reports)
+    # the report step wrote each recurrence's Markdown and Metrics from the store, once, after its last attempt
+    for s in summaries:
+        reports = sorted((tmp_path / SPEC.job_id / s.recurrence_id).rglob("report-after-attempt-*/markdown"))
+        assert [p.parent.name for p in reports] == [f"report-after-attempt-{len(s.trials)}"]
+        assert "simulated" in reports[0].read_text().lower()
 
 
 @pytest.mark.slow
