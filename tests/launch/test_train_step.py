@@ -101,7 +101,7 @@ def test_bad_launch_parameters_fail_the_step_naming_the_field(tmp_path):
 
 def test_the_launch_parameters_reach_every_train_step_of_the_compiled_pipeline(tmp_path):
     path = compile_pipeline(
-        tmp_path / "p.yaml", spec=SPEC, command=list(COMMAND), attempts=2, image="registry.example/zeus-kfp:1"
+        tmp_path / "p.yaml", spec=SPEC, command=list(COMMAND), attempts=2, train_image="registry.example/zeus:1-cuda"
     )
     spec = next(yaml.safe_load_all(path.read_text()))
     inputs = spec["root"]["inputDefinitions"]["parameters"]
@@ -109,13 +109,13 @@ def test_the_launch_parameters_reach_every_train_step_of_the_compiled_pipeline(t
     assert defaults == {"launcher": "local", "num_nodes": 1.0, "gpus_per_node": 1.0}
     assert inputs["trainjob_runtime"]["defaultValue"] == "torch-distributed"
     dags = [spec["root"]["dag"]] + [c["dag"] for c in spec["components"].values() if "dag" in c]
-    trains = [task for dag in dags for name, task in dag["tasks"].items() if name == "train"]
+    trains = [task for dag in dags for name, task in dag["tasks"].items() if name.endswith("-train")]
     assert len(trains) == 2
     for task in trains:
         bound = task["inputs"]["parameters"]
         for name in ("launcher", "num_nodes", "gpus_per_node", "trainjob_runtime", "store_uri", "attempt"):
             assert name in bound, name
     for label, executor in spec["deploymentSpec"]["executors"].items():
-        if label.startswith("exec-train"):
+        if label.endswith("-train"):
             env = {e["name"]: e["value"] for e in executor["container"]["env"]}
-            assert env["ZEUS_LAUNCH_IMAGE"] == "registry.example/zeus-kfp:1"
+            assert env["ZEUS_LAUNCH_IMAGE"] == "registry.example/zeus:1-cuda"
