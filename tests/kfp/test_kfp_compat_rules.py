@@ -80,14 +80,15 @@ def test_hazard_3_secret_optional_on_backends_that_do_not_know_it(tmp_path):
     for 2.14 (run refused), 2.4 (driver fails) and 2.5 (unknown field)."""
     path = compile_pipeline(tmp_path / "p.yaml", kfp_backend="2.17", attempts=1, minio_secret="kfp-secret")
     docs = list(yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader))
-    store_executors = [
+    with_the_secret = [  # the store steps, and train (it reads a cluster trial's result from the store)
         "exec-attempt-1-bandit",
         "exec-attempt-1-feedback",
+        "exec-attempt-1-train",
         "exec-preprocess",
         "exec-report-after-attempt-1",
     ]
     for version in ((2, 14, 3), (2, 4, 0), (2, 5, 0)):
-        assert [t for h, t in hazards(docs, version) if h == 3] == store_executors, version
+        assert [t for h, t in hazards(docs, version) if h == 3] == with_the_secret, version
     assert [t for h, t in hazards(docs, (2, 15, 0)) if h == 3] == []
     fixed = compile_pipeline(tmp_path / "q.yaml", kfp_backend="2.5", attempts=1, minio_secret="kfp-secret")
     assert check(list(yaml.load_all(fixed.read_text(), Loader=yaml.CSafeLoader)), (2, 5, 0)) == []
