@@ -77,7 +77,9 @@ def test_max_epochs_without_the_target_is_not_reached_and_the_script_is_stopped(
     )
     assert out.result.status is TrialStatus.NOT_REACHED
     assert out.result.num_epochs == SPEC.max_epochs
-    assert out.profile.empty and "unprofiled: the collected metrics carried no step or epoch counter" in out.result.reason
+    assert (
+        out.profile.empty and "unprofiled: the collected metrics carried no step or epoch counter" in out.result.reason
+    )
 
 
 def test_cost_threshold_stops_the_script_and_sigkill_follows_an_ignored_sigterm(tmp_path):
