@@ -19,7 +19,14 @@ import pytest
 
 from zeus.job import JobSpec, JobSpecError, TrialStatus
 from zeus.train import run_trial
-from zeus.train.collectors import CollectorError, CollectorSpec, CollectorSpecError, Observation, StdoutCollector
+from zeus.train.collectors import (
+    CollectorError,
+    CollectorSpec,
+    CollectorSpecError,
+    Observation,
+    StdoutCollector,
+    text_observations,
+)
 from zeus.train.collectors.file import FileCollector
 from zeus.train.collectors.prometheus import PrometheusCollector
 from zeus.train.collectors.tfevent import TFEventCollector
@@ -280,13 +287,13 @@ def test_katib_metrics_collector_spec_is_accepted_as_is():
     assert CollectorSpec.parse({"collector": {"kind": "TensorFlowEvent"}}).path == "/var/log/katib/tfevent/"
     prom = CollectorSpec.parse(json.dumps({"metricsCollectorSpec": {"collector": {"kind": "PrometheusMetric"}}}))
     assert (prom.kind, prom.http_port, prom.http_path) == ("prometheus", 8080, "/metrics")
-    for spec in (
+    for each in (
         CollectorSpec(),
         spec,
         prom,
         CollectorSpec.parse({"kind": "tfEvent", "source": {"fileSystemPath": {"path": "{log_dir}/tb"}}}),
     ):
-        assert CollectorSpec.parse(spec.to_json()) == spec
+        assert CollectorSpec.parse(each.to_json()) == each
 
 
 @pytest.mark.parametrize(
@@ -384,5 +391,5 @@ def test_a_script_that_never_reports_the_metric_fails_naming_the_collector(tmp_p
     missing = plain_trial(tmp_path, "pass\n", {"kind": "tfEvent", "source": {"fileSystemPath": {"path": "tb"}}})
     assert missing.result.status is TrialStatus.FAILED
     assert "tfEvent collector (" in missing.result.reason and "never created" in missing.result.reason
-    with pytest.raises(JobSpecError, match="metrics_collector.kind"):
+    with pytest.raises(JobSpecError, match=r"metrics_collector\.kind"):
         plain_trial(tmp_path, "pass\n", {"kind": "none"})
