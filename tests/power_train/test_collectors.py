@@ -281,8 +281,8 @@ def test_katib_metrics_collector_spec_is_accepted_as_is():
     """
     spec = CollectorSpec.parse(textwrap.dedent(katib_yaml))
     assert (spec.kind, spec.path, spec.file_format) == ("file", "/var/log/katib/metrics.log", "text")
-    pairs = [(o.metric, o.value) for o in __import__("zeus.train.collectors", fromlist=["x"]).text_observations(
-        "{metricName: accuracy, metricValue: 0.8}", spec.patterns())]  # fmt: skip
+    found = text_observations("{metricName: accuracy, metricValue: 0.8}", spec.patterns())
+    pairs = [(o.metric, o.value) for o in found]
     assert pairs == [("accuracy", 0.8)]
     assert CollectorSpec.parse({"collector": {"kind": "TensorFlowEvent"}}).path == "/var/log/katib/tfevent/"
     prom = CollectorSpec.parse(json.dumps({"metricsCollectorSpec": {"collector": {"kind": "PrometheusMetric"}}}))
