@@ -18,6 +18,7 @@ def train(
     command: list,
     zeus_aware: bool,
     metric_pattern: str,
+    metrics_collector: str,
     trial_backend: str,
     seed: int,
     data: Input[Dataset],
@@ -36,7 +37,8 @@ def train(
     result_json=str,
 ):
     """A failing script does not fail the step: the trial comes back 'failed' with the script's error.
-    trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace)."""
+    trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace).
+    metrics_collector: a plain script's Katib-style metricsCollectorSpec as JSON/YAML ("" = stdout)."""
     from zeus.steps import train as run_train
 
     out = run_train(
@@ -50,6 +52,7 @@ def train(
         model=model,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        metrics_collector=metrics_collector,
         trial_backend=trial_backend,
         seed=seed,
         reuse_profile_path=reuse_profile.path,

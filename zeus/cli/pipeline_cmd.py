@@ -123,6 +123,13 @@ def run(
             help="Example script: 'zeus' (ZeusDataLoader, JIT power profiling) or 'plain' (metric from stdout)."
         ),
     ] = "zeus",
+    metrics_collector: Annotated[
+        str | None,
+        typer.Option(
+            help="How --script plain's metrics are collected: Katib's metricsCollectorSpec as JSON or YAML, "
+            "or @file.yaml (default: stdout, Katib's name=value pattern)."
+        ),
+    ] = None,
     plots_dir: Annotated[Path, typer.Option(help="Where to write the PNG plots.")] = Path("zeus-runs"),
     runs_dir: Annotated[
         Path | None,
@@ -138,10 +145,15 @@ def run(
     from zeus.report import write_plots
     from zeus.store import JobSpecMismatchError, StoreError, open_store
     from zeus.train import example_command, example_spec
+    from zeus.train.collectors import CollectorSpec
 
     console = Console()
     if script not in ("zeus", "plain"):
         raise typer.BadParameter(f"invalid script={script!r}: allowed zeus, plain", param_hint="--script")
+    try:
+        collector = CollectorSpec.from_arg(metrics_collector) if metrics_collector else None
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--metrics-collector") from err
     try:
         spec = example_spec(job_id=job_id).with_changes(max_attempts=attempts)
         max_w, simulated = max_power_limit_w()
@@ -179,6 +191,7 @@ def run(
                 command=example_command(script),
                 preprocess=EXAMPLE_PREPROCESS,
                 zeus_aware=script == "zeus",
+                metrics_collector=collector.to_dict() if collector else None,
                 attempts=attempts,
                 runs_dir=runs_dir,
                 on_start=started,

@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from zeus.errors import FieldError
@@ -105,6 +106,16 @@ class CollectorSpec:
         if not isinstance(value, Mapping):
             raise CollectorSpecError("", value, "a mapping in the shape of Katib's metricsCollectorSpec")
         return _from_mapping(_unwrap(value))
+
+    @classmethod
+    def from_arg(cls, value: str) -> CollectorSpec:
+        """A command-line value: JSON or YAML text, or @path to a file holding it (a Katib YAML)."""
+        if value.startswith("@"):
+            try:
+                value = Path(value[1:]).expanduser().read_text()
+            except OSError as exc:
+                raise CollectorSpecError("", value, f"JSON or YAML text, or @path of a readable file ({exc})") from None
+        return cls.parse(value)
 
     @classmethod
     def from_params(cls, metrics_collector: Any, metric_pattern: str = "") -> CollectorSpec:
