@@ -48,6 +48,16 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     reports = sorted(tmp_path.rglob("report/markdown"))
     assert len(reports) == 3
     assert all("simulated" in path.read_text().lower() for path in reports)
+    assert all(f"{SPEC.job_id}/tensorboard/" in path.read_text() for path in reports)
+
+    # TensorBoard across recurrences, synced from the S3 store: one step per recurrence, its cost.
+    from zeus.report.tensorboard import sync_logs
+    from zeus.train.collectors.tfevent import TFEventCollector
+
+    run_dir = sync_logs(store, SPEC.job_id, tmp_path / "tb")
+    costs = sorted((o.step, o.value) for o in TFEventCollector(run_dir).finish() if o.metric == "recurrence/cost")
+    assert [step for step, _ in costs] == [1, 2, 3]
+    assert [cost for _, cost in costs] == pytest.approx([s.cost for s in summaries], rel=1e-6)  # float32 in events
 
 
 @pytest.mark.slow

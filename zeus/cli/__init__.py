@@ -5,7 +5,7 @@ This is the top layer (with notebooks/): it may import pipelines/, which imports
 nothing else under zeus/ does.
 """
 
-from zeus.cli import cluster_cmd, jobs_cmd, pipeline_cmd, simulate_cmd  # noqa: F401  (register commands)
+from zeus.cli import cluster_cmd, jobs_cmd, pipeline_cmd, simulate_cmd, tensorboard_cmd  # noqa: F401  (register commands)
 from zeus.cli.app import app
 
 
