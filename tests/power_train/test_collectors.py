@@ -15,9 +15,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from zeus.job import JobSpec, JobSpecError, TrialStatus
+from zeus.power import PowerModel
 from zeus.train import run_trial
 from zeus.train.collectors import (
     CollectorError,
@@ -323,10 +325,10 @@ SPEC = JobSpec(job_id="collect-test", batch_sizes=(8, 16), default_batch_size=8,
 
 
 def plain_trial(tmp_path: Path, body: str, collector, **kw):
+    kw.setdefault("cost_threshold", None)
     return run_trial(
         SPEC,
         batch_size=8,
-        cost_threshold=None,
         command=[*write_script(tmp_path, "train.py", body), *kw.pop("args", [])],
         work_dir=tmp_path / "work",
         zeus_aware=False,
@@ -393,3 +395,31 @@ def test_a_script_that_never_reports_the_metric_fails_naming_the_collector(tmp_p
     assert "tfEvent collector (" in missing.result.reason and "never created" in missing.result.reason
     with pytest.raises(JobSpecError, match=r"metrics_collector\.kind"):
         plain_trial(tmp_path, "pass\n", {"kind": "none"})
+
+
+def test_zeus_early_stop_from_collected_values_is_exact_on_the_model_clock(tmp_path):
+    """A stored profile holds 250 W from the start, so every step costs the model's step at 250 W:
+    10 steps an epoch; a threshold of 15 steps' cost stops the trial before epoch 2 (10 + 10 > 15)."""
+    seconds, joules = PowerModel().step(250.0, 8)
+    step_cost = SPEC.cost(joules, seconds)
+    held = pd.DataFrame(
+        [{"phase": "train", "power_limit_w": 250.0, "average_power_w": 200.0, "throughput": 1e4, "simulated": True}]
+    )
+    out = plain_trial(
+        tmp_path,
+        """
+        import time
+        for epoch in range(1, 6):
+            for step in range(10 * epoch - 9, 10 * epoch + 1):
+                print(f"step={step}", flush=True)
+            print(f"epoch={epoch} step={10 * epoch} accuracy=0.1", flush=True)
+            time.sleep(0.2)  # a stop that came late would see more epochs; the stop rule sees epoch 1 only
+        """,
+        None,
+        cost_threshold=15 * step_cost,
+        reuse_profile=held,
+    )
+    assert out.result.status is TrialStatus.COST_EXCEEDED and out.result.num_epochs == 1, out.log_tail
+    assert out.result.time_s == pytest.approx(10 * seconds, rel=1e-12)
+    assert out.result.power_limit_w == 250.0 and out.result.cost == pytest.approx(10 * step_cost, rel=1e-12)
+    assert f"stopped before epoch 2: predicted cost {20 * step_cost:.1f} would pass the threshold" in out.result.reason

@@ -7,7 +7,9 @@ observations). The trial ends:
 - not reached: max_epochs evaluations passed without it, or the script ended;
 - cost exceeded (Zeus's early stop): the cost so far passes the threshold, or, at an epoch's
   end, the cost so far plus that epoch's cost would pass it (Zeus's "would the next epoch
-  exceed" rule, with the last epoch as the prediction);
+  exceed" rule, with the last epoch as the prediction). Cost is checked once it is known how the
+  trial is charged: from the first step (the simulated GPU then charges steps only) or the first
+  evaluation; a script that hangs before reporting anything is the timeout's to stop;
 - failed: the script crashed (oom when it ran out of memory), the collector could not read its
   source, or the script never reported the metric. The reason names the collector and source.
 Progress counters in the observations drive the external power profiler (zeus.train.progress).
@@ -85,7 +87,8 @@ class PlainTrial:
             self._take(self.collector.poll())
         except CollectorError as exc:
             self.stop(TrialStatus.FAILED, str(exc))
-        if self.status is None and self.threshold is not None and self._cost() > self.threshold:
+        settled = self.progress.settled  # before the first step or evaluation, startup is not yet charged
+        if self.status is None and self.threshold is not None and settled and self._cost() > self.threshold:
             self.stop(
                 TrialStatus.COST_EXCEEDED, f"stopped: cost {self._cost():.1f} passed the threshold {self.threshold:.1f}"
             )

@@ -82,6 +82,9 @@ class ProgressProfiler:
         self.mode: str | None = None
         self.profiler: PowerLimitProfiler | None = None
         self.exact = False  # replaying steps on the simulated model clock
+        # How the trial is charged is known: from the first step (model clock on the simulated GPU) or the
+        # first evaluation without a step counter (the clock in force). Before that, cost means nothing yet.
+        self.settled = False
         self._last_step: int | None = None
         self._last_epoch: int | None = None
         self._warned = False
@@ -113,7 +116,7 @@ class ProgressProfiler:
             self._start("epoch")  # an epoch ended with this evaluation, and no step counter came first
             self._advance(0, samples=1)
         elif self.mode is None and not self._warned:
-            self._warned = True
+            self._warned, self.settled = True, True
             log.warning("zeus: %s; the trial is measured but not power-profiled", UNPROFILED_NOTE)
 
     def _on_step(self, step: int) -> None:
@@ -131,7 +134,7 @@ class ProgressProfiler:
             self._advance(step - last, samples=self.batch_size)
 
     def _start(self, mode: str) -> None:
-        self.mode = mode
+        self.mode, self.settled = mode, True
         if mode == "step" and getattr(self.gpu, "clock_kind", None) == "wall":
             self.gpu.use_model_clock()  # type: ignore[attr-defined]  (the simulated GPU; see its docstring)
             if self.on_model_clock is not None:
