@@ -10,7 +10,6 @@ from kfp import dsl
 from components.artifacts import PowerProfile
 from components.bandit import bandit
 from components.feedback import feedback
-from components.passthrough import passthrough
 from components.preprocess import preprocess
 from components.train import train
 from zeus.job import JobSpec, TrialResult, TrialStatus
@@ -83,7 +82,6 @@ def test_preprocess_bandit_feedback_bodies(tmp_path):
     assert again[:4] == (size, threshold, trial, trial_seed)
     assert again[4]["power_limit_w"].tolist() == [300.0] and again[4]["average_power_w"].tolist() == [250.0]
     assert ask_bandit("reuse-3", reprofile=True)[4].empty
-    assert passthrough.python_func(reached=False) is False
 
 
 def test_train_body_takes_the_collector_spec_as_one_parameter(tmp_path):
