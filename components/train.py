@@ -1,5 +1,6 @@
 """train: one trial of the user's training script at the bandit's batch size, with just-in-time
-power-limit profiling. Touches no store; its outputs feed the feedback step."""
+power-limit profiling. Touches the store only to read back a cluster trial's result (launcher trainjob or
+pytorchjob); its outputs feed the feedback step."""
 
 from typing import NamedTuple
 
@@ -18,6 +19,7 @@ def train(
     command: list,
     zeus_aware: bool,
     metric_pattern: str,
+    metrics_collector: str,
     trial_backend: str,
     seed: int,
     data: Input[Dataset],
@@ -44,6 +46,7 @@ def train(
 ):
     """A failing script does not fail the step: the trial comes back 'failed' with the script's error.
     trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace).
+    metrics_collector: a plain script's Katib-style metricsCollectorSpec as JSON/YAML ("" = stdout).
     launcher: local | torchrun | trainjob | pytorchjob (zeus.launch), over num_nodes x gpus_per_node GPUs."""
     from zeus.steps import train as run_train
 
@@ -58,6 +61,7 @@ def train(
         model=model,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        metrics_collector=metrics_collector,
         trial_backend=trial_backend,
         seed=seed,
         reuse_profile_path=reuse_profile.path,

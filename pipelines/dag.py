@@ -87,6 +87,7 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
         command=shared["train_command"],
         zeus_aware=shared["zeus_aware"],
         metric_pattern=shared["metric_pattern"],
+        metrics_collector=shared["metrics_collector"],
         trial_backend=shared["trial_backend"],
         seed=choice.outputs["trial_seed"],
         data=shared["data"],
@@ -187,6 +188,7 @@ def build_pipeline(
         train_command: list = list(command),  # noqa: B006  (a KFP parameter default, never mutated)
         zeus_aware: bool = True,
         metric_pattern: str = "",
+        metrics_collector: str = "",
         trial_backend: str = trial_backend,
         reprofile: bool = False,
         launcher: str = "local",
@@ -230,6 +232,7 @@ def build_pipeline(
             train_command=train_command,
             zeus_aware=zeus_aware,
             metric_pattern=metric_pattern,
+            metrics_collector=metrics_collector,
             trial_backend=trial_backend,
             reprofile=reprofile,
             launcher=launcher,

@@ -22,6 +22,7 @@ from kfp.local.config import LocalExecutionConfig
 from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
 from zeus.job import JobSpec
 from zeus.steps import PYTHON_TOKEN, RecurrenceSummary, spec_to_params, summarize
+from zeus.train.collectors import CollectorSpec
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
 
@@ -88,6 +89,7 @@ def run_local(
     preprocess: str | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    metrics_collector: str | dict | None = None,
     trial_backend: str = "script",
     reprofile: bool = False,
     runs_dir: str | Path | None = None,
@@ -101,6 +103,8 @@ def run_local(
     by the preprocess step unless `preprocess` says otherwise). trial_backend: "script" (run `command`)
     or "trace:<workload>/<gpu>" (replay the NSDI'23 trace; no command, no preprocessing; the spec's
     batch sizes must be the trace's). reprofile: every trial measures a fresh power profile.
+    metrics_collector: a plain script's collector spec (zeus.train.collectors.CollectorSpec, its dict, or
+    JSON/YAML text in the shape of Katib's metricsCollectorSpec); checked here, sent as JSON.
     preprocess: "" (pass-through),
     "module:function", "file.py:function" or a command with {output}. attempts: trials per
     recurrence (None: spec.max_attempts). on_start(i, recurrence_id) and on_recurrence(summary)
@@ -126,6 +130,7 @@ def run_local(
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
     command = portable_command(command)
     get_policy(policy)  # an unknown name fails here, naming the allowed ones
+    collector = CollectorSpec.parse(metrics_collector).to_json() if metrics_collector else ""  # bad: fails here
     opened = open_store(store)
     opened.ensure_job(spec)  # fail fast, in this process, with the store's own message
     pipeline = build_pipeline(
@@ -148,6 +153,7 @@ def run_local(
         train_command=list(command),
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        metrics_collector=collector,
         trial_backend=trial_backend,
         reprofile=reprofile,
         preprocess_ref=preprocess or "",

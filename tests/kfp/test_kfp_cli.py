@@ -28,6 +28,32 @@ def test_compile_refuses_bad_options(tmp_path):
     assert "invalid attempts=0" in result.output
 
 
+def test_run_refuses_a_bad_collector_spec_before_any_recurrence(tmp_path):
+    store = tmp_path / "store"
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--script",
+            "plain",
+            "--store",
+            str(store),
+            "--metrics-collector",
+            '{"kind": "file", "source": {"filter": {"metricsFormat": ["(x"]}}}',
+        ],
+    )
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert "file collector (/var/log/katib/metrics.log): invalid metrics_collector.source.filter.metricsFormat" in said
+    assert not store.exists()
+
+
+def test_compile_declares_the_collector_parameter(tmp_path):
+    out = tmp_path / "p.yaml"
+    assert runner.invoke(app, ["compile", "-o", str(out), "--gpus", "0"]).exit_code == 0
+    assert "metrics_collector" in components.load_component_from_file(str(out)).component_spec.inputs
+
+
 @pytest.mark.slow
 def test_run_prints_each_recurrence_and_the_job_against_default_oracle_and_simulator(tmp_path):
     store = tmp_path / "store"

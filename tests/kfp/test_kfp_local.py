@@ -54,6 +54,16 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
         reports = sorted((tmp_path / SPEC.job_id / s.recurrence_id).rglob("report-after-attempt-*/markdown"))
         assert [p.parent.name for p in reports] == [f"report-after-attempt-{len(s.trials)}"]
         assert "simulated" in reports[0].read_text().lower()
+        assert f"{SPEC.job_id}/tensorboard/" in reports[0].read_text()
+
+    # TensorBoard across recurrences, synced from the S3 store: one step per recurrence, its cost.
+    from zeus.report.tensorboard import sync_logs
+    from zeus.train.collectors.tfevent import TFEventCollector
+
+    run_dir = sync_logs(store, SPEC.job_id, tmp_path / "tb")
+    costs = sorted((o.step, o.value) for o in TFEventCollector(run_dir).finish() if o.metric == "recurrence/cost")
+    assert [step for step, _ in costs] == [1, 2, 3]
+    assert [cost for _, cost in costs] == pytest.approx([s.cost for s in summaries], rel=1e-6)  # float32 in events
 
 
 @pytest.mark.slow

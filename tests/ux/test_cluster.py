@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -75,9 +76,24 @@ def test_submit_types_the_arguments_and_keeps_the_token_out_of_them(
     assert all(token not in repr(kwargs) for method, kwargs in kfp_client.calls if method != "__init__")
 
 
+def test_a_katib_collector_spec_file_is_checked_and_sent_as_json(
+    kfp_client: Recorder, pipeline_yaml, tmp_path: Path
+) -> None:
+    katib = tmp_path / "collector.yaml"
+    katib.write_text("metricsCollectorSpec:\n  collector: {kind: TensorFlowEvent}\n")
+    result = invoke("submit", "--host", HOST, "--package", str(pipeline_yaml), "--param", f"metrics_collector=@{katib}")
+    assert result.exit_code == 0, result.output
+    sent = kfp_client.only("create_run_from_pipeline_package")["arguments"]["metrics_collector"]
+    assert json.loads(sent) == {
+        "kind": "tfEvent",
+        "source": {"fileSystemPath": {"path": "/var/log/katib/tfevent/", "kind": "directory"}},
+    }
+
+
 @pytest.mark.parametrize(
     ("param", "message"),
     [
+        ("metrics_collector={kind: Custom}", "metrics_collector.kind='Custom'"),
         ("max_epoch=3", "one of the pipeline's parameters"),
         ("max_epochs=three", "number_integer"),
         ("batch_sizes=32", "e.g. [32,64,128]"),

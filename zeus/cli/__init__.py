@@ -12,6 +12,7 @@ from zeus.cli import (  # noqa: F401  (register commands)
     jobs_cmd,
     run_cmd,
     simulate_cmd,
+    tensorboard_cmd,
 )
 from zeus.cli.app import app
 

@@ -97,8 +97,12 @@ def _compile_options(
 
 def _arguments(pairs: list[str] | None, path: Path) -> dict[str, Any]:
     from pipelines.client import parse_arguments, pipeline_parameters
+    from zeus.train.collectors import PARAM, CollectorSpec
 
-    return parse_arguments(pairs or [], pipeline_parameters(path))
+    arguments = parse_arguments(pairs or [], pipeline_parameters(path))
+    if arguments.get(PARAM):  # checked at the edge (@file.yaml allowed), sent as canonical JSON
+        arguments[PARAM] = CollectorSpec.from_arg(str(arguments[PARAM])).to_json()
+    return arguments
 
 
 @app.command()

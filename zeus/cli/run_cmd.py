@@ -147,6 +147,13 @@ def run(
             "'plain' (metric from stdout)."
         ),
     ] = None,
+    metrics_collector: Annotated[
+        str | None,
+        typer.Option(
+            help="With --script plain: how its metrics are collected, Katib's metricsCollectorSpec as JSON or YAML, "
+            "or @file.yaml (default: stdout, Katib's name=value pattern)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="The job's seed (decisions and trace samples derive from it).")] = 0,
     job_id: Annotated[
         str | None,
@@ -168,12 +175,17 @@ def run(
     from zeus.simulate.trial import TRACE_PREFIX, TraceBackend
     from zeus.store import JobSpecMismatchError, StoreError, open_store
     from zeus.train import example_command, example_spec
+    from zeus.train.collectors import CollectorSpec
 
     console = Console(highlight=False)
     if script not in (None, "zeus", "plain"):
         typer.echo(f"error: invalid script={script!r}: allowed zeus, plain", err=True)
         raise typer.Exit(2)
+    if metrics_collector and script != "plain":
+        typer.echo("error: --metrics-collector is for --script plain (a Zeus-aware script reports by itself)", err=True)
+        raise typer.Exit(2)
     try:
+        collector = CollectorSpec.from_arg(metrics_collector) if metrics_collector else None
         if script is None:
             backend = TraceBackend.parse(TRACE_PREFIX + trace)
             spec = backend.spec(job_id or EXAMPLE_JOB, max_attempts=attempts, seed=seed)
@@ -187,6 +199,8 @@ def run(
             if not simulated:  # price time at this GPU's maximum power (Zeus's MAXPOWER), not the simulated V100's
                 spec = spec.with_changes(max_power_w=max_w)
             run_args = dict(command=example_command(script), preprocess=EXAMPLE_PREPROCESS, zeus_aware=script == "zeus")
+            if collector is not None:
+                run_args["metrics_collector"] = collector.to_dict()
         opened = open_store(store)
     except (JobSpecError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)

@@ -45,7 +45,9 @@ def run_launched_trial(
         )
     from zeus.launch.cluster import run_cluster_trial
 
-    for step_only in ("data_dir", "metric_patterns"):  # the pods get neither: the script reads its own data
+    # The step's dataset path means nothing in the pods (the script reads its own data), and a collector reads a
+    # plain script's metrics, which a cluster trial (Zeus-aware, checked above) has none of.
+    for step_only in ("data_dir", "metric_patterns", "metrics_file", "collector"):
         trial.pop(step_only, None)
     return run_cluster_trial(
         config, spec, command=command, store_uri=store_uri, recurrence_id=recurrence_id, attempt=attempt, **trial

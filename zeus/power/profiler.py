@@ -280,14 +280,17 @@ class PowerLimitProfiler:
         self.state, self._count, self._samples = ProfilerState.PROFILING, 0, 0
         self._required_s, self._remeasures = self.min_window_s, 0
 
-    def on_step_end(self, samples: int) -> None:
-        self._epoch_step += 1
+    def on_step_end(self, samples: int, steps: int = 1) -> None:
+        """`steps` steps over `samples` samples in all have run since on_step_begin. More than one: a
+        driver outside the process that sees progress in bursts (zeus.train.progress), so windows
+        open and close only where it saw progress."""
+        self._epoch_step += steps
         if self.state is ProfilerState.WARMUP:
-            self._count += 1
+            self._count += steps
             if self._count >= self.params.warmup_iters:
                 self._enter_profiling()
         elif self.state is ProfilerState.PROFILING:
-            self._count += 1
+            self._count += steps
             self._samples += samples
             if self._count >= self.params.profile_iters and self.monitor.elapsed_s(self.window) >= self._required_s:
                 self._close_window()
@@ -410,6 +413,12 @@ class PowerLimitProfiler:
             return self.chosen_limit
         profile = self.profile()
         return choose_limit(profile, self.cost_rate) if train_rows(profile).any() else None
+
+    def partial_note(self) -> str:
+        """For a trial that ended before profiling finished: what its limit was chosen among ("" otherwise)."""
+        if self.done or self.best_limit() is None:
+            return ""
+        return f"ended while profiling: chose among {len(self.profile())} of {len(self.limits)} limits"
 
     def summary(self) -> dict[str, object]:
         """How profiling went, for result.json and device checks (not part of the stored profile table)."""

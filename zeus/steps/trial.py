@@ -129,6 +129,7 @@ def train(
     model: FileArtifact,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    metrics_collector: str = "",
     gpu: str = "auto",
     trial_backend: str = SCRIPT_BACKEND,
     seed: int = 0,
@@ -148,7 +149,9 @@ def train(
     gets ZEUS_SEED=`seed`, see zeus.train.env); "trace:<workload>/<gpu>" replays the trial from the
     NSDI'23 traces with `seed` (zeus.simulate.trial), the same code the simulator runs.
     `reuse_profile_path` holds the stored profile to train at (the bandit step's choice), or an
-    empty table: profile this trial.
+    empty table: profile this trial. `metrics_collector` is a plain script's collector spec (JSON or
+    YAML text in the shape of Katib's metricsCollectorSpec, zeus.train.collectors; "" for stdout with
+    Katib's pattern, or `metric_pattern` when given); a bad spec fails the step, naming the field.
 
     `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `runtime` say
     where the script runs (zeus.launch); a cluster launcher hands files over through the store at
@@ -158,8 +161,10 @@ def train(
     its reason, so feedback records it and the run goes on.
     """
     from zeus.simulate.trial import TraceBackend
+    from zeus.train.collectors import CollectorSpec
 
     spec = JobSpec.from_dict(json.loads(spec_json))
+    collector = CollectorSpec.from_params(metrics_collector, metric_pattern)  # a bad spec fails here, naming the field
     backend = TraceBackend.parse(trial_backend)  # a bad name fails here, naming the allowed ones
     launch = LaunchConfig.from_params(launcher, num_nodes, gpus_per_node, runtime)  # so does a bad launch setting
     reuse = _read_reuse(reuse_profile_path, int(batch_size))
@@ -184,7 +189,7 @@ def train(
                 zeus_aware=zeus_aware,
                 data_dir=data_dir or None,
                 gpu=gpu,
-                metric_patterns=[metric_pattern] if metric_pattern else None,
+                collector=collector,
                 reuse_profile=reuse.frame if reuse is not None else None,
                 seed=seed,
                 store_uri=store_uri,

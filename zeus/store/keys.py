@@ -11,6 +11,7 @@ validated before they become key segments, so no job or recurrence id can leave 
     jobs/{job}/events/{stream}/{rid}.{attempt}.parquet  one object per trial and stream (first wins)
     jobs/{job}/snapshots/{stream}/{generation}.parquet  compacted events
     jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}     files a cluster trial's pods hand to the train step
+    jobs/{job}/tensorboard/{name}                       TensorBoard event files, one per recurrence (first wins)
 
 Every key above except the phase events is written with an exclusive create (`put_new`):
 "first wins" means a second, different write is refused and reported, never applied.
@@ -120,6 +121,21 @@ def snapshot_generation(key: str) -> int | None:
     tail = key.rsplit("/", 1)[-1]
     stem = tail.removesuffix(".parquet")
     return int(stem) if tail.endswith(".parquet") and stem.isdigit() else None
+
+
+TENSORBOARD_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+TENSORBOARD_NAME_ALLOWED = "a file name of letters, digits, '.', '_' or '-' containing 'tfevents' (an event file)"
+
+
+def tensorboard_dir(job_id: str) -> str:
+    """The job's TensorBoard log directory: one run, every recurrence's event file in it."""
+    return f"jobs/{check_job_id(job_id)}/tensorboard/"
+
+
+def tensorboard_key(job_id: str, name: object) -> str:
+    if not isinstance(name, str) or not TENSORBOARD_NAME_PATTERN.match(name) or "tfevents" not in name:
+        raise StoreInputError("tensorboard log name", name, TENSORBOARD_NAME_ALLOWED)
+    return tensorboard_dir(job_id) + name
 
 
 def basename(key: str) -> str:

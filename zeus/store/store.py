@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -151,6 +152,22 @@ class Store:
             return self.backend.get(keys.handoff_key(job_id, recurrence_id, attempt, run, name))
         except ObjectNotFound:
             return None
+
+    def tensorboard_logs(
+        self, job_id: str, add: Mapping[str, bytes] | None = None, read: bool = True
+    ) -> dict[str, bytes]:
+        """The job's TensorBoard event files (name -> bytes), after storing those in `add` (name -> bytes).
+
+        One function for the TensorBoard log objects (keys.tensorboard_dir): the report step adds one
+        event file per recurrence, `zeus-kfp tensorboard` reads them all. Each is created once (first
+        wins, like the events): a retried report step finds its file there and changes nothing.
+        """
+        for name, data in (add or {}).items():
+            self.backend.put_new(keys.tensorboard_key(job_id, name), bytes(data))
+        if not read:
+            return {}
+        found = self.backend.get_many(self.backend.list(keys.tensorboard_dir(job_id)))
+        return {keys.basename(key): data for key, data in found.items() if data is not None}
 
     @staticmethod
     def _check_trial(job_id: str, recurrence_id: str, attempt: int) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import TrialResult, TrialStatus
-from zeus.power.gpu import GPU, gpu_source, open_gpu
+from zeus.power.gpu import GPU, MEASURE_ONLY_NOTE, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor
 from zeus.power.profiler import PowerLimitProfiler, ProfileParams
 from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
@@ -181,11 +181,10 @@ class ZeusTrial:
             measured = self.monitor.end_window(TRIAL_WINDOW) if self.monitor.is_open(TRIAL_WINDOW) else None
             notes = [reason] if reason else []
             if not self.gpu.can_set_limits:
-                notes.append("measure-only: power limits could not be set")
+                notes.append(MEASURE_ONLY_NOTE)
             limit = self.profiler.best_limit() if self.profiler is not None else None
-            if self.profiler is not None and not self.profiler.done and limit is not None:
-                rows, limits = len(self.profiler.profile()), len(self.profiler.limits)
-                notes.append(f"ended while profiling: chose among {rows} of {limits} limits")
+            if self.profiler is not None and self.profiler.partial_note():
+                notes.append(self.profiler.partial_note())
             self.result = TrialResult.build(
                 self.spec,
                 batch_size=self.env.batch_size,
