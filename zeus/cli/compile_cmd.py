@@ -94,37 +94,30 @@ def compile_cmd(
         int, typer.Option(help="Retries of a failed store step (where the backend honours them).")
     ] = 3,
 ) -> None:
-    from pipelines.compile import IncompatiblePipelineError, compile_pipeline, default_store_uri
+    from pipelines.compile import compile_pipeline, default_store_uri
     from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
-    from zeus.errors import FieldError
 
-    try:
-        path = compile_pipeline(
-            output,
-            kfp_backend=kfp_backend,
-            attempts=attempts,
-            image=image,
-            train_image=train_image,
-            store_uri=store,
-            namespace=namespace,
-            policy=policy,
-            gpus=gpus,
-            accelerator=accelerator,
-            minio_secret=minio_secret,
-            s3_endpoint=s3_endpoint,
-            s3_secure=s3_secure,
-            zeusd=zeusd,
-            resources=parse_resources(requests, limits),
-            train_node_selector=parse_node_selector(train_node_selector),
-            train_tolerations=parse_tolerations(train_toleration),
-            run_as_user=run_as_user,
-            store_retries=store_retries,
-        )
-    except IncompatiblePipelineError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
-    except (FieldError, ValueError) as err:
-        raise typer.BadParameter(str(err)) from err
+    path = compile_pipeline(
+        output,
+        kfp_backend=kfp_backend,
+        attempts=attempts,
+        image=image,
+        train_image=train_image,
+        store_uri=store,
+        namespace=namespace,
+        policy=policy,
+        gpus=gpus,
+        accelerator=accelerator,
+        minio_secret=minio_secret,
+        s3_endpoint=s3_endpoint,
+        s3_secure=s3_secure,
+        zeusd=zeusd,
+        resources=parse_resources(requests, limits),
+        train_node_selector=parse_node_selector(train_node_selector),
+        train_tolerations=parse_tolerations(train_toleration),
+        run_as_user=run_as_user,
+        store_retries=store_retries,
+    )
     typer.echo(f"wrote {path} for KFP {kfp_backend} ({attempts} attempts, {gpus} GPU(s) per trial)")
     typer.echo(f"default store: {store or default_store_uri(namespace)}")
     if kfp_backend.startswith("2.5"):
