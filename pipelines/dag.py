@@ -48,7 +48,7 @@ from kfp.dsl.pipeline_task import PipelineTask
 from components.registry import ZeusComponents, components_for, renamed
 from pipelines.platform import LOCAL, ClusterOptions, store_step, train_step
 from zeus.job import JobSpec
-from zeus.steps import spec_to_params
+from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
 
 DEFAULT_ATTEMPTS = 5
 # The example job's preprocessing (module:function, run by the preprocess step).
@@ -76,7 +76,10 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     # What the two store steps of an attempt both take: where the job is, and which attempt this is.
     trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id", "policy")} | {"attempt": k}
     choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(
-        **trial_key, run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, reprofile=shared["reprofile"]
+        **trial_key,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        reprofile=shared["reprofile"],
+        dispatch_timeout_s=shared["dispatch_timeout_s"],
     )
     store_step(choice, "bandit", opts, nested=nested)
     trial = renamed(comps.train, attempt_task_name(k, "train"))(
@@ -135,12 +138,18 @@ def build_pipeline(
     train_image: str | None = None,
     name: str = PIPELINE_NAME,
     target: str | None = None,
+    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
 ):
     """The pipeline function (a kfp GraphComponent). `spec`, `command`, `store_uri`, `policy` and
     `preprocess` are only the parameters' defaults; every run may override them. The compiled
     attempt count is the spec's max_attempts (a job's spec records how many attempts it gets).
     image / train_image: the store steps' image and train's (None: components.image defaults).
-    target: the KFP backend it is compiled for, said in the description (`zeus-kfp doctor` reads it)."""
+    target: the KFP backend it is compiled for, said in the description (`zeus-kfp doctor` reads it).
+    dispatch_timeout_s: the default of the run parameter of that name: a trial of the job unfinished
+    this many seconds after its dispatch is recorded failed by the next bandit step (zeus.steps.abandoned).
+    A run parameter, not a JobSpec field: it is about where trials run, not what the job is, so
+    changing it must not refuse the job's stored spec (and the stored jobs keep their format)."""
+    check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
     comps: ZeusComponents = components_for(image, train_image)
@@ -181,6 +190,7 @@ def build_pipeline(
         preprocess_ref: str = preprocess,
         recurrence_id: str = "",
         owner: str = "",
+        dispatch_timeout_s: float = float(dispatch_timeout_s),
     ):
         prep = comps.preprocess(
             job_id=job_id,
@@ -218,6 +228,7 @@ def build_pipeline(
             trial_backend=trial_backend,
             reprofile=reprofile,
             data=prep.outputs["data"],
+            dispatch_timeout_s=dispatch_timeout_s,
         )
         _attempts_from(comps, 1, attempts, shared, opts)
 
