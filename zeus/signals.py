@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator, Sequence
 
 CHILD_GRACE_S = 10.0  # how long children get to exit on SIGTERM before SIGKILL
@@ -58,16 +59,33 @@ def interruptible(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> I
 def stop_children(grace_s: float = CHILD_GRACE_S) -> int:
     """SIGTERM every process this one started, directly or not; SIGKILL those still alive after
     `grace_s`. Returns how many there were. (psutil follows parent links, so a child that started
-    its own session, as the training script does, is found too.)"""
+    its own session, as the training script does, is found too. A zombie counts as stopped: only its
+    parent, maybe already gone, can reap it.)"""
     import psutil
 
     children = psutil.Process().children(recursive=True)
-    for child in children:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.terminate()
-    _, alive = psutil.wait_procs(children, timeout=grace_s)
-    for child in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = _running(children)
+        for child in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.send_signal(sig)
+        deadline = time.monotonic() + grace_s
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = _running(alive)
+        if not alive:
+            break
     return len(children)
+
+
+def _running(procs: list) -> list:
+    """The processes of `procs` still running (direct children that exited are reaped on the way)."""
+    import psutil
+
+    _, alive = psutil.wait_procs(procs, timeout=0)
+    running = []
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                running.append(proc)
+    return running
