@@ -139,6 +139,8 @@ def build_pipeline(
     name: str = PIPELINE_NAME,
     target: str | None = None,
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
+    zeus_aware: bool = True,
+    metric_pattern: str = "",
 ):
     """The pipeline function (a kfp GraphComponent). `spec`, `command`, `store_uri`, `policy` and
     `preprocess` are only the parameters' defaults; every run may override them. The compiled
@@ -148,7 +150,8 @@ def build_pipeline(
     dispatch_timeout_s: the default of the run parameter of that name: a trial of the job unfinished
     this many seconds after its dispatch is recorded failed by the next bandit step (zeus.steps.abandoned).
     A run parameter, not a JobSpec field: it is about where trials run, not what the job is, so
-    changing it must not refuse the job's stored spec (and the stored jobs keep their format)."""
+    changing it must not refuse the job's stored spec (and the stored jobs keep their format).
+    zeus_aware / metric_pattern: the defaults of those run parameters (how train reads the script's metric)."""
     check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
@@ -183,8 +186,8 @@ def build_pipeline(
         store_uri: str = store_uri,
         policy: str = policy,
         train_command: list = list(command),  # noqa: B006  (a KFP parameter default, never mutated)
-        zeus_aware: bool = True,
-        metric_pattern: str = "",
+        zeus_aware: bool = bool(zeus_aware),
+        metric_pattern: str = metric_pattern,
         trial_backend: str = trial_backend,
         reprofile: bool = False,
         preprocess_ref: str = preprocess,

@@ -76,12 +76,13 @@ def _absolute_if_file(arg: str) -> str:
     return str(path.resolve()) if path.is_file() else arg
 
 
-def split_command(text: str) -> list[str]:
-    """A shell-style command line as argv, its relative file paths made absolute."""
+def split_command(text: str, *, local: bool = True) -> list[str]:
+    """A shell-style command line as argv. `local`: it runs on this machine, so its relative file paths
+    are made absolute; a command for the cluster names paths inside the image and is left as written."""
     try:
         argv = shlex.split(text)
     except ValueError as err:
         raise FieldError("command", text, f"a shell-style command line ({err})") from None
     if not argv:
         raise FieldError("command", text, "a command, e.g. '{python} train.py --batch-size {batch_size}'")
-    return [_absolute_if_file(arg) for arg in argv]
+    return [_absolute_if_file(arg) for arg in argv] if local else argv

@@ -73,7 +73,9 @@ def fitted(
     cut: optional columns are dropped instead, the least important first."""
     rows = [list(row) for row in rows]
     natural = [natural_width(col.header, [row[i] for row in rows]) for i, col in enumerate(columns)]
-    shown = list(range(len(columns)))
+    # An optional column with no value in any row says nothing: left out, and not reported as hidden.
+    empty = {i for i, col in enumerate(columns) if not col.keep and rows and all(r[i] in ("", "-") for r in rows)}
+    shown = [i for i in range(len(columns)) if i not in empty]
     optional = [i for i in shown if not columns[i].keep]
     while width is not None and optional and sum(natural[i] for i in shown) + SEPARATOR * (len(shown) - 1) > width:
         shown.remove(optional.pop())
@@ -82,7 +84,7 @@ def fitted(
         table.add_column(columns[i].header, justify=columns[i].justify, min_width=w, max_width=w)  # type: ignore[arg-type]
     for row in rows:
         table.add_row(*(row[i] for i in shown))
-    return table, [columns[i].header for i in range(len(columns)) if i not in shown]
+    return table, [columns[i].header for i in range(len(columns)) if i not in shown and i not in empty]
 
 
 def print_table(
