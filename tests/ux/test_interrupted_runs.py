@@ -41,12 +41,15 @@ HOLDING_SCRIPT = textwrap.dedent(
     print(f"epoch=1 accuracy=0.95 batch={args.batch_size}", flush=True)
     """
 )
+# No early stop (beta_knob null): the held trial's cost grows with the wall clock, and a cost threshold
+# would end it by itself, sooner or later depending on the machine's load.
 JOB = {
     "job_id": "held-job",
     "batch_sizes": [16, 32, 64],
     "default_batch_size": 32,
     "target_metric": 0.9,
     "max_epochs": 3,
+    "beta_knob": None,
 }
 
 

@@ -65,7 +65,9 @@ def test_the_own_script_section_runs_as_written(tmp_path, monkeypatch: pytest.Mo
     assert printed[0].splitlines()[:2] == ["epoch=1 accuracy=0.7500", "epoch=2 accuracy=0.9375"]
     store = open_store(str(tmp_path / "store"))
     plain, aware = store.trials("my-model"), store.trials("my-model-zeus")
-    assert sorted(set(plain["recurrence"])) == [1, 2] and plain.groupby("recurrence")["reached"].any().all()
+    # Recurrence 1 has no early-stop threshold yet, so it reaches; later ones are priced on the wall clock
+    # (a simulated GPU watching a real process), so how they end depends on the load: only that they ran.
+    assert sorted(set(plain["recurrence"])) == [1, 2] and plain[plain["recurrence"] == 1]["reached"].any()
     assert aware["reached"].any() and store.profiles("my-model-zeus")["phase"].eq("train").any()  # it profiled
     assert "my-model" in printed[3] and "trials" in printed[3]  # zeus-kfp show my-model
     compiled = next(yaml.safe_load_all((tmp_path / "my_pipeline.yaml").read_text()))

@@ -107,3 +107,11 @@ def test_fitted_drops_the_least_important_optional_columns_and_never_an_essentia
         out.print(table)
     assert "cost_exceeded" in captured.get() and "…" not in captured.get()
     assert fitted("t", columns, rows, None)[1] == []
+
+
+def test_an_optional_column_without_any_value_is_left_out_and_not_reported_hidden() -> None:
+    columns = [Column("batch size", keep=True), Column("metric"), Column("time")]
+    table, hidden = fitted("t", columns, [["32", "-", "2 h"], ["64", "-", "1 h"]], 80)
+    assert [c.header for c in table.columns] == ["batch size", "time"] and hidden == []
+    table, _ = fitted("t", columns, [["32", "-", "2 h"], ["64", "0.93", "1 h"]], 80)
+    assert [c.header for c in table.columns] == ["batch size", "metric", "time"]

@@ -190,6 +190,7 @@ def train(
         stop_children()
         result, measured = abandoned_result(spec, int(batch_size), f"interrupted by {sig.signal_name}"), None
         _write_model(None, model)
+        print(f"train: interrupted by {sig.signal_name}: the script was stopped; the trial is reported failed")
     wall_s, cpu_s = time.perf_counter() - started, _children_cpu_s() - cpu_before
     _write_profile(measured if measured is not None else profile_frame([]), profile, reused=reuse)
     for name, value in (
