@@ -19,14 +19,15 @@ TRIAL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+) W\s+(\d+(?:\.\d+)?)(?
 SCALE = {None: 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
 
 
-@pytest.fixture(scope="module")
-def trace_run(tmp_path_factory):
-    """`zeus-kfp run --trace squad/v100 -r 2`, piped, at 80 columns: (its output, the work dir)."""
-    work = tmp_path_factory.mktemp("run80")
+@pytest.mark.slow
+def test_a_short_trace_run_reads_well_piped_and_at_80_columns(tmp_path) -> None:
+    """One run (the slow part) feeds every check: a test each would run it once per xdist worker."""
     args = ["run", "--trace", "squad/v100", "-r", "2", "--store", "store", "--runs-dir", "runs", "--plots-dir", "plots"]
-    proc = run_cli(*args, cwd=work, COLUMNS="80")
+    proc = run_cli(*args, cwd=tmp_path, COLUMNS="80")
     assert proc.returncode == 0, proc.stderr
-    return proc, work
+    check_the_piped_run(proc)
+    check_show_at_80_columns(tmp_path)
+    check_jobs_at_80_columns_and_the_machine_forms(tmp_path)
 
 
 def table_rows(text: str, title: str) -> list[str]:
@@ -42,9 +43,8 @@ def table_rows(text: str, title: str) -> list[str]:
     return rows
 
 
-@pytest.mark.slow
-def test_a_piped_run_prints_a_plain_line_per_step_and_no_ansi(trace_run) -> None:
-    proc, _ = trace_run
+def check_the_piped_run(proc) -> None:
+    """One plain line per step, no ANSI, tables within 80 columns and nothing cut."""
     assert ANSI not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
     for i in (1, 2):
         steps = [line for line in proc.stdout.splitlines() if line.startswith(f"recurrence {i}/2: ")]
@@ -55,9 +55,8 @@ def test_a_piped_run_prints_a_plain_line_per_step_and_no_ansi(trace_run) -> None
     assert max(len(line) for line in tables.splitlines()) <= 80 and "…" not in tables
 
 
-@pytest.mark.slow
-def test_show_at_80_columns_cuts_no_batch_size_power_limit_cost_or_status(trace_run) -> None:
-    _, work = trace_run
+def check_show_at_80_columns(work) -> None:
+    """`COLUMNS=80 zeus-kfp show example`: no batch size, power limit, cost or status cut; the source once."""
     proc = run_cli("show", "example", "--store", "store", cwd=work, COLUMNS="80")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -78,9 +77,7 @@ def test_show_at_80_columns_cuts_no_batch_size_power_limit_cost_or_status(trace_
             assert len(line) <= 80, line
 
 
-@pytest.mark.slow
-def test_jobs_at_80_columns_and_the_machine_forms(trace_run) -> None:
-    _, work = trace_run
+def check_jobs_at_80_columns_and_the_machine_forms(work) -> None:
     listed = run_cli("jobs", "--store", "store", cwd=work, COLUMNS="80")
     assert listed.returncode == 0 and re.search(r"^example\s+completed\s+32\s", listed.stdout, re.M)
     assert max(len(line) for line in listed.stdout.splitlines()[1:]) <= 80
