@@ -13,11 +13,13 @@ IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 
 .PHONY: setup run test lint clean image push-image
 
+# pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -c constraints.txt -e '.[test]'
 	touch $(STAMP)
+	@echo "setup done: .venv is ready (activate it with '. .venv/bin/activate', or call .venv/bin/zeus-kfp)"
 
 setup: $(STAMP)
 

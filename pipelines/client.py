@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +127,11 @@ def connect(conn: Connection, client_factory: ClientFactory | None = None) -> An
     token = os.environ.get(conn.token_env)
     if token:
         kwargs["existing_token"] = token
-    return client_factory(**kwargs)
+    with warnings.catch_warnings():
+        # kfp.Client warns on every construction that it needs a KFP 2.0.0-beta.2+ backend: true of
+        # every backend we compile for (pipelines/backends.py), so it only adds two lines to each command.
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"kfp\.client")
+        return client_factory(**kwargs)
 
 
 @contextlib.contextmanager

@@ -127,6 +127,8 @@ def compile_pipeline(
     spec: JobSpec | None = None,
     command: list[str] | None = None,
     preprocess: str | None = None,
+    zeus_aware: bool = True,
+    metric_pattern: str = "",
     **cluster: object,
 ) -> Path:
     """Write the pipeline YAML for `kfp_backend` (2.5, 2.15 or 2.17; None: the latest) to `path`.
@@ -135,7 +137,8 @@ def compile_pipeline(
     train_image: train's (default: the CUDA image when gpus > 0, else `image`). store_uri: the
     runs' default store (default: default_store_uri(namespace)). `cluster`: the keywords of
     cluster_options (gpus, minio_secret, s3_endpoint, resources, tolerations, ...).
-    spec/command/preprocess: the job's default parameters (default: the example job). No
+    spec/command/preprocess/zeus_aware/metric_pattern: the job's default parameters (default: the
+    example job, Zeus-aware). No
     credential is ever a parameter, so none can end up in the YAML. The compiled pipeline is
     checked against the backend's hazards (pipelines/compat.py); IncompatiblePipelineError, and
     nothing written, when it trips one.
@@ -162,6 +165,8 @@ def compile_pipeline(
         train_image=train_image,
         launch_image=launch_image,
         target=backend.name,
+        zeus_aware=zeus_aware,
+        metric_pattern=metric_pattern,
     )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -49,7 +49,7 @@ from components.registry import ZeusComponents, components_for, renamed
 from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, store_step, train_step
 from zeus.job import JobSpec
 from zeus.launch import DEFAULT_RUNTIME
-from zeus.steps import spec_to_params
+from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
 
 DEFAULT_ATTEMPTS = 5
 # The example job's preprocessing (module:function, run by the preprocess step).
@@ -77,7 +77,10 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     # What the two store steps of an attempt both take: where the job is, and which attempt this is.
     trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id", "policy")} | {"attempt": k}
     choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(
-        **trial_key, run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, reprofile=shared["reprofile"]
+        **trial_key,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        reprofile=shared["reprofile"],
+        dispatch_timeout_s=shared["dispatch_timeout_s"],
     )
     store_step(choice, "bandit", opts, nested=nested)
     trial = renamed(comps.train, attempt_task_name(k, "train"))(
@@ -146,13 +149,22 @@ def build_pipeline(
     launch_image: str | None = None,
     name: str = PIPELINE_NAME,
     target: str | None = None,
+    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
+    zeus_aware: bool = True,
+    metric_pattern: str = "",
 ):
     """The pipeline function (a kfp GraphComponent). `spec`, `command`, `store_uri`, `policy` and
     `preprocess` are only the parameters' defaults; every run may override them. The compiled
     attempt count is the spec's max_attempts (a job's spec records how many attempts it gets).
     image / train_image: the store steps' image and train's (None: components.image defaults); launch_image:
     the image of a cluster trial's pods (launcher trainjob / pytorchjob; None: train's).
-    target: the KFP backend it is compiled for, said in the description (`zeus-kfp doctor` reads it)."""
+    target: the KFP backend it is compiled for, said in the description (`zeus-kfp doctor` reads it).
+    dispatch_timeout_s: the default of the run parameter of that name: a trial of the job unfinished
+    this many seconds after its dispatch is recorded failed by the next bandit step (zeus.steps.abandoned).
+    A run parameter, not a JobSpec field: it is about where trials run, not what the job is, so
+    changing it must not refuse the job's stored spec (and the stored jobs keep their format).
+    zeus_aware / metric_pattern: the defaults of those run parameters (how train reads the script's metric)."""
+    check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
     comps: ZeusComponents = components_for(image, train_image)
@@ -186,8 +198,8 @@ def build_pipeline(
         store_uri: str = store_uri,
         policy: str = policy,
         train_command: list = list(command),  # noqa: B006  (a KFP parameter default, never mutated)
-        zeus_aware: bool = True,
-        metric_pattern: str = "",
+        zeus_aware: bool = bool(zeus_aware),
+        metric_pattern: str = metric_pattern,
         metrics_collector: str = "",
         trial_backend: str = trial_backend,
         reprofile: bool = False,
@@ -198,6 +210,7 @@ def build_pipeline(
         preprocess_ref: str = preprocess,
         recurrence_id: str = "",
         owner: str = "",
+        dispatch_timeout_s: float = float(dispatch_timeout_s),
     ):
         prep = comps.preprocess(
             job_id=job_id,
@@ -241,6 +254,7 @@ def build_pipeline(
             trainjob_runtime=trainjob_runtime,
             launch_image=launch_image or comps.train.component_spec.implementation.container.image,
             data=prep.outputs["data"],
+            dispatch_timeout_s=dispatch_timeout_s,
         )
         _attempts_from(comps, 1, attempts, shared, opts)
 

@@ -94,3 +94,16 @@ def test_invalid_run_arguments_send_nothing(kfp_api: KfpApiServer, pipeline_yaml
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2 and "invalid job_id='../x'" in result.output
     assert kfp_api.state.requests == []
+
+
+def test_the_real_kfp_client_adds_no_future_warning_to_the_output(kfp_api: KfpApiServer, pipeline_yaml) -> None:
+    """kfp.Client warns on every construction that it needs KFP >= 2.0.0-beta.2; we filter it where we
+    construct it (pipelines.client.connect), so upload/submit/schedule print only their own lines."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = invoke("upload", "--host", kfp_api.url, "--package", str(pipeline_yaml))
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []
+    assert "FutureWarning" not in result.output
+    assert [r for r in kfp_api.state.requests if r.path.endswith("/pipelines/upload")]  # the client did talk

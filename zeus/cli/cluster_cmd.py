@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from zeus.cli.app import app
-from zeus.job import JobSpecError
+from zeus.cli.errors import one_line
 
 Host = Annotated[str | None, typer.Option("--host", help="KFP API URL (default: env KFP_HOST).")]
 Namespace = Annotated[str | None, typer.Option(help="Kubeflow namespace / profile (default: env KFP_NAMESPACE).")]
@@ -49,27 +49,23 @@ def _cluster(
 ) -> Iterator[tuple[Any, Path, Any]]:
     """Get the package and a `connect()` that makes the kfp.Client: a command checks what it can
     (the run's arguments) before it connects, so bad input never reaches the network. Our input
-    errors exit 2 naming the field; an API or network failure exits 1 saying what to check
-    (never echoing the token)."""
+    errors reach the app's error handler (exit 2, naming the field); an API or network failure
+    exits 1 here saying what to check (never echoing the token)."""
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     from pipelines import client as kfp_client
 
-    conn = None
+    conn = kfp_client.Connection.from_env(host, namespace, token_env)
     try:
-        conn = kfp_client.Connection.from_env(host, namespace, token_env)
         with kfp_client.pipeline_package(package, **compile_options) as path:
             yield (lambda: kfp_client.connect(conn)), path, conn
-    except (kfp_client.ClusterInputError, JobSpecError, ValueError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
     except (ApiException, HTTPError, OSError) as err:
         status = getattr(err, "status", None)
         reason = getattr(err, "reason", None) or type(err).__name__
         typer.echo(
-            f"error: the KFP API at {conn.host if conn else host} failed"
-            + (f" with HTTP {status} {reason}" if status else f": {reason}")
+            f"error: the KFP API at {conn.host} failed"
+            + (f" with HTTP {status} {reason}" if status else f": {one_line(str(reason))}")
             + f". Check --host, --namespace and that ${token_env} holds a valid token.",
             err=True,
         )
@@ -191,15 +187,11 @@ def schedule(
     token_env: TokenEnv = "KFP_TOKEN",
 ) -> None:
     """Run the job on a schedule: one recurrence per cron tick (kfp recurring run)."""
-    from pipelines.client import ClusterInputError, validate_cron, validate_max_concurrency, validate_run_arguments
     from pipelines.client import schedule as do_schedule
+    from pipelines.client import validate_cron, validate_max_concurrency, validate_run_arguments
 
-    try:  # check the cheap things before compiling anything
-        validate_cron(cron)
-        validate_max_concurrency(max_concurrency)
-    except ClusterInputError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
+    validate_cron(cron)  # the cheap checks before compiling anything
+    validate_max_concurrency(max_concurrency)
     options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
     with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
         arguments = _arguments(param, path)

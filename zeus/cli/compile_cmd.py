@@ -16,6 +16,30 @@ COMPILE_HELP = (
     "backend's known hazards before it is written; no credential is ever written into it."
 )
 Repeated = list[str] | None
+OWN = "Your own job"
+
+
+def _own_job(
+    command: str | None, spec_file: Path | None, zeus_aware: bool, metric_pattern: str | None, preprocess: str | None
+) -> dict:
+    """compile_pipeline's job arguments: your command and spec, or {} for the example job."""
+    from zeus.cli.own_job import own_spec, split_command
+    from zeus.errors import FieldError
+
+    if command is None:
+        if spec_file is not None or zeus_aware or metric_pattern or preprocess is not None:
+            raise FieldError("options", "given without --command", "--spec, --zeus-aware, --metric-pattern and "
+                             "--preprocess only with --command")  # fmt: skip
+        return {}
+    if spec_file is None:
+        raise FieldError("spec", None, "a YAML or JSON file of your job's JobSpec fields, with --command")
+    return {
+        "spec": own_spec(spec_file, {}),
+        "command": split_command(command, local=False),
+        "zeus_aware": zeus_aware,
+        "metric_pattern": metric_pattern or "",
+        "preprocess": preprocess or "",
+    }
 
 
 @app.command(name="compile", help=COMPILE_HELP)
@@ -93,38 +117,57 @@ def compile_cmd(
     store_retries: Annotated[
         int, typer.Option(help="Retries of a failed store step (where the backend honours them).")
     ] = 3,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            help="Your training command inside the train image, shell-style, e.g. '{python} /opt/app/train.py "
+            "--batch-size {batch_size}' (the runs' default; needs --spec). Default: the example job.",
+            rich_help_panel=OWN,
+        ),
+    ] = None,
+    spec_file: Annotated[
+        Path | None, typer.Option("--spec", help="YAML or JSON file of your job's JobSpec fields.", rich_help_panel=OWN)
+    ] = None,
+    zeus_aware: Annotated[
+        bool,
+        typer.Option(
+            "--zeus-aware/--plain", help="Your script uses ZeusDataLoader, or prints its metric.", rich_help_panel=OWN
+        ),
+    ] = False,
+    metric_pattern: Annotated[
+        str | None, typer.Option(help="--plain: regex with 2 groups (name, value).", rich_help_panel=OWN)
+    ] = None,
+    preprocess: Annotated[
+        str | None,
+        typer.Option(help="Once per recurrence: module:function or a command with {output}.", rich_help_panel=OWN),
+    ] = None,
 ) -> None:
-    from pipelines.compile import IncompatiblePipelineError, compile_pipeline, default_store_uri
+    from pipelines.compile import compile_pipeline, default_store_uri
     from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
-    from zeus.errors import FieldError
 
-    try:
-        path = compile_pipeline(
-            output,
-            kfp_backend=kfp_backend,
-            attempts=attempts,
-            image=image,
-            train_image=train_image,
-            store_uri=store,
-            namespace=namespace,
-            policy=policy,
-            gpus=gpus,
-            accelerator=accelerator,
-            minio_secret=minio_secret,
-            s3_endpoint=s3_endpoint,
-            s3_secure=s3_secure,
-            zeusd=zeusd,
-            resources=parse_resources(requests, limits),
-            train_node_selector=parse_node_selector(train_node_selector),
-            train_tolerations=parse_tolerations(train_toleration),
-            run_as_user=run_as_user,
-            store_retries=store_retries,
-        )
-    except IncompatiblePipelineError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
-    except (FieldError, ValueError) as err:
-        raise typer.BadParameter(str(err)) from err
+    job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess)
+    path = compile_pipeline(
+        output,
+        kfp_backend=kfp_backend,
+        attempts=attempts,
+        image=image,
+        train_image=train_image,
+        store_uri=store,
+        namespace=namespace,
+        policy=policy,
+        gpus=gpus,
+        accelerator=accelerator,
+        minio_secret=minio_secret,
+        s3_endpoint=s3_endpoint,
+        s3_secure=s3_secure,
+        zeusd=zeusd,
+        resources=parse_resources(requests, limits),
+        train_node_selector=parse_node_selector(train_node_selector),
+        train_tolerations=parse_tolerations(train_toleration),
+        run_as_user=run_as_user,
+        store_retries=store_retries,
+        **job,
+    )
     typer.echo(f"wrote {path} for KFP {kfp_backend} ({attempts} attempts, {gpus} GPU(s) per trial)")
     typer.echo(f"default store: {store or default_store_uri(namespace)}")
     if kfp_backend.startswith("2.5"):

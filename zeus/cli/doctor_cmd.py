@@ -34,13 +34,9 @@ def doctor(
     from pipelines.client import ClusterInputError, Connection
     from pipelines.doctor import FAIL, run_doctor
 
-    try:
-        conn = Connection.from_env(host, namespace, token_env)
-        if package is not None and not package.is_file():
-            raise ClusterInputError("package", str(package), "an existing pipeline YAML (zeus-kfp compile)")
-    except ClusterInputError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
+    conn = Connection.from_env(host, namespace, token_env)
+    if package is not None and not package.is_file():
+        raise ClusterInputError("package", str(package), "an existing pipeline YAML (zeus-kfp compile)")
     findings = run_doctor(
         conn.host,
         token=os.environ.get(conn.token_env) or None,

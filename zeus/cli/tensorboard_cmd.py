@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from zeus.cli.app import app
-from zeus.cli.jobs_cmd import USER_ERRORS, StoreOpt, _fail, _open
+from zeus.cli.jobs_cmd import StoreOpt
 
 DEFAULT_LOGDIR = Path(".zeus-kfp") / "tensorboard"
 
@@ -30,20 +30,21 @@ def tensorboard(
 ) -> None:
     """Sync JOB's TensorBoard logs (cost, energy, time, batch size, power limit, reached and the posterior
     mean per batch size, one step per recurrence) from the store and serve them on 127.0.0.1."""
+    from zeus.cli.stores import open_for_reading
     from zeus.report.tensorboard import sync_logs, tensorboard_argv
-    from zeus.store import StoreError
+    from zeus.store import UnknownJobError
 
-    opened = _open(store)
+    opened = open_for_reading(store)  # errors end the command with one line (zeus.cli.errors)
     try:
         opened.get_job(job)
-        run_dir = sync_logs(opened, job, logdir)
-    except (StoreError, *USER_ERRORS) as err:
-        raise _fail(err, f" (`zeus-kfp jobs --store {opened.uri}` lists the jobs)") from None
+    except UnknownJobError as err:
+        raise UnknownJobError(f"{err} (`zeus-kfp jobs --store {opened.uri}` lists the jobs)") from None
+    run_dir = sync_logs(opened, job, logdir)
     files = sorted(run_dir.glob("*tfevents*"))
     if not files:
-        raise _fail(
-            LookupError(f"job {job!r} has no TensorBoard logs in {opened.uri}"),
-            " (the report step writes one per recurrence: run a recurrence first)",
+        raise UnknownJobError(
+            f"job {job!r} has no TensorBoard logs in {opened.uri} (the report step writes one per recurrence: "
+            "run a recurrence first)"
         )
     typer.echo(f"synced {len(files)} recurrence(s) of {job} from {opened.uri} to {run_dir}")
     if not serve:
