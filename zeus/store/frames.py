@@ -1,17 +1,15 @@
-"""Reading the event streams back as the DataFrames people and policies use.
+"""Reading the event streams back as the DataFrames people use and the history policies take.
 
-Vectorized on purpose: the bandit step reads the whole history of a job on every trial,
-and at 10,000 trials that read plus the policy's decision must stay well under a second.
-Where two events disagree about one trial (only possible after a race of different writes
-on a server, or a retried step that changed its mind concurrently), one is kept by a
-deterministic rule and the other is reported, so every reader sees the same history.
+Vectorized on purpose: the bandit step reads the whole history of a job on every trial. The
+policy's history is built from the Arrow tables directly (one join, one sort, a column per
+field), without pandas; the trials DataFrame is for people and tools. Each trial has at most
+one event per stream (its record decides, streams.py), so no duplicates need settling.
 """
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
+import pyarrow as pa
 
 from zeus.job import TrialRecord, TrialStatus
 from zeus.store import keys
@@ -52,28 +50,12 @@ def _frame(read: StreamRead) -> pd.DataFrame:
     return read.table.to_pandas()
 
 
-def _keep_one(
-    frame: pd.DataFrame, order: list[str], job_id: str, stream: str, problems: list[ObjectProblem]
-) -> pd.DataFrame:
-    """One row per trial key, the first by `order`; the rest are reported by event key."""
-    frame = frame.sort_values(order, kind="stable")
-    dropped = frame.duplicated(TRIAL_KEY, keep="first")
-    for event in frame.loc[dropped, EVENT_COLUMN]:
-        problems.append(
-            ObjectProblem(
-                keys.events_dir(job_id, stream) + event,
-                f"a second {stream} event for a trial that has one (a race of different writes); kept the first",
-            )
-        )
-    return frame.loc[~dropped]
-
-
 def trials_frame(
     job_id: str, dispatched: StreamRead, finished: StreamRead, problems: list[ObjectProblem]
 ) -> pd.DataFrame:
-    started = _keep_one(_frame(dispatched), ["trial", EVENT_COLUMN], job_id, "dispatched", problems)
-    ended = _keep_one(_frame(finished), ["ended_at", EVENT_COLUMN], job_id, "finished", problems)
-    ended = ended.drop(columns=["job_id", EVENT_COLUMN]).rename(columns={"batch_size": "finished_batch_size"})
+    started = _frame(dispatched)
+    ended = _frame(finished).drop(columns=["job_id", EVENT_COLUMN])
+    ended = ended.rename(columns={"batch_size": "finished_batch_size"})
     # Join on object-dtype ids: pandas 3 cannot merge empty Arrow-backed string keys (ArrowInvalid).
     started = started.drop(columns=[EVENT_COLUMN]).astype({"recurrence_id": object})
     ended = ended.astype({"recurrence_id": object})
@@ -81,8 +63,8 @@ def trials_frame(
     merged["recurrence_id"] = merged["recurrence_id"].astype("str")
     orphans = merged["_merge"] == "right_only"
     for rid, attempt in merged.loc[orphans, TRIAL_KEY].itertuples(index=False):
-        where = keys.event_prefix(job_id, "finished", rid, int(attempt))
-        problems.append(ObjectProblem(where + "*", "a finished event without a readable dispatched event"))
+        where = keys.event_key(job_id, "finished", rid, int(attempt))
+        problems.append(ObjectProblem(where, "a finished event without a readable dispatched event"))
     merged["batch_size"] = merged["batch_size"].fillna(merged["finished_batch_size"])
     merged["status"] = merged["status"].fillna(TrialStatus.DISPATCHED.value)
     merged["finished"] = merged["_merge"] != "left_only"
@@ -95,29 +77,30 @@ def trials_frame(
     return merged.loc[:, TRIAL_COLUMNS].reset_index(drop=True)
 
 
-def history_records(trials: pd.DataFrame) -> list[TrialRecord]:
-    """TrialRecords in trial order, built column-wise (a list comprehension over arrays, no iterrows)."""
-    placed = trials[trials["trial"].notna()]
-    columns = [
-        placed["recurrence"].to_numpy(dtype="int64", na_value=0).tolist(),
-        placed["trial"].to_numpy(dtype="int64").tolist(),
-        placed["batch_size"].to_numpy(dtype="int64").tolist(),
-        placed["status"].tolist(),
-        placed["cost"].to_numpy(dtype="float64", na_value=math.nan).tolist(),
-        placed["time_s"].to_numpy(dtype="float64", na_value=math.nan).tolist(),
-        placed["energy_j"].to_numpy(dtype="float64", na_value=math.nan).tolist(),
-    ]
+HISTORY_DISPATCHED = [EVENT_COLUMN, "recurrence", "trial", "batch_size", "recurrence_id", "attempt"]
+HISTORY_FINISHED = [EVENT_COLUMN, "status", "cost", "time_s", "energy_j"]
+
+
+def history_from_tables(dispatched: pa.Table, finished: pa.Table) -> list[TrialRecord]:
+    """TrialRecords in trial order (then recurrence id, attempt): dispatched trials, with their result if any."""
+    joined = dispatched.select(HISTORY_DISPATCHED).join(
+        finished.select(HISTORY_FINISHED), keys=EVENT_COLUMN, join_type="left outer"
+    )
+    joined = joined.sort_by([("trial", "ascending"), ("recurrence_id", "ascending"), ("attempt", "ascending")])
+    columns = [joined.column(name).to_pylist() for name in ("recurrence", "trial", "batch_size", "status")]
+    values = [joined.column(name).to_pylist() for name in ("cost", "time_s", "energy_j")]
+    dispatched_status = TrialStatus.DISPATCHED
     return [
         TrialRecord(
-            recurrence=rec,
+            recurrence=rec or 0,
             trial=trial,
             batch_size=batch,
-            status=STATUS_BY_VALUE[status],
-            cost=None if cost != cost else cost,  # NaN != NaN: not finished yet
-            time_s=None if time_s != time_s else time_s,
-            energy_j=None if energy != energy else energy,
+            status=STATUS_BY_VALUE[status] if status is not None else dispatched_status,
+            cost=None if cost is None or cost != cost else cost,  # NaN != NaN: not finished yet
+            time_s=None if time_s is None or time_s != time_s else time_s,
+            energy_j=None if energy is None or energy != energy else energy,
         )
-        for rec, trial, batch, status, cost, time_s, energy in zip(*columns, strict=True)
+        for rec, trial, batch, status, cost, time_s, energy in zip(*columns, *values, strict=True)
     ]
 
 

@@ -218,6 +218,15 @@ class S3Backend:
 
         return sorted(self._call(listing))
 
+    def list_times(self, prefix: str) -> dict[str, float]:
+        self._ensure_bucket()
+
+        def listing() -> dict[str, float]:
+            objects = self.client.list_objects(self.bucket, prefix=self._key(prefix), recursive=True)
+            return {obj.object_name[len(self.prefix) :]: obj.last_modified.timestamp() for obj in objects}
+
+        return self._call(listing)
+
     def list_dirs(self, prefix: str) -> list[str]:
         self._ensure_bucket()
 

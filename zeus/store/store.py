@@ -3,6 +3,25 @@
 A Store holds a backend, the problems its last read found and a memory of facts that never
 change once stored (a dispatch, a recurrence number); all state is in the objects
 (DESIGN.md, "Stateless steps"), so any number of processes may open the same store.
+
+The protocol (streams.py has the argument, snapshots.py the commits):
+- Each trial's event in a stream is one *record*, created exclusively and never deleted, so
+  the first write of an attempt decides for good: every caller of that (recurrence, attempt)
+  gets what the record holds, whatever compaction does meanwhile. dispatched/finished refuse
+  different content (EventConflictError); profiles/bandit keep the first write (a retried
+  feedback step succeeds whatever other recurrences did).
+- Reads never race compaction into an error: records are never deleted and a snapshot is
+  retired only GRACE_S after its successor is committed; a reader that slow starts over,
+  quietly, a bounded number of times, then fails with one StoreError.
+- `trials()`/`history()` read one consistent cut: finished first, then dispatched.
+- Every object carries a checksum (schemas.py). A corrupt record is skipped and reported by
+  key; a committed snapshot that is lost, emptied or corrupt is reported and the stream is
+  read from its records instead (exact, slower) until the next compaction rebuilds it.
+
+Reading for an incremental fold (cuts.py): `trial_events(job_id)` returns a consistent cut
+of the dispatched and finished events as Arrow tables plus an opaque cursor;
+`trial_events(job_id, after=cursor)` returns only the events after it (exactly; `reset` says
+when it had to return the whole cut instead), and a new cursor.
 """
 
 from __future__ import annotations
@@ -12,16 +31,19 @@ import os
 import re
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-import pandas as pd
-
-from zeus.job import JobSpec, TrialRecord, TrialResult
-from zeus.policy.base import ArmState, Decision
-from zeus.store import catalog, events, frames, keys, ledger
+from zeus.store import catalog, cuts, events, frames, keys, ledger
 from zeus.store.backend import Backend, LocalBackend
 from zeus.store.errors import ObjectProblem, StoreError, StoreInputError, StoreWarning
 from zeus.store.streams import CompactResult, StreamRead, compact_stream, read_stream
+
+if TYPE_CHECKING:  # pandas only for the functions that return frames (a cold step imports less)
+    import pandas as pd
+
+    from zeus.job import JobSpec, TrialRecord, TrialResult
+    from zeus.policy.base import ArmState, Decision
 
 log = logging.getLogger(__name__)
 
@@ -120,14 +142,17 @@ class Store:
         events.finish(self.backend, job_id, recurrence_id, attempt, result, self._known)
 
     def write_profile(self, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame) -> None:
-        """Store a trial's power profile (phase, power_limit_w, average_power_w, throughput, simulated)."""
+        """Store a trial's power profile (phase, power_limit_w, average_power_w, throughput, simulated).
+        The first profile of a trial is kept: a retried step's later one is not written (side table)."""
         self._check_trial(job_id, recurrence_id, attempt)
         events.write_profile(self.backend, job_id, recurrence_id, attempt, profile, self._known)
 
     def write_bandit_state(
         self, job_id: str, recurrence_id: str, attempt: int, arms: list[ArmState], lowest_cost: float | None
     ) -> None:
-        """Store the policy's per-arm view after a feedback, for people and tools (never read back as truth)."""
+        """Store the policy's per-arm view after a feedback, for people and tools (never read back as truth).
+        The first snapshot of a trial is kept: a retry, whose view may include other recurrences'
+        trials finished meanwhile, succeeds and leaves it (side table; a corrupt old one never blocks it)."""
         self._check_trial(job_id, recurrence_id, attempt)
         events.write_bandit_state(self.backend, job_id, recurrence_id, attempt, list(arms), lowest_cost, self._known)
 
@@ -139,21 +164,33 @@ class Store:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def trials(self, job_id: str) -> pd.DataFrame:
-        """Every trial of the job, dispatched-but-unfinished ones included (status "dispatched")."""
+    def trial_events(self, job_id: str, after: str | None = None) -> cuts.TrialEvents:
+        """A consistent cut of the job's dispatched and finished events, with a cursor; with
+        `after`, only the events after that cursor (see cuts.py). Problems are reported as by trials()."""
         keys.check_job_id(job_id)
         problems: list[ObjectProblem] = []
         try:
-            dispatched = self._read(job_id, "dispatched")
-            finished = self._read(job_id, "finished")
-            problems += dispatched.problems + finished.problems
-            return frames.trials_frame(job_id, dispatched, finished, problems)
+            found = cuts.read_trial_events(self.backend, job_id, after)
+            problems += found.problems
+            for stream, read in found.reads.items():
+                self._maybe_compact(job_id, stream, read)
+            return found
+        finally:
+            self._report(problems)
+
+    def trials(self, job_id: str) -> pd.DataFrame:
+        """Every trial of the job, dispatched-but-unfinished ones included (status "dispatched")."""
+        found = self.trial_events(job_id)
+        problems = list(found.problems)
+        try:
+            return frames.trials_frame(job_id, found.reads["dispatched"], found.reads["finished"], problems)
         finally:
             self._report(problems)
 
     def history(self, job_id: str) -> list[TrialRecord]:
-        """The job's trials as policies take them, in trial order."""
-        return frames.history_records(self.trials(job_id))
+        """The job's trials as policies take them, in trial order (built from Arrow, no DataFrame)."""
+        found = self.trial_events(job_id)
+        return frames.history_from_tables(found.dispatched, found.finished)
 
     def profiles(self, job_id: str) -> pd.DataFrame:
         keys.check_job_id(job_id)
@@ -174,12 +211,16 @@ class Store:
 
     def _read(self, job_id: str, stream: str) -> StreamRead:
         read = read_stream(self.backend, job_id, stream)
-        if self.auto_compact_after is not None and read.loose > self.auto_compact_after:
-            try:
-                compact_stream(self.backend, job_id, stream)
-            except (StoreError, OSError) as exc:  # a reader without write access still reads
-                log.warning("store: could not compact %s of %s after reading: %s", stream, job_id, exc)
+        self._maybe_compact(job_id, stream, read)
         return read
+
+    def _maybe_compact(self, job_id: str, stream: str, read: StreamRead) -> None:
+        if self.auto_compact_after is None or not (read.loose > self.auto_compact_after or read.rebuilt):
+            return
+        try:
+            compact_stream(self.backend, job_id, stream)
+        except (StoreError, OSError) as exc:  # a reader without write access still reads
+            log.warning("store: could not compact %s of %s after reading: %s", stream, job_id, exc)
 
     def compact(self, job_id: str) -> None:
         """Merge the job's events into snapshots so reads stay fast. Safe while others append."""
@@ -216,7 +257,7 @@ def open_store(uri: str | None = None) -> Store:
     uri = uri.strip()
     if uri.startswith("s3://"):
         bucket, _, prefix = uri[len("s3://") :].partition("/")
-        if not BUCKET_PATTERN.match(bucket):
+        if not BUCKET_PATTERN.fullmatch(bucket):
             raise StoreInputError("store", uri, STORE_FORMS + "; bucket names are 3-63 of a-z, 0-9, '.', '-'")
         if any(part in {".", ".."} for part in prefix.split("/")):
             raise StoreInputError("store", uri, STORE_FORMS + "; no '.' or '..' in the prefix")
