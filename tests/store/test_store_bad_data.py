@@ -7,7 +7,6 @@ import io
 import warnings
 
 import pandas as pd
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
