@@ -66,6 +66,17 @@ class Backend(Protocol):
         ...
 
 
+def create_or_confirm(backend: Backend, key: str, data: bytes) -> bool:
+    """Create `key` with `data`, or find it already holding exactly `data`: our own create whose answer
+    was lost (the retry is refused: the key exists, and it is ours). False if it holds something else."""
+    if backend.put_new(key, data):
+        return True
+    try:
+        return backend.get(key) == data
+    except ObjectNotFound:
+        return False
+
+
 TEMP_MARK = ".tmp-"
 TEMP_MAX_AGE_S = 3600.0  # a temp file this old belongs to a writer that was killed (put_new takes ms)
 

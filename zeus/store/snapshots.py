@@ -17,7 +17,8 @@ the records (after a lost one) or written by bulk import starts a new chain.
 Retention, by the storage's clock (never a pod's): a superseded snapshot object is deleted
 only once its successor's mark is GRACE_S old. A reader that listed the marks before the
 successor existed therefore has GRACE_S to fetch the snapshot it chose; a compactor that
-takes longer than GRACE_S / 2 before committing gives up instead (its base may be gone).
+takes longer than COMMIT_WITHIN_S (GRACE_S / 2) before committing gives up instead (its base
+may be gone).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from zeus.store import keys
-from zeus.store.backend import Backend, ObjectNotFound
+from zeus.store.backend import Backend, create_or_confirm
 from zeus.store.errors import CorruptObjectError
 from zeus.store.ledger import top_number
 from zeus.store.schemas import EVENT_COLUMN, decode, decode_json, encode, encode_json, table_checksum
 
-GRACE_S = 120.0
+GRACE_S = 120.0  # a superseded snapshot is kept this long after its successor's commit (storage clock)
+COMMIT_WITHIN_S = 60.0  # GRACE_S / 2: a compactor slower than this does not commit (its base may be gone)
 
 
 @dataclass(frozen=True)
@@ -94,20 +96,15 @@ def commit(
     data = encode(stream, table, snapshot=True)
     stored = decode(snapshot_key, data, stream, snapshot=True)  # what readers will get back
     mark = Mark(generation, snapshot_key, stored.num_rows, table_checksum(stored), since)
-    if not backend.put_new(snapshot_key, data):
+    if not create_or_confirm(backend, snapshot_key, data):
         raise CorruptObjectError(snapshot_key, "a snapshot name chosen with a fresh random token already exists")
-    if time.monotonic() - started > GRACE_S / 2:
+    if time.monotonic() - started > COMMIT_WITHIN_S:
         backend.delete([snapshot_key])
-        return None, f"compaction took over {GRACE_S / 2:.0f} s; not committed"
+        return None, f"compaction took over {COMMIT_WITHIN_S:.0f} s; not committed"
     mark_data = encode_json(mark.record())
     mark_key = keys.mark_key(job_id, stream, generation)
-    if backend.put_new(mark_key, mark_data):
+    if create_or_confirm(backend, mark_key, mark_data):
         return mark, ""
-    try:
-        if backend.get(mark_key) == mark_data:  # our own commit, whose answer was lost and retried
-            return mark, ""
-    except ObjectNotFound:
-        pass
     backend.delete([snapshot_key])
     return None, "another compactor committed this generation first"
 
