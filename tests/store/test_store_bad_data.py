@@ -135,7 +135,7 @@ def test_a_lost_or_damaged_snapshot_is_reported_and_the_stream_read_from_its_rec
     pd.testing.assert_frame_equal(trials, before)
     assert [p.key for p in lazy.problems] == [key]
     with pytest.warns(StoreWarning):
-        store.compact(spec.job_id)  # commits a new generation rebuilt from the records
+        store.trials(spec.job_id)  # a reader that may write repairs it: a generation rebuilt from the records
     with warnings.catch_warnings():
         warnings.simplefilter("error", StoreWarning)
         pd.testing.assert_frame_equal(store.trials(spec.job_id), before)
@@ -164,7 +164,7 @@ def test_garbled_bytes_are_skipped_by_key_or_read_exactly_never_misread(store, s
     rng = random.Random(11)
     outcomes = {"exact": 0, "skipped": 0}
     lazy = Store(store.backend, auto_compact_after=None)
-    for _ in range(60 if store.uri.startswith("s3") else 300):
+    for _ in range(40 if store.uri.startswith("s3") else 100):
         garbled = bytearray(good)
         for _flip in range(rng.choice([1, 1, 2, 8])):
             garbled[rng.randrange(len(garbled))] ^= 1 << rng.randrange(8)

@@ -218,7 +218,7 @@ class Store:
         if self.auto_compact_after is None or not (read.loose > self.auto_compact_after or read.rebuilt):
             return
         try:
-            compact_stream(self.backend, job_id, stream)
+            compact_stream(self.backend, job_id, stream, repair=read.rebuilt)
         except (StoreError, OSError) as exc:  # a reader without write access still reads
             log.warning("store: could not compact %s of %s after reading: %s", stream, job_id, exc)
 

@@ -240,10 +240,14 @@ class CompactResult:
     problems: list[ObjectProblem] = field(default_factory=list)  # bad records left in place
 
 
-def compact_stream(backend: Backend, job_id: str, stream: str) -> CompactResult:
+def compact_stream(backend: Backend, job_id: str, stream: str, *, repair: bool = False) -> CompactResult:
     """Commit the stream's cut as the next generation; then delete the hints it holds and retire old
-    snapshots, only where the server honours exclusive creates (elsewhere two compactors could both "win")."""
+    snapshots, only where the server honours exclusive creates (elsewhere two compactors could both "win").
+    Without hints there is nothing to merge and nothing is read, unless `repair` (a read found the
+    snapshot lost or damaged: commit one rebuilt from the records)."""
     started = time.monotonic()
+    if not repair and not backend.list(keys.events_dir(job_id, stream)):  # nothing newer than the snapshot
+        return CompactResult(stream, snapshots.top_generation(backend, job_id, stream), 0, 0, "nothing to merge")
     read = read_stream(backend, job_id, stream)
     merged = read.fresh.num_rows if read.fresh is not None else 0
     generation = read.generation
@@ -284,12 +288,8 @@ def _drop_orphan_hints(
     if not waiting or now is None:
         return 0
     times = backend.list_times(keys.events_dir(job_id, stream))
-    record_keys = [keys.record_key(job_id, stream, name) for name in waiting]
-    present = backend.get_many(record_keys)
-    orphans = [
-        read.hints[name]
-        for name, key in zip(waiting, record_keys, strict=True)
-        if present.get(key) is None and times.get(read.hints[name], now) + ORPHAN_HINT_AGE_S <= now
-    ]
+    old = [name for name in waiting if times.get(read.hints[name], now) + ORPHAN_HINT_AGE_S <= now]
+    present = backend.get_many([keys.record_key(job_id, stream, name) for name in old]) if old else {}
+    orphans = [read.hints[name] for name in old if present.get(keys.record_key(job_id, stream, name)) is None]
     backend.delete(orphans)
     return len(orphans)
