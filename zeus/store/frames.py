@@ -8,8 +8,11 @@ one event per stream (its record decides, streams.py), so no duplicates need set
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from zeus.job import TrialRecord, TrialStatus
 from zeus.store import keys
@@ -83,24 +86,33 @@ HISTORY_FINISHED = [EVENT_COLUMN, "status", "cost", "time_s", "energy_j"]
 
 def history_from_tables(dispatched: pa.Table, finished: pa.Table) -> list[TrialRecord]:
     """TrialRecords in trial order (then recurrence id, attempt): dispatched trials, with their result if any."""
-    joined = dispatched.select(HISTORY_DISPATCHED).join(
-        finished.select(HISTORY_FINISHED), keys=EVENT_COLUMN, join_type="left outer"
+    # A hash lookup of names and two takes, single-threaded: Acero's join spins up its thread pool,
+    # which costs more than the whole lookup at 10,000 rows on a loaded machine.
+    order = pc.sort_indices(
+        dispatched, sort_keys=[("trial", "ascending"), ("recurrence_id", "ascending"), ("attempt", "ascending")]
     )
-    joined = joined.sort_by([("trial", "ascending"), ("recurrence_id", "ascending"), ("attempt", "ascending")])
-    columns = [joined.column(name).to_pylist() for name in ("recurrence", "trial", "batch_size", "status")]
-    values = [joined.column(name).to_pylist() for name in ("cost", "time_s", "energy_j")]
-    dispatched_status = TrialStatus.DISPATCHED
-    return [
+    started = dispatched.select(HISTORY_DISPATCHED).take(order)
+    where = pc.index_in(started.column(EVENT_COLUMN), value_set=finished.column(EVENT_COLUMN).combine_chunks())
+    ended = finished.select(HISTORY_FINISHED).take(where)
+    # numpy's tolist() is several times faster than Arrow's to_pylist() for numbers; nulls become
+    # 0 (numbers stored as non-null anyway) or NaN (the results of trials not finished yet).
+    columns = [
+        pc.fill_null(started.column(name), 0).to_numpy().tolist() for name in ("recurrence", "trial", "batch_size")
+    ]
+    values = [pc.fill_null(ended.column(name), math.nan).to_numpy().tolist() for name in ("cost", "time_s", "energy_j")]
+    status_of = STATUS_BY_VALUE | {None: TrialStatus.DISPATCHED}
+    statuses = [status_of[status] for status in ended.column("status").to_pylist()]
+    return [  # positional: about 25 % faster than keywords at 10,000 records
         TrialRecord(
-            recurrence=rec or 0,
-            trial=trial,
-            batch_size=batch,
-            status=STATUS_BY_VALUE[status] if status is not None else dispatched_status,
-            cost=None if cost is None or cost != cost else cost,  # NaN != NaN: not finished yet
-            time_s=None if time_s is None or time_s != time_s else time_s,
-            energy_j=None if energy is None or energy != energy else energy,
+            rec,
+            trial,
+            batch,
+            status,
+            None if cost != cost else cost,  # NaN != NaN: not finished yet
+            None if time_s != time_s else time_s,
+            None if energy != energy else energy,
         )
-        for rec, trial, batch, status, cost, time_s, energy in zip(*columns, *values, strict=True)
+        for rec, trial, batch, status, cost, time_s, energy in zip(*columns, statuses, *values, strict=True)
     ]
 
 

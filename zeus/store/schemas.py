@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import zlib
 from typing import Any
 
 import numpy as np
@@ -114,10 +115,27 @@ def snapshot_schema(table: str) -> pa.Schema:
     return SCHEMAS[table].append(pa.field(EVENT_COLUMN, pa.string()))
 
 
-def _column_digest(digest: Any, column: pa.ChunkedArray) -> None:
+class _Crc:
+    """CRC-32 over a stream of buffers (zlib, ~5x faster than blake2b here): a checksum against
+    accidental damage, which is all a store's objects need (not a signature)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def update(self, data: bytes | memoryview) -> None:
+        self.value = zlib.crc32(data, self.value)
+
+    def hexdigest(self) -> str:
+        return f"crc32:{self.value:08x}"
+
+
+def _column_digest(digest: _Crc, column: pa.ChunkedArray) -> None:
     """Feed one column in a canonical form: its null mask, then its values (nulls as zero/empty)."""
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    digest.update(np.asarray(array.is_valid(), dtype=np.uint8).tobytes())
+    if array.null_count:
+        digest.update(np.asarray(array.is_valid(), dtype=np.uint8).tobytes())
+    else:
+        digest.update(b"no nulls")
     kind = array.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         filled = pc.fill_null(array, "").cast(pa.large_string())
@@ -136,7 +154,7 @@ def _column_digest(digest: Any, column: pa.ChunkedArray) -> None:
 
 def table_checksum(arrow: pa.Table) -> str:
     """A digest of the table's content (column names, rows, values), independent of chunking."""
-    digest = hashlib.blake2b(digest_size=16)
+    digest = _Crc()
     digest.update(f"{arrow.num_rows}:{','.join(arrow.column_names)}".encode())
     for column in arrow.columns:
         _column_digest(digest, column)
@@ -176,7 +194,8 @@ def decode(key: str, data: bytes, table: str, *, snapshot: bool = False) -> pa.T
 
 def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
     try:
-        arrow = pq.ParquetFile(pa.BufferReader(data)).read()  # ~2x lighter than read_table for small objects
+        # ~2x lighter than read_table for small objects; one thread: a pool costs more than it saves here
+        arrow = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptObjectError(key, f"not a Parquet file ({str(exc)[:120]})") from None
     meta = arrow.schema.metadata or {}
@@ -203,7 +222,13 @@ def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
         raise CorruptObjectError(key, "no checksum (a version 2 object always has one)")
     if stored_sum is not None and stored_sum.decode(errors="replace") != table_checksum(arrow):
         raise CorruptObjectError(key, "checksum mismatch: the content is not what was written")
-    return arrow
+    return arrow.replace_schema_metadata({META_CHECKSUM: stored_sum} if stored_sum is not None else None)
+
+
+def verified_checksum(arrow: pa.Table) -> str | None:
+    """The checksum `decode` verified for this table (None for an old object without one)."""
+    value = (arrow.schema.metadata or {}).get(META_CHECKSUM)
+    return value.decode() if value is not None else None
 
 
 def encode_json(record: dict[str, Any]) -> bytes:

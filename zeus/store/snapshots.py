@@ -27,12 +27,13 @@ import time
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from zeus.store import keys
 from zeus.store.backend import Backend, create_or_confirm
 from zeus.store.errors import CorruptObjectError
 from zeus.store.ledger import top_number
-from zeus.store.schemas import EVENT_COLUMN, decode, decode_json, encode, encode_json, table_checksum
+from zeus.store.schemas import EVENT_COLUMN, decode, decode_json, encode, encode_json, verified_checksum
 
 GRACE_S = 120.0  # a superseded snapshot is kept this long after its successor's commit (storage clock)
 COMMIT_WITHIN_S = 60.0  # GRACE_S / 2: a compactor slower than this does not commit (its base may be gone)
@@ -80,7 +81,7 @@ def latest_mark(backend: Backend, job_id: str, stream: str) -> Mark | None:
 def load(backend: Backend, stream: str, mark: Mark) -> pa.Table:
     """The committed snapshot, checked against its mark. ObjectNotFound if the object is gone."""
     table = decode(mark.snapshot, backend.get(mark.snapshot), stream, snapshot=True)
-    if table.num_rows != mark.rows or table_checksum(table) != mark.checksum:
+    if table.num_rows != mark.rows or verified_checksum(table) != mark.checksum:
         raise CorruptObjectError(
             mark.snapshot, f"is not the snapshot its mark committed ({table.num_rows} rows, the mark says {mark.rows})"
         )
@@ -95,7 +96,7 @@ def commit(
     snapshot_key = keys.snapshot_key(job_id, stream, generation, token)
     data = encode(stream, table, snapshot=True)
     stored = decode(snapshot_key, data, stream, snapshot=True)  # what readers will get back
-    mark = Mark(generation, snapshot_key, stored.num_rows, table_checksum(stored), since)
+    mark = Mark(generation, snapshot_key, stored.num_rows, verified_checksum(stored) or "", since)
     if not create_or_confirm(backend, snapshot_key, data):
         raise CorruptObjectError(snapshot_key, "a snapshot name chosen with a fresh random token already exists")
     if time.monotonic() - started > COMMIT_WITHIN_S:
@@ -137,5 +138,10 @@ def retire(backend: Backend, job_id: str, stream: str, committed: Mark) -> tuple
     return old, now
 
 
-def names(table: pa.Table) -> set[str]:
-    return set(table.column(EVENT_COLUMN).to_pylist())
+def held(table: pa.Table | None, candidates: set[str]) -> set[str]:
+    """Which of a few names the snapshot holds, without turning all its names into Python strings."""
+    if table is None or not candidates:
+        return set()
+    asked = pa.array(sorted(candidates), pa.string())
+    found = pc.is_in(asked, value_set=table.column(EVENT_COLUMN).combine_chunks())
+    return set(asked.filter(found).to_pylist())

@@ -188,7 +188,6 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     reset = after is not None and mark is not None and after.generation > 0 and mark.since > after.generation
     if reset:
         after = None
-    covered = snapshots.names(snapshot) if snapshot is not None else set()
     hints: dict[str, str] = {}
     for key in listed:
         name = keys.basename(key)
@@ -197,6 +196,7 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
         else:
             hints[name] = key
     had = after.loose if after is not None else frozenset()
+    covered = snapshots.held(snapshot, set(hints) | had)
     todo = sorted(n for n in hints if n not in covered and n not in had)
     parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
     fresh = _concat(stream, parts)
@@ -251,9 +251,7 @@ def compact_stream(backend: Backend, job_id: str, stream: str, *, repair: bool =
     read = read_stream(backend, job_id, stream)
     merged = read.fresh.num_rows if read.fresh is not None else 0
     generation = read.generation
-    names = set(read.position.loose)
-    if read.snapshot is not None:
-        names |= snapshots.names(read.snapshot)
+    names = set(read.position.loose) | snapshots.held(read.snapshot, set(read.hints))
     committed = None
     if read.position.loose:  # records not in the snapshot (or, rebuilt, every record)
         parts = [t for t in (read.snapshot, read.fresh) if t is not None]
