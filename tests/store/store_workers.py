@@ -136,3 +136,34 @@ def told_versus_stored(store: Any, job_ids: list[str], reports: list[tuple]) -> 
                         f"{job_id} attempt {attempt} worker {worker}: {outcome} {value}, stored {dict(stored)}"
                     )
     return disagreements, rows
+
+
+def cycle_trials(uri: str, env: dict[str, str], job_ids: list[str], worker: int, count: int, barrier: Any, out: Any):
+    """A client's whole cycles (dispatch, read the history, finish), one recurrence per job, round after
+    round; any StoreWarning is an error. Reports the trial numbers it was given per job."""
+    import warnings
+
+    try:
+        os.environ.update(env)
+        from zeus.store import StoreWarning, open_store
+
+        warnings.simplefilter("error", StoreWarning)
+        store = open_store(uri)
+        given: dict[str, list[int]] = {}
+        for job_id in job_ids:
+            spec = job_spec(job_id)
+            store.ensure_job(spec)
+            barrier.wait()
+            rid = f"client-{worker}"
+            store.begin_recurrence(job_id, rid)
+            for attempt in range(1, count + 1):
+                batch = spec.batch_sizes[attempt % 3]
+                decision = Decision(batch, None, "exploration", f"client {worker} attempt {attempt}")
+                given.setdefault(job_id, []).append(store.dispatch_trial(job_id, rid, attempt, decision))
+                store.history(job_id)
+                done = TrialResult.build(spec, batch_size=batch, status="reached", time_s=1.0,
+                                         energy_j=worker * 1000.0 + attempt, num_epochs=1)  # fmt: skip
+                store.finish_trial(job_id, rid, attempt, done)
+        out.put(("worker", worker, given, None))
+    except BaseException:
+        out.put(("error", worker, traceback.format_exc(), None))

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from zeus.job import TrialResult
 from zeus.policy.base import ArmState, Decision
@@ -28,6 +26,9 @@ from zeus.store.catalog import now
 from zeus.store.errors import EventConflictError, StoreInputError, UnknownTrialError
 from zeus.store.schemas import SCHEMAS, comparable_rows, decode, encode
 from zeus.store.streams import ORPHAN_HINT_AGE_S
+
+if TYPE_CHECKING:  # pandas only for a profile, which the bandit step never writes
+    import pandas as pd
 
 PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
 PROFILE_PHASES = ("train", "eval")
@@ -188,6 +189,8 @@ def finish(backend: Backend, job_id: str, recurrence_id: str, attempt: int, resu
 
 
 def _check_profile(profile: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     if not isinstance(profile, pd.DataFrame):
         raise StoreInputError("profile", type(profile).__name__, f"a pandas DataFrame with columns {PROFILE_COLUMNS}")
     missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]

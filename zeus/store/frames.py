@@ -9,8 +9,8 @@ one event per stream (its record decides, streams.py), so no duplicates need set
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -19,6 +19,9 @@ from zeus.store import keys
 from zeus.store.errors import ObjectProblem
 from zeus.store.schemas import EVENT_COLUMN, SCHEMAS
 from zeus.store.streams import StreamRead
+
+if TYPE_CHECKING:  # pandas for the frames people read; the policy's history is built without it
+    import pandas as pd
 
 TRIAL_KEY = ["recurrence_id", "attempt"]
 TRIAL_COLUMNS = [
