@@ -141,11 +141,15 @@ def dispatch(
     kfp_run_id: str,
     known: Known,
     recurrence: int,
+    looked_up: bool = False,
 ) -> int:
-    """Record the dispatch (claiming a trial number) unless this attempt already has one."""
+    """Record the dispatch (claiming a trial number) unless this attempt already has one.
+    `looked_up`: the caller just found no dispatch (the record's exclusive create still settles a race)."""
     if not isinstance(decision, Decision):
         raise StoreInputError("decision", type(decision).__name__, "a zeus.policy.base.Decision")
-    existing = known.get((job_id, recurrence_id, attempt)) or find_dispatch(backend, job_id, recurrence_id, attempt)
+    existing = known.get((job_id, recurrence_id, attempt))
+    if existing is None and not looked_up:
+        existing = find_dispatch(backend, job_id, recurrence_id, attempt)
     if existing is None:
         trial = ledger.claim_number(backend, job_id, "trial", {"recurrence_id": recurrence_id, "attempt": attempt})
         row = {

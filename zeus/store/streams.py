@@ -240,15 +240,21 @@ class CompactResult:
     problems: list[ObjectProblem] = field(default_factory=list)  # bad records left in place
 
 
-def compact_stream(backend: Backend, job_id: str, stream: str, *, repair: bool = False) -> CompactResult:
+def compact_stream(
+    backend: Backend, job_id: str, stream: str, *, repair: bool = False, read: StreamRead | None = None
+) -> CompactResult:
     """Commit the stream's cut as the next generation; then delete the hints it holds and retire old
     snapshots, only where the server honours exclusive creates (elsewhere two compactors could both "win").
     Without hints there is nothing to merge and nothing is read, unless `repair` (a read found the
-    snapshot lost or damaged: commit one rebuilt from the records)."""
+    snapshot lost or damaged: commit one rebuilt from the records). `read`: a full read just made (a
+    reader that compacts after reading reuses it instead of reading again)."""
     started = time.monotonic()
-    if not repair and not backend.list(keys.events_dir(job_id, stream)):  # nothing newer than the snapshot
-        return CompactResult(stream, snapshots.top_generation(backend, job_id, stream), 0, 0, "nothing to merge")
-    read = read_stream(backend, job_id, stream)
+    if read is None:
+        if not repair and not backend.list(keys.events_dir(job_id, stream)):  # nothing newer than the snapshot
+            return CompactResult(stream, snapshots.top_generation(backend, job_id, stream), 0, 0, "nothing to merge")
+        read = read_stream(backend, job_id, stream)
+    if not read.rebuilt and snapshots.top_generation(backend, job_id, stream) != read.generation:
+        return CompactResult(stream, read.generation, 0, 0, "another compactor is ahead", read.problems)
     merged = read.fresh.num_rows if read.fresh is not None else 0
     generation = read.generation
     names = set(read.position.loose) | snapshots.held(read.snapshot, set(read.hints))
