@@ -16,20 +16,18 @@ Reproduce: .venv/bin/python benchmarks/store_races.py                (several mi
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "store"))
 from store import start_moto
 from store_workers import (
-    compact_jobs_until_done,
     cycle_trials,
     dispatch_same_attempts,
+    run_with_compactors,
     told_versus_stored,
 )
 
@@ -38,32 +36,11 @@ from zeus.store import open_store
 COMMAND = ".venv/bin/python benchmarks/store_races.py"
 
 
-def _run(target, worker_args, job_ids: list[str], uri: str, compactors: int) -> tuple[list, list, float]:
-    context = multiprocessing.get_context("spawn")
-    env = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
-    barrier, stop, out = context.Barrier(len(worker_args)), context.Event(), context.Queue()
-    workers = [context.Process(target=target, args=(uri, env, job_ids, *a, barrier, out)) for a in worker_args]
-    loops = [
-        context.Process(target=compact_jobs_until_done, args=(uri, env, job_ids, stop, out)) for _ in range(compactors)
-    ]
-    started = time.perf_counter()
-    for process in [*loops, *workers]:
-        process.start()
-    reports = [out.get(timeout=3600) for _ in workers]
-    stop.set()
-    reports += [out.get(timeout=600) for _ in loops]
-    for process in [*workers, *loops]:
-        process.join(timeout=600)
-    return (
-        [r for r in reports if r[0] != "compactor"],
-        [r for r in reports if r[0] == "compactor"],
-        time.perf_counter() - started,
-    )
-
-
 def clients_and_compactor(uri: str, clients: int, trials: int, rounds: int) -> dict[str, object]:
     job_ids = [f"clients-{r}" for r in range(rounds)]
-    reports, compactors, seconds = _run(cycle_trials, [(w, trials) for w in range(clients)], job_ids, uri, 1)
+    reports, compactors, seconds = run_with_compactors(
+        cycle_trials, [(w, trials) for w in range(clients)], job_ids, uri, 1
+    )
     errors = [r for r in reports if r[0] == "error"]
     warnings = [r for r in errors if "StoreWarning" in r[2]]
     store = open_store(uri)
@@ -84,7 +61,7 @@ def clients_and_compactor(uri: str, clients: int, trials: int, rounds: int) -> d
 
 def same_attempts(uri: str, processes: int, attempts: int) -> dict[str, object]:
     job_ids = ["same-attempts"]
-    reports, compactors, seconds = _run(
+    reports, compactors, seconds = run_with_compactors(
         dispatch_same_attempts, [(w, attempts) for w in range(processes)], job_ids, uri, 2
     )
     errors = [r for r in reports if r[0] == "error"]

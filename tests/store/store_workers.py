@@ -167,3 +167,30 @@ def cycle_trials(uri: str, env: dict[str, str], job_ids: list[str], worker: int,
         out.put(("worker", worker, given, None))
     except BaseException:
         out.put(("error", worker, traceback.format_exc(), None))
+
+
+def run_with_compactors(
+    target, worker_args: list[tuple], job_ids: list[str], uri: str, compactors: int, timeout_s: float = 3600
+) -> tuple[list, list, float]:
+    """Start `compactors` compaction loops, then one process per worker_args running `target`; wait for
+    the workers, stop the loops. Returns (worker reports, compactor reports, seconds)."""
+    import multiprocessing
+    import time
+
+    context = multiprocessing.get_context("spawn")  # no fork of a process that runs the S3 server threads
+    env = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
+    barrier, stop, out = context.Barrier(len(worker_args)), context.Event(), context.Queue()
+    workers = [context.Process(target=target, args=(uri, env, job_ids, *a, barrier, out)) for a in worker_args]
+    loops = [
+        context.Process(target=compact_jobs_until_done, args=(uri, env, job_ids, stop, out)) for _ in range(compactors)
+    ]
+    started = time.perf_counter()
+    for process in [*loops, *workers]:
+        process.start()
+    reports = [out.get(timeout=timeout_s) for _ in workers]
+    stop.set()
+    reports += [out.get(timeout=timeout_s) for _ in loops]
+    for process in [*workers, *loops]:
+        process.join(timeout=timeout_s)
+    seconds = time.perf_counter() - started
+    return [r for r in reports if r[0] != "compactor"], [r for r in reports if r[0] == "compactor"], seconds

@@ -9,9 +9,9 @@ import os
 import pytest
 from store_workers import (
     append_trials,
-    compact_jobs_until_done,
     compact_until_done,
     dispatch_same_attempts,
+    run_with_compactors,
     told_versus_stored,
 )
 
@@ -68,32 +68,14 @@ def test_eight_appenders_and_a_compactor_lose_nothing(store_uri):
 def test_eight_processes_dispatching_the_same_attempts_with_two_compactors_agree(store_uri):
     """8 processes dispatch the same attempts of one recurrence while 2 compactors loop, 3 rounds:
     every process is told what the store keeps, and no read warns. (300 attempts: benchmarks/store_races.py.)"""
-    ctx = multiprocessing.get_context("spawn")
-    env = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
     job_ids = [f"same-attempts-{r}" for r in range(3)]
     attempts = 8
-    barrier = ctx.Barrier(WORKERS)  # each round starts for all workers at once
-    stop, out = ctx.Event(), ctx.Queue()
-    workers = [
-        ctx.Process(target=dispatch_same_attempts, args=(store_uri, env, job_ids, w, attempts, barrier, out))
-        for w in range(WORKERS)
-    ]
-    compactors = [
-        ctx.Process(target=compact_jobs_until_done, args=(store_uri, env, job_ids, stop, out)) for _ in range(2)
-    ]
-    for process in compactors:
-        process.start()
-    for process in workers:
-        process.start()
-    reports = [out.get(timeout=240) for _ in workers]
-    stop.set()
-    reports += [out.get(timeout=60) for _ in compactors]
-    for process in [*workers, *compactors]:
-        process.join(timeout=60)
+    workers = [(w, attempts) for w in range(WORKERS)]
+    reports, compactors, _ = run_with_compactors(dispatch_same_attempts, workers, job_ids, store_uri, 2, 240)
     errors = [r[2] for r in reports if r[0] == "error"]
     assert not errors, errors[0]
     store = open_store(store_uri)
     disagreements, rows = told_versus_stored(store, job_ids, [r for r in reports if r[0] == "worker"])
     assert disagreements == [] and rows == len(job_ids) * attempts
     assert store.problems == []
-    assert sum(r[2] for r in reports if r[0] == "compactor") > 0  # the compactors really merged meanwhile
+    assert sum(r[2] for r in compactors) > 0  # the compactors really merged meanwhile
