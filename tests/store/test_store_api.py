@@ -373,3 +373,14 @@ def test_reads_compact_a_stream_once_it_has_many_loose_events(store, spec):
     pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
     assert eager.backend.list(f"jobs/{spec.job_id}/events/") == []  # both trial streams compacted
     pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
+
+
+def test_a_job_in_the_old_layout_is_refused_not_read_as_empty(store, spec):
+    """A store written before records and marks: a clear error, never an empty history."""
+    from zeus.store import StoreError
+
+    store.ensure_job(spec)
+    store.backend.put_new(f"jobs/{spec.job_id}/snapshots/finished/{3:012d}.parquet", b"an old snapshot")
+    with pytest.raises(StoreError, match="store layout 2") as info:
+        store.history(spec.job_id)
+    assert f"snapshots/finished/{3:012d}.parquet" in str(info.value)

@@ -160,6 +160,20 @@ def _rebuild(backend: Backend, job_id: str, stream: str, problems: list[ObjectPr
     return StreamRead(table, 0, len(read), problems, position, reset=True, fresh=table, rebuilt=True)
 
 
+OLD_LAYOUT = (
+    "written by zeus-kfp before its store layout 2 (one event object per trial, snapshots without marks), "
+    "which this version does not read; move the job aside, or re-import its trials with zeus.store.bulk"
+)
+
+
+def _refuse_old_layout(backend: Backend, job_id: str, stream: str, hints: list[str]) -> None:
+    """A job without any mark may be one an older zeus-kfp wrote: say so rather than read it as empty."""
+    old = [k for k in hints if k.endswith(".parquet") and keys.parse_event_name(keys.basename(k)[: -len(".parquet")])]
+    old += [k for k in backend.list(keys.snapshots_dir(job_id, stream)) if k.count(".") == 1]
+    if old:
+        raise StoreError(f"job {job_id!r} in {backend.location} was {OLD_LAYOUT} (found {old[0]})")
+
+
 def _read_once(backend: Backend, job_id: str, stream: str, after: Position | None) -> StreamRead | None:
     """One attempt at a consistent cut; None if the chosen snapshot was retired meanwhile (read again)."""
     problems: list[ObjectProblem] = []
@@ -182,6 +196,8 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     except CorruptObjectError as exc:
         problems.append(ObjectProblem(exc.key, f"{exc.reason}; read the records instead"))
         return _rebuild(backend, job_id, stream, problems)
+    if mark is None:
+        _refuse_old_layout(backend, job_id, stream, listed)
     generation = mark.generation if mark is not None else 0
     if after is not None and (generation < after.generation or (mark is not None and after.rows > mark.rows)):
         raise StoreInputError("cursor", f"generation {after.generation}", "a cursor this store returned for this job")
