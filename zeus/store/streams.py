@@ -27,7 +27,9 @@ snapshot committed since, the one of step 2 included: nothing is missed. Step 3 
 (records stay), and step 2's snapshot is retired only GRACE_S after a newer generation was
 committed, which happened after step 2's listing; a reader slower than that starts over,
 quietly, and fails with one clear error after READ_ROUNDS such rounds or READ_BUDGET_S. A hint
-whose record does not exist yet is a write in progress (or abandoned): not part of the cut.
+whose record does not exist yet is a write in progress (or abandoned): not part of the cut;
+compaction collects it once ORPHAN_HINT_AGE_S old (a writer puts the two objects back to back,
+and puts its hint again if it was ever paused for half that long in between).
 
 Why a read is one consistent cut. Store.trials() reads finished, then dispatched. A finished
 record is written only after its dispatched record exists (finish checks it), whose hint came
