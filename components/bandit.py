@@ -1,9 +1,11 @@
 """bandit: asks the batch-size policy for this attempt, given the job's history in the store,
-and records the trial as dispatched. Never cached: a cached decision would replay an old one."""
+records the trial as dispatched and hands train the stored power profile to reuse, if any.
+Never cached: a cached decision would replay an old one."""
 
 from typing import NamedTuple
 
 from kfp import dsl
+from kfp.dsl import Dataset, Output
 
 from components.image import ZEUS_KFP_IMAGE
 
@@ -16,8 +18,11 @@ def bandit(
     attempt: int,
     policy: str,
     run_id: str,
-) -> NamedTuple("BanditOutputs", batch_size=int, cost_threshold=float, trial=int):
-    """cost_threshold is -1.0 when the trial has no early-stop threshold (a float output cannot be None)."""
+    reprofile: bool,
+    reuse_profile: Output[Dataset],
+) -> NamedTuple("BanditOutputs", batch_size=int, cost_threshold=float, trial=int, trial_seed=int):
+    """cost_threshold is -1.0 when the trial has no early-stop threshold (a float output cannot be None);
+    reuse_profile is the stored power profile to train at (an empty table: profile); reprofile forces one."""
     from zeus.steps import choose
 
     choice = choose(
@@ -27,6 +32,8 @@ def bandit(
         attempt=attempt,
         policy=policy,
         kfp_run_id=run_id,
+        reprofile=reprofile,
+        reuse_profile_path=reuse_profile.path,
     )
     print(f"attempt {attempt}: batch size {choice.batch_size} ({choice.stage}: {choice.reason})")
-    return choice.batch_size, choice.cost_threshold, choice.trial
+    return choice.batch_size, choice.cost_threshold, choice.trial, choice.trial_seed

@@ -26,6 +26,7 @@ def preprocess(
     seed: int,
     num_gpus: int,
     max_power_w: float,
+    reprofile_after: int,
     store_uri: str,
     run_id: str,
     recurrence_id: str,
@@ -53,6 +54,7 @@ def preprocess(
         seed=seed,
         num_gpus=num_gpus,
         max_power_w=max_power_w,
+        reprofile_after=reprofile_after,
     )
     return prepare_step(
         params,

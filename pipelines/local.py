@@ -22,6 +22,7 @@ from kfp.local.config import LocalExecutionConfig
 from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
 from zeus.job import JobSpec
 from zeus.steps import PYTHON_TOKEN, RecurrenceSummary, spec_to_params, summarize
+from zeus.train.collectors import CollectorSpec
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
 
@@ -88,6 +89,9 @@ def run_local(
     preprocess: str | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    metrics_collector: str | dict | None = None,
+    trial_backend: str = "script",
+    reprofile: bool = False,
     runs_dir: str | Path | None = None,
     on_recurrence: Callable[[RecurrenceSummary], None] | None = None,
     on_start: Callable[[int, str], None] | None = None,
@@ -96,7 +100,12 @@ def run_local(
 
     store: a local directory, file:// or s3://bucket/prefix (None: ZEUS_KFP_STORE or ./.zeus-kfp/store).
     command: the training command (None: the example's Zeus-aware script, with its dataset made
-    by the preprocess step unless `preprocess` says otherwise). preprocess: "" (pass-through),
+    by the preprocess step unless `preprocess` says otherwise). trial_backend: "script" (run `command`)
+    or "trace:<workload>/<gpu>" (replay the NSDI'23 trace; no command, no preprocessing; the spec's
+    batch sizes must be the trace's). reprofile: every trial measures a fresh power profile.
+    metrics_collector: a plain script's collector spec (zeus.train.collectors.CollectorSpec, its dict, or
+    JSON/YAML text in the shape of Katib's metricsCollectorSpec); checked here, sent as JSON.
+    preprocess: "" (pass-through),
     "module:function", "file.py:function" or a command with {output}. attempts: trials per
     recurrence (None: spec.max_attempts). on_start(i, recurrence_id) and on_recurrence(summary)
     report progress. Each recurrence's artifacts (data, profiles, models, report) and kfp.local log
@@ -110,16 +119,29 @@ def run_local(
         raise ValueError(f"invalid recurrences={recurrences!r}: allowed a positive integer")
     attempts = spec.max_attempts if attempts is None else attempts
     spec = spec.with_changes(max_attempts=attempts)
-    if command is None:
+    from zeus.simulate.trial import TraceBackend
+
+    if TraceBackend.parse(trial_backend) is not None:  # a bad name fails here, naming the allowed ones
+        command, preprocess = command or ["true"], preprocess or ""
+    elif command is None:
         from zeus.train import example_command
 
         command = example_command("zeus")
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
     command = portable_command(command)
     get_policy(policy)  # an unknown name fails here, naming the allowed ones
+    collector = CollectorSpec.parse(metrics_collector).to_json() if metrics_collector else ""  # bad: fails here
     opened = open_store(store)
     opened.ensure_job(spec)  # fail fast, in this process, with the store's own message
-    pipeline = build_pipeline(spec, command, attempts=attempts, store_uri=opened.uri, policy=policy, options=LOCAL)
+    pipeline = build_pipeline(
+        spec,
+        command,
+        attempts=attempts,
+        store_uri=opened.uri,
+        policy=policy,
+        trial_backend=trial_backend,
+        options=LOCAL,
+    )
     runs = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     runs = runs.resolve()
     params = spec_to_params(spec)
@@ -131,6 +153,9 @@ def run_local(
         train_command=list(command),
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        metrics_collector=collector,
+        trial_backend=trial_backend,
+        reprofile=reprofile,
         preprocess_ref=preprocess or "",
     )
     summaries = []

@@ -47,6 +47,15 @@ def zeus_cost(energy_j: float, time_s: float, *, eta: float, max_power_w: float,
     return eta * energy_j + (1.0 - eta) * max_power_w * num_gpus * time_s
 
 
+def zeus_cost_rate(power_w: float, throughput: float, *, eta: float, max_power_w: float, num_gpus: int) -> float:
+    """Zeus's cost per unit of work at `power_w` (all GPUs together) and `throughput` units/s: the JIT
+    profiler's objective. One unit takes 1/throughput s and power/throughput J, priced by `zeus_cost`
+    itself, so this is the same formula, not a second one. Infinite when nothing was done."""
+    if not throughput > 0:
+        return math.inf
+    return zeus_cost(power_w / throughput, 1.0 / throughput, eta=eta, max_power_w=max_power_w, num_gpus=num_gpus)
+
+
 def _require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
     if not ok:
         raise JobSpecError(field_name, value, allowed)
@@ -83,6 +92,9 @@ class JobSpec:
     seed: int = 0
     num_gpus: int = 1
     max_power_w: float = 300.0
+    # Re-profile a batch size once its stored power profile is this many recurrences old (0: never,
+    # as Zeus does). See zeus.power.reuse.
+    reprofile_after: int = 0
 
     def __post_init__(self) -> None:
         _require(
@@ -122,9 +134,10 @@ class JobSpec:
         for name in ("max_epochs", "max_attempts", "num_gpus"):
             value = getattr(self, name)
             _require(_is_int(value) and value > 0, name, value, "a positive integer")
-        for name in ("num_pruning_rounds", "window_size"):
+        zero_means = {"num_pruning_rounds": "none", "window_size": "all history", "reprofile_after": "never"}
+        for name, zero in zero_means.items():
             value = getattr(self, name)
-            _require(_is_int(value) and value >= 0, name, value, "an integer >= 0 (window_size 0 = all history)")
+            _require(_is_int(value) and value >= 0, name, value, f"an integer >= 0 (0 = {zero})")
         _require(_is_int(self.seed), "seed", self.seed, "an integer")
         _require(
             _is_number(self.eta_knob) and 0.0 <= self.eta_knob <= 1.0,
@@ -152,8 +165,14 @@ class JobSpec:
             object.__setattr__(self, "beta_knob", float(self.beta_knob))
 
     def cost(self, energy_j: float, time_s: float) -> float:
-        """This job's cost of spending `energy_j` over `time_s`."""
+        """This job's cost of spending `energy_j` (all its GPUs together) over `time_s`."""
         return zeus_cost(energy_j, time_s, eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
+
+    def cost_rate(self, power_w: float, throughput: float) -> float:
+        """This job's cost per unit of work at `power_w` (all its GPUs together) and `throughput` units/s."""
+        return zeus_cost_rate(
+            power_w, throughput, eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus
+        )
 
     def reached(self, metric: float) -> bool:
         """Whether `metric` meets the target, in the job's direction."""
@@ -203,6 +222,9 @@ class TrialResult:
     metric: float | None = None
     simulated: bool = False
     reason: str = ""
+    # Where the figures come from, for people: "measured (nvml)", "simulated (GPU model)",
+    # "simulated (trace: cifar100/v100)". `simulated` says the same for machines.
+    source: str = ""
 
     @classmethod
     def build(
@@ -218,6 +240,7 @@ class TrialResult:
         metric: float | None = None,
         simulated: bool = False,
         reason: str = "",
+        source: str = "",
     ) -> TrialResult:
         status = TrialStatus(status)
         _require(status.finished, "status", status.value, "a finished status (not 'dispatched')")
@@ -235,6 +258,7 @@ class TrialResult:
             metric=metric,
             simulated=simulated,
             reason=reason,
+            source=source,
         )
 
     @property

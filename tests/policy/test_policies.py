@@ -68,7 +68,9 @@ def test_default_only_samples_contenders():
     picks = {policy.decide(spec, history, seed).batch_size for seed in range(60)}
     assert picks == {32, 64}  # 128 costs 3x the best: never a contender
     states = {a.batch_size: a for a in policy.arm_states(spec, history)}
-    assert states[16].posterior_mean == pytest.approx(15.0)
+    # 16 missed, and its recurrence has no retry on record: it is charged its 15.0 plus what a retry costs
+    # at best, the cheapest mean reached cost: 32's (10.0 + 10.3 + 10.0 + 10.6) / 4 = 10.225.
+    assert states[16].posterior_mean == pytest.approx(15.0 + 10.225)
     assert states[16].pruned and not states[32].pruned
 
 

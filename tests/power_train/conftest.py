@@ -15,3 +15,21 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch):
     module = make_module([FakeDevice(name="Fake V100"), FakeDevice(name="Fake P100", has_counter=False)])
     monkeypatch.setitem(sys.modules, "pynvml", module)
     return module
+
+
+def rate(eta: float, max_power_w: float, num_gpus: int = 1):
+    """The job's cost rate for a profiler under test (what JobSpec.cost_rate gives a real job)."""
+    from functools import partial
+
+    from zeus.job import zeus_cost_rate
+
+    return partial(zeus_cost_rate, eta=eta, max_power_w=max_power_w, num_gpus=num_gpus)
+
+
+def wall_optimum(model, limits: list[float], eta: float, max_power_w: float) -> float:
+    """The exhaustive optimum on the simulated GPU's *wall* clock, worked from the model's two curves
+    (power and relative throughput at each limit), independently of the profiler: ties to the higher limit."""
+    return min(
+        limits,
+        key=lambda p: ((eta * model.power_w(p) + (1 - eta) * max_power_w) / model.relative_throughput(p), -p),
+    )

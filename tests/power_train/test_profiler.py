@@ -23,6 +23,7 @@ from zeus.power import (
 from zeus.power.nvml import NvmlGPU
 from zeus.power.profiler import MAX_REMEASURES
 
+from .conftest import rate, wall_optimum
 from .fake_pynvml import FakeDevice, make_module
 
 STEP_S = 0.01  # real seconds per step at full speed
@@ -39,8 +40,8 @@ class ManualClock:
 
 def make(eta: float = 0.5, params: ProfileParams | None = None, **kw):
     clock = ManualClock()
-    gpu = SimulatedGPU(real_clock=clock)
-    profiler = PowerLimitProfiler(gpu, eta=eta, max_power_w=250.0, params=params or ProfileParams(2, 5), **kw)
+    gpu = SimulatedGPU(clock="wall", real_clock=clock)
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(eta, 250.0), params=params or ProfileParams(2, 5), **kw)
     return gpu, profiler, clock
 
 
@@ -70,7 +71,7 @@ def test_sweep_measures_every_limit_exactly_and_picks_the_model_optimum(eta):
         assert row.throughput == pytest.approx(BATCH / STEP_S * model.relative_throughput(row.power_limit_w))
         assert row.average_power_w == pytest.approx(model.power_w(row.power_limit_w))
         assert row.simulated
-    expected = model.optimal_limit(candidate_limits(gpu), eta=eta, max_power_w=250.0)
+    expected = wall_optimum(model, candidate_limits(gpu), eta, 250.0)
     assert profiler.chosen_limit == expected
     assert gpu.get_power_limit(0) == expected
     assert {0.0: 250.0, 0.5: 175.0, 1.0: 100.0}[eta] == expected  # interior optimum at eta 0.5
@@ -138,7 +139,7 @@ def test_choose_limit_breaks_ties_toward_the_higher_limit():
             "simulated": [True] * 3,
         }
     )
-    assert choose_limit(table, eta=0.5, max_power_w=300) == 200.0
+    assert choose_limit(table, rate(0.5, 300)) == 200.0
 
 
 def test_params_shrink_to_fit_a_short_epoch_and_reject_bad_values():
@@ -151,9 +152,9 @@ def test_params_shrink_to_fit_a_short_epoch_and_reject_bad_values():
 
 def test_restore_keeps_a_cap_set_before_the_trial():
     clock = ManualClock()
-    gpu = SimulatedGPU(real_clock=clock)
+    gpu = SimulatedGPU(clock="wall", real_clock=clock)
     gpu.set_power_limit(0, 200.0)  # an admin's cap
-    profiler = PowerLimitProfiler(gpu, eta=0.5, max_power_w=250.0, params=ProfileParams(2, 5))
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 250.0), params=ProfileParams(2, 5))
     for _ in range(3):
         step(profiler, clock)
     assert gpu.get_power_limit(0) == 250.0  # profiling starts from the maximum
@@ -203,7 +204,7 @@ def test_on_a_coarse_counter_windows_last_the_backends_minimum_and_the_choice_is
     clock = ManualClock()
     gpu = coarse_nvml(monkeypatch, clock)
     assert gpu.min_window_s == 1.0
-    profiler = PowerLimitProfiler(gpu, eta=eta, max_power_w=250.0, params=ProfileParams())  # 10 + 40 steps
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(eta, 250.0), params=ProfileParams())  # 10 + 40 steps
     train(profiler, gpu, clock)
     model = PowerModel()
     table = profiler.profile()
@@ -211,7 +212,7 @@ def test_on_a_coarse_counter_windows_last_the_backends_minimum_and_the_choice_is
     assert (table["average_power_w"] > 0).all() and profiler.invalid_windows == 0
     for row in table.itertuples():  # a 1 s window reads the energy to within one 100 ms counter step
         assert row.average_power_w == pytest.approx(model.power_w(row.power_limit_w), rel=COUNTER_PERIOD_S / 1.0)
-    assert profiler.chosen_limit == model.optimal_limit(candidate_limits(gpu), eta=eta, max_power_w=250.0)
+    assert profiler.chosen_limit == wall_optimum(model, candidate_limits(gpu), eta, 250.0)
     assert gpu.get_power_limit(0) == profiler.chosen_limit
 
 
@@ -226,7 +227,7 @@ def test_the_coarse_counter_reads_zero_over_short_windows_which_are_void_and_mea
         zero += monitor.end_window("w").total_energy_j == 0
     assert zero >= 5
     # With min_window_s=0 the profiler meets those windows, counts them void, warns once, and re-measures them.
-    profiler = PowerLimitProfiler(gpu, eta=1.0, max_power_w=250.0, params=ProfileParams(min_window_s=0.0))
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(1.0, 250.0), params=ProfileParams(min_window_s=0.0))
     with caplog.at_level(logging.WARNING, logger="zeus.power.profiler"):
         train(profiler, gpu, clock)
     assert profiler.invalid_windows >= 3
@@ -237,7 +238,7 @@ def test_the_coarse_counter_reads_zero_over_short_windows_which_are_void_and_mea
 def test_a_counter_that_never_moves_ends_profiling_at_the_limit_in_force(monkeypatch):
     clock = ManualClock()
     gpu = coarse_nvml(monkeypatch, clock, period_s=1e9)
-    profiler = PowerLimitProfiler(gpu, eta=1.0, max_power_w=250.0, params=ProfileParams())
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(1.0, 250.0), params=ProfileParams())
     train(profiler, gpu, clock)
     assert profiler.invalid_windows == MAX_REMEASURES + 1 and "did not advance" in profiler.gave_up
     assert profiler.profile().empty and profiler.chosen_limit == gpu.get_power_limit(0) == 250.0
@@ -301,6 +302,6 @@ def test_zero_power_rows_of_an_old_stored_profile_are_never_chosen():
         }
     )
     # The 625 W row's cost would be (0.5 * 0 + 0.5 * 700) / 16095, the lowest: the void row would win.
-    assert choose_limit(stored, eta=0.5, max_power_w=700.0) == 600.0
+    assert choose_limit(stored, rate(0.5, 700.0)) == 600.0
     _, profiler, _ = make(reuse=stored.assign(average_power_w=0.0))  # nothing valid: profile again
     assert not profiler.reused and profiler.state is ProfilerState.READY

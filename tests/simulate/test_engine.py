@@ -17,8 +17,10 @@ import pytest
 
 from zeus.job import JobSpec, TrialStatus
 from zeus.policy.base import Decision
-from zeus.simulate.engine import Simulator, size_model
+from zeus.power.profiler import choose_limit
+from zeus.simulate.engine import Simulator
 from zeus.simulate.trace import POWER_COLUMNS, TRAIN_COLUMNS, SizeTrace, load_workload_trace, read_trace
+from zeus.simulate.trial import trace_profile
 
 POWER = [
     (16, 100, 10, 90),
@@ -73,6 +75,7 @@ class Scripted:
     name: str = "scripted"
 
     def decide(self, spec, history, seed):
+        self.seen = [*getattr(self, "seen", []), [r.status for r in history]]
         b, threshold = self.script[min(len(history), len(self.script) - 1)]
         return Decision(b, threshold, "scripted", "")
 
@@ -83,15 +86,15 @@ class Scripted:
 def test_profiler_pick_and_trace_join(sim):
     assert sim.trace.batch_sizes == (16, 32, 64) and sim.trace.max_power_w == 200.0
     assert sim.trace.power_limits == (100.0, 200.0)
-    assert {b: m.power_limit for b, m in sim.models.items()} == {16: 200.0, 32: 100.0, 64: 200.0}
-    assert sim.models[16].cost == pytest.approx(1140.0)
+    picks = {b: choose_limit(trace_profile(sim.trace.sizes[b]), sim.spec.cost_rate) for b in (16, 32, 64)}
+    assert picks == {16: 200.0, 32: 100.0, 64: 200.0}
     assert list(sim.trace.sizes[16].target_epochs) == [4, 4]  # the 0.9 target row is not this job's
 
 
 def test_profiler_ties_go_to_the_higher_limit(sim):
     # 0.5 E + 100 t: 0.5 * 500 + 500 == 0.5 * 700 + 400 == 750 at both limits.
     tied = SizeTrace(32, np.array([2.0]), np.array([100.0, 200.0]), np.array([5.0, 4.0]), np.array([500.0, 700.0]))
-    assert size_model(sim.spec, tied).power_limit == 200.0
+    assert choose_limit(trace_profile(tied), sim.spec.cost_rate) == 200.0
 
 
 def test_oracle_and_default_config(sim):
@@ -132,17 +135,39 @@ def test_max_epochs_cap_is_not_reached(sim):
     assert result.history[0].status is TrialStatus.NOT_REACHED
 
 
-def test_zero_epoch_quirk_reports_a_penalty_but_counts_nothing(sim):
-    # 1000 < 1140 per epoch: the trial never runs. Then 32 without a threshold reaches.
+def test_a_threshold_below_one_epoch_still_runs_the_first_epoch(sim):
+    # 1000 < 1140 per epoch: the trial still runs its first (profiling) epoch, as ZeusDataLoader does,
+    # and counts. Then 32 without a threshold reaches.
     result = sim.run(Scripted([(16, 1000.0), (32, None), (16, None)]), seed=3, num_recurrences=2)
-    quirk, reached, later = result.history
-    assert quirk.status is TrialStatus.COST_EXCEEDED
-    assert quirk.cost == pytest.approx(100 * 1000.0) and quirk.energy_j == 0 and quirk.time_s == 0
+    stopped, reached, later = result.history
+    assert stopped.status is TrialStatus.COST_EXCEEDED
+    assert stopped.energy_j == pytest.approx((900 + 1080) / 2) and stopped.time_s == pytest.approx(8)
     assert reached.status is TrialStatus.REACHED and result.rows[0].num_trials == 2
-    assert result.rows[0].cost == pytest.approx(reached.cost)
-    # The quirk used up 16's profiling: its next trial runs at 200 W from the first epoch.
+    assert result.rows[0].cost == pytest.approx(stopped.cost + reached.cost)
+    # 16 was profiled by the stopped trial: its next trial reuses that profile, 200 W from the first epoch.
     assert later.energy_j == pytest.approx(4 * 1080)
-    assert result.totals.cost == pytest.approx(reached.cost + later.cost)
+    assert [t.profiled for t in result.trials] == [True, True, False]
+    assert result.totals.cost == pytest.approx(stopped.cost + reached.cost + later.cost)
+
+
+def test_a_stale_profile_is_measured_again(sim):
+    s = Simulator(sim.spec.with_changes(reprofile_after=2), sim.trace)
+    result = s.run(Scripted([(16, None)]), seed=0, num_recurrences=4)
+    # measured in recurrence 1, reused in 2, two recurrences old in 3: measured again, reused in 4
+    assert [t.profiled for t in result.trials] == [True, False, True, False]
+    assert result.history[2].energy_j == pytest.approx(result.history[0].energy_j)
+
+
+def test_overlapping_recurrences_see_each_others_trials_in_flight(sim):
+    policy = Scripted([(16, None)])
+    result = sim.run(policy, seed=0, num_recurrences=3, in_flight=2)
+    # recurrences 1 and 2 start together: the second decision sees the first trial dispatched, unfinished
+    assert policy.seen[:2] == [[], [TrialStatus.DISPATCHED]]
+    assert [t.recurrence for t in result.trials] == [1, 2, 3]
+    # both in-flight trials profiled (neither had finished); the third reuses the first one's profile
+    assert [t.profiled for t in result.trials] == [True, True, False]
+    with pytest.raises(ValueError, match="in_flight"):
+        sim.run(policy, 0, 3, in_flight=0)
 
 
 def test_same_seed_same_simulation_different_seed_samples_other_runs(sim):

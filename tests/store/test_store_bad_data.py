@@ -50,6 +50,7 @@ def _finished_row(spec) -> dict:
         "metric": None,
         "simulated": False,
         "reason": "",
+        "source": "",
         "ended_at": None,
     }
 

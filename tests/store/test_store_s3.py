@@ -65,10 +65,13 @@ def test_unreachable_store_fails_after_bounded_retries_naming_endpoint_and_bucke
 @pytest.mark.parametrize(
     ("env", "endpoint", "secure"),
     [
-        ({"ZEUS_S3_ENDPOINT": "minio.kubeflow:9000"}, "minio.kubeflow:9000", True),
+        # the one rule: a scheme decides; a bare host:port is http unless ZEUS_S3_SECURE says true
+        ({"ZEUS_S3_ENDPOINT": "minio-service.kubeflow:9000"}, "minio-service.kubeflow:9000", False),
         ({"ZEUS_S3_ENDPOINT": "http://minio:9000/"}, "minio:9000", False),
         ({"ZEUS_S3_ENDPOINT": "minio:9000", "ZEUS_S3_SECURE": "0"}, "minio:9000", False),
-        ({"ZEUS_S3_ENDPOINT": "https://s3.example:443", "ZEUS_S3_SECURE": "false"}, "s3.example:443", True),
+        ({"ZEUS_S3_ENDPOINT": "minio:9000", "ZEUS_S3_SECURE": "true"}, "minio:9000", True),
+        ({"ZEUS_S3_ENDPOINT": "HTTPS://s3.example:443"}, "s3.example:443", True),
+        ({"ZEUS_S3_ENDPOINT": "https://s3.example:443", "ZEUS_S3_SECURE": "true"}, "s3.example:443", True),
     ],
 )
 def test_settings_from_env(monkeypatch, env, endpoint, secure):
@@ -89,6 +92,10 @@ def test_settings_from_env(monkeypatch, env, endpoint, secure):
         ({}, "ZEUS_S3_ENDPOINT"),
         ({"ZEUS_S3_ENDPOINT": "minio:9000", "ZEUS_S3_SECURE": "maybe"}, "ZEUS_S3_SECURE"),
         ({"ZEUS_S3_ENDPOINT": "minio:9000/path"}, "ZEUS_S3_ENDPOINT"),
+        ({"ZEUS_S3_ENDPOINT": "ftp://minio:9000"}, "ZEUS_S3_ENDPOINT"),
+        # a scheme and ZEUS_S3_SECURE that disagree: refused, not one of them silently winning
+        ({"ZEUS_S3_ENDPOINT": "https://s3.example:443", "ZEUS_S3_SECURE": "false"}, "ZEUS_S3_SECURE"),
+        ({"ZEUS_S3_ENDPOINT": "http://minio:9000", "ZEUS_S3_SECURE": "1"}, "ZEUS_S3_SECURE"),
     ],
 )
 def test_bad_settings_name_the_variable(monkeypatch, env, field):
@@ -222,7 +229,9 @@ def test_refused_credentials_are_named_as_such_without_the_secret(monkeypatch):
         with pytest.raises(StoreAccessError) as info:
             open_store("s3://zeus-refused/p").list_jobs()
         message = str(info.value)
-        assert "refused access" in message and "zeus-refused" in message and "ZEUS_S3_SECRET_KEY" in message
+        assert "refused access" in message and "s3://zeus-refused/p" in message and "ZEUS_S3_SECRET_KEY" in message
+        # the prefix rule of Kubeflow's multi-user mode, the usual cause there
+        assert "private-artifacts/<namespace>" in message and "mlpipeline/{artifacts" in message
         assert "wrong-secret-value" not in message
     finally:
         server.shutdown()

@@ -24,6 +24,23 @@ def _table(results, num_recurrences: int) -> None:
     Console().print(table)
 
 
+def _trials_table(result) -> None:
+    """Every trial of one simulation, as `zeus-kfp run` prints a trace-backed job's trials."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from zeus.report.units import COST_UNIT, duration, si
+
+    table = Table(title=f"seed {result.seed}: every trial", title_justify="left")
+    for col in ("recurrence", "attempt", "batch size", "power limit", f"cost ({COST_UNIT})", "time", "status"):
+        table.add_column(col, justify="right")
+    for t in result.trials:
+        limit = f"{t.power_limit_w:.0f} W"
+        row = (t.recurrence, t.attempt, t.batch_size, limit, si(t.cost, ""), duration(t.time_s), t.status)
+        table.add_row(*(str(v) for v in row))
+    Console().print(table)
+
+
 SIMULATE_HELP = (
     "Simulate a recurring job on a trace and compare the policy with the default config and the oracle.\n\n"
     "Prints, per seed, the cumulative cost, energy and time of the policy, of the default config "
@@ -46,8 +63,11 @@ def simulate(
         typer.Option(help="Train trace CSV (summary_train.csv columns). Default: the shipped NSDI'23 trace."),
     ] = None,
     power_trace: Annotated[
-        Path | None,
-        typer.Option(help="Power trace CSV of one GPU (summary_power_<gpu>.csv columns). Default: the shipped V100."),
+        str | None,
+        typer.Option(
+            help="Power trace of one GPU: v100 or a40 (shipped), or a CSV with summary_power_<gpu>.csv's columns. "
+            "Default: v100."
+        ),
     ] = None,
     seeds: Annotated[
         list[int] | None,
@@ -60,10 +80,20 @@ def simulate(
         int | None,
         typer.Option(help="Recurrences per simulation. Default: 2 x |batch sizes| x |power limits| (Zeus's choice)."),
     ] = None,
+    attempts: Annotated[
+        int | None,
+        typer.Option(help="Tries per recurrence. Default: Zeus's 20. `zeus-kfp run` runs 5: pass 5 to replay it."),
+    ] = None,
+    in_flight: Annotated[
+        int, typer.Option(help="Recurrences in flight at once (overlapping recurrences; 1 = one after another).")
+    ] = 1,
     eta: Annotated[float, typer.Option(help="eta knob of the cost: 1 = energy only, 0 = time only.")] = 0.5,
     beta: Annotated[
         float, typer.Option(help="Early-stop knob: stop a trial past beta x the best recurrence cost.")
     ] = 2.0,
+    trials: Annotated[
+        bool, typer.Option("--trials", help="Also print every trial (as `zeus-kfp run` prints a trace job's).")
+    ] = False,
     json_out: Annotated[
         Path | None,
         typer.Option("--json", help="Write the figures and one row per recurrence to this JSON file."),
@@ -85,14 +115,17 @@ def simulate(
         raise typer.Exit(code=2)
     seed_list = [*(seeds or [1]), *(int(a) for a in extra)]
     train = train_trace or shipped_trace("train")
-    power = power_trace or shipped_trace("v100")
+    power = power_trace or "v100"
     try:
-        sim = build_simulator(workload, train_trace=train, power_trace=power, eta=eta, beta=beta)
-        results = simulate_seeds(sim, policy, seed_list, recurrences)
+        sim = build_simulator(workload, train_trace=train, power_trace=power, eta=eta, beta=beta, max_attempts=attempts)
+        results = simulate_seeds(sim, policy, seed_list, recurrences, in_flight)
     except (JobSpecError, ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
     _table(results, results[0].num_recurrences)
+    if trials:
+        for result in results:
+            _trials_table(result)
     if json_out is not None:
         data = results_to_json(results, workload=workload, train_trace=str(train), power_trace=str(power))
         write_json(data, json_out)

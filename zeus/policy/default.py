@@ -73,8 +73,18 @@ class DefaultPolicy:
         return replay_pruning(view.feasible, start, rounds, observations)
 
     def _arm_costs(self, view: HistoryView, arms: Sequence[int], window: int) -> dict[int, np.ndarray]:
-        """Per arm, its observed costs (windowed), misses included as observed (as Zeus does)."""
-        return {b: view.costs(b, window) for b in arms}
+        """Per arm, its observed costs (windowed), each miss charged the retry it forced (history.retry_charges)."""
+        return {b: view.charged_costs(b, window) for b in arms}
+
+    @staticmethod
+    def _exploitable(view: HistoryView, survivors: Sequence[int]) -> list[int]:
+        """The arms exploitation chooses among: surviving feasible sizes, and once any size has reached the
+        target only sizes that have reached it (a size that never finished the job is never exploited)."""
+        arms = [b for b in survivors if b in view.feasible]
+        reached = [b for b in view.feasible if view.has_reached(b)]
+        if not reached:
+            return arms
+        return [b for b in arms if b in reached] or reached
 
     def _reached_costs(self, view: HistoryView) -> dict[int, np.ndarray]:
         """Per size, reached trials' costs after its first (which carries the profiling epoch): the noise sample."""
@@ -108,7 +118,7 @@ class DefaultPolicy:
             if concurrent is not None:
                 return concurrent
             return Decision(expected, threshold, "exploration", f"exploring batch size {expected} (one pass)")
-        arms = [b for b in state.survivors if b in view.feasible]
+        arms = self._exploitable(view, state.survivors)
         costs = self._arm_costs(view, arms, spec.window_size)
         cold = [b for b in arms if costs[b].size == 0]
         rng = decision_rng(seed, view.num_records)

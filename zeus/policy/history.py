@@ -43,6 +43,7 @@ class HistoryView:
     obs_sizes: np.ndarray  # int, batch size of each observation
     obs_costs: np.ndarray  # float, its cost as reported
     obs_reached: np.ndarray  # bool, whether it reached the target
+    obs_charged: np.ndarray  # float, its cost plus, for a miss, the retry it forced (see `retry_charges`)
     dispatched: tuple[TrialRecord, ...]  # in flight
     best_spend: float | None  # lowest spend of a recurrence that reached the target
     best_reached_size: int | None  # batch size of the cheapest single reached trial
@@ -62,6 +63,15 @@ class HistoryView:
         """This size's observed costs, oldest first; the last `window_size` of them when it is > 0."""
         costs = self.obs_costs[self.obs_sizes == batch_size]
         return costs[-window_size:] if window_size > 0 else costs
+
+    def charged_costs(self, batch_size: int, window_size: int = 0) -> np.ndarray:
+        """Like `costs`, but each miss charged what it cost its recurrence (see `retry_charges`)."""
+        charged = self.obs_charged[self.obs_sizes == batch_size]
+        return charged[-window_size:] if window_size > 0 else charged
+
+    def has_reached(self, batch_size: int) -> bool:
+        """Whether any observation at this size reached the target."""
+        return bool(self.obs_reached[self.obs_sizes == batch_size].any())
 
     def best_reached_cost(self) -> float | None:
         """The cheapest single reached trial's cost."""
@@ -114,6 +124,9 @@ def read_history(spec: JobSpec, history: Sequence[TrialRecord]) -> HistoryView:
 
     learn = finished & ~failed & ~oom & ~np.isnan(costs)
     obs_sizes, obs_costs, obs_reached = sizes[learn], costs[learn], reached[learn]
+    charges = retry_charges(
+        recurrences, spend, finished, reached, fallback=_cheapest_mean(obs_sizes, obs_costs, obs_reached)
+    )
     best_size = None
     if obs_reached.any():
         k = int(np.argmin(np.where(obs_reached, obs_costs, np.inf)))
@@ -123,11 +136,54 @@ def read_history(spec: JobSpec, history: Sequence[TrialRecord]) -> HistoryView:
         obs_sizes=obs_sizes,
         obs_costs=obs_costs,
         obs_reached=obs_reached,
+        obs_charged=obs_costs + np.where(obs_reached, 0.0, charges[learn]),
         dispatched=tuple(r for r, d in zip(records, dispatched.tolist(), strict=True) if d),
         best_spend=best_spend,
         best_reached_size=best_size,
         num_records=len(records),
     )
+
+
+def _cheapest_mean(sizes: np.ndarray, costs: np.ndarray, reached: np.ndarray) -> float:
+    """The lowest mean cost of reached trials over batch sizes; 0 when nothing has reached yet."""
+    if not reached.any():
+        return 0.0
+    _, inverse = np.unique(sizes[reached], return_inverse=True)
+    means = np.bincount(inverse, weights=costs[reached]) / np.bincount(inverse)
+    return float(means.min())
+
+
+def retry_charges(
+    recurrences: np.ndarray, spend: np.ndarray, finished: np.ndarray, reached: np.ndarray, *, fallback: float
+) -> np.ndarray:
+    """Per record (in trial order): what the rest of its recurrence spent to reach the target.
+
+    Why: a trial that misses the target does not end its recurrence; the recurrence pays for the retry
+    too. Charging a miss only its own cost makes it look cheap (it was cut off at max_epochs or the
+    threshold), and a bandit that compares costs then prefers the size that never finishes the job. So
+    a miss is charged its own cost plus the spend of the later trials of its recurrence up to the one
+    that reached, when that is known; while it is not (the retry is still running, or the recurrence
+    ran out of attempts), the cheapest mean cost of a reached size stands in: what a retry costs at
+    best. Nothing has reached yet: 0 (exploration compares misses among themselves).
+    """
+    n = recurrences.size
+    charges = np.full(n, fallback, dtype=float)
+    if n == 0:
+        return charges
+    order = np.lexsort((np.arange(n), recurrences))  # by recurrence, then trial order
+    rec, cost = recurrences[order], np.where(finished[order], spend[order], 0.0)
+    hit = finished[order] & reached[order]
+    starts = np.flatnonzero(np.r_[True, rec[1:] != rec[:-1]])
+    ends = np.r_[starts[1:], n]
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        hits = np.flatnonzero(hit[lo:hi])
+        if hits.size == 0:
+            continue
+        last = lo + int(hits[-1])  # the trial that reached
+        after = np.cumsum(cost[lo : last + 1][::-1])[::-1]  # spend from each trial to the reaching one
+        known = slice(lo, last)  # the trials before it: their retries are known
+        charges[order[known]] = after[1 : last - lo + 1]
+    return charges
 
 
 def decision_rng(seed: int, num_records: int) -> np.random.Generator:

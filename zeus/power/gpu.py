@@ -21,6 +21,7 @@ from zeus.errors import FieldError
 log = logging.getLogger(__name__)
 
 GPU_KINDS = ("auto", "nvml", "zeusd", "simulated")
+MEASURE_ONLY_NOTE = "measure-only: power limits could not be set"  # in a trial's reason
 
 
 class GPUError(RuntimeError):
@@ -84,7 +85,24 @@ class GPU(Protocol):
         """Seconds on this backend's clock (a simulated GPU runs a simulated clock)."""
         ...
 
+    def account_work(self, samples: int) -> None:
+        """One training or eval step over `samples` samples has run. Real meters ignore it; the simulated
+        GPU's model clock advances by it (so simulated figures never depend on the machine's load)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def gpu_source(gpu: GPU) -> str:
+    """Where a trial's figures come from, as TrialResult.source says it: "measured (nvml)",
+    "simulated (GPU model)", or "simulated (GPU model, wall clock)" when the model ran on real time."""
+    if not gpu.simulated:
+        return f"measured ({gpu.kind})"
+    return (
+        "simulated (GPU model, wall clock)"
+        if getattr(gpu, "clock_kind", "model") == "wall"
+        else "simulated (GPU model)"
+    )
 
 
 def warn_measure_only(kind: str, detail: str) -> None:

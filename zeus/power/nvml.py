@@ -181,6 +181,9 @@ class NvmlGPU:
         counters = [self.has_energy_counter(i) for i in range(len(self._handles))]
         return max(COUNTER_MIN_WINDOW_S if counter else SAMPLED_MIN_WINDOW_S for counter in counters)
 
+    def account_work(self, samples: int) -> None:
+        """Nothing to do: the hardware counters measure the work themselves."""
+
     def clock(self) -> float:
         return self._clock()
 

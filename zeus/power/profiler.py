@@ -43,9 +43,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
 import pandas as pd
 
 from zeus.power.gpu import GPU
@@ -53,6 +55,8 @@ from zeus.power.monitor import EnergyMonitor, Measurement
 
 log = logging.getLogger(__name__)
 
+# (power in W over all the job's GPUs, throughput in units/s) -> cost per unit of work: JobSpec.cost_rate
+CostRate = Callable[[float, float], float]
 PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
 PHASES = ("train", "eval")
 MIN_WINDOW_ALLOWED = "a number of seconds >= 0, or unset (None) for the GPU backend's default"
@@ -130,34 +134,35 @@ def candidate_limits(gpu: GPU, step_w: float = 25.0) -> list[float]:
     return limits
 
 
-def cost_per_sample(power_w: float, throughput: float, *, eta: float, max_power_w: float) -> float:
-    """Zeus's per-sample cost; `power_w` and `max_power_w` are totals over the job's GPUs."""
-    if throughput <= 0:
-        return math.inf
-    return (eta * power_w + (1.0 - eta) * max_power_w) / throughput
-
-
-def valid_rows(profile: pd.DataFrame) -> pd.Series:
+def valid_rows(profile: pd.DataFrame) -> np.ndarray:
     """Rows whose power and throughput are positive and finite; a zero-power row is a void window (the meter
-    did not tick), which profiles stored before zeus-kfp waited for the meter may still contain."""
-    power, throughput = profile["average_power_w"].astype(float), profile["throughput"].astype(float)
-    return (power > 0) & (throughput > 0) & power.map(math.isfinite) & throughput.map(math.isfinite)
+    did not tick), which profiles stored before zeus-kfp waited for the meter may still contain.
+    numpy, not pandas: the simulator asks this for every trial it runs."""
+    power = profile["average_power_w"].to_numpy(dtype=float)
+    throughput = profile["throughput"].to_numpy(dtype=float)
+    return (power > 0) & (throughput > 0) & np.isfinite(power) & np.isfinite(throughput)
 
 
-def choose_limit(profile: pd.DataFrame, *, eta: float, max_power_w: float) -> float:
-    """The train-phase limit of least per-sample cost (ties go to the higher limit: same cost, faster).
+def train_rows(profile: pd.DataFrame) -> np.ndarray:
+    """Valid rows of the training phase: what a power limit is chosen from."""
+    return valid_rows(profile) & (profile["phase"].to_numpy(dtype=object) == "train")
 
-    Void rows (zero or non-finite power or throughput) are never chosen from.
+
+def choose_limit(profile: pd.DataFrame, cost_rate: CostRate) -> float:
+    """The train-phase limit of least cost per unit of work (ties go to the higher limit: same cost, faster).
+
+    `cost_rate` is the job's (`JobSpec.cost_rate`): the live profiler, a reused profile, the trace-backed
+    trial and the report all choose through this one function. Void rows (zero or non-finite power or
+    throughput) are never chosen from.
     """
-    train = profile[(profile["phase"] == "train") & valid_rows(profile)]
-    if train.empty:
+    rows = np.flatnonzero(train_rows(profile))
+    if rows.size == 0:
         raise ValueError("profile has no valid train rows to choose a power limit from")
-    costs = [
-        (cost_per_sample(r.average_power_w, r.throughput, eta=eta, max_power_w=max_power_w), -r.power_limit_w)
-        for r in train.itertuples()
-    ]
-    best = min(range(len(costs)), key=costs.__getitem__)
-    return float(train["power_limit_w"].iloc[best])
+    limits = profile["power_limit_w"].to_numpy(dtype=float)[rows]
+    power = profile["average_power_w"].to_numpy(dtype=float)[rows]
+    throughput = profile["throughput"].to_numpy(dtype=float)[rows]
+    costs = [(cost_rate(float(p), float(t)), -float(w)) for p, t, w in zip(power, throughput, limits, strict=True)]
+    return float(limits[min(range(len(costs)), key=costs.__getitem__)])
 
 
 def profile_frame(rows: list[dict]) -> pd.DataFrame:
@@ -175,16 +180,18 @@ class PowerLimitProfiler:
         self,
         gpu: GPU,
         *,
-        eta: float,
-        max_power_w: float,
+        cost_rate: CostRate,
         params: ProfileParams | None = None,
         monitor: EnergyMonitor | None = None,
         reuse: pd.DataFrame | None = None,
+        agree: Callable[[float], float] | None = None,
     ) -> None:
         self.gpu = gpu
+        # How a chosen limit becomes the one every process trains at: as is here; rank 0's, broadcast, in a
+        # distributed trial (zeus.train.distributed), so no rank can pick another.
+        self.agree = agree or (lambda watts: watts)
         self.monitor = monitor or EnergyMonitor(gpu)
-        self.eta = eta
-        self.max_power_w = max_power_w
+        self.cost_rate = cost_rate
         self.params = params or ProfileParams()
         given = self.params.min_window_s
         self.min_window_s = float(gpu.min_window_s if given is None else given)
@@ -218,9 +225,9 @@ class PowerLimitProfiler:
         self._current: float | None = None
         self.reused = False
         if reuse is not None and not reuse.empty:
-            if (valid_rows(reuse) & (reuse["phase"] == "train")).any():
+            if train_rows(reuse).any():
                 self.rows = profile_frame(reuse.to_dict("records")).to_dict("records")
-                self.chosen_limit = choose_limit(reuse, eta=eta, max_power_w=max_power_w)
+                self.chosen_limit = self.agree(choose_limit(reuse, cost_rate))
                 self._eval_done = bool((reuse["phase"] == "eval").any())
                 self.state = ProfilerState.DONE
                 self.reused = True
@@ -273,14 +280,17 @@ class PowerLimitProfiler:
         self.state, self._count, self._samples = ProfilerState.PROFILING, 0, 0
         self._required_s, self._remeasures = self.min_window_s, 0
 
-    def on_step_end(self, samples: int) -> None:
-        self._epoch_step += 1
+    def on_step_end(self, samples: int, steps: int = 1) -> None:
+        """`steps` steps over `samples` samples in all have run since on_step_begin. More than one: a
+        driver outside the process that sees progress in bursts (zeus.train.progress), so windows
+        open and close only where it saw progress."""
+        self._epoch_step += steps
         if self.state is ProfilerState.WARMUP:
-            self._count += 1
+            self._count += steps
             if self._count >= self.params.warmup_iters:
                 self._enter_profiling()
         elif self.state is ProfilerState.PROFILING:
-            self._count += 1
+            self._count += steps
             self._samples += samples
             if self._count >= self.params.profile_iters and self.monitor.elapsed_s(self.window) >= self._required_s:
                 self._close_window()
@@ -324,10 +334,10 @@ class PowerLimitProfiler:
 
     def _finish(self) -> None:
         profile = profile_frame(self.rows)
-        if (valid_rows(profile) & (profile["phase"] == "train")).any():
-            self.chosen_limit = choose_limit(profile, eta=self.eta, max_power_w=self.max_power_w)
-        else:  # no evidence to throttle on: keep what was in force before the trial
-            self.chosen_limit = self.original_limits[0]
+        # Without evidence to throttle on, keep what was in force before the trial.
+        evidence = train_rows(profile).any()
+        chosen = choose_limit(profile, self.cost_rate) if evidence else self.original_limits[0]
+        self.chosen_limit = self.agree(chosen)
         self._apply(self.chosen_limit)
         self.state = ProfilerState.DONE
         if self.monitor.is_open(ALL_WINDOW):
@@ -395,6 +405,20 @@ class PowerLimitProfiler:
 
     def profile(self) -> pd.DataFrame:
         return profile_frame(self.rows)
+
+    def best_limit(self) -> float | None:
+        """The chosen limit; for a trial that ended mid-profiling, the choice among the limits measured so
+        far (what a later trial reusing this partial profile will train at); None with nothing measured."""
+        if self.chosen_limit is not None:
+            return self.chosen_limit
+        profile = self.profile()
+        return choose_limit(profile, self.cost_rate) if train_rows(profile).any() else None
+
+    def partial_note(self) -> str:
+        """For a trial that ended before profiling finished: what its limit was chosen among ("" otherwise)."""
+        if self.done or self.best_limit() is None:
+            return ""
+        return f"ended while profiling: chose among {len(self.profile())} of {len(self.limits)} limits"
 
     def summary(self) -> dict[str, object]:
         """How profiling went, for result.json and device checks (not part of the stored profile table)."""

@@ -1,23 +1,35 @@
-"""A simulated GPU for machines without one: a deterministic power model applied to real step times.
+"""A simulated GPU for machines without one: a deterministic model of time and power per step.
 
 Why: the profiler, the cost threshold and the whole pipeline must be exercisable on a CPU-only
-machine, and their decisions must follow the same shape as on a real GPU. The model is shaped
-after the V100 measurements of Zeus (NSDI'23, ../shared/traces/summary_power_v100.csv):
-limits 100-250 W; below what the workload would draw unconstrained (its *demand*), the average
-power follows the limit (a little under it), and throughput falls sub-linearly with power (the
-trace: about 0.68-0.72 of full speed at 100 W, 0.97-1.0 at 225 W).
+machine, and their figures must not depend on how busy that machine is (CI runs at load 10-25).
+So the simulated clock is a *model clock*: it advances only by the work a trial reports
+(`account_work`, called by ZeusDataLoader for every batch), never by measured CPU or wall time.
+The same script on an idle laptop and on a loaded CI runner gives the same simulated figures.
 
-    power(p)      = D * x / (1 + x**k)**(1/k),  x = p / D   (a smooth min(p, D))
-    throughput(p) = (power(p) / D) ** alpha                  (relative to the unconstrained speed)
+The model is shaped after the V100 measurements of Zeus (NSDI'23, shared/traces/summary_power_v100.csv):
+limits 100-250 W; below what a busy GPU would draw unconstrained (its *demand*), the average power
+follows the limit (a little under it), and throughput falls sub-linearly with power (the trace:
+about 0.68-0.72 of full speed at 100 W, 0.97-1.0 at 225 W).
 
-The simulated clock advances by the *real* elapsed time divided by throughput(limit): real work
-runs on the CPU, the model says how much longer it would have taken under the limit, and the
-energy counter integrates power(limit) over the simulated time. Every figure is simulated:
-`simulated` is True and tables built from it carry the flag.
+    power(p)      = D * x / (1 + x**k)**(1/k),  x = p / D    (a smooth min(p, D))
+    throughput(p) = (power(p) / D) ** alpha                   (relative to the unconstrained speed)
 
-Clock source: "process" (CPU time of this process, the default for in-process training) makes
-the simulated step times insensitive to other processes sharing the CPU; "wall" is for
-watching another process (the plain-script runner).
+A step of n samples has a fixed overhead (kernel launches, host work; not slowed by the limit, drawn
+at `overhead_w`) and compute time n / peak / throughput(p), drawn at power(p). Small batches are
+launch-bound (many steps per epoch, little compute each), large ones compute-bound: the batch-size
+trade-off the bandit learns, and a power-limit optimum that depends on the batch size.
+
+Every figure is simulated: `simulated` is True and tables built from it carry the flag.
+
+Plain scripts (the runner watches another process and cannot see its batches). The rule: a
+plain script's work is what its collected progress says. The runner's simulated GPU starts on the
+"wall" clock (real elapsed time / throughput). When the collected metrics give a step counter,
+the runner switches it to the model clock (`use_model_clock`) and, for every step the counter
+advanced, calls `account_work(batch_size)`, exactly as ZeusDataLoader does per batch; from then
+on the plain trial's figures are as deterministic as a Zeus-aware one's, and the same power
+limit is chosen. Time before the first step (imports, data loading) is not charged, as it is
+not for a Zeus-aware script. Without a step counter (epochs only, or no counter) the wall clock
+stays: those figures depend on the machine's load, and the trial's source says "wall clock".
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ from dataclasses import dataclass
 
 from zeus.power.gpu import PowerConstraints
 
-SIM_CLOCKS = ("process", "wall")
+SIM_CLOCKS = ("model", "wall")
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,9 @@ class PowerModel:
     demand_w: float = 210.0
     sharpness: float = 6.0
     alpha: float = 0.4
+    overhead_s: float = 0.001  # per step, whatever the limit
+    overhead_w: float = 70.0  # drawn during the per-step overhead
+    peak_samples_per_s: float = 200_000.0  # compute speed at full power
 
     def power_w(self, limit_w: float) -> float:
         x = limit_w / self.demand_w
@@ -51,17 +66,26 @@ class PowerModel:
     def relative_throughput(self, limit_w: float) -> float:
         return (self.power_w(limit_w) / self.demand_w) ** self.alpha
 
-    def cost_per_sample(self, limit_w: float, *, eta: float, max_power_w: float) -> float:
-        """Zeus's per-sample cost at `limit_w`, for unit unconstrained throughput."""
-        return (eta * self.power_w(limit_w) + (1.0 - eta) * max_power_w) / self.relative_throughput(limit_w)
+    def step(self, limit_w: float, samples: float) -> tuple[float, float]:
+        """(seconds, joules) of one step over `samples` samples on one device at `limit_w`."""
+        compute_s = samples / self.peak_samples_per_s / self.relative_throughput(limit_w)
+        return self.overhead_s + compute_s, self.overhead_w * self.overhead_s + self.power_w(limit_w) * compute_s
 
-    def optimal_limit(self, limits: list[float], *, eta: float, max_power_w: float) -> float:
-        """The exhaustive-sweep optimum: what a perfect profiler would choose."""
-        return min(limits, key=lambda p: (self.cost_per_sample(p, eta=eta, max_power_w=max_power_w), -p))
+    def optimal_limit(self, limits: list[float], cost: Callable[[float, float], float], samples: float) -> float:
+        """The exhaustive-sweep optimum for steps of `samples`: what a perfect profiler would choose.
+
+        `cost(energy_j, time_s)` is the job's (JobSpec.cost); ties go to the higher limit.
+        """
+
+        def step_cost(limit: float) -> float:
+            seconds, joules = self.step(limit, samples)
+            return cost(joules, seconds)
+
+        return min(limits, key=lambda p: (step_cost(p), -p))
 
 
 class SimulatedGPU:
-    """`num_devices` identical simulated GPUs sharing one simulated clock (data-parallel: the slowest sets pace)."""
+    """`num_devices` identical simulated GPUs sharing one clock (data-parallel: the slowest sets the pace)."""
 
     kind = "simulated"
     simulated = True
@@ -71,17 +95,19 @@ class SimulatedGPU:
         self,
         num_devices: int = 1,
         model: PowerModel | None = None,
-        clock: str = "process",
+        clock: str = "model",
         real_clock: Callable[[], float] | None = None,
     ) -> None:
-        """`real_clock` overrides the clock source (tests replay exact step times through it)."""
+        """clock "model": time advances only through `account_work`; "wall": real elapsed time / throughput
+        (`real_clock` overrides the real time source)."""
         if clock not in SIM_CLOCKS:
             raise ValueError(f"invalid clock={clock!r}: allowed {', '.join(SIM_CLOCKS)}")
         if num_devices < 1:
             raise ValueError(f"invalid num_devices={num_devices!r}: allowed a positive integer")
         self.model = model or PowerModel()
+        self.clock_kind = clock
         self.can_set_limits = True
-        self._real = real_clock or (time.process_time if clock == "process" else time.perf_counter)
+        self._real = real_clock or time.perf_counter
         self._limits = [self.model.max_w] * num_devices
         self._energy = [0.0] * num_devices
         self._virtual = 0.0
@@ -90,20 +116,45 @@ class SimulatedGPU:
 
     @classmethod
     def from_env(cls) -> SimulatedGPU:
-        """ZEUS_SIM_GPUS (count, default 1) and ZEUS_SIM_CLOCK ("process" or "wall")."""
+        """ZEUS_SIM_GPUS (count, default 1) and ZEUS_SIM_CLOCK ("model", the default, or "wall")."""
         count = int(os.environ.get("ZEUS_SIM_GPUS", "1"))
-        return cls(num_devices=count, clock=os.environ.get("ZEUS_SIM_CLOCK", "process"))
+        return cls(num_devices=count, clock=os.environ.get("ZEUS_SIM_CLOCK", "model"))
 
-    def _advance(self) -> None:
+    def account_work(self, samples: int) -> None:
+        """One step over `samples` samples, split evenly over the devices: the model clock advances by the
+        slowest device's step time; each device draws its step energy, then waits at the overhead power."""
+        if self.clock_kind != "model":
+            return
         with self._lock:
-            now = self._real()
-            dt_real = max(0.0, now - self._last_real)
-            self._last_real = now
-            slowest = min(self.model.relative_throughput(p) for p in self._limits)
-            dt = dt_real / slowest
+            share = samples / len(self._limits)
+            steps = [self.model.step(p, share) for p in self._limits]
+            dt = max(seconds for seconds, _ in steps)
             self._virtual += dt
-            for i, p in enumerate(self._limits):
-                self._energy[i] += self.model.power_w(p) * dt
+            for i, (seconds, joules) in enumerate(steps):
+                self._energy[i] += joules + self.model.overhead_w * (dt - seconds)
+
+    def use_model_clock(self) -> None:
+        """Switch a wall-clock GPU to the model clock (see "Plain scripts" above). The clock and energy
+        so far stay; from now on only `account_work` advances them."""
+        with self._lock:
+            if self.clock_kind == "wall":
+                self._advance_wall_locked()
+            self.clock_kind = "model"
+
+    def _advance_wall(self) -> None:
+        if self.clock_kind != "wall":
+            return
+        with self._lock:
+            self._advance_wall_locked()
+
+    def _advance_wall_locked(self) -> None:
+        now = self._real()
+        dt_real = max(0.0, now - self._last_real)
+        self._last_real = now
+        dt = dt_real / min(self.model.relative_throughput(p) for p in self._limits)
+        self._virtual += dt
+        for i, p in enumerate(self._limits):
+            self._energy[i] += self.model.power_w(p) * dt
 
     def device_count(self) -> int:
         return len(self._limits)
@@ -126,16 +177,16 @@ class SimulatedGPU:
                 f"invalid power_limit_w={watts!r}: allowed {self.model.min_w:g}-{self.model.max_w:g} W "
                 f"on {self.model.name}"
             )
-        self._advance()  # time so far ran at the old limit
+        self._advance_wall()  # wall time so far ran at the old limit
         self._limits[index] = float(watts)
 
     def energy_j(self, index: int) -> float:
         self._check(index)
-        self._advance()
+        self._advance_wall()
         return self._energy[index]
 
     def clock(self) -> float:
-        self._advance()
+        self._advance_wall()
         return self._virtual
 
     def close(self) -> None:

@@ -61,13 +61,6 @@ def per_recurrence(trials: pd.DataFrame) -> pd.DataFrame:
     return out[RECURRENCE_COLUMNS]
 
 
-def cost_rate(spec: JobSpec, average_power_w: float, throughput: float) -> float:
-    """The JIT profiler's objective: cost per unit of work at one power limit (Zeus, NSDI'23)."""
-    if throughput <= 0:
-        return float("inf")
-    return (spec.eta_knob * average_power_w + (1.0 - spec.eta_knob) * spec.max_power_w) / throughput
-
-
 @dataclass(frozen=True)
 class Baseline:
     """The default configuration's estimated cost of one recurrence, and how it was estimated."""
@@ -120,9 +113,8 @@ def _max_power_factors(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSp
     for frame in (rates, pooled):
         good = frame["throughput"] > 0
         frame["rate"] = float("inf")
-        frame.loc[good, "rate"] = (
-            spec.eta_knob * frame.loc[good, "average_power_w"] + (1.0 - spec.eta_knob) * spec.max_power_w
-        ) / frame.loc[good, "throughput"]
+        throughput = frame.loc[good, "throughput"]
+        frame.loc[good, "rate"] = spec.cost(frame.loc[good, "average_power_w"] / throughput, 1.0 / throughput)
     own = _factor_table(rates, ["batch_size", "trial"])
     any_profile = _factor_table(pooled, ["batch_size"])
     keys = trials[["batch_size", "trial", "power_limit_w"]].astype(float).reset_index()

@@ -15,7 +15,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from zeus.job import JobSpec, TrialStatus
-from zeus.report.frames import cost_rate, default_config_cost, finished_trials, is_simulated, per_recurrence
+from zeus.power.profiler import choose_limit
+from zeus.report.frames import default_config_cost, finished_trials, is_simulated, per_recurrence
 
 PLOT_NAMES = ("cost_per_recurrence", "batch_size_per_trial", "posterior", "power_profile")
 _STATUS_STYLE = {
@@ -119,7 +120,8 @@ def _positive(value: object) -> bool:
 
 def plot_power_profile(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec, path: Path) -> Path | None:
     """The latest training profile per batch size: throughput and cost rate against the power
-    limit, the limit the JIT profiler chose marked with a star (the argmin of the cost rate)."""
+    limit, with a star at the limit the profiled trial ran at, as the trial table records it (the
+    profiler's choice; the argmin of the same cost rate where the trial is not in the table)."""
     train = profiles[profiles["phase"] == "train"] if not profiles.empty else profiles
     if train.empty:
         return None
@@ -128,11 +130,13 @@ def plot_power_profile(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSp
     for batch_size, group in train.groupby("batch_size"):
         latest = group[group["trial"] == group["trial"].max()] if "trial" in group else group
         latest = latest.groupby("power_limit_w", as_index=False)[["average_power_w", "throughput"]].mean()
-        rates = [cost_rate(spec, p, t) for p, t in zip(latest["average_power_w"], latest["throughput"], strict=True)]
+        rates = [spec.cost_rate(p, t) for p, t in zip(latest["average_power_w"], latest["throughput"], strict=True)]
         (line,) = ax_tp.plot(latest["power_limit_w"], latest["throughput"], marker="o", label=f"bs {int(batch_size)}")
         ax_cost.plot(latest["power_limit_w"], rates, marker="o", color=line.get_color())
-        best = min(range(len(rates)), key=rates.__getitem__)
-        ax_cost.scatter([latest["power_limit_w"].iloc[best]], [rates[best]], marker="*", s=200, color=line.get_color())
+        chosen = _limit_ran_at(trials, group, latest, spec)
+        at = latest.index[latest["power_limit_w"] == chosen]
+        if len(at):
+            ax_cost.scatter([chosen], [rates[int(at[0])]], marker="*", s=200, color=line.get_color())
     ax_tp.set_xlabel("power limit (W)")
     ax_tp.set_ylabel("throughput")
     ax_tp.legend(loc="best", fontsize="small")
@@ -141,6 +145,16 @@ def plot_power_profile(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSp
     title = _title(f"{spec.job_id}: power profile (training)", is_simulated(trials, profiles))
     fig.suptitle(title)
     return _save(fig, path, title)
+
+
+def _limit_ran_at(trials: pd.DataFrame, group: pd.DataFrame, latest: pd.DataFrame, spec: JobSpec) -> float:
+    """The power limit recorded for the trial that produced this profile; the profiler's own choice
+    (`choose_limit`, the function the trial used) when the trials table does not have it."""
+    if "trial" in group and not trials.empty and "power_limit_w" in trials:
+        row = trials[trials["trial"] == group["trial"].max()]
+        if not row.empty and _positive(row["power_limit_w"].iloc[0]):
+            return float(row["power_limit_w"].iloc[0])
+    return choose_limit(latest.assign(phase="train"), spec.cost_rate)
 
 
 def write_plots(

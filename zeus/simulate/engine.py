@@ -1,39 +1,33 @@
-"""Trace-driven simulation of a recurring job under a batch-size policy, with Zeus's rules.
+"""Trace-driven simulation of a recurring job under a batch-size policy: how the pipeline would fare.
 
-The rules are those of ml-energy/zeus `zeus/_legacy/simulate.py` (`simulate_one_job`,
-`_run_job`, `_profile_power_limit`), re-implemented so that any policy of ours runs through
-them — the same `decide` and the same cost function the live pipeline uses:
+The simulator is the pipeline with the cluster taken out, not a model of it. Each attempt asks the
+policy (the same `decide`, with the seed zeus.seeds derives for that recurrence and attempt, as the
+bandit step does), decides profile reuse with the same rule (zeus.power.reuse), and runs the same
+trace-backed trial (zeus.simulate.trial) the train step runs for a "trace:<workload>/<gpu>" job. So
+`zeus-kfp simulate` and `zeus-kfp run` on a trace backend give the same trials, and the policy is
+evaluated on the pipeline users run (tests/simulate/test_equivalence.py checks it through kfp.local).
 
-- a trial samples one training path (a run of the train trace at its batch size) with the
-  job's RNG, exactly as Zeus's `DataFrame.sample(n=1, random_state=rng)` does;
-- the first trial of a batch size never dispatched before profiles power limits just in time:
-  its first epoch costs the mean over all power limits; every other epoch runs at the limit that
-  minimizes that size's epoch cost (what the profiler picks; ties go to the higher limit);
-- epochs are capped at min(max_epochs, floor(threshold / cost per epoch)); a trial that hits
-  the cap before its path reaches the target has not reached (cost_exceeded when the threshold
-  set the cap, not_reached when max_epochs did);
-- a recurrence ends at its first reached trial, or after `spec.max_attempts` tries (Zeus: 20);
-- the threshold is the policy's `Decision.cost_threshold` (beta x lowest recurrence spend).
+A recurrence ends at its first reached trial, or after `spec.max_attempts` attempts (Zeus: 20).
 
-ZERO-EPOCH QUIRK (kept for fidelity, and applied to every policy alike): when the cap is 0
-epochs the trial never runs. Zeus still reports it to the policy — as not reached, with cost
-100 x threshold — but leaves it out of the cumulative figures, and the profiling it triggered
-is never paid for. Here it enters the history as cost_exceeded with that cost and zero energy
-and time, and counts as a try.
+Overlapping recurrences (`in_flight` K > 1): K recurrences run at once, as a schedule does when a
+recurrence outlasts its period. Time is the trials' own (simulated) seconds. A decision sees the
+trials of other recurrences that are dispatched but unfinished, as the store's in-flight view shows
+them, and a trial reuses only profiles of trials that have finished. K = 1 is the sequential case.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+import heapq
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from zeus.job import JobSpec, TrialRecord, TrialStatus
-from zeus.policy.base import Policy
-from zeus.simulate.trace import SizeTrace, WorkloadTrace
-
-QUIRK_PENALTY = 100.0  # Zeus reports a never-run trial as costing 100 x the threshold
+from zeus.policy.base import Decision, Policy
+from zeus.power.reuse import ProfileBook, StoredProfile
+from zeus.seeds import decision_seed, trial_seed
+from zeus.simulate.trace import WorkloadTrace
+from zeus.simulate.trial import TrialRun, run_trace_trial
 
 
 @dataclass(frozen=True)
@@ -52,31 +46,21 @@ class Figures:
 
 
 @dataclass(frozen=True)
-class _SizeModel:
-    """What a batch size costs per epoch: steady state at the profiler's pick, and the profiling epoch."""
+class SimulatedTrial:
+    """One trial as the pipeline's trial table would show it."""
 
-    trace: SizeTrace
-    power_limit: float
-    energy: float
-    time: float
+    recurrence: int
+    attempt: int
+    trial: int
+    batch_size: int
+    power_limit_w: float | None
+    status: str
+    stage: str
+    cost_threshold: float | None
     cost: float
-    profile_energy: float
-    profile_time: float
-
-
-def size_model(spec: JobSpec, trace: SizeTrace) -> _SizeModel:
-    """Pick the power limit the JIT profiler would (argmin epoch cost; ties to the higher limit)."""
-    epoch_costs = spec.cost(trace.energy_per_epoch, trace.time_per_epoch)
-    k = len(epoch_costs) - 1 - int(np.argmin(epoch_costs[::-1]))
-    return _SizeModel(
-        trace=trace,
-        power_limit=float(trace.power_limits[k]),
-        energy=float(trace.energy_per_epoch[k]),
-        time=float(trace.time_per_epoch[k]),
-        cost=float(epoch_costs[k]),
-        profile_energy=float(trace.energy_per_epoch.mean()),
-        profile_time=float(trace.time_per_epoch.mean()),
-    )
+    energy_j: float
+    time_s: float
+    profiled: bool
 
 
 @dataclass(frozen=True)
@@ -85,7 +69,7 @@ class RecurrenceRow:
 
     recurrence: int
     reached: bool
-    num_trials: int  # tries, including never-run (0-epoch) ones
+    num_trials: int
     batch_sizes: list[int]
     power_limits: list[float]
     stages: list[str]
@@ -102,10 +86,12 @@ class SimulationResult:
     policy: str
     seed: int
     num_recurrences: int
-    totals: Figures  # the policy, cumulative over counted trials
+    in_flight: int
+    totals: Figures  # the policy, cumulative over every trial
     default: Figures  # b0 at the largest power limit, expected, x num_recurrences
     oracle: Figures  # cheapest expected always-reaching config, x num_recurrences
     rows: list[RecurrenceRow]
+    trials: list[SimulatedTrial]
     history: list[TrialRecord]
 
     @property
@@ -120,6 +106,7 @@ class SimulationResult:
         return {
             "seed": self.seed,
             "num_recurrences": self.num_recurrences,
+            "in_flight": self.in_flight,
             "policy": self.totals.to_dict(),
             "default": self.default.to_dict(),
             "oracle": self.oracle.to_dict(),
@@ -135,7 +122,8 @@ def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figu
     limit) among sizes whose every run reaches the target within max_epochs.
     """
     best: Figures | None = None
-    for size in trace.sizes.values():
+    for b in spec.batch_sizes:
+        size = trace.sizes[b]
         epochs = size.target_epochs
         if np.isnan(epochs).any() or (epochs > spec.max_epochs).any():
             continue
@@ -154,10 +142,17 @@ def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figu
     return Figures(spec.cost(energy, time), float(energy), float(time)), best
 
 
+@dataclass
+class _Recurrence:
+    number: int
+    attempt: int = 0
+    trials: list[SimulatedTrial] = field(default_factory=list)
+
+
 class Simulator:
     """Replays one workload trace for one job spec; `run` simulates a policy over recurrences."""
 
-    def __init__(self, spec: JobSpec, trace: WorkloadTrace) -> None:
+    def __init__(self, spec: JobSpec, trace: WorkloadTrace, source: str = "simulated (trace)") -> None:
         missing = sorted(set(spec.batch_sizes) - set(trace.sizes))
         if missing:
             raise ValueError(
@@ -165,81 +160,124 @@ class Simulator:
             )
         self.spec = spec
         self.trace = trace
-        self.models = {b: size_model(spec, trace.sizes[b]) for b in spec.batch_sizes}
+        self.source = source
         self.default, self.oracle = expected_figures(spec, trace)
 
     def default_num_recurrences(self) -> int:
         """Zeus's choice: 2 x |batch sizes| x |power limits|."""
         return 2 * len(self.spec.batch_sizes) * len(self.trace.power_limits)
 
-    def _trial(
-        self, batch_size: int, threshold: float | None, rng: np.random.Generator, profile: bool
-    ) -> tuple[TrialStatus, int, float, float]:
-        """(status, epochs, energy, time) of one trial; epochs 0 is the never-run quirk."""
-        spec, model = self.spec, self.models[batch_size]
-        runs = model.trace.target_epochs
-        target = runs[int(rng.choice(len(runs), size=1, replace=False)[0])]
-        cap = spec.max_epochs if threshold is None else min(spec.max_epochs, math.floor(threshold / model.cost))
-        if cap <= 0:
-            return TrialStatus.COST_EXCEEDED, 0, 0.0, 0.0
-        reached = not math.isnan(target) and target <= cap
-        epochs = int(target) if reached else cap
-        if reached:
-            status = TrialStatus.REACHED
-        else:
-            status = TrialStatus.NOT_REACHED if cap == spec.max_epochs else TrialStatus.COST_EXCEEDED
-        if profile:
-            energy = model.profile_energy + model.energy * (epochs - 1)
-            time = model.profile_time + model.time * (epochs - 1)
-        else:
-            energy, time = model.energy * epochs, model.time * epochs
-        return status, epochs, energy, time
-
-    def run(self, policy: Policy, seed: int, num_recurrences: int | None = None) -> SimulationResult:
-        """Simulate `num_recurrences` sequential recurrences (default: Zeus's 2 x |sizes| x |limits|)."""
-        spec = self.spec
+    def run(
+        self, policy: Policy, seed: int, num_recurrences: int | None = None, in_flight: int = 1
+    ) -> SimulationResult:
+        """Simulate `num_recurrences` recurrences (default: Zeus's 2 x |sizes| x |limits|) of the job with
+        seed `seed`, `in_flight` of them at a time."""
         n = self.default_num_recurrences() if num_recurrences is None else num_recurrences
         if not (isinstance(n, int) and n > 0):
             raise ValueError(f"invalid num_recurrences={n!r}: allowed a positive integer")
-        rng = np.random.default_rng(seed)
-        history: list[TrialRecord] = []
-        profiled: set[int] = set()
-        rows: list[RecurrenceRow] = []
-        total_cost = total_energy = total_time = 0.0
-        for rec in range(n):
-            sizes, limits, stages = [], [], []
-            cost = energy = time = 0.0
-            reached, threshold = False, None
-            for attempt in range(spec.max_attempts):
-                decision = policy.decide(spec, history, seed)
-                b = decision.batch_size
-                if attempt == 0:
-                    threshold = decision.cost_threshold
-                profile = b not in profiled
-                profiled.add(b)
-                status, epochs, e, t = self._trial(b, decision.cost_threshold, rng, profile)
-                sizes.append(b)
-                stages.append(decision.stage)
-                limits.append(self.models[b].power_limit)
-                if epochs == 0:  # the zero-epoch quirk: reported to the policy, not counted
-                    quirk_cost = QUIRK_PENALTY * decision.cost_threshold
-                    history.append(TrialRecord(rec, len(history), b, status, quirk_cost, 0.0, 0.0))
-                    continue
-                c = spec.cost(e, t)
-                history.append(TrialRecord(rec, len(history), b, status, c, t, e))
-                cost, energy, time = cost + c, energy + e, time + t
-                if status is TrialStatus.REACHED:
-                    reached = True
-                    break
-            total_cost, total_energy, total_time = total_cost + cost, total_energy + energy, total_time + time
-            rows.append(RecurrenceRow(rec, reached, len(sizes), sizes, limits, stages, threshold, cost, energy, time))
+        if not (isinstance(in_flight, int) and in_flight > 0):
+            raise ValueError(f"invalid in_flight={in_flight!r}: allowed a positive integer")
+        return _Run(self, policy, self.spec.with_changes(seed=seed), n, in_flight).simulate()
+
+
+class _Run:
+    """One simulation: an event loop over trial completions (a heap of finish times)."""
+
+    def __init__(self, sim: Simulator, policy: Policy, spec: JobSpec, n: int, in_flight: int) -> None:
+        self.sim, self.policy, self.spec, self.n, self.in_flight = sim, policy, spec, n, in_flight
+        self.history: list[TrialRecord] = []  # index = trial number - 1; dispatched until finished
+        self.book = ProfileBook()
+        self.pending: list[tuple[float, int, _Recurrence, Decision, TrialRun, bool]] = []
+        self.done: list[_Recurrence] = []
+        self.started = 0
+        self.now = 0.0
+
+    def simulate(self) -> SimulationResult:
+        while self.started < min(self.in_flight, self.n):
+            self._start_recurrence()
+        while self.pending:
+            self.now, trial, rec, decision, run, profiled = heapq.heappop(self.pending)
+            self._finish(trial, rec, decision, run, profiled)
+        return self._result()
+
+    def _start_recurrence(self) -> None:
+        self.started += 1
+        self._dispatch(_Recurrence(self.started))
+
+    def _dispatch(self, rec: _Recurrence) -> None:
+        spec = self.spec
+        rec.attempt += 1
+        decision = self.policy.decide(spec, self.history, decision_seed(spec.seed, rec.number, rec.attempt))
+        b = decision.batch_size
+        trial = len(self.history) + 1
+        self.history.append(TrialRecord(rec.number, trial, b, TrialStatus.DISPATCHED))
+        reuse = self.book.to_reuse(b, rec.number, reprofile_after=spec.reprofile_after)
+        run = run_trace_trial(
+            spec,
+            self.sim.trace.sizes[b],
+            cost_threshold=decision.cost_threshold,
+            seed=trial_seed(spec.seed, rec.number, rec.attempt),
+            reuse=reuse,
+            source=self.sim.source,
+        )
+        heapq.heappush(self.pending, (self.now + run.result.time_s, trial, rec, decision, run, reuse is None))
+
+    def _finish(self, trial: int, rec: _Recurrence, decision: Decision, run: TrialRun, profiled: bool) -> None:
+        r = run.result
+        self.history[trial - 1] = TrialRecord(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
+        if run.profile is not None:
+            self.book.record(StoredProfile(r.batch_size, rec.number, trial, run.profile))
+        rec.trials.append(
+            SimulatedTrial(
+                recurrence=rec.number,
+                attempt=rec.attempt,
+                trial=trial,
+                batch_size=r.batch_size,
+                power_limit_w=r.power_limit_w,
+                status=r.status.value,
+                stage=decision.stage,
+                cost_threshold=decision.cost_threshold,
+                cost=r.cost,
+                energy_j=r.energy_j,
+                time_s=r.time_s,
+                profiled=profiled,
+            )
+        )
+        if r.reached or rec.attempt >= self.spec.max_attempts:
+            self.done.append(rec)
+            if self.started < self.n:
+                self._start_recurrence()
+        else:
+            self._dispatch(rec)
+
+    def _result(self) -> SimulationResult:
+        recs = sorted(self.done, key=lambda r: r.number)
+        rows = [
+            RecurrenceRow(
+                recurrence=rec.number,
+                reached=any(t.status == TrialStatus.REACHED.value for t in rec.trials),
+                num_trials=len(rec.trials),
+                batch_sizes=[t.batch_size for t in rec.trials],
+                power_limits=[t.power_limit_w for t in rec.trials],
+                stages=[t.stage for t in rec.trials],
+                threshold=rec.trials[0].cost_threshold,
+                cost=sum(t.cost for t in rec.trials),
+                energy_j=sum(t.energy_j for t in rec.trials),
+                time_s=sum(t.time_s for t in rec.trials),
+            )
+            for rec in recs
+        ]
+        trials = sorted((t for rec in recs for t in rec.trials), key=lambda t: t.trial)
+        sim = self.sim
         return SimulationResult(
-            policy=policy.name,
-            seed=seed,
-            num_recurrences=n,
-            totals=Figures(total_cost, total_energy, total_time),
-            default=self.default.times(n),
-            oracle=self.oracle.times(n),
+            policy=self.policy.name,
+            seed=self.spec.seed,
+            num_recurrences=self.n,
+            in_flight=self.in_flight,
+            totals=Figures(sum(t.cost for t in trials), sum(t.energy_j for t in trials), sum(t.time_s for t in trials)),
+            default=sim.default.times(self.n),
+            oracle=sim.oracle.times(self.n),
             rows=rows,
-            history=history,
+            trials=trials,
+            history=self.history,
         )

@@ -40,7 +40,7 @@ def read_trace(path: str | Path, columns: tuple[str, ...], what: str) -> pd.Data
     return df
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: its arrays are not hashable
 class SizeTrace:
     """One batch size of one workload on one GPU.
 

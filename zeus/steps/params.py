@@ -8,7 +8,6 @@ cannot be null, so "no early stop" and "no cost threshold" need sentinels.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -40,6 +39,7 @@ _INT_FIELDS = (
     "window_size",
     "seed",
     "num_gpus",
+    "reprofile_after",
 )
 
 
@@ -88,14 +88,3 @@ def threshold_to_param(threshold: float | None) -> float:
 
 def threshold_from_param(value: float) -> float | None:
     return None if value is None or value < 0 else float(value)
-
-
-def decision_seed(spec: JobSpec, recurrence_id: str, attempt: int) -> int:
-    """The seed the bandit step hands the policy for one attempt of one recurrence.
-
-    Derived, not drawn, so a retried bandit step (same run, same attempt) asks the policy the
-    same question with the same seed and gets the same answer; different recurrences and
-    attempts still get different random streams.
-    """
-    digest = hashlib.sha256(f"{spec.seed}:{recurrence_id}:{attempt}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF

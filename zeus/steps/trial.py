@@ -23,7 +23,12 @@ from typing import Any, Protocol
 import pandas as pd
 
 from zeus.job import JobSpec, TrialResult
-from zeus.steps.params import PROFILE_KIND, PYTHON_TOKEN, decision_seed, threshold_from_param, threshold_to_param
+from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
+from zeus.power.profiler import profile_frame
+from zeus.power.reuse import StoredProfile
+from zeus.seeds import decision_seed, trial_seed
+from zeus.simulate.trial import SCRIPT_BACKEND
+from zeus.steps.params import PROFILE_KIND, PYTHON_TOKEN, threshold_from_param, threshold_to_param
 
 
 class MetricsSink(Protocol):
@@ -41,13 +46,16 @@ class FileArtifact(Protocol):
 
 @dataclass(frozen=True)
 class Choice:
-    """The bandit step's outputs. cost_threshold is NO_THRESHOLD (-1.0) for "no early stop"."""
+    """The bandit step's outputs. cost_threshold is NO_THRESHOLD (-1.0) for "no early stop"; trial_seed
+    seeds the trial's own randomness (zeus.seeds); reuse is the stored profile the trial reuses, or None."""
 
     batch_size: int
     cost_threshold: float
     trial: int
     stage: str
     reason: str
+    trial_seed: int
+    reuse: StoredProfile | None
 
 
 @dataclass(frozen=True)
@@ -64,27 +72,48 @@ class TrainOutputs:
 
 
 def choose(
-    *, store_uri: str, job_id: str, recurrence_id: str, attempt: int, policy: str, kfp_run_id: str = ""
+    *,
+    store_uri: str,
+    job_id: str,
+    recurrence_id: str,
+    attempt: int,
+    policy: str,
+    kfp_run_id: str = "",
+    reprofile: bool = False,
+    reuse_profile_path: str = "",
 ) -> Choice:
-    """Ask the policy for this attempt's batch size given the job's history; record it as dispatched."""
+    """Ask the policy for this attempt's batch size given the job's history; record it as dispatched.
+
+    Also decides whether the trial reuses a stored power profile (zeus.power.reuse) and, when
+    `reuse_profile_path` is given, writes that profile there as Parquet (an empty table: profile), so
+    the train step, which never touches the store, can train at the stored optimum from its first step.
+    """
     from zeus.policy import get_policy
+    from zeus.power.reuse import ProfileBook
     from zeus.store import open_store
 
     store = open_store(store_uri or None)
+    spec = store.get_job(job_id)
+    recurrence = store.recurrence_number(job_id, recurrence_id)
     existing = store.get_dispatch(job_id, recurrence_id, attempt)
     if existing is not None:  # a retried bandit step: hand out the decision already recorded
         trial, decision = existing
     else:
-        spec = store.get_job(job_id)
-        seed = decision_seed(spec, recurrence_id, attempt)
+        seed = decision_seed(spec.seed, recurrence, attempt)
         decision = get_policy(policy).decide(spec, store.history(job_id), seed)
         trial = store.dispatch_trial(job_id, recurrence_id, attempt, decision, kfp_run_id=kfp_run_id)
+    book = ProfileBook.from_frame(store.profiles(job_id))
+    reuse = book.to_reuse(decision.batch_size, recurrence, reprofile_after=spec.reprofile_after, force=reprofile)
+    if reuse_profile_path:
+        (reuse.frame if reuse is not None else profile_frame([])).to_parquet(reuse_profile_path, index=False)
     return Choice(
         batch_size=int(decision.batch_size),
         cost_threshold=threshold_to_param(decision.cost_threshold),
         trial=int(trial),
         stage=decision.stage,
         reason=decision.reason,
+        trial_seed=trial_seed(spec.seed, recurrence, attempt),
+        reuse=reuse,
     )
 
 
@@ -100,36 +129,78 @@ def train(
     model: FileArtifact,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    metrics_collector: str = "",
     gpu: str = "auto",
+    trial_backend: str = SCRIPT_BACKEND,
+    seed: int = 0,
+    reuse_profile_path: str = "",
+    launcher: str = "local",
+    num_nodes: int = 1,
+    gpus_per_node: int = 1,
+    runtime: str = DEFAULT_RUNTIME,
+    store_uri: str = "",
+    recurrence_id: str = "",
+    attempt: int = 1,
 ) -> TrainOutputs:
-    """Run one trial of the user's script and write its profile, metrics and model.
+    """Run one trial and write its profile, metrics and model.
 
-    `command` may use "{python}" for this step's interpreter, besides run_trial's {batch_size},
-    {data_dir}, {log_dir} and {work_dir}.
+    trial_backend "script" runs the user's `command` (which may use "{python}" for this step's
+    interpreter, besides run_trial's {batch_size}, {data_dir}, {log_dir} and {work_dir}; the script
+    gets ZEUS_SEED=`seed`, see zeus.train.env); "trace:<workload>/<gpu>" replays the trial from the
+    NSDI'23 traces with `seed` (zeus.simulate.trial), the same code the simulator runs.
+    `reuse_profile_path` holds the stored profile to train at (the bandit step's choice), or an
+    empty table: profile this trial. `metrics_collector` is a plain script's collector spec (JSON or
+    YAML text in the shape of Katib's metricsCollectorSpec, zeus.train.collectors; "" for stdout with
+    Katib's pattern, or `metric_pattern` when given); a bad spec fails the step, naming the field.
+
+    `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `runtime` say
+    where the script runs (zeus.launch); a cluster launcher hands files over through the store at
+    `store_uri`, under the trial's `recurrence_id` and `attempt`, which also label its Kubernetes job.
 
     Never raises for a failing script: the trial comes back FAILED with the script's error as
     its reason, so feedback records it and the run goes on.
     """
-    from zeus.train import run_trial
+    from zeus.simulate.trial import TraceBackend
+    from zeus.train.collectors import CollectorSpec
 
     spec = JobSpec.from_dict(json.loads(spec_json))
-    with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
-        started, cpu_before = time.perf_counter(), _children_cpu_s()
-        outcome = run_trial(
-            spec,
-            batch_size=int(batch_size),
-            cost_threshold=threshold_from_param(cost_threshold),
-            command=[str(part).replace(PYTHON_TOKEN, sys.executable) for part in command],
-            work_dir=Path(work_dir),
-            zeus_aware=zeus_aware,
-            data_dir=data_dir or None,
-            gpu=gpu,
-            metric_patterns=[metric_pattern] if metric_pattern else None,
-        )
-        wall_s, cpu_s = time.perf_counter() - started, _children_cpu_s() - cpu_before
-        _write_model(outcome.model_path, model)
-    result = outcome.result
-    _write_profile(outcome.profile, profile)
+    collector = CollectorSpec.from_params(metrics_collector, metric_pattern)  # a bad spec fails here, naming the field
+    backend = TraceBackend.parse(trial_backend)  # a bad name fails here, naming the allowed ones
+    launch = LaunchConfig.from_params(launcher, num_nodes, gpus_per_node, runtime)  # so does a bad launch setting
+    reuse = _read_reuse(reuse_profile_path, int(batch_size))
+    started, cpu_before = time.perf_counter(), _children_cpu_s()
+    if backend is not None:
+        threshold = threshold_from_param(cost_threshold)
+        run = backend.run(spec, batch_size=int(batch_size), cost_threshold=threshold, seed=seed, reuse=reuse)
+        result, measured = run.result, run.profile
+        _write_model(None, model)
+    else:
+        from zeus.launch.trial import run_launched_trial
+
+        python = "python" if launch.cluster else sys.executable  # a cluster trial runs in the train image's pods
+        with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
+            outcome = run_launched_trial(
+                launch,
+                spec,
+                batch_size=int(batch_size),
+                cost_threshold=threshold_from_param(cost_threshold),
+                command=[str(part).replace(PYTHON_TOKEN, python) for part in command],
+                work_dir=Path(work_dir),
+                zeus_aware=zeus_aware,
+                data_dir=data_dir or None,
+                gpu=gpu,
+                collector=collector,
+                reuse_profile=reuse.frame if reuse is not None else None,
+                seed=seed,
+                store_uri=store_uri,
+                recurrence_id=recurrence_id,
+                attempt=int(attempt),
+            )
+            _write_model(outcome.model_path, model)
+        result = outcome.result
+        measured = None if reuse is not None else outcome.profile  # a reused profile is not stored again
+    wall_s, cpu_s = time.perf_counter() - started, _children_cpu_s() - cpu_before
+    _write_profile(measured if measured is not None else profile_frame([]), profile, reused=reuse)
     for name, value in (
         ("time_s", result.time_s),
         ("energy_j", result.energy_j),
@@ -137,8 +208,8 @@ def train(
         ("epochs", result.num_epochs),
         ("batch_size", result.batch_size),
         ("reached", float(result.reached)),
-        ("simulated", float(result.simulated)),  # 1.0: energy and time come from a simulated GPU
-        ("wall_s", wall_s),  # real seconds in the script (time_s is simulated without a GPU)
+        ("simulated", float(result.simulated)),  # 1.0: energy and time are simulated (see result.source)
+        ("wall_s", wall_s),  # real seconds of the trial (time_s is simulated without a GPU)
         ("script_cpu_s", cpu_s),  # CPU seconds of the script: lets benchmarks split off orchestration
     ):
         metrics.log_metric(name, float(value))
@@ -160,7 +231,8 @@ def train(
 def feedback(
     *, store_uri: str, job_id: str, recurrence_id: str, attempt: int, result_json: str, profile_path: str, policy: str
 ) -> bool:
-    """Record the finished trial, its profile and the bandit's new state; return whether it reached."""
+    """Record the finished trial, the profile it measured (none when it reused one) and the bandit's new
+    state; return whether it reached."""
     from zeus.policy import get_policy
     from zeus.store import open_store
 
@@ -180,18 +252,30 @@ def feedback(
     return result.reached
 
 
+def _read_reuse(path: str, batch_size: int) -> StoredProfile | None:
+    """The stored profile the bandit step handed over, or None (no file, or an empty table: profile)."""
+    if not path or not Path(path).is_file():
+        return None
+    frame = pd.read_parquet(path)
+    if frame.empty:
+        return None
+    return StoredProfile(batch_size, recurrence=0, trial=0, frame=profile_frame(frame.to_dict("records")))
+
+
 def _children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def _write_profile(profile_df: pd.DataFrame, artifact: FileArtifact) -> None:
-    """The JIT profile as Parquet, marked simulated when any row is (figures from no real GPU)."""
+def _write_profile(profile_df: pd.DataFrame, artifact: FileArtifact, reused: StoredProfile | None) -> None:
+    """The JIT profile the trial measured as Parquet, marked simulated when any row is (figures from no
+    real GPU); empty when the trial trained at a reused stored profile (metadata "reused": True)."""
     profile_df.to_parquet(artifact.path, index=False)
     simulated = bool(profile_df["simulated"].any()) if "simulated" in profile_df and len(profile_df) else False
     artifact.metadata["kind"] = PROFILE_KIND
     artifact.metadata["rows"] = len(profile_df)
     artifact.metadata["simulated"] = simulated
+    artifact.metadata["reused"] = reused is not None
 
 
 def _write_model(model_path: Path | None, artifact: FileArtifact) -> None:

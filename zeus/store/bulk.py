@@ -87,6 +87,7 @@ def _tables(spec: JobSpec, frame: pd.DataFrame, at: datetime) -> dict[str, pa.Ta
             "simulated": optional["simulated"].astype(bool),
             "reason": "",
             "ended_at": at,
+            "source": frame.get("source", pd.Series(["imported"] * count)).astype(str),
             EVENT_COLUMN: names,
         }
     )

@@ -44,6 +44,7 @@ TRIAL_COLUMNS = [
     "ended_at",
     "kfp_run_id",
     "simulated",
+    "source",
     "reason",
     "cost_threshold",
     "stage",
@@ -77,6 +78,7 @@ def trials_frame(
     merged["reached"] = merged["reached"].fillna(False).astype(bool)
     merged["simulated"] = merged["simulated"].fillna(False).astype(bool)
     merged["reason"] = merged["reason"].fillna("")
+    merged["source"] = merged["source"].fillna("")
     for column in ("recurrence", "trial", "batch_size", "num_epochs"):
         merged[column] = merged[column].astype("Int64")
     merged = merged.sort_values(["trial", "recurrence_id", "attempt"], kind="stable", na_position="last")

@@ -14,6 +14,8 @@ validated before they become key segments, so no job or recurrence id can leave 
     jobs/{job}/events/{stream}/{rid}.{attempt}          an empty hint: "this record may be newer than the snapshot"
     jobs/{job}/snapshots/{stream}/{g}.{token}.parquet   compacted records (generation g, written by one compactor)
     jobs/{job}/marks/{stream}/{g // 1000}/{g}           the commit of generation g: which snapshot, rows, checksum
+    jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}     files a cluster trial's pods hand to the train step
+    jobs/{job}/tensorboard/{name}                       TensorBoard event files, one per recurrence (first wins)
 
 Every key above except the phase events is written with an exclusive create (`put_new`):
 "first wins" means a second, different write is refused and reported, never applied.
@@ -168,5 +170,37 @@ def mark_key(job_id: str, stream: str, generation: int) -> str:
     return f"{marks_dir(job_id, stream)}{generation // SEQ_BUCKET:09d}/{generation:0{SEQ_WIDTH}d}"
 
 
+TENSORBOARD_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+TENSORBOARD_NAME_ALLOWED = "a file name of letters, digits, '.', '_' or '-' containing 'tfevents' (an event file)"
+
+
+def tensorboard_dir(job_id: str) -> str:
+    """The job's TensorBoard log directory: one run, every recurrence's event file in it."""
+    return f"jobs/{check_job_id(job_id)}/tensorboard/"
+
+
+def tensorboard_key(job_id: str, name: object) -> str:
+    if not isinstance(name, str) or not TENSORBOARD_NAME_PATTERN.fullmatch(name) or "tfevents" not in name:
+        raise StoreInputError("tensorboard log name", name, TENSORBOARD_NAME_ALLOWED)
+    return tensorboard_dir(job_id) + name
+
+
 def basename(key: str) -> str:
     return key.rsplit("/", 1)[-1]
+
+
+# A cluster trial (zeus.launch) runs in pods the train step does not share a disk with: rank 0's node
+# hands result.json, profile.csv and model.pt back through the store, and the train step hands the pods
+# the stored profile to reuse. `run` names one Kubernetes job (a retried step that adopts the job keeps
+# its run; one that replaces it gets a new one), so a replaced job never collides with its predecessor.
+HANDOFF_FILES = ("result.json", "profile.csv", "model.pt", "reuse_profile.csv")
+HANDOFF_RUN_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def handoff_key(job_id: str, recurrence_id: str, attempt: int, run: str, name: str) -> str:
+    if not isinstance(run, str) or not HANDOFF_RUN_PATTERN.fullmatch(run):
+        raise StoreInputError("run", run, "1-63 lowercase letters, digits or '-', starting with a letter or digit")
+    if name not in HANDOFF_FILES:
+        raise StoreInputError("name", name, f"one of {', '.join(HANDOFF_FILES)}")
+    rid, n = check_recurrence_id(recurrence_id), check_attempt(attempt)
+    return f"jobs/{check_job_id(job_id)}/handoff/{rid}.{n:04d}/{run}/{name}"

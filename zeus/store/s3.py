@@ -64,12 +64,56 @@ def _flag(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
+    return _flag_value(name, raw)
+
+
+def _flag_value(name: str, raw: str) -> bool:
     value = raw.strip().lower()
     if value in {"1", "true", "yes", "on"}:
         return True
     if value in {"0", "false", "no", "off"}:
         return False
     raise StoreInputError(name, raw, "true or false (1/0, yes/no, on/off)")
+
+
+def resolve_endpoint(raw: str, secure: str | None = None) -> tuple[str, bool]:
+    """The one rule for http or https to the store, used by the store, `zeus-kfp compile` and the CLI.
+
+    A scheme in the endpoint decides (`http://host:port` or `https://host:port`). A bare `host:port`
+    is plain http unless ZEUS_S3_SECURE (`secure`) says true: that is what a Kubeflow user's store
+    is, KFP's own MinIO (`minio-service.kubeflow:9000`) and SeaweedFS (`seaweedfs.kubeflow:9000`)
+    serve plain http inside the cluster, and KFP's own object-store config defaults to insecure.
+    A scheme and a ZEUS_S3_SECURE that disagree are refused rather than one silently winning.
+    Returns (host:port, secure).
+    """
+    endpoint = (raw or "").strip()
+    if not endpoint:
+        raise StoreInputError(
+            "ZEUS_S3_ENDPOINT", raw, "host:port or http(s)://host:port of the MinIO/S3 server (env variable)"
+        )
+    flag = None if secure is None or secure.strip() == "" else _flag_value("ZEUS_S3_SECURE", secure)
+    scheme_secure = None
+    for scheme, is_secure in (("https://", True), ("http://", False)):
+        if endpoint.lower().startswith(scheme):
+            endpoint, scheme_secure = endpoint[len(scheme) :], is_secure
+    endpoint = endpoint.rstrip("/")
+    if not endpoint or "/" in endpoint:
+        raise StoreInputError("ZEUS_S3_ENDPOINT", raw, "host:port or http(s)://host:port, no path")
+    if scheme_secure is not None and flag is not None and flag != scheme_secure:
+        raise StoreInputError(
+            "ZEUS_S3_SECURE",
+            secure,
+            f"{str(scheme_secure).lower()} or unset: ZEUS_S3_ENDPOINT={raw!r} already says "
+            f"{'https' if scheme_secure else 'http'} (the scheme decides; a bare host:port is http)",
+        )
+    if scheme_secure is not None:
+        return endpoint, scheme_secure
+    return endpoint, bool(flag)
+
+
+def endpoint_url(endpoint: str, secure: bool) -> str:
+    """`host:port` and the rule's outcome as the URL a pod or a person can read unambiguously."""
+    return f"{'https' if secure else 'http'}://{endpoint}"
 
 
 @dataclass(frozen=True)
@@ -90,18 +134,7 @@ class S3Settings:
 
     @classmethod
     def from_env(cls) -> S3Settings:
-        raw = os.environ.get("ZEUS_S3_ENDPOINT", "").strip()
-        if not raw:
-            raise StoreInputError(
-                "ZEUS_S3_ENDPOINT", raw, "host:port or http(s)://host:port of the MinIO/S3 server (env variable)"
-            )
-        secure = _flag("ZEUS_S3_SECURE", True)
-        for scheme, is_secure in (("https://", True), ("http://", False)):
-            if raw.startswith(scheme):
-                raw, secure = raw[len(scheme) :], is_secure
-        endpoint = raw.rstrip("/")
-        if not endpoint or "/" in endpoint:
-            raise StoreInputError("ZEUS_S3_ENDPOINT", endpoint, "host:port or http(s)://host:port, no path")
+        endpoint, secure = resolve_endpoint(os.environ.get("ZEUS_S3_ENDPOINT", ""), os.environ.get("ZEUS_S3_SECURE"))
         attempts = os.environ.get("ZEUS_S3_MAX_ATTEMPTS", "5")
         if not attempts.isdigit() or int(attempts) < 1:
             raise StoreInputError("ZEUS_S3_MAX_ATTEMPTS", attempts, "a positive integer")
@@ -128,8 +161,7 @@ class S3Backend:
         self.settings = settings
         self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
         self.location = f"endpoint {settings.endpoint}, bucket {bucket}"
-        scheme = "https" if settings.secure else "http"
-        self.endpoint_url = f"{scheme}://{settings.endpoint}"
+        self.endpoint_url = endpoint_url(settings.endpoint, settings.secure)
         # Our own pool: no urllib3 retries (we retry with backoff and then name the endpoint),
         # short connect timeout, enough connections for parallel gets.
         http = urllib3.PoolManager(
@@ -162,7 +194,7 @@ class S3Backend:
                 return what()
             except S3Error as exc:
                 if exc.code in ACCESS_CODES:
-                    raise StoreAccessError(self.endpoint_url, self.bucket, exc.code) from None
+                    raise StoreAccessError(self.endpoint_url, self.bucket, exc.code, self.prefix) from None
                 status = exc.response.status if exc.response is not None else 0
                 if exc.code not in RETRYABLE_CODES and status < 500 and status not in RETRYABLE_STATUS:
                     if exc.code in CALLER_CODES or status == 412:

@@ -36,6 +36,8 @@ ROW_GROUP_ROWS = 4096  # snapshots in several row groups: a reader can slice wit
 EVENT_COLUMN = "_event"  # in snapshots: the name of the event object each row came from
 
 TS = pa.timestamp("us", tz="UTC")
+# Columns added after a table's first version: objects written before them read back with nulls.
+ADDED_COLUMNS = frozenset({("finished", "source")})
 # When an event was written, not what it says: ignored when deciding whether two writes are the same.
 TIMESTAMP_COLUMNS = frozenset({"created_at", "started_at", "ended_at", "written_at", "at"})
 
@@ -74,6 +76,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("simulated", pa.bool_()),
         ("reason", pa.string()),
         ("ended_at", TS),
+        ("source", pa.string()),
     ),
     "profiles": _schema(
         *TRIAL_KEY_FIELDS,
@@ -210,6 +213,11 @@ def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
             key, f"schema version {version_raw} is newer than this zeus-kfp reads ({SCHEMA_VERSION}); upgrade zeus-kfp"
         )
     expected = snapshot_schema(table) if snapshot else SCHEMAS[table]
+    for name in expected.names:
+        if (table, name) in ADDED_COLUMNS and name not in arrow.column_names:
+            arrow = arrow.append_column(
+                pa.field(name, expected.field(name).type), pa.nulls(len(arrow), expected.field(name).type)
+            )
     missing = [name for name in expected.names if name not in arrow.column_names]
     if missing:
         raise CorruptObjectError(key, f"wrong schema: missing columns {missing}")

@@ -30,13 +30,14 @@ import logging
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from zeus.store import catalog, cuts, events, frames, keys, ledger
-from zeus.store.backend import Backend, LocalBackend
-from zeus.store.errors import ObjectProblem, StoreError, StoreInputError, StoreWarning
+from zeus.store.backend import Backend, LocalBackend, ObjectNotFound
+from zeus.store.errors import EventConflictError, ObjectProblem, StoreError, StoreInputError, StoreWarning
 from zeus.store.streams import CompactResult, StreamRead, compact_stream, read_stream
 
 if TYPE_CHECKING:  # pandas only for the functions that return frames (a cold step imports less)
@@ -120,16 +121,23 @@ class Store:
         self._recurrences[(job_id, recurrence_id)] = number
         return number
 
+    def recurrence_number(self, job_id: str, recurrence_id: str) -> int:
+        """The number `begin_recurrence` gave `recurrence_id` (UnknownTrialError if it was never begun)."""
+        number = self._recurrences.get((job_id, recurrence_id))
+        if number is None:
+            number = ledger.recurrence_number(
+                self.backend, keys.check_job_id(job_id), keys.check_recurrence_id(recurrence_id)
+            )
+            self._recurrences[(job_id, recurrence_id)] = number
+        return number
+
     def dispatch_trial(
         self, job_id: str, recurrence_id: str, attempt: int, decision: Decision, kfp_run_id: str = ""
     ) -> int:
         """Record a dispatched trial; returns its job-wide trial number. Idempotent on
         (recurrence_id, attempt); a different decision for a dispatched trial is an EventConflictError."""
         self._check_trial(job_id, recurrence_id, attempt)
-        recurrence = self._recurrences.get((job_id, recurrence_id))
-        if recurrence is None:
-            recurrence = ledger.recurrence_number(self.backend, job_id, recurrence_id)
-            self._recurrences[(job_id, recurrence_id)] = recurrence
+        recurrence = self.recurrence_number(job_id, recurrence_id)
         # Right after get_dispatch found none (the bandit step's order), skip looking again: a racer
         # that dispatched meanwhile is still caught, by the exclusive create of the record.
         looked_up = (job_id, recurrence_id, attempt) in self._looked_up
@@ -167,6 +175,36 @@ class Store:
         trials finished meanwhile, succeeds and leaves it (side table; a corrupt old one never blocks it)."""
         self._check_trial(job_id, recurrence_id, attempt)
         events.write_bandit_state(self.backend, job_id, recurrence_id, attempt, list(arms), lowest_cost, self._known)
+
+    def put_handoff(self, job_id: str, recurrence_id: str, attempt: int, run: str, name: str, data: bytes) -> None:
+        """Store a file a cluster trial hands over (keys.HANDOFF_FILES). The same bytes again are a no-op (a
+        retried upload); different bytes are refused: one job run has one result."""
+        key = keys.handoff_key(job_id, recurrence_id, attempt, run, name)
+        if not self.backend.put_new(key, data) and self.backend.get(key) != data:
+            raise EventConflictError(key, "a different file is already stored for this job run")
+
+    def get_handoff(self, job_id: str, recurrence_id: str, attempt: int, run: str, name: str) -> bytes | None:
+        """A handed-over file, or None while nobody has written it."""
+        try:
+            return self.backend.get(keys.handoff_key(job_id, recurrence_id, attempt, run, name))
+        except ObjectNotFound:
+            return None
+
+    def tensorboard_logs(
+        self, job_id: str, add: Mapping[str, bytes] | None = None, read: bool = True
+    ) -> dict[str, bytes]:
+        """The job's TensorBoard event files (name -> bytes), after storing those in `add` (name -> bytes).
+
+        One function for the TensorBoard log objects (keys.tensorboard_dir): the report step adds one
+        event file per recurrence, `zeus-kfp tensorboard` reads them all. Each is created once (first
+        wins, like the events): a retried report step finds its file there and changes nothing.
+        """
+        for name, data in (add or {}).items():
+            self.backend.put_new(keys.tensorboard_key(job_id, name), bytes(data))
+        if not read:
+            return {}
+        found = self.backend.get_many(self.backend.list(keys.tensorboard_dir(job_id)))
+        return {keys.basename(key): data for key, data in found.items() if isinstance(data, bytes)}
 
     @staticmethod
     def _check_trial(job_id: str, recurrence_id: str, attempt: int) -> None:

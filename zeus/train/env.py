@@ -36,6 +36,7 @@ ENV_VARS = {
     "gpu": "ZEUS_GPU",
     "profile_path": "ZEUS_PROFILE_PATH",
     "job_id": "ZEUS_JOB_ID",
+    "seed": "ZEUS_SEED",
 }
 
 
@@ -85,6 +86,9 @@ class TrialEnv:
     gpu: str = "auto"
     profile_path: str | None = None
     job_id: str = "local"
+    # The trial's own seed (zeus.seeds.trial_seed): a script may seed its RNGs with it, so a trial is
+    # reproducible and a retried one draws the same data order.
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if not valid_min_window_s(self.min_window_s):

@@ -1,0 +1,71 @@
+"""When a trial reuses a stored power profile instead of profiling again: the one rule.
+
+Zeus profiles a batch size once and reuses that profile for later trials at the same size
+(its JIT power-limit optimizer keeps the result per job and batch size). Profiling is not free:
+the first epoch runs at every power limit, most of them not the best. So a trial at a batch size
+whose profile the store already holds trains at that profile's optimum from its first step.
+A profile goes stale as hardware and software change: it is measured again once it is
+`reprofile_after` recurrences old (0: never), or when a run asks for it (`force`).
+
+The bandit step (from the store's profiles table) and the simulator (from the profiles its own
+trials produced) both decide through `ProfileBook.to_reuse`, so they agree on which trials profile.
+A trial that reused a profile stores none of its own: the stored profile stays the measurement,
+with the recurrence it was measured in, which is what its age is counted from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from zeus.power.profiler import PROFILE_COLUMNS, profile_frame, train_rows
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    """A batch size's power profile as measured by one trial."""
+
+    batch_size: int
+    recurrence: int  # the recurrence of the trial that measured it
+    trial: int
+    frame: pd.DataFrame  # PROFILE_COLUMNS
+
+    def is_usable(self) -> bool:
+        """Has at least one valid training row to choose a limit from."""
+        return bool(train_rows(self.frame).any())
+
+
+@dataclass
+class ProfileBook:
+    """The latest usable profile per batch size."""
+
+    latest: dict[int, StoredProfile] = field(default_factory=dict)
+
+    @classmethod
+    def from_frame(cls, profiles: pd.DataFrame) -> ProfileBook:
+        """From the store's profiles table (zeus.store: batch_size, recurrence, trial and PROFILE_COLUMNS)."""
+        book = cls()
+        if profiles.empty:
+            return book
+        for (batch_size, trial), rows in profiles.groupby(["batch_size", "trial"], sort=True):
+            frame = profile_frame(rows[list(PROFILE_COLUMNS)].to_dict("records"))
+            book.record(StoredProfile(int(batch_size), int(rows["recurrence"].iloc[0]), int(trial), frame))
+        return book
+
+    def record(self, profile: StoredProfile) -> None:
+        """Keep `profile` if it is usable and newer (by trial number) than the one held for its size."""
+        held = self.latest.get(profile.batch_size)
+        if profile.is_usable() and (held is None or profile.trial > held.trial):
+            self.latest[profile.batch_size] = profile
+
+    def to_reuse(
+        self, batch_size: int, recurrence: int, *, reprofile_after: int, force: bool = False
+    ) -> StoredProfile | None:
+        """The profile a trial of `recurrence` at `batch_size` reuses, or None: it profiles."""
+        held = self.latest.get(batch_size)
+        if held is None or force:
+            return None
+        if reprofile_after > 0 and recurrence - held.recurrence >= reprofile_after:
+            return None
+        return held
