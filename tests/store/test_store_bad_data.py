@@ -233,3 +233,12 @@ def test_a_corrupt_job_spec_is_skipped_in_listings_and_refused_on_use(store, spe
     assert info.value.key == key
     with pytest.raises(CorruptObjectError):
         store.ensure_job(spec)  # never replaced by a guess
+
+
+def test_each_problem_is_warned_once_per_read(store, spec):
+    _two_trials(store, spec)
+    bad_key = _plant(store, spec, "finished", "run-a.0003", b"not parquet")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StoreWarning)
+        store.trials(spec.job_id)
+    assert [str(w.message).count(bad_key) for w in caught] == [1]

@@ -214,23 +214,23 @@ class Store:
 
     # -- reading ------------------------------------------------------------------------------
 
+    def _cut(self, job_id: str, after: str | None) -> cuts.TrialEvents:
+        keys.check_job_id(job_id)
+        found = cuts.read_trial_events(self.backend, job_id, after)
+        for stream, read in found.reads.items():
+            self._maybe_compact(job_id, stream, read, full=after is None or found.reset)
+        return found
+
     def trial_events(self, job_id: str, after: str | None = None) -> cuts.TrialEvents:
         """A consistent cut of the job's dispatched and finished events, with a cursor; with
         `after`, only the events after that cursor (see cuts.py). Problems are reported as by trials()."""
-        keys.check_job_id(job_id)
-        problems: list[ObjectProblem] = []
-        try:
-            found = cuts.read_trial_events(self.backend, job_id, after)
-            problems += found.problems
-            for stream, read in found.reads.items():
-                self._maybe_compact(job_id, stream, read, full=after is None or found.reset)
-            return found
-        finally:
-            self._report(problems)
+        found = self._cut(job_id, after)
+        self._report(found.problems)
+        return found
 
     def trials(self, job_id: str) -> pd.DataFrame:
         """Every trial of the job, dispatched-but-unfinished ones included (status "dispatched")."""
-        found = self.trial_events(job_id)
+        found = self._cut(job_id, None)
         problems = list(found.problems)
         try:
             return frames.trials_frame(job_id, found.reads["dispatched"], found.reads["finished"], problems)
