@@ -40,6 +40,21 @@ class StoreUnavailableError(StoreError):
         )
 
 
+class StoreAnswerError(StoreError):
+    """The server answered a request with a 4xx the store does not expect (often no S3 error body at
+    all: a proxy or a web UI): not retried, and not "unreachable", because it is reachable. Names
+    where and what came back, never the keys."""
+
+    def __init__(self, endpoint: str, bucket: str, status: int, detail: str) -> None:
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.status = status
+        super().__init__(
+            f"store answered HTTP {status}: endpoint {endpoint!r}, bucket {bucket!r} "
+            f"({detail[:160]}). Check that ZEUS_S3_ENDPOINT points at the S3/MinIO server itself, not a proxy or UI."
+        )
+
+
 class StoreAccessError(StoreError):
     """The server answered but refused these credentials or this prefix. Names where, never the keys.
 
