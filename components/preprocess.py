@@ -1,32 +1,36 @@
 """preprocess: once per recurrence. Validates the job settings, registers or checks the job in
-the store, opens the recurrence and writes the Dataset the trials train on."""
+the store, opens the recurrence and writes the Dataset the trials train on.
 
+Generated from TEMPLATE and the JobSpec's declared settings (zeus.settings). Why: KFP needs each
+setting as a real typed parameter, and a lightweight component runs its function's *source*
+(kfp embeds inspect.getsource in the component), so the function must exist as text. Written out by
+hand, the settings here were a second copy of zeus/job.py (a new setting took edits here, in the
+pipeline and in the step); now the declaration is the only copy. The generated text is registered
+in linecache under its own file name, so inspect.getsource, kfp and tracebacks show exactly the
+code that runs; tests/test_job_fields.py compares the compiled component with the declaration.
+
+Chosen over: one `spec_json` parameter (the KFP UI would lose a typed, described field per setting
+and `--param max_epochs=10` would become JSON), and a hand-written list checked by a test (still
+two edits per setting).
+"""
+
+import linecache
+from string import Template
 from typing import NamedTuple
 
 from kfp import dsl
 from kfp.dsl import Dataset, Output
+from kfp.dsl.python_component import PythonComponent
 
 from components.image import ZEUS_KFP_IMAGE
+from zeus.job import JobSpec
+from zeus.settings import settings_of
+from zeus.steps.params import param_type
 
-
-@dsl.component(base_image=ZEUS_KFP_IMAGE, install_kfp_package=False)
+# $settings, $settings_help and $settings_args become one line per JobSpec setting.
+TEMPLATE = '''\
 def preprocess(
-    job_id: str,
-    batch_sizes: list,
-    default_batch_size: int,
-    target_metric: float,
-    max_epochs: int,
-    higher_is_better: bool,
-    metric_name: str,
-    eta_knob: float,
-    beta_knob: float,
-    max_attempts: int,
-    num_pruning_rounds: int,
-    window_size: int,
-    seed: int,
-    num_gpus: int,
-    max_power_w: float,
-    reprofile_after: int,
+$settings
     store_uri: str,
     run_id: str,
     recurrence_id: str,
@@ -34,30 +38,30 @@ def preprocess(
     owner: str,
     data: Output[Dataset],
 ) -> NamedTuple("PreprocessOutputs", spec_json=str, recurrence_id=str, recurrence=int):
-    """Job settings (JobSpec fields; beta_knob <= 0 = no early stop) -> the validated spec as JSON,
-    the recurrence id (recurrence_id if given, else the KFP run id) and its number."""
+    """Validates the job's settings (a JobSpec), registers the job in the store on its first recurrence
+    or checks it, opens the recurrence and runs the user's preprocessing once, into `data`.
+
+    Args:
+$settings_help
+        store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
+        run_id: The KFP run id, the recurrence's id unless recurrence_id is given.
+        recurrence_id: The recurrence's id ("" for the KFP run id).
+        preprocess_ref: What fills `data`: module:function, file.py:function or a command ("" for none).
+        owner: Who runs the job, recorded with it in the store.
+        data: The recurrence's data directory, which every trial of it trains on.
+
+    Returns:
+        spec_json: The validated JobSpec as JSON.
+        recurrence_id: The recurrence's id.
+        recurrence: The recurrence's number within the job.
+    """
     from zeus import steps
 
-    params = dict(
-        job_id=job_id,
-        batch_sizes=batch_sizes,
-        default_batch_size=default_batch_size,
-        target_metric=target_metric,
-        max_epochs=max_epochs,
-        higher_is_better=higher_is_better,
-        metric_name=metric_name,
-        eta_knob=eta_knob,
-        beta_knob=beta_knob,
-        max_attempts=max_attempts,
-        num_pruning_rounds=num_pruning_rounds,
-        window_size=window_size,
-        seed=seed,
-        num_gpus=num_gpus,
-        max_power_w=max_power_w,
-        reprofile_after=reprofile_after,
+    settings = dict(
+$settings_args
     )
     return steps.preprocess(
-        params,
+        settings,
         store_uri=store_uri,
         run_id=run_id,
         recurrence_id=recurrence_id,
@@ -65,3 +69,30 @@ def preprocess(
         preprocess_ref=preprocess_ref,
         owner=owner,
     )
+'''
+
+
+def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
+    """The preprocess component's function, as the text KFP embeds, for `spec_cls`'s settings."""
+    fields = settings_of(spec_cls)
+    return Template(TEMPLATE).substitute(
+        settings="\n".join(f"    {f.name}: {param_type(f).__name__}," for f in fields),
+        settings_help="\n".join(f"        {f.name}: {f.setting.help}" for f in fields),
+        settings_args="\n".join(f"        {f.name}={f.name}," for f in fields),
+    )
+
+
+def make_preprocess(spec_cls: type[JobSpec] = JobSpec, base_image: str = ZEUS_KFP_IMAGE) -> PythonComponent:
+    """The preprocess component for `spec_cls` (JobSpec, or a JobSpec with more settings) on `base_image`."""
+    source = preprocess_source(spec_cls)
+    filename = f"<zeus-kfp: preprocess component for {spec_cls.__module__}.{spec_cls.__qualname__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    # A module name of its own: were the text ever dropped from linecache, inspect.getsource fails
+    # loudly instead of reading this file's lines as the function's.
+    namespace = {"__name__": "components.preprocess.generated", "Output": Output, "Dataset": Dataset}
+    namespace["NamedTuple"] = NamedTuple
+    exec(compile(source, filename, "exec"), namespace)
+    return dsl.component(namespace["preprocess"], base_image=base_image, install_kfp_package=False)
+
+
+preprocess = make_preprocess()

@@ -12,9 +12,10 @@ from kfp.dsl.python_component import PythonComponent
 from components.bandit import bandit
 from components.feedback import feedback
 from components.image import ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE
-from components.preprocess import preprocess
+from components.preprocess import make_preprocess, preprocess
 from components.report import report
 from components.train import train
+from zeus.job import JobSpec
 
 
 @dataclass(frozen=True)
@@ -38,17 +39,23 @@ def _on_image(component: PythonComponent, image: str) -> PythonComponent:
     return dsl.component(component.python_func, base_image=image, install_kfp_package=False)
 
 
-def components_for(image: str | None = None, train_image: str | None = None) -> ZeusComponents:
+def components_for(
+    image: str | None = None, train_image: str | None = None, spec_cls: type[JobSpec] = JobSpec
+) -> ZeusComponents:
     """The components on `image` (the store steps; None: ZEUS_KFP_IMAGE) with train on `train_image`
-    (None: ZEUS_KFP_TRAIN_IMAGE). Same functions, only the base image differs."""
+    (None: ZEUS_KFP_TRAIN_IMAGE). Same functions, only the base image differs; preprocess takes
+    `spec_cls`'s settings (components.preprocess generates it from the declaration)."""
     image = image or ZEUS_KFP_IMAGE
     train_image = train_image or ZEUS_KFP_TRAIN_IMAGE
-    return ZeusComponents(
+    comps = ZeusComponents(
         **{
             name: _on_image(getattr(DEFAULT_COMPONENTS, name), train_image if name == "train" else image)
             for name in STEP_NAMES
         }
     )
+    if spec_cls is not JobSpec:
+        comps = dataclasses.replace(comps, preprocess=make_preprocess(spec_cls, image))
+    return comps
 
 
 def renamed(component: PythonComponent, name: str) -> PythonComponent:

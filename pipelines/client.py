@@ -206,12 +206,20 @@ def _convert(key: str, raw: str, kind: str) -> Any:
     return raw
 
 
-def _compiled_attempts(spec: dict[str, Any]) -> int | None:
-    """The attempt count compiled into the package (preprocess's constant max_attempts input)."""
+def _compiled_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """The job settings compiled into the package (not run parameters, such as max_attempts): preprocess's
+    constant inputs."""
+    from zeus.job import JobSpec
+    from zeus.settings import settings_of
+
     task = spec.get("root", {}).get("dag", {}).get("tasks", {}).get("preprocess", {})
-    constant = task.get("inputs", {}).get("parameters", {}).get("max_attempts", {}).get("runtimeValue", {})
-    value = constant.get("constant")
-    return int(value) if isinstance(value, (int, float)) else None
+    inputs = task.get("inputs", {}).get("parameters", {})
+    out = {}
+    for field in settings_of(JobSpec):
+        constant = inputs.get(field.name, {}).get("runtimeValue", {})
+        if not field.setting.run_parameter and "constant" in constant:
+            out[field.name] = constant["constant"]
+    return out
 
 
 def validate_run_arguments(package: Path, arguments: dict[str, Any]) -> None:
@@ -222,22 +230,18 @@ def validate_run_arguments(package: Path, arguments: dict[str, Any]) -> None:
     prefix or batch_sizes without the default batch size fail here, naming the field, instead of
     in a pod minutes later. The policy name is checked the same way.
     """
-    import dataclasses
-
     from zeus.job import JobSpec
     from zeus.policy import POLICY_NAMES, get_policy
+    from zeus.settings import settings_of
     from zeus.steps import spec_from_params
 
     with open(package, encoding="utf-8") as f:
         spec = next(yaml.safe_load_all(f))
     declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
-    fields = {f.name for f in dataclasses.fields(JobSpec)}
+    fields = {f.name for f in settings_of(JobSpec)}
     merged = {n: p["defaultValue"] for n, p in declared.items() if n in fields and "defaultValue" in p}
     merged |= {n: v for n, v in arguments.items() if n in fields}
-    attempts = _compiled_attempts(spec)
-    if attempts is not None:
-        merged["max_attempts"] = attempts
-    spec_from_params(**merged)
+    spec_from_params(**merged | _compiled_settings(spec))
     policy = arguments.get("policy", declared.get("policy", {}).get("defaultValue"))
     if policy is not None:
         try:

@@ -40,6 +40,7 @@ kfp.local ignores (pipelines/platform.py).
 """
 # No `from __future__ import annotations` here: kfp reads the pipeline functions' annotations as types.
 
+import inspect
 from typing import Any
 
 from kfp import dsl
@@ -49,7 +50,9 @@ from components.registry import ZeusComponents, components_for, renamed
 from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, store_step, train_step
 from zeus.job import JobSpec
 from zeus.launch import DEFAULT_RUNTIME
+from zeus.settings import settings_of
 from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
+from zeus.steps.params import param_type
 
 DEFAULT_ATTEMPTS = 5
 # The example job's preprocessing (module:function, run by the preprocess step).
@@ -134,6 +137,10 @@ def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[st
         _report(comps, k, reached, shared, opts, nested=True)
 
 
+def _parameter(name: str, kind: type, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=kind)
+
+
 def build_pipeline(
     spec: JobSpec,
     command: list[str],
@@ -167,95 +174,71 @@ def build_pipeline(
     check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
-    comps: ZeusComponents = components_for(image, train_image)
-    defaults = spec_to_params(spec.with_changes(max_attempts=attempts))
+    comps: ZeusComponents = components_for(image, train_image, type(spec))
     opts = options
+    # The run parameters after the job's settings: (name, KFP type, default, description). Each is a
+    # pipeline parameter that any run may override; `shared` below hands them to the attempts.
+    run_params = [
+        ("store_uri", str, store_uri, "Where the store is: a directory, file:// or s3://bucket/prefix."),
+        ("policy", str, policy, "The batch-size policy (zeus.policy)."),
+        ("train_command", list, list(command), "The training command; placeholders {python}, {batch_size}, ..."),
+        ("zeus_aware", bool, bool(zeus_aware), "The script uses ZeusDataLoader (false: it prints its metric)."),
+        ("metric_pattern", str, metric_pattern, "A plain script's metric regex, groups name and value."),
+        ("metrics_collector", str, "", "A plain script's Katib metricsCollectorSpec, JSON or YAML (empty: stdout)."),
+        ("trial_backend", str, trial_backend, "script, or trace:<workload>/<gpu> to replay the NSDI'23 traces."),
+        ("reprofile", bool, False, "Profile power limits again even where a stored profile could be reused."),
+        ("launcher", str, "local", "Where a trial runs: local, torchrun, trainjob or pytorchjob."),
+        ("num_nodes", int, 1, "Nodes a cluster trial runs on."),
+        ("gpus_per_node", int, 1, "GPUs (processes) per node of a trial."),
+        ("trainjob_runtime", str, DEFAULT_RUNTIME, "The TrainJob's ClusterTrainingRuntime."),
+        ("preprocess_ref", str, preprocess, "What fills the recurrence's data: module:function or a command."),
+        ("recurrence_id", str, "", "The recurrence's id (empty: the KFP run id)."),
+        ("owner", str, "", "Who runs the job, recorded with it in the store."),
+        ("dispatch_timeout_s", float, float(dispatch_timeout_s), "Seconds after which an unfinished trial is lost."),
+    ]
+    # The job's settings come first (zeus.settings): those that are run parameters, with `spec`'s values
+    # as defaults, and those fixed at compile time (max_attempts), passed to preprocess as constants.
+    compiled = spec_to_params(spec.with_changes(max_attempts=attempts))
+    settings = [f for f in settings_of(type(spec)) if f.setting.run_parameter]
+    fixed = {name: compiled[name] for name in compiled.keys() - {f.name for f in settings}}
+    signature = inspect.Signature(
+        [_parameter(f.name, param_type(f), compiled[f.name]) for f in settings]
+        + [_parameter(name, kind, default) for name, kind, default, _ in run_params]
+    )
+    described = [(f.name, f.setting.help) for f in settings] + [(name, text) for name, _, _, text in run_params]
 
-    @dsl.pipeline(
+    def zeus_recurrence(*values):
+        """kfp calls this with one channel per parameter of `signature`, in its order (its GraphComponent
+        reads inspect.signature and calls the function positionally)."""
+        given = dict(zip(signature.parameters, values, strict=True))
+        prep = comps.preprocess(
+            **{f.name: given[f.name] for f in settings},
+            **fixed,
+            store_uri=given["store_uri"],
+            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            recurrence_id=given["recurrence_id"],
+            preprocess_ref=given["preprocess_ref"],
+            owner=given["owner"],
+        )
+        store_step(prep, "preprocess", opts, nested=False)
+        shared = {name: given[name] for name, *_ in run_params} | dict(
+            job_id=given["job_id"],
+            spec_json=prep.outputs["spec_json"],
+            recurrence_id=prep.outputs["recurrence_id"],
+            launch_image=launch_image or comps.train.component_spec.implementation.container.image,
+            data=prep.outputs["data"],
+        )
+        _attempts_from(comps, 1, attempts, shared, opts)
+
+    zeus_recurrence.__signature__ = signature
+    # kfp reads the parameters' descriptions (the KFP UI shows them) from the docstring's Args section.
+    zeus_recurrence.__doc__ = f"{name}.\n\nArgs:\n" + "".join(f"    {param}: {text}\n" for param, text in described)
+    zeus_recurrence = dsl.pipeline(
         name=name,
         description=(
             f"One recurrence of an energy-optimal training job (Zeus, NSDI'23): up to {attempts} trials, "
             "each with a batch size from the bandit and just-in-time GPU power-limit profiling."
             + (f" Compiled for KFP backend {target}." if target else "")
         ),
-    )
-    def zeus_recurrence(
-        job_id: str = defaults["job_id"],
-        batch_sizes: list = defaults["batch_sizes"],
-        default_batch_size: int = defaults["default_batch_size"],
-        target_metric: float = defaults["target_metric"],
-        max_epochs: int = defaults["max_epochs"],
-        higher_is_better: bool = defaults["higher_is_better"],
-        metric_name: str = defaults["metric_name"],
-        eta_knob: float = defaults["eta_knob"],
-        beta_knob: float = defaults["beta_knob"],
-        num_pruning_rounds: int = defaults["num_pruning_rounds"],
-        window_size: int = defaults["window_size"],
-        seed: int = defaults["seed"],
-        num_gpus: int = defaults["num_gpus"],
-        max_power_w: float = defaults["max_power_w"],
-        reprofile_after: int = defaults["reprofile_after"],
-        store_uri: str = store_uri,
-        policy: str = policy,
-        train_command: list = list(command),  # noqa: B006  (a KFP parameter default, never mutated)
-        zeus_aware: bool = bool(zeus_aware),
-        metric_pattern: str = metric_pattern,
-        metrics_collector: str = "",
-        trial_backend: str = trial_backend,
-        reprofile: bool = False,
-        launcher: str = "local",
-        num_nodes: int = 1,
-        gpus_per_node: int = 1,
-        trainjob_runtime: str = DEFAULT_RUNTIME,
-        preprocess_ref: str = preprocess,
-        recurrence_id: str = "",
-        owner: str = "",
-        dispatch_timeout_s: float = float(dispatch_timeout_s),
-    ):
-        prep = comps.preprocess(
-            job_id=job_id,
-            batch_sizes=batch_sizes,
-            default_batch_size=default_batch_size,
-            target_metric=target_metric,
-            max_epochs=max_epochs,
-            higher_is_better=higher_is_better,
-            metric_name=metric_name,
-            eta_knob=eta_knob,
-            beta_knob=beta_knob,
-            max_attempts=attempts,
-            num_pruning_rounds=num_pruning_rounds,
-            window_size=window_size,
-            seed=seed,
-            num_gpus=num_gpus,
-            max_power_w=max_power_w,
-            reprofile_after=reprofile_after,
-            store_uri=store_uri,
-            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            recurrence_id=recurrence_id,
-            preprocess_ref=preprocess_ref,
-            owner=owner,
-        )
-        store_step(prep, "preprocess", opts, nested=False)
-        shared = dict(
-            spec_json=prep.outputs["spec_json"],
-            store_uri=store_uri,
-            job_id=job_id,
-            recurrence_id=prep.outputs["recurrence_id"],
-            policy=policy,
-            train_command=train_command,
-            zeus_aware=zeus_aware,
-            metric_pattern=metric_pattern,
-            metrics_collector=metrics_collector,
-            trial_backend=trial_backend,
-            reprofile=reprofile,
-            launcher=launcher,
-            num_nodes=num_nodes,
-            gpus_per_node=gpus_per_node,
-            trainjob_runtime=trainjob_runtime,
-            launch_image=launch_image or comps.train.component_spec.implementation.container.image,
-            data=prep.outputs["data"],
-            dispatch_timeout_s=dispatch_timeout_s,
-        )
-        _attempts_from(comps, 1, attempts, shared, opts)
-
+    )(zeus_recurrence)
     return zeus_recurrence

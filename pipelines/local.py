@@ -36,7 +36,7 @@ from zeus.steps import (
     AbandonedTrial,
     RecurrenceSummary,
     fail_interrupted,
-    spec_to_params,
+    run_arguments,
     summarize,
 )
 from zeus.train.collectors import CollectorSpec
@@ -230,10 +230,8 @@ def run_local(
     )
     runs = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     runs = runs.resolve()
-    params = spec_to_params(spec)
-    params.pop("max_attempts")
     base = dict(
-        params,
+        run_arguments(spec),
         store_uri=opened.uri,
         policy=policy,
         train_command=list(command),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zeus.errors import FieldError
+from zeus.settings import setting
 
 if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never needs pandas
     import pandas as pd
@@ -80,26 +81,47 @@ class JobSpec:
 
     The spec is stored with the job on its first recurrence; later recurrences must present
     the same spec (see `diff`), because the bandit's history is only comparable under it.
+
+    This is the one declaration of the job's settings: each field's `setting(...)` says how users reach
+    it, and the pipeline's parameters, the preprocess component, the CLI's options and the ZEUS_*
+    variables are derived from it (zeus.settings). A new setting is a field here, validated below.
     """
 
-    job_id: str
-    batch_sizes: tuple[int, ...]
-    default_batch_size: int
-    target_metric: float
-    max_epochs: int
-    higher_is_better: bool = True
-    metric_name: str = "accuracy"
-    eta_knob: float = 0.5
-    beta_knob: float | None = 2.0
-    max_attempts: int = 5
-    num_pruning_rounds: int = 2
-    window_size: int = 0
-    seed: int = 0
-    num_gpus: int = 1
-    max_power_w: float = 300.0
-    # Re-profile a batch size once its stored power profile is this many recurrences old (0: never,
-    # as Zeus does). See zeus.power.reuse.
-    reprofile_after: int = 0
+    job_id: str = setting(
+        "Names the job's history in the store, which the bandit learns from (a new id starts afresh).", trial=True
+    )
+    batch_sizes: tuple[int, ...] = setting("Batch sizes the bandit may choose from, e.g. 16,32,64,128.")
+    default_batch_size: int = setting("The batch size used today (one of batch_sizes), the baseline of savings.")
+    target_metric: float = setting("The metric value a trial must reach.", trial=True)
+    max_epochs: int = setting("Epochs a trial may take to reach the target.", trial=True)
+    higher_is_better: bool = setting(
+        "The target is a value to reach or exceed (false: to reach or go below, e.g. a loss).",
+        True,
+        trial=True,
+        off_option="lower-is-better",
+    )
+    metric_name: str = setting("The metric's name, as the script reports it.", "accuracy", trial=True)
+    eta_knob: float = setting("Weight of energy against time in the cost, in [0, 1] (1: energy only).", 0.5, trial=True)
+    beta_knob: float | None = setting(
+        "Early stop: a trial stops once its cost would pass beta x the cheapest recurrence so far (> 1; 0: never).",
+        2.0,
+        none_as=0.0,
+    )
+    max_attempts: int = setting(
+        "Trials per recurrence at most (the retry loop's length, fixed when the pipeline is compiled).",
+        5,
+        run_parameter=False,
+        option="attempts",
+    )
+    num_pruning_rounds: int = setting("Rounds of pruning exploration before Thompson sampling (0: none).", 2)
+    window_size: int = setting("Recent trials per batch size the bandit learns from (0: all of them).", 0)
+    seed: int = setting("The job's seed: every decision and every trial's seed derive from it.", 0)
+    num_gpus: int = setting("GPUs a trial trains on; the cost counts them all.", 1, trial=True)
+    max_power_w: float = setting("A GPU's maximum power limit in watts: time is priced at it.", 300.0, trial=True)
+    reprofile_after: int = setting(
+        "Profile a batch size's power limits again once its stored profile is this many recurrences old (0: never).",
+        0,
+    )
 
     def __post_init__(self) -> None:
         _require(

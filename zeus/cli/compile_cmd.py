@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from zeus.cli.app import app
+from zeus.cli.own_job import setting_options
 
 COMPILE_HELP = (
     "Compile the recurrence pipeline to a YAML the Kubeflow UI and kfp.Client accept, for your KFP backend "
@@ -20,21 +21,30 @@ OWN = "Your own job"
 
 
 def _own_job(
-    command: str | None, spec_file: Path | None, zeus_aware: bool, metric_pattern: str | None, preprocess: str | None
+    command: str | None,
+    spec_file: Path | None,
+    zeus_aware: bool,
+    metric_pattern: str | None,
+    preprocess: str | None,
+    settings: dict,
 ) -> dict:
-    """compile_pipeline's job arguments: your command and spec, or {} for the example job."""
+    """compile_pipeline's job arguments: your command and spec (the file's settings, the options over
+    them), or {} for the example job."""
     from zeus.cli.own_job import own_spec, split_command
     from zeus.errors import FieldError
 
+    given = {name: value for name, value in settings.items() if value is not None}
     if command is None:
-        if spec_file is not None or zeus_aware or metric_pattern or preprocess is not None:
-            raise FieldError("options", "given without --command", "--spec, --zeus-aware, --metric-pattern and "
-                             "--preprocess only with --command")  # fmt: skip
+        if spec_file is not None or zeus_aware or metric_pattern or preprocess is not None or given:
+            raise FieldError("options", "given without --command", "--spec, the job's setting options, "
+                             "--zeus-aware, --metric-pattern and --preprocess only with --command")  # fmt: skip
         return {}
-    if spec_file is None:
-        raise FieldError("spec", None, "a YAML or JSON file of your job's JobSpec fields, with --command")
+    if spec_file is None and not given:
+        raise FieldError(
+            "spec", None, "a YAML or JSON file of your job's JobSpec fields (or its options), with --command"
+        )
     return {
-        "spec": own_spec(spec_file, {}),
+        "spec": own_spec(spec_file, given),
         "command": split_command(command, local=False),
         "zeus_aware": zeus_aware,
         "metric_pattern": metric_pattern or "",
@@ -43,6 +53,7 @@ def _own_job(
 
 
 @app.command(name="compile", help=COMPILE_HELP)
+@setting_options(OWN)
 def compile_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the pipeline YAML.")] = Path(
         "zeus_pipeline.yaml"
@@ -141,11 +152,12 @@ def compile_cmd(
         str | None,
         typer.Option(help="Once per recurrence: module:function or a command with {output}.", rich_help_panel=OWN),
     ] = None,
+    settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
 ) -> None:
     from pipelines.compile import compile_pipeline, default_store_uri
     from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
 
-    job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess)
+    job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {})
     path = compile_pipeline(
         output,
         kfp_backend=kfp_backend,

@@ -14,8 +14,6 @@ from typing import Any
 from zeus.errors import FieldError
 
 DEFAULT_ATTEMPTS = 5  # pipelines.dag.DEFAULT_ATTEMPTS, for the trace and example jobs
-OWN_JOB_OPTIONS = "--spec, --batch-sizes, --default-batch-size, --target-metric, --max-epochs, --metric-name, " \
-    "--lower-is-better, --zeus-aware, --metric-pattern and --preprocess"  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,11 @@ def choose_job(
         raise FieldError("job", " and ".join(chosen), "one of --trace, --script or --command")
     own = spec_file is not None or zeus_aware or metric_pattern or preprocess is not None
     if command is None and (own or any(value is not None for value in fields.values())):
-        raise FieldError("options", "given without --command", f"{OWN_JOB_OPTIONS} only with --command")
+        from zeus.cli.own_job import option_name
+
+        settings = ", ".join(option_name(name) for name in fields)  # the setting options `run` has (own_job)
+        allowed = f"--spec, {settings}, --zeus-aware, --metric-pattern and --preprocess"
+        raise FieldError("options", "given without --command", f"{allowed} only with --command")
     changes = {name: value for name, value in (("max_attempts", attempts), ("seed", seed)) if value is not None}
     if command is not None:
         return _own_job(command, spec_file, job_id, changes, zeus_aware, metric_pattern, preprocess, fields)
@@ -88,12 +90,14 @@ def _own_job(
     preprocess: str | None,
     fields: dict[str, Any],
 ) -> LocalJob:
-    from zeus.cli.own_job import own_spec, parse_batch_sizes, split_command
+    from zeus.cli.own_job import own_spec, split_command
     from zeus.power import max_power_limit_w
 
-    options = dict(fields, batch_sizes=parse_batch_sizes(fields.get("batch_sizes")), job_id=job_id, **changes)
+    options = dict(fields, job_id=job_id, **changes)
     spec = own_spec(spec_file, options)
-    explicit_power = spec_file is not None and "max_power_w" in _file_fields(spec_file)
+    explicit_power = fields.get("max_power_w") is not None or (
+        spec_file is not None and "max_power_w" in _file_fields(spec_file)
+    )
     if not explicit_power:  # price time at this machine's GPU (or the simulated one's) maximum power
         spec = spec.with_changes(max_power_w=max_power_limit_w()[0])
     args = {

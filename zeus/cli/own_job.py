@@ -4,37 +4,89 @@ Why a JobSpec must be given: the bandit needs the batch sizes to choose from and
 decides whether a trial "reached"; no default fits an arbitrary script, and the job id names the
 history the bandit learns from, so borrowing the example's would mix two jobs. A file
 (`--spec job.yaml`, any JobSpec field) keeps a job's settings in one place under version
-control; the options (`--job-id`, `--batch-sizes`, ...) cover the required fields for a quick
-try and override the file's.
+control; the options (`--job-id`, `--batch-sizes`, ...) override the file's.
+
+The options are not written out here: `setting_options` gives a command one option per JobSpec
+setting, named, typed and described by the setting's declaration (zeus.settings), so a new
+setting is an option of `run` and `compile` without an edit here.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
+import inspect
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from zeus.errors import FieldError
 
 SPEC_FORMS = "a YAML or JSON file of JobSpec fields (job_id, batch_sizes, default_batch_size, target_metric, ...)"
+SETTINGS_PARAM = "settings"  # the command's parameter that receives the generated options' values
+
+
+def _fields(spec_cls: type | None = None):
+    from zeus.job import JobSpec
+    from zeus.settings import settings_of
+
+    return settings_of(spec_cls or JobSpec)
 
 
 def required_fields() -> list[str]:
     """The JobSpec fields without a default: what a job must say."""
-    from zeus.job import JobSpec
-
-    return [f.name for f in dataclasses.fields(JobSpec) if f.default is dataclasses.MISSING]
+    return [f.name for f in _fields() if f.required]
 
 
-def parse_batch_sizes(text: str | None) -> list[int] | None:
-    """'16,32,64' -> [16, 32, 64]; None stays None."""
+def option_name(field_name: str) -> str:
+    """The CLI option of a JobSpec setting, e.g. --batch-sizes."""
+    return "--" + next(f.option for f in _fields() if f.name == field_name)
+
+
+def parse_list(field, text: str | None) -> list | None:
+    """A list setting (a zeus.settings.SettingField) given on the command line, '16,32' -> [16, 32]."""
     if text is None:
         return None
+    kind = field.value_type
     try:
-        return [int(part) for part in text.replace(" ", "").split(",") if part]
+        return [kind(part) for part in text.replace(" ", "").split(",") if part]
     except ValueError:
-        raise FieldError("batch_sizes", text, "comma-separated positive integers, e.g. 16,32,64") from None
+        raise FieldError(field.name, text, f"comma-separated {kind.__name__} values, e.g. 16,32,64") from None
+
+
+def _option(field, panel: str) -> inspect.Parameter:
+    import typer
+
+    names = [f"--{field.option}"]
+    if field.value_type is bool:
+        names = [f"--{field.option}/--{field.setting.off_option or 'no-' + field.option}"]
+    kind = str if field.is_list else field.value_type
+    option = typer.Option(*names, help=field.setting.help, rich_help_panel=panel)
+    annotation = Annotated[kind | None, option]
+    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+
+
+def setting_options(panel: str, spec_cls: type | None = None) -> Callable[[Callable], Callable]:
+    """A typer command gets one option per setting of the JobSpec (or `spec_cls`) it does not declare
+    itself (by the setting's name or option name); their values reach its `settings` parameter as
+    {field: value or None}, lists parsed ('16,32' -> [16, 32])."""
+
+    def decorate(command: Callable) -> Callable:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for name, p in signature.parameters.items() if name != SETTINGS_PARAM]
+        taken = {p.name for p in own}
+        added = [f for f in _fields(spec_cls) if f.name not in taken and f.option.replace("-", "_") not in taken]
+
+        @functools.wraps(command)
+        def with_settings(**given: Any) -> Any:
+            values = {f: given.pop(f.name) for f in added}
+            settings = {f.name: parse_list(f, v) if f.is_list else v for f, v in values.items()}
+            return command(**given, **{SETTINGS_PARAM: settings})
+
+        with_settings.__signature__ = signature.replace(parameters=own + [_option(f, panel) for f in added])
+        return with_settings
+
+    return decorate
 
 
 def load_spec_file(path: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Annotated
 import typer
 
 from zeus.cli.app import app
+from zeus.cli.own_job import setting_options
 from zeus.errors import FieldError
 
 DEFAULT_TRACE = "cifar100/v100"  # Zeus's own example: b0 = 1024 is far from the optimum, so tuning pays off fast
@@ -92,13 +93,15 @@ RUN_HELP = (
     f"replay the measured Zeus NSDI'23 traces ({DEFAULT_TRACE}; every figure simulated and labelled so) and the job "
     "ends with its cumulative cost against the default config, the oracle and the simulator's run of the same seed. "
     "--script zeus|plain trains the real-torch example; --command runs your own training script (give its JobSpec "
-    "with --spec FILE or --job-id/--batch-sizes/--default-batch-size/--target-metric/--max-epochs). Costs are in "
+    "with --spec FILE and/or an option per setting: --job-id/--batch-sizes/--default-batch-size/--target-metric/"
+    "--max-epochs, ...). Costs are in "
     "joules. Ctrl-C records the trial in flight as failed. Plots go to --plots-dir as PNG."
 )
 OWN = "Your own job (with --command)"
 
 
 @app.command(help=RUN_HELP)
+@setting_options(OWN)
 def run(
     recurrences: Annotated[int, typer.Option("--recurrences", "-r", help="Recurrences (pipeline runs) to run.")] = (
         DEFAULT_RECURRENCES
@@ -169,25 +172,6 @@ def run(
         Path | None,
         typer.Option("--spec", help="YAML or JSON file of JobSpec fields.", rich_help_panel=OWN),
     ] = None,
-    batch_sizes: Annotated[
-        str | None, typer.Option(help="Batch sizes to choose from, e.g. 16,32,64,128.", rich_help_panel=OWN)
-    ] = None,
-    default_batch_size: Annotated[
-        int | None, typer.Option(help="The batch size you use today (one of --batch-sizes).", rich_help_panel=OWN)
-    ] = None,
-    target_metric: Annotated[
-        float | None, typer.Option(help="The metric value a trial must reach.", rich_help_panel=OWN)
-    ] = None,
-    max_epochs: Annotated[
-        int | None, typer.Option(help="Epochs a trial may take to reach it.", rich_help_panel=OWN)
-    ] = None,
-    metric_name: Annotated[
-        str | None, typer.Option(help="The metric's name (default accuracy).", rich_help_panel=OWN)
-    ] = None,
-    lower_is_better: Annotated[
-        bool | None,
-        typer.Option("--lower-is-better", help="The target is a maximum (a loss), not a minimum.", rich_help_panel=OWN),
-    ] = None,
     seed: Annotated[int | None, typer.Option(help="The job's seed (decisions derive from it). Default: 0.")] = None,
     job_id: Annotated[
         str | None,
@@ -206,6 +190,7 @@ def run(
         Path | None,
         typer.Option(help="Where kfp.local keeps each recurrence's artifacts and log. Default: ./.zeus-kfp/runs."),
     ] = None,
+    settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
 ) -> None:
     from pipelines.local import RunInterrupted, run_local
     from zeus.cli.errors import interrupted_code
@@ -217,10 +202,7 @@ def run(
     job = choose_job(
         trace=trace, script=script, command=command, spec_file=spec_file, job_id=job_id, attempts=attempts,
         seed=seed, zeus_aware=zeus_aware, metric_pattern=metric_pattern, preprocess=preprocess,
-        fields=dict(batch_sizes=batch_sizes, default_batch_size=default_batch_size, target_metric=target_metric,
-                    max_epochs=max_epochs, metric_name=metric_name,
-                    higher_is_better=None if lower_is_better is None else not lower_is_better),
-        default_trace=DEFAULT_TRACE, example_job=EXAMPLE_JOB,
+        fields=settings or {}, default_trace=DEFAULT_TRACE, example_job=EXAMPLE_JOB,
     )  # fmt: skip
     if metrics_collector:
         from zeus.train.collectors import CollectorSpec

@@ -1,9 +1,10 @@
 """Pipeline parameters <-> the job model.
 
 KFP pipeline parameters are flat scalars and lists, so a JobSpec travels as one parameter
-per field and is rebuilt (and validated) here by the first step. Two KFP facts shape this:
+per setting and is rebuilt (and validated) here by the first step. Two KFP facts shape this:
 protobuf carries every number in a list as a double (32 arrives as 32.0), and a parameter
-cannot be null, so "no early stop" and "no cost threshold" need sentinels.
+cannot be null, so "no early stop" and "no cost threshold" need sentinels. Which settings there
+are, and their types, come from the JobSpec's declaration (zeus.settings), never a list here.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import json
 from typing import Any
 
 from zeus.job import JobSpec, JobSpecError
+from zeus.settings import SettingField, settings_of
 
 # A bandit decision without an early-stop threshold travels as this value (a float output
 # cannot be None). Any negative threshold means "none".
 NO_THRESHOLD = -1.0
 
-# beta_knob as a pipeline parameter: 0 (or any value <= 0) disables early stopping, the
-# way None does in JobSpec.
-BETA_DISABLED = 0.0
+# beta_knob as a pipeline parameter: 0 (or any value <= 0) disables early stopping, the way None does in
+# JobSpec (declared there as its `none_as`).
+BETA_DISABLED = next(f.setting.none_as for f in settings_of(JobSpec) if f.name == "beta_knob")
 
 # In a training command, "{python}" stands for the Python interpreter running the train step (the
 # image's on a cluster, this venv's locally). Why: kfp.local rewrites every "python3" in a step's
@@ -31,16 +33,15 @@ PYTHON_TOKEN = "{python}"
 # allows no custom schema_title, so this is how readers tell the profile from other datasets.
 PROFILE_KIND = "zeus.PowerProfile"
 
-_INT_FIELDS = (
-    "default_batch_size",
-    "max_epochs",
-    "max_attempts",
-    "num_pruning_rounds",
-    "window_size",
-    "seed",
-    "num_gpus",
-    "reprofile_after",
-)
+JOB_FIELDS = settings_of(JobSpec)
+# The job settings that are pipeline run parameters; the others (max_attempts) are fixed at compile time.
+RUN_FIELDS = tuple(f for f in JOB_FIELDS if f.setting.run_parameter)
+
+
+def param_type(field: SettingField) -> type:
+    """A setting's KFP parameter type: a list for a tuple, the value's type for an optional (its None
+    travels as `none_as`), the type itself otherwise."""
+    return list if field.is_list else field.value_type
 
 
 def _as_int(value: Any) -> Any:
@@ -50,36 +51,53 @@ def _as_int(value: Any) -> Any:
     return value
 
 
-def spec_from_params(**params: Any) -> JobSpec:
-    """Build the JobSpec from pipeline parameters, raising JobSpecError naming a bad field.
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-    Accepts exactly the JobSpec fields; `batch_sizes` may be a list or a JSON string of one
-    (the KFP UI shows list parameters as JSON text), and `beta_knob` <= 0 means no early stop.
+
+def spec_from_params(cls: type[JobSpec] = JobSpec, **params: Any) -> JobSpec:
+    """Build the JobSpec (or `cls`, a JobSpec with more settings) from pipeline parameters, raising
+    JobSpecError naming a bad field.
+
+    Accepts exactly the JobSpec fields; a list may be a JSON string of one (the KFP UI shows list
+    parameters as JSON text), integers may arrive as doubles, and an optional setting at or below its
+    `none_as` (beta_knob <= 0: no early stop) is None.
     """
     values = dict(params)
-    sizes = values.get("batch_sizes")
-    if isinstance(sizes, str):
-        try:
-            sizes = json.loads(sizes)
-        except json.JSONDecodeError as err:
-            raise JobSpecError("batch_sizes", sizes, "a JSON list of positive integers, e.g. [32, 64, 128]") from err
-    if isinstance(sizes, (list, tuple)):
-        values["batch_sizes"] = [_as_int(b) for b in sizes]
-    for name in _INT_FIELDS:
-        if name in values:
-            values[name] = _as_int(values[name])
-    beta = values.get("beta_knob")
-    if beta is not None and isinstance(beta, (int, float)) and not isinstance(beta, bool) and beta <= BETA_DISABLED:
-        values["beta_knob"] = None
-    return JobSpec.from_dict(values)
+    for field in settings_of(cls):
+        if field.name not in values:
+            continue
+        value = values[field.name]
+        if field.is_list and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as err:
+                allowed = f"a JSON list of {field.value_type.__name__} values (how the KFP UI shows a list)"
+                raise JobSpecError(field.name, value, allowed) from err
+        if field.value_type is int and field.is_list and isinstance(value, (list, tuple)):
+            value = [_as_int(v) for v in value]
+        elif field.value_type is int:
+            value = _as_int(value)
+        none_as = field.setting.none_as
+        if none_as is not None and _is_number(value) and value <= none_as:
+            value = None
+        values[field.name] = value
+    return cls.from_dict(values)
 
 
 def spec_to_params(spec: JobSpec) -> dict[str, Any]:
-    """The inverse of `spec_from_params`: what to pass as pipeline arguments for `spec`."""
+    """The inverse of `spec_from_params`: every setting of `spec` as a pipeline argument."""
     params = spec.to_dict()
-    if params["beta_knob"] is None:
-        params["beta_knob"] = BETA_DISABLED
+    for field in settings_of(type(spec)):
+        if params[field.name] is None and field.setting.none_as is not None:
+            params[field.name] = field.setting.none_as
     return params
+
+
+def run_arguments(spec: JobSpec) -> dict[str, Any]:
+    """The pipeline's run arguments for `spec`'s settings (those fixed at compile time left out)."""
+    params = spec_to_params(spec)
+    return {f.name: params[f.name] for f in settings_of(type(spec)) if f.setting.run_parameter}
 
 
 def threshold_to_param(threshold: float | None) -> float:

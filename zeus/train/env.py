@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from zeus.errors import FieldError
 from zeus.job import JobSpec, JobSpecError
 from zeus.power.profiler import MIN_WINDOW_ALLOWED, valid_min_window_s
+from zeus.settings import settings_of
+
+# The job settings a trial carries from its JobSpec, declared there with `trial=True` (zeus.settings), under
+# the same names on both sides: `for_trial` copies them in, `spec` rebuilds a JobSpec from them for the
+# script's TrialResult. Each is ZEUS_<NAME> in the script's environment.
+SPEC_FIELDS = tuple(f.name for f in settings_of(JobSpec) if f.setting.trial)
 
 ENV_VARS = {
     "batch_size": "ZEUS_BATCH_SIZE",
-    "metric_name": "ZEUS_METRIC_NAME",
-    "target_metric": "ZEUS_TARGET_METRIC",
-    "higher_is_better": "ZEUS_HIGHER_IS_BETTER",
-    "max_epochs": "ZEUS_MAX_EPOCHS",
-    "eta_knob": "ZEUS_ETA_KNOB",
-    "max_power_w": "ZEUS_MAX_POWER_W",
-    "num_gpus": "ZEUS_NUM_GPUS",
+    **{name: f"ZEUS_{name.upper()}" for name in SPEC_FIELDS},
     "cost_threshold": "ZEUS_COST_THRESHOLD",
     "warmup_iters": "ZEUS_WARMUP_ITERS",
     "profile_iters": "ZEUS_PROFILE_ITERS",
@@ -35,23 +35,8 @@ ENV_VARS = {
     "data_dir": "ZEUS_DATA_DIR",
     "gpu": "ZEUS_GPU",
     "profile_path": "ZEUS_PROFILE_PATH",
-    "job_id": "ZEUS_JOB_ID",
     "seed": "ZEUS_SEED",
 }
-
-
-# The job settings a trial carries from its JobSpec (same names on both sides): `for_trial` copies
-# them in, `spec` rebuilds a JobSpec from them for the script's TrialResult.
-SPEC_FIELDS = (
-    "target_metric",
-    "max_epochs",
-    "metric_name",
-    "higher_is_better",
-    "eta_knob",
-    "max_power_w",
-    "num_gpus",
-    "job_id",
-)
 
 
 class TrialEnvError(FieldError):
@@ -64,7 +49,9 @@ def _bool(text: str) -> bool:
 
 @dataclass(frozen=True)
 class TrialEnv:
-    """One trial's settings as a Zeus-aware script sees them."""
+    """One trial's settings as a Zeus-aware script sees them: the trial's own, and the job settings of
+    SPEC_FIELDS, declared here too (this class is the script's API) with the JobSpec's types and defaults
+    (tests/test_job_fields.py holds the two to each other)."""
 
     batch_size: int
     target_metric: float

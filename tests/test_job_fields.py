@@ -1,0 +1,183 @@
+"""One declaration of the job's settings (zeus/job.py): the preprocess component, the pipeline's parameters,
+the ZEUS_* variables and the CLI's options follow it, and a JobSpec with one more field is picked up by all
+of them without another edit.
+
+The oracle is the dataclass itself, read here with dataclasses.fields (not zeus.settings), and a table
+written by hand of how each kind of annotation travels as a KFP parameter."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Annotated
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from zeus.job import JobSpec
+from zeus.settings import SETTING, setting
+
+# How each annotation a JobSpec field may have travels in KFP (its parameter type); a new kind of
+# annotation must be added here, with the reason it travels that way.
+KFP_TYPES = {
+    "str": "String",
+    "int": "Integer",
+    "float": "Float",
+    "bool": "Boolean",
+    "tuple[int, ...]": "List",  # a list parameter
+    "float | None": "Float",  # None travels as the setting's none_as
+}
+KFP_YAML_TYPES = {"String": "STRING", "Integer": "NUMBER_INTEGER", "Float": "NUMBER_DOUBLE", "Boolean": "BOOLEAN"}
+STEP_INPUTS = {"store_uri", "run_id", "recurrence_id", "preprocess_ref", "owner"}
+SPEC = JobSpec(job_id="fields", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.5, max_epochs=3)
+
+
+@dataclass(frozen=True)
+class WithWarmup(JobSpec):
+    """JobSpec and one more setting, added the way a maintainer adds one: one field."""
+
+    lr_warmup_epochs: int = setting("Epochs of learning-rate warm-up.", 0)
+
+
+def declared(cls: type = JobSpec) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def run_parameters(cls: type = JobSpec) -> set[str]:
+    return {name for name, f in declared(cls).items() if f.metadata[SETTING].run_parameter}
+
+
+def test_the_preprocess_component_takes_every_setting_with_its_type_and_description() -> None:
+    from components.preprocess import make_preprocess, preprocess
+
+    for cls, component in ((JobSpec, preprocess), (WithWarmup, make_preprocess(WithWarmup))):
+        inputs = component.component_spec.inputs
+        assert set(inputs) - {"data"} == set(declared(cls)) | STEP_INPUTS
+        for name, field in declared(cls).items():
+            assert inputs[name].type == KFP_TYPES[field.type], name
+            assert inputs[name].description == field.metadata[SETTING].help
+    assert "lr_warmup_epochs" in make_preprocess(WithWarmup).component_spec.inputs
+
+
+def compiled(spec: JobSpec, tmp_path, attempts: int = 3) -> dict:
+    from kfp import compiler
+
+    from pipelines.dag import build_pipeline
+
+    path = tmp_path / "p.yaml"
+    compiler.Compiler().compile(build_pipeline(spec, ["true"], attempts=attempts), str(path))
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("spec", [SPEC.with_changes(beta_knob=None), WithWarmup(**SPEC.to_dict(), lr_warmup_epochs=2)])
+def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preprocess(spec, tmp_path) -> None:
+    pipeline = compiled(spec, tmp_path)
+    params = pipeline["root"]["inputDefinitions"]["parameters"]
+    preprocess = pipeline["root"]["dag"]["tasks"]["preprocess"]["inputs"]["parameters"]
+    values = spec.to_dict() | {"beta_knob": 0.0 if spec.beta_knob is None else spec.beta_knob}
+    for name, field in declared(type(spec)).items():
+        if name in run_parameters(type(spec)):
+            kind = KFP_TYPES[field.type]
+            assert params[name]["parameterType"] == KFP_YAML_TYPES.get(kind, kind.upper()), name
+            assert params[name]["defaultValue"] == values[name], name
+            assert params[name]["description"] == field.metadata[SETTING].help
+            assert preprocess[name] == {"componentInputParameter": name}
+        else:  # fixed at compile time: max_attempts is the unrolled loop's length
+            assert name not in params and preprocess[name] == {"runtimeValue": {"constant": 3}}, name
+    assert run_parameters() == set(declared()) - {"max_attempts"}
+
+
+def env_drift(cls: type = JobSpec) -> list[str]:
+    """How TrialEnv (the script's API) and the ZEUS_* variables disagree with the settings a script sees."""
+    from zeus.train.env import ENV_VARS, TrialEnv
+
+    trial_env = declared(TrialEnv)
+    problems = []
+    for name, field in declared(cls).items():
+        if not field.metadata[SETTING].trial:
+            continue
+        if name not in trial_env:
+            problems.append(f"TrialEnv lacks {name}")
+            continue
+        if trial_env[name].type != field.type:
+            problems.append(f"{name}: TrialEnv says {trial_env[name].type}, the JobSpec {field.type}")
+        if field.default is not dataclasses.MISSING and trial_env[name].default != field.default:
+            problems.append(f"{name}: TrialEnv's default {trial_env[name].default!r}, the JobSpec's {field.default!r}")
+        if ENV_VARS.get(name) != f"ZEUS_{name.upper()}":
+            problems.append(f"{name} is not ZEUS_{name.upper()}")
+    # A TrialEnv field named like a setting carries that setting, except `seed`: the trial's own seed.
+    unmarked = set(trial_env) & set(declared(cls)) - {n for n, f in declared(cls).items() if f.metadata[SETTING].trial}
+    return problems + [f"{name} is in TrialEnv but not declared trial=True" for name in sorted(unmarked - {"seed"})]
+
+
+def test_a_script_sees_every_trial_setting_as_zeus_name_and_the_env_round_trips() -> None:
+    from zeus.train.env import TrialEnv
+
+    assert env_drift() == []
+    spec = SPEC.with_changes(eta_knob=0.25, higher_is_better=False, max_power_w=400.0)
+    env = TrialEnv.for_trial(spec, batch_size=8, log_dir="/tmp/x").to_env()
+    assert env["ZEUS_ETA_KNOB"] == "0.25" and env["ZEUS_HIGHER_IS_BETTER"] == "0" and env["ZEUS_JOB_ID"] == "fields"
+    assert TrialEnv.from_env(env).spec().cost(100.0, 2.0) == spec.cost(100.0, 2.0)
+
+
+def test_the_env_check_fails_on_a_setting_marked_for_the_script_that_trial_env_lacks() -> None:
+    @dataclass(frozen=True)
+    class ForTheScript(JobSpec):
+        lr_warmup_epochs: int = setting("Epochs of learning-rate warm-up.", 0, trial=True)
+
+    assert env_drift(ForTheScript) == ["TrialEnv lacks lr_warmup_epochs"]
+
+
+def cli_options(command_name: str) -> set[str]:
+    from zeus.cli.app import app
+
+    command = typer.main.get_command(app).commands[command_name]
+    return {opt for param in command.params for opt in param.opts + param.secondary_opts}
+
+
+@pytest.mark.parametrize("command", ["run", "compile"])
+def test_run_and_compile_have_an_option_per_setting(command) -> None:
+    options = cli_options(command)
+    for name, field in declared().items():
+        assert "--" + (field.metadata[SETTING].option or name.replace("_", "-")) in options, name
+    assert "--lower-is-better" in options  # the names users rely on still work
+
+
+def test_compile_builds_the_job_from_the_setting_options(tmp_path) -> None:
+    from zeus.cli.app import app
+
+    out = tmp_path / "own.yaml"
+    args = ["compile", "-o", str(out), "--gpus", "0", "--command", "{python} train.py", "--job-id", "own",
+            "--batch-sizes", "8,16", "--default-batch-size", "16", "--target-metric", "0.25", "--max-epochs", "4",
+            "--lower-is-better", "--eta-knob", "0.75", "--beta-knob", "0"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    params = next(yaml.safe_load_all(out.read_text()))["root"]["inputDefinitions"]["parameters"]
+    got = {name: params[name]["defaultValue"] for name in ("job_id", "batch_sizes", "higher_is_better", "eta_knob")}
+    assert got == {"job_id": "own", "batch_sizes": [8, 16], "higher_is_better": False, "eta_knob": 0.75}
+    assert params["beta_knob"]["defaultValue"] == 0.0  # 0: no early stop
+
+
+def test_a_command_gets_an_option_for_a_new_setting_and_receives_its_value() -> None:
+    from zeus.cli.own_job import setting_options
+
+    app, seen = typer.Typer(), {}
+
+    @app.command()
+    @setting_options("job", WithWarmup)
+    def job(seed: Annotated[int, typer.Option()] = 0, settings: dict | None = None) -> None:
+        seen.update(settings or {}, seed=seed)
+
+    result = CliRunner().invoke(app, ["--lr-warmup-epochs", "3", "--batch-sizes", "8,16", "--seed", "5"])
+    assert result.exit_code == 0, result.output
+    assert (seen["lr_warmup_epochs"], seen["batch_sizes"], seen["seed"], seen["eta_knob"]) == (3, [8, 16], 5, None)
+
+
+def test_pipeline_parameters_come_back_as_the_spec_with_a_new_setting_too() -> None:
+    from zeus.steps import spec_from_params, spec_to_params
+
+    spec = WithWarmup(**SPEC.to_dict(), lr_warmup_epochs=2).with_changes(beta_knob=None)
+    params = spec_to_params(spec) | {"max_epochs": 3.0, "batch_sizes": "[8.0, 16.0]", "lr_warmup_epochs": 2.0}
+    assert spec_from_params(WithWarmup, **params) == spec  # ints from doubles, a list from JSON, 0 -> None

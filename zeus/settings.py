@@ -1,0 +1,97 @@
+"""How a job setting is declared once (a JobSpec field with `setting(...)`) and read everywhere it appears.
+
+A job setting shows up in five places: the preprocess component's parameters, the pipeline's run
+parameters, the ZEUS_* variables a training script reads, the CLI's options, and their descriptions
+(the KFP UI's, --help). Each is derived from the JobSpec field (name, type, default) and its `Setting`:
+components/preprocess.py generates the component from them, pipelines/dag.py the pipeline's signature,
+zeus/steps/params.py the conversions, zeus/train/env.py the variables, zeus/cli/own_job.py the options.
+So adding a field to the job is one edit in zeus/job.py, and tests/test_job_fields.py fails when any of
+the five drifts from the declaration.
+
+Why metadata on the dataclass field rather than a separate table: the field is where a maintainer adds
+a setting, its validation sits next to it (JobSpec.__post_init__), and a second table would be a second
+place to forget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import MISSING, dataclass
+from functools import cache
+from typing import Any
+
+SETTING = "zeus.setting"  # the key of a field's Setting in its dataclass metadata
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What the outside world needs to know about one job setting besides its name, type and default.
+
+    help: one sentence for people (CLI --help, the KFP UI's parameter description).
+    run_parameter: a pipeline run parameter; False: fixed when the pipeline is compiled (max_attempts:
+        the retry loop is unrolled at compile time) and passed to preprocess as a constant.
+    trial: a training script sees it, as ZEUS_<NAME> (zeus.train.env.TrialEnv declares it too).
+    none_as: for an optional setting, the parameter value that stands for None (a KFP parameter cannot be
+        null); any value at or below it means None as well.
+    option: the CLI option's name when it is not the field's (--attempts for max_attempts).
+    off_option: a boolean's CLI option for False when it reads better than --no-<name>.
+    """
+
+    help: str
+    run_parameter: bool = True
+    trial: bool = False
+    none_as: float | None = None
+    option: str = ""
+    off_option: str = ""
+
+
+def setting(help: str, default: Any = MISSING, **how: Any) -> Any:
+    """A JobSpec field declared with its Setting (`default` omitted: a required field)."""
+    return dataclasses.field(default=default, metadata={SETTING: Setting(help, **how)})
+
+
+@dataclass(frozen=True)
+class SettingField:
+    """One declared setting: the field's name, resolved type hint and default, and its Setting."""
+
+    name: str
+    hint: Any
+    default: Any  # dataclasses.MISSING for a required setting
+    setting: Setting
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING
+
+    @property
+    def is_list(self) -> bool:
+        return typing.get_origin(self.hint) in (tuple, list)
+
+    @property
+    def value_type(self) -> type:
+        """The type of one value: an item's for a list (tuple[int, ...] -> int), the type itself for an
+        optional one (float | None -> float)."""
+        args = [a for a in typing.get_args(self.hint) if a is not type(None) and a is not Ellipsis]
+        if self.is_list or isinstance(self.hint, types.UnionType) or typing.get_origin(self.hint) is typing.Union:
+            return args[0]
+        return self.hint
+
+    @property
+    def option(self) -> str:
+        """The CLI option's name, without the dashes."""
+        return self.setting.option or self.name.replace("_", "-")
+
+
+@cache
+def settings_of(cls: type) -> tuple[SettingField, ...]:
+    """The settings a dataclass declares, in declaration order. Every field must be a `setting(...)`: a
+    field without one would silently miss the pipeline, the CLI and the docs."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if SETTING not in f.metadata:
+            raise TypeError(f"{cls.__name__}.{f.name} is declared without setting(...): say how users reach it")
+        out.append(SettingField(f.name, hints[f.name], f.default, f.metadata[SETTING]))
+    return tuple(out)
