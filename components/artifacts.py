@@ -14,6 +14,6 @@ from zeus.steps.params import PROFILE_KIND  # noqa: F401  (the metadata kind tra
 
 
 class PowerProfile(dsl.Dataset):
-    """A trial's just-in-time power profile: Parquet with columns phase, power_limit_w,
-    average_power_w, throughput, simulated. metadata: kind, rows, simulated (True when no real
-    GPU was measured; such figures are simulated and labelled so)."""
+    """A trial's just-in-time power profile: Parquet with the columns of zeus.profiles.PROFILE_SCHEMA
+    (phase, power_limit_w, average_power_w, throughput, simulated). metadata: kind, rows, simulated
+    (True when no real GPU was measured; such figures are simulated and labelled so)."""

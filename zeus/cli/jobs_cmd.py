@@ -116,7 +116,7 @@ RECURRENCE_COLUMNS = [
     Column("time"),
     Column("recurrence id", justify="left"),
 ]
-PROFILE_COLUMNS = [
+PROFILE_TABLE = [  # the columns `show` prints of the profiles (zeus.profiles has the stored ones)
     Column("batch size", keep=True),
     Column("phase", keep=True, justify="left"),
     Column("power limit", keep=True),
@@ -202,7 +202,7 @@ def show(
              f"{r['throughput']:.4g}", str(r["trial"])]
             for r in latest.to_dict("records")
         ]  # fmt: skip
-        print_table(out, "power profile (latest per batch size)", PROFILE_COLUMNS, rows, wide=wide)
+        print_table(out, "power profile (latest per batch size)", PROFILE_TABLE, rows, wide=wide)
     if not state.empty:
         print_bandit_state(out, state, wide=wide)
     if plots is not None:

@@ -3,7 +3,6 @@
 from zeus.power.gpu import GPU, GPU_KINDS, GPUError, GPUKindError, PowerConstraints, max_power_limit_w, open_gpu
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profiler import (
-    PROFILE_COLUMNS,
     PowerLimitProfiler,
     ProfileParams,
     ProfilerState,
@@ -12,6 +11,7 @@ from zeus.power.profiler import (
     profile_frame,
 )
 from zeus.power.simulated import PowerModel, SimulatedGPU
+from zeus.profiles import PROFILE_COLUMNS
 
 __all__ = [
     "GPU",

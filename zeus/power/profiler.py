@@ -52,13 +52,12 @@ import pandas as pd
 
 from zeus.power.gpu import GPU
 from zeus.power.monitor import EnergyMonitor, Measurement
+from zeus.profiles import PROFILE_COLUMNS, PROFILE_SCHEMA
 
 log = logging.getLogger(__name__)
 
 # (power in W over all the job's GPUs, throughput in units/s) -> cost per unit of work: JobSpec.cost_rate
 CostRate = Callable[[float, float], float]
-PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
-PHASES = ("train", "eval")
 MIN_WINDOW_ALLOWED = "a number of seconds >= 0, or unset (None) for the GPU backend's default"
 MAX_REMEASURES = 3  # a void window is read again at 2x, 4x, 8x its length before profiling gives up
 EVAL_WINDOW = "profile:eval"
@@ -167,10 +166,7 @@ def choose_limit(profile: pd.DataFrame, cost_rate: CostRate) -> float:
 
 def profile_frame(rows: list[dict]) -> pd.DataFrame:
     """Rows as the profile table, columns in the contract's order."""
-    frame = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
-    return frame.astype(
-        {"phase": "string", "power_limit_w": float, "average_power_w": float, "throughput": float, "simulated": bool}
-    )
+    return pd.DataFrame(rows, columns=list(PROFILE_COLUMNS)).astype(dict(PROFILE_SCHEMA))
 
 
 class PowerLimitProfiler:

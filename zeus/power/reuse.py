@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from zeus.power.profiler import PROFILE_COLUMNS, profile_frame, train_rows
+from zeus.power.profiler import profile_frame, train_rows
+from zeus.profiles import PROFILE_COLUMNS
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from zeus.job import TrialResult
 from zeus.policy.base import ArmState, Decision
+from zeus.profiles import PROFILE_COLUMNS, PROFILE_PHASES, PROFILE_SCHEMA
 from zeus.store import keys, ledger
 from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.catalog import now
@@ -30,8 +31,6 @@ from zeus.store.streams import ORPHAN_HINT_AGE_S
 if TYPE_CHECKING:  # pandas only for a profile, which the bandit step never writes
     import pandas as pd
 
-PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
-PROFILE_PHASES = ("train", "eval")
 DECISION_FIELDS = ("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id")
 
 
@@ -204,13 +203,14 @@ def _check_profile(profile: pd.DataFrame) -> pd.DataFrame:
     if bad:
         raise StoreInputError("phase", bad[0], f"one of {list(PROFILE_PHASES)}")
     out = profile.loc[:, list(PROFILE_COLUMNS)].copy()
-    for column in ("power_limit_w", "average_power_w", "throughput"):
-        try:
-            out[column] = pd.to_numeric(out[column], errors="raise").astype(float)
-        except (ValueError, TypeError):
-            raise StoreInputError(column, profile[column].tolist()[:3], "numbers") from None
-    out["phase"] = out["phase"].astype(str)
-    out["simulated"] = out["simulated"].astype(bool)
+    for column, kind in PROFILE_SCHEMA:
+        if kind == "float64":
+            try:
+                out[column] = pd.to_numeric(out[column], errors="raise").astype(float)
+            except (ValueError, TypeError):
+                raise StoreInputError(column, profile[column].tolist()[:3], "numbers") from None
+        else:  # a label or a flag: stored as pyarrow reads the schema (zeus.profiles)
+            out[column] = out[column].astype({"string": str, "bool": bool}[kind])
     return out
 
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from zeus.profiles import PROFILE_SCHEMA
 from zeus.store.errors import CorruptObjectError
 
 SCHEMA_VERSION = 2  # 2: every object carries META_CHECKSUM (version 1 objects are read without one)
@@ -83,11 +84,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("recurrence", pa.int64()),
         ("trial", pa.int64()),
         ("batch_size", pa.int64()),
-        ("phase", pa.string()),
-        ("power_limit_w", pa.float64()),
-        ("average_power_w", pa.float64()),
-        ("throughput", pa.float64()),
-        ("simulated", pa.bool_()),
+        *((name, pa.type_for_alias(kind)) for name, kind in PROFILE_SCHEMA),
     ),
     "bandit": _schema(
         *TRIAL_KEY_FIELDS,
