@@ -1,7 +1,7 @@
 """The jobs table: each job's spec (stored once, on first use), owner, and phase events.
 
 The spec object is created exclusively: of two first recurrences that race with different
-specs, one creates it and the other reads it back and gets JobSpecMismatchError. (An earlier
+specs, one creates it and the other reads it back and gets JobSpecMismatchError (conflicts.py, rule 3). (An earlier
 version let both write content-named objects and settled on the earliest created_at; a
 thread race showed both callers could then believe they had won.) Phases are append-only
 events; the latest wins.
@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from zeus.job import JobSpec
-from zeus.store import keys
+from zeus.store import conflicts, keys
 from zeus.store.backend import Backend, ObjectNotFound
-from zeus.store.errors import CorruptObjectError, JobSpecMismatchError, ObjectProblem, StoreInputError, UnknownJobError
+from zeus.store.errors import CorruptObjectError, ObjectProblem, StoreInputError, UnknownJobError
 from zeus.store.schemas import NewerSchemaError, decode, encode
 
 if TYPE_CHECKING:  # pandas only where a frame is returned: a bandit step in a fresh process never needs it
@@ -81,10 +81,7 @@ def ensure_job(backend: Backend, spec: JobSpec, owner: str, problems: list[Objec
             return spec
         existing = stored_job(backend, spec.job_id, problems)  # another first recurrence created it
         assert existing is not None
-    changes = existing["spec"].diff(spec)
-    if changes:
-        raise JobSpecMismatchError(spec.job_id, changes)
-    return existing["spec"]
+    return conflicts.settle_spec(existing["spec"], spec)
 
 
 def get_job(backend: Backend, job_id: str, problems: list[ObjectProblem]) -> JobSpec:

@@ -1,15 +1,11 @@
 """Writing trial events: dispatched, finished, profile and bandit-state, one record each.
 
 Each trial has one record per stream, created exclusively after its hint (streams.py says why
-that order, and why a record is never deleted). What a second write of the same trial gets:
-- dispatched and finished are the truth about a trial: the same content again (timestamps
-  aside) is a no-op that returns what is stored; *different* content is refused with
-  EventConflictError naming the record, whether it checked first or lost the race to create.
-- profiles and bandit snapshots are side tables: the first write wins and a retry keeps it
-  without reading it (a bandit snapshot recomputed after other recurrences finished trials
-  differs, and must not fail the retried feedback step; a corrupt old one must not block it).
-A create whose answer was lost and was retried is refused by its own object: the bytes read
-back are ours, and the write counts as done.
+that order, and why a record is never deleted). What a second write of the same trial gets is
+decided in conflicts.py (rules 1 and 2): dispatched and finished refuse different content with
+EventConflictError, whether the writer checked first or lost the race to create; profiles and
+bandit snapshots keep the first write. A create whose answer was lost and was retried is refused
+by its own object: the bytes read back are ours, and the write counts as done.
 """
 
 from __future__ import annotations
@@ -21,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from zeus.job import TrialResult
 from zeus.policy.base import ArmState, Decision
 from zeus.profiles import PROFILE_COLUMNS, PROFILE_PHASES, PROFILE_SCHEMA
-from zeus.store import keys, ledger
+from zeus.store import conflicts, keys, ledger
 from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.catalog import now
-from zeus.store.errors import EventConflictError, StoreInputError, UnknownTrialError
-from zeus.store.schemas import SCHEMAS, comparable_rows, decode, encode
+from zeus.store.errors import StoreInputError, UnknownTrialError
+from zeus.store.schemas import SCHEMAS, decode, encode
 from zeus.store.streams import ORPHAN_HINT_AGE_S
 
 if TYPE_CHECKING:  # pandas only for a profile, which the bandit step never writes
@@ -43,15 +39,6 @@ class Dispatch:
     trial: int
     decision: Decision
     kfp_run_id: str
-
-
-def _differences(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str:
-    old, new = comparable_rows(old), comparable_rows(new)
-    if len(old) != len(new):
-        return f"{len(old)} rows stored, {len(new)} given"
-    changed = sorted({k for a, b in zip(old, new, strict=True) for k in a if a.get(k) != b.get(k)})
-    first = next((a, b) for a, b in zip(old, new, strict=True) if any(a.get(k) != b.get(k) for k in changed))
-    return "; ".join(f"{k}: {first[0].get(k)!r} -> {first[1].get(k)!r}" for k in changed)
 
 
 def create_record(backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int, data: bytes) -> bytes:
@@ -85,16 +72,14 @@ def write_event(
     data = encode(stream, rows)
     kept = create_record(backend, job_id, stream, recurrence_id, attempt, data)
     if kept != data:
-        stored = decode(key, kept, stream).to_pylist()
-        if comparable_rows(stored) != comparable_rows(rows):
-            raise EventConflictError(key, _differences(stored, rows))
+        conflicts.settle_event(key, decode(key, kept, stream).to_pylist(), rows)
     return key
 
 
 def write_side_event(
     backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int, rows: list[dict[str, Any]]
 ) -> str:
-    """A side-table event: the first write of the trial wins; a later one keeps it without reading it."""
+    """A side-table event: the first write of the trial wins; a later one is dropped unread (conflicts.py, rule 2)."""
     name = keys.event_name(recurrence_id, attempt)
     key = keys.record_key(job_id, stream, name)
     backend.put_new(keys.hint_key(job_id, stream, name), b"")
@@ -125,10 +110,6 @@ def require_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt:
         )
     known[(job_id, recurrence_id, attempt)] = found
     return found
-
-
-def _same_decision(a: Dispatch, decision: Decision, kfp_run_id: str) -> bool:
-    return a.decision == decision and a.kfp_run_id == kfp_run_id
 
 
 def dispatch(
@@ -170,12 +151,7 @@ def dispatch(
         kept = create_record(backend, job_id, "dispatched", recurrence_id, attempt, encode("dispatched", [row]))
         existing = _dispatch_of(key, decode(key, kept, "dispatched").to_pylist()[0])
     known[(job_id, recurrence_id, attempt)] = existing
-    if not _same_decision(existing, decision, kfp_run_id):
-        raise EventConflictError(
-            existing.key,
-            f"dispatched with {existing.decision} (kfp_run_id {existing.kfp_run_id!r}), "
-            f"now {decision} (kfp_run_id {kfp_run_id!r})",
-        )
+    conflicts.settle_dispatch(existing, decision, kfp_run_id)
     return existing.trial
 
 

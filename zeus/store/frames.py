@@ -121,17 +121,8 @@ def history_from_tables(dispatched: pa.Table, finished: pa.Table) -> list[TrialR
     ]
 
 
-def profiles_frame(job_id: str, read: StreamRead, problems: list[ObjectProblem]) -> pd.DataFrame:
-    frame = _frame(read)
-    # One profile event per trial; after a race of different ones keep the first by object name.
-    first = frame.groupby(TRIAL_KEY, sort=False)[EVENT_COLUMN].transform("min")
-    for event in sorted(set(frame.loc[frame[EVENT_COLUMN] != first, EVENT_COLUMN])):
-        problems.append(
-            ObjectProblem(
-                keys.events_dir(job_id, "profiles") + event, "a second profile event for a trial; kept the first"
-            )
-        )
-    frame = frame.loc[frame[EVENT_COLUMN] == first].drop(columns=[EVENT_COLUMN])
+def profiles_frame(read: StreamRead) -> pd.DataFrame:
+    frame = _frame(read).drop(columns=[EVENT_COLUMN])
     order = ["trial", "recurrence_id", "attempt", "phase", "power_limit_w"]
     return frame.sort_values(order, ascending=[True, True, True, False, False], kind="stable").reset_index(drop=True)
 

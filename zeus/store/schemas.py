@@ -39,8 +39,6 @@ EVENT_COLUMN = "_event"  # in snapshots: the name of the event object each row c
 TS = pa.timestamp("us", tz="UTC")
 # Columns added after a table's first version: objects written before them read back with nulls.
 ADDED_COLUMNS = frozenset({("finished", "source")})
-# When an event was written, not what it says: ignored when deciding whether two writes are the same.
-TIMESTAMP_COLUMNS = frozenset({"created_at", "started_at", "ended_at", "written_at", "at"})
 
 
 def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
@@ -100,11 +98,6 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("lowest_cost", pa.float64()),
     ),
 }
-
-
-def comparable_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows as compared for "same event": without the timestamps of when they were written."""
-    return [{k: v for k, v in row.items() if k not in TIMESTAMP_COLUMNS} for row in rows]
 
 
 class NewerSchemaError(CorruptObjectError):

@@ -9,7 +9,7 @@ The protocol (streams.py has the argument, snapshots.py the commits):
   the first write of an attempt decides for good: every caller of that (recurrence, attempt)
   gets what the record holds, whatever compaction does meanwhile. dispatched/finished refuse
   different content (EventConflictError); profiles/bandit keep the first write (a retried
-  feedback step succeeds whatever other recurrences did).
+  feedback step succeeds whatever other recurrences did). Every such rule: conflicts.py.
 - Reads never race compaction into an error: records are never deleted and a snapshot is
   retired only GRACE_S after its successor is committed; a reader that slow starts over,
   quietly, a bounded number of times, then fails with one StoreError.
@@ -244,13 +244,9 @@ class Store:
 
     def profiles(self, job_id: str) -> pd.DataFrame:
         keys.check_job_id(job_id)
-        problems: list[ObjectProblem] = []
-        try:
-            read = self._read(job_id, "profiles")
-            problems += read.problems
-            return frames.profiles_frame(job_id, read, problems)
-        finally:
-            self._report(problems)
+        read = self._read(job_id, "profiles")
+        self._report(read.problems)
+        return frames.profiles_frame(read)
 
     def bandit_state(self, job_id: str, latest_only: bool = True) -> pd.DataFrame:
         """The latest bandit snapshot (one row per arm); every snapshot with latest_only=False."""

@@ -36,6 +36,11 @@ record is written only after its dispatched record exists (finish checks it), wh
 first, so every finished trial in the cut has its dispatch in the cut: no "finished without
 dispatched" from a race, only from a real problem.
 
+One merge. A cut is its base (the snapshot's rows, or on a rebuild the bulk import's) merged with
+the records read on top by conflicts.merge_cut, where a record decides for its trial; compaction
+commits a whole read's table as the next generation, so reading and compacting cannot merge
+differently.
+
 Cursors. A read returns a Position: the generation read, how many of its rows, and the names
 of the records read on top of it. Generation g+1 is g's rows with new ones appended (a mark
 says from which generation that chain is unbroken), so "the events after a position" are the
@@ -57,6 +62,7 @@ import pyarrow.compute as pc
 
 from zeus.store import keys, snapshots
 from zeus.store.backend import Backend, ObjectNotFound
+from zeus.store.conflicts import merge_cut
 from zeus.store.errors import CorruptObjectError, ObjectProblem, StoreError, StoreInputError
 from zeus.store.schemas import EVENT_COLUMN, NewerSchemaError, decode, snapshot_schema
 
@@ -88,6 +94,7 @@ class StreamRead:
     fresh: pa.Table | None = None
     hints: dict[str, str] = field(default_factory=dict)  # event name -> hint key
     rebuilt: bool = False  # no usable snapshot: the whole cut was read from the records
+    whole: bool = True  # `table` is the whole cut (read without a cursor): what compaction may commit
 
 
 def _with_event(table: pa.Table, name: str) -> pa.Table:
@@ -152,12 +159,10 @@ def _rebuild(backend: Backend, job_id: str, stream: str, problems: list[ObjectPr
     names = [keys.basename(k).removesuffix(".parquet") for k in backend.list(keys.records_dir(job_id, stream))]
     parts, read, _ = _fetch_records(backend, job_id, stream, [n for n in names if keys.parse_event_name(n)], problems)
     imported = _imported(backend, job_id, stream, problems)
-    if imported is not None:
+    table = merge_cut(imported, _concat(stream, parts))
+    if imported is not None:  # the imported trials (those without a record: rule 5) and the records
         recorded = set(read)
-        kept = pc.invert(pc.is_in(imported.column(EVENT_COLUMN), pa.array(read, pa.string())))
-        parts.insert(0, imported.filter(kept))
-        read = [n for n in imported.column(EVENT_COLUMN).to_pylist() if n not in recorded] + read
-    table = _concat(stream, parts)
+        read = [n for n in dict.fromkeys(imported.column(EVENT_COLUMN).to_pylist()) if n not in recorded] + read
     position = Position(0, 0, frozenset(read))
     return StreamRead(table, 0, len(read), problems, position, reset=True, fresh=table, rebuilt=True)
 
@@ -218,16 +223,17 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     todo = sorted(n for n in hints if n not in covered and n not in had)
     parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
     fresh = _concat(stream, parts)
-    new = snapshot
+    new = snapshot  # the snapshot's rows the caller has not had yet (after a cursor: those past it)
     if snapshot is not None and after is not None:
         new = snapshot.slice(after.rows)
         if had:
             new = new.filter(pc.invert(pc.is_in(new.column(EVENT_COLUMN), pa.array(sorted(had), pa.string()))))
-    table = _concat(stream, [t for t in (new, fresh) if t is not None])
+    table = merge_cut(new, fresh)
     loose = frozenset(read) | frozenset(n for n in had if n not in covered)
     rows = snapshot.num_rows if snapshot is not None else 0
     position = Position(generation, rows, loose)
-    return StreamRead(table, generation, len(read), problems, position, reset, snapshot, fresh, hints)
+    whole = after is None
+    return StreamRead(table, generation, len(read), problems, position, reset, snapshot, fresh, hints, whole=whole)
 
 
 def read_stream(backend: Backend, job_id: str, stream: str, after: Position | None = None) -> StreamRead:
@@ -271,21 +277,20 @@ def compact_stream(
         if not repair and not backend.list(keys.events_dir(job_id, stream)):  # nothing newer than the snapshot
             return CompactResult(stream, snapshots.top_generation(backend, job_id, stream), 0, 0, "nothing to merge")
         read = read_stream(backend, job_id, stream)
+    if not read.whole:
+        raise ValueError("compaction commits a whole cut: pass a read made without a cursor")
     if not read.rebuilt and snapshots.top_generation(backend, job_id, stream) != read.generation:
         return CompactResult(stream, read.generation, 0, 0, "another compactor is ahead", read.problems)
     merged = read.fresh.num_rows if read.fresh is not None else 0
     generation = read.generation
     names = set(read.position.loose) | snapshots.held(read.snapshot, set(read.hints))
     committed = None
-    if read.position.loose:  # records not in the snapshot (or, rebuilt, every record)
-        parts = [t for t in (read.snapshot, read.fresh) if t is not None]
+    if read.position.loose:  # records not in the snapshot (or, rebuilt, every record): commit the read's cut
         generation = (snapshots.top_generation(backend, job_id, stream) if read.rebuilt else generation) + 1
         mark = snapshots.latest_mark(backend, job_id, stream) if not read.rebuilt else None
         since = generation if read.rebuilt or mark is None else mark.since
         token = uuid.uuid4().hex[:16]
-        committed, note = snapshots.commit(
-            backend, job_id, stream, generation, _concat(stream, parts), since, token, started
-        )
+        committed, note = snapshots.commit(backend, job_id, stream, generation, read.table, since, token, started)
         if committed is None:
             return CompactResult(stream, read.generation, 0, 0, note, read.problems)
     if not backend.conditional_writes_honoured():
