@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from zeus.job import JobSpec, TrialStatus
-from zeus.power.profiler import choose_limit
+from zeus.power.selection import choose_limit
 from zeus.report import default_config_cost
 from zeus.simulate.trace import SizeTrace
 from zeus.simulate.trial import run_trace_trial

@@ -7,7 +7,7 @@ import pytest
 
 from pipelines.local import LocalRunError, run_local
 from zeus.job import TrialStatus
-from zeus.power.profiler import choose_limit
+from zeus.power.selection import choose_limit
 from zeus.store import JobSpecMismatchError, open_store
 from zeus.train import example_spec
 

@@ -10,7 +10,7 @@ from typing import Any
 from zeus.job import JobSpec, TrialResult
 from zeus.launch import LaunchConfig
 from zeus.launch.handoff import Handoff
-from zeus.power.profiler import profile_frame
+from zeus.power.selection import profile_frame
 from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
 
 SPEC = JobSpec(

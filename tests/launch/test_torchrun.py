@@ -19,7 +19,7 @@ import pytest
 from zeus.job import JobSpec, TrialStatus
 from zeus.launch import LaunchConfig
 from zeus.launch.trial import run_launched_trial
-from zeus.power.profiler import candidate_limits
+from zeus.power.profile_params import candidate_limits
 from zeus.power.simulated import SimulatedGPU
 from zeus.steps import bandit, feedback, prepare
 from zeus.store import open_store

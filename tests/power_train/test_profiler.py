@@ -11,11 +11,14 @@ import pytest
 
 from zeus.power import (
     PROFILE_COLUMNS,
+    Done,
     EnergyMonitor,
+    Eval,
     PowerLimitProfiler,
     PowerModel,
     ProfileParams,
-    ProfilerState,
+    Profiling,
+    Ready,
     SimulatedGPU,
     candidate_limits,
     choose_limit,
@@ -61,7 +64,7 @@ def test_sweep_measures_every_limit_exactly_and_picks_the_model_optimum(eta):
     gpu, profiler, clock = make(eta)
     model = PowerModel()
     for _ in range(7 * 7):
-        assert profiler.state is not ProfilerState.DONE
+        assert not profiler.done
         step(profiler, clock)
     assert profiler.done
     table = profiler.profile()
@@ -81,9 +84,10 @@ def test_an_epoch_ending_mid_window_cancels_it_and_the_limit_restarts_next_epoch
     gpu, profiler, clock = make(params=ProfileParams(2, 5))
     for _ in range(10):  # 250 W: 2 warm-up + 5 profiled; 225 W: 2 warm-up + 1 profiled, then the epoch ends
         step(profiler, clock)
-    assert profiler.state is ProfilerState.PROFILING and gpu.get_power_limit(0) == 225.0
+    assert profiler.state == Profiling(1, began_at=7, required_s=0.0, steps=1, samples=BATCH)
+    assert gpu.get_power_limit(0) == 225.0
     profiler.on_epoch_end()
-    assert profiler.state is ProfilerState.READY and profiler.cancelled_windows == 1
+    assert profiler.state == Ready(1) and profiler.cancelled_windows == 1
     clock.now += 100.0  # eval and epoch-boundary work: must not leak into any window
     for _ in range(6):  # 225 W restarts from warm-up; one step short of finishing its window
         step(profiler, clock)
@@ -101,12 +105,14 @@ def test_eval_is_profiled_once_at_the_chosen_limit():
     assert profiler.rows == []
     for _ in range(7):
         step(profiler, clock)
+    assert profiler.state == Eval(175.0)  # chosen; eval is measured next, at that limit
     for _ in range(2):
         profiler.on_eval_begin()
         clock.now += 0.5
         profiler.on_eval_end(1000)
     evals = [r for r in profiler.rows if r["phase"] == "eval"]
     assert len(evals) == 1 and evals[0]["power_limit_w"] == profiler.chosen_limit == 175.0
+    assert profiler.state == Done(175.0)
     assert evals[0]["throughput"] == pytest.approx(1000 / 0.5 * PowerModel().relative_throughput(175.0))
 
 
@@ -304,4 +310,4 @@ def test_zero_power_rows_of_an_old_stored_profile_are_never_chosen():
     # The 625 W row's cost would be (0.5 * 0 + 0.5 * 700) / 16095, the lowest: the void row would win.
     assert choose_limit(stored, rate(0.5, 700.0)) == 600.0
     _, profiler, _ = make(reuse=stored.assign(average_power_w=0.0))  # nothing valid: profile again
-    assert not profiler.reused and profiler.state is ProfilerState.READY
+    assert not profiler.reused and profiler.state == Ready(0)

@@ -17,7 +17,7 @@ import pytest
 
 from zeus.job import JobSpec, TrialStatus
 from zeus.policy.base import Decision
-from zeus.power.profiler import choose_limit
+from zeus.power.selection import choose_limit
 from zeus.simulate.engine import Simulator
 from zeus.simulate.trace import POWER_COLUMNS, TRAIN_COLUMNS, SizeTrace, load_workload_trace, read_trace
 from zeus.simulate.trial import trace_profile

@@ -60,7 +60,7 @@ from zeus.launch.manifests import (
     job_name,
     manifest,
 )
-from zeus.power.profiler import profile_frame
+from zeus.power.selection import profile_frame
 from zeus.store.keys import check_recurrence_id
 from zeus.train.artifacts import MODEL_FILE, result_from_json
 from zeus.train.env import TrialEnv

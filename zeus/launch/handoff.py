@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from zeus.power.profiler import profile_frame
+from zeus.power.selection import profile_frame
 from zeus.train.artifacts import MODEL_FILE, PROFILE_FILE, RESULT_FILE
 
 STORE_ENV = "ZEUS_KFP_STORE"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from zeus.power.profiler import profile_frame, train_rows
+from zeus.power.selection import profile_frame, train_rows
 from zeus.profiles import PROFILE_COLUMNS
 
 

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from zeus.job import JobSpec, TrialStatus
-from zeus.power.profiler import choose_limit
+from zeus.power.selection import choose_limit
 from zeus.report.frames import default_config_cost, finished_trials, is_simulated, per_recurrence
 
 PLOT_NAMES = ("cost_per_recurrence", "batch_size_per_trial", "posterior", "power_profile")

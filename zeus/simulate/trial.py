@@ -29,8 +29,8 @@ import pandas as pd
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
-from zeus.power.profiler import choose_limit, profile_frame
 from zeus.power.reuse import StoredProfile
+from zeus.power.selection import choose_limit, profile_frame
 from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
 from zeus.simulate.workloads import WORKLOADS, get_workload
 

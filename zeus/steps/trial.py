@@ -26,8 +26,8 @@ import pandas as pd
 from zeus.job import JobSpec, TrialResult
 from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
 from zeus.policy.base import Decision
-from zeus.power.profiler import profile_frame
 from zeus.power.reuse import StoredProfile
+from zeus.power.selection import profile_frame
 from zeus.seeds import decision_seed, trial_seed
 from zeus.signals import Interrupted, interruptible, stop_children
 from zeus.simulate.trial import SCRIPT_BACKEND

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from zeus.job import JobSpec, TrialResult
-from zeus.power.profiler import profile_frame
+from zeus.power.selection import profile_frame
 from zeus.profiles import PROFILE_COLUMNS
 
 RESULT_FILE = "result.json"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, JobSpecError
-from zeus.power.profiler import MIN_WINDOW_ALLOWED, valid_min_window_s
+from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
 from zeus.settings import settings_of
 
 # The job settings a trial carries from its JobSpec, declared there with `trial=True` (zeus.settings), under

@@ -41,7 +41,9 @@ import pandas as pd
 
 from zeus.power.gpu import GPU
 from zeus.power.monitor import EnergyMonitor
-from zeus.power.profiler import CostRate, PowerLimitProfiler, ProfileParams, profile_frame, train_rows
+from zeus.power.profile_params import ProfileParams
+from zeus.power.profiler import PowerLimitProfiler
+from zeus.power.selection import CostRate, profile_frame, train_rows
 from zeus.train.collectors.observation import Observation
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,8 @@ import pandas as pd
 from zeus.job import JobSpec, JobSpecError, TrialOutcome, TrialResult, TrialStatus
 from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor, Measurement
-from zeus.power.profiler import MIN_WINDOW_ALLOWED, profile_frame, valid_min_window_s
+from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
+from zeus.power.selection import profile_frame
 from zeus.power.simulated import SimulatedGPU
 from zeus.train import artifacts
 from zeus.train.collectors import AUTO_PORT, CollectorSpec, open_collector

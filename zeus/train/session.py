@@ -29,7 +29,8 @@ import pandas as pd
 from zeus.job import TrialResult, TrialStatus
 from zeus.power.gpu import GPU, MEASURE_ONLY_NOTE, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor
-from zeus.power.profiler import PowerLimitProfiler, ProfileParams
+from zeus.power.profile_params import ProfileParams
+from zeus.power.profiler import PowerLimitProfiler
 from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
 from zeus.train.distributed import Ranks, ranks_from_env
 from zeus.train.env import TrialEnv, TrialEnvError

@@ -1,0 +1,73 @@
+"""What the JIT profiler (zeus.power.profiler) is told: iterations per limit, the limit step, the shortest
+measurement window, and the limits a GPU offers to try."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass
+
+from zeus.power.gpu import GPU
+
+log = logging.getLogger("zeus.power.profiler")  # what it says is about profiling: the profiler's log
+
+MIN_WINDOW_ALLOWED = "a number of seconds >= 0, or unset (None) for the GPU backend's default"
+
+
+def valid_min_window_s(value: object) -> bool:
+    """None (the backend's default) or a finite number of seconds >= 0."""
+    if value is None:
+        return True
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+@dataclass(frozen=True)
+class ProfileParams:
+    """Iterations per limit (Zeus defaults 10 warm-up + 40 profiled), the limit step in watts, and the
+    shortest window in seconds (None: the GPU backend's `min_window_s`)."""
+
+    warmup_iters: int = 10
+    profile_iters: int = 40
+    step_w: float = 25.0
+    min_window_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.warmup_iters, int) and self.warmup_iters >= 0):
+            raise ValueError(f"invalid warmup_iters={self.warmup_iters!r}: allowed an integer >= 0")
+        if not (isinstance(self.profile_iters, int) and self.profile_iters >= 1):
+            raise ValueError(f"invalid profile_iters={self.profile_iters!r}: allowed an integer >= 1")
+        if not (self.step_w > 0 and math.isfinite(self.step_w)):
+            raise ValueError(f"invalid step_w={self.step_w!r}: allowed a positive number of watts")
+        if not valid_min_window_s(self.min_window_s):
+            raise ValueError(f"invalid min_window_s={self.min_window_s!r}: allowed {MIN_WINDOW_ALLOWED}")
+
+    def fit(self, steps_per_epoch: int | None) -> ProfileParams:
+        """Shrink warm-up and profiling proportionally when one window would not fit in an epoch.
+
+        Without this a short epoch would cancel every window and profiling would never end. Only the
+        counts shrink: `min_window_s` is a floor set by the meter, and a window that needs more time
+        than an epoch has spans epochs instead (see the module docstring).
+        """
+        total = self.warmup_iters + self.profile_iters
+        if not steps_per_epoch or steps_per_epoch >= total:
+            return self
+        scale = steps_per_epoch / total
+        profile = max(1, math.floor(self.profile_iters * scale))
+        warmup = max(0, min(math.floor(self.warmup_iters * scale), steps_per_epoch - profile))
+        log.info(
+            "epoch has %d steps < %d warm-up + %d profile; profiling %d + %d per limit",
+            steps_per_epoch, self.warmup_iters, self.profile_iters, warmup, profile,
+        )  # fmt: skip
+        return dataclasses.replace(self, warmup_iters=warmup, profile_iters=profile)
+
+
+def candidate_limits(gpu: GPU, step_w: float = 25.0) -> list[float]:
+    """Limits from the maximum down in `step_w` steps, within every device's constraints."""
+    cons = [gpu.constraints(i) for i in range(gpu.device_count())]
+    hi, lo = min(c.max_w for c in cons), max(c.min_w for c in cons)
+    limits, p = [], hi
+    while p >= lo - 1e-9:
+        limits.append(round(p, 3))
+        p -= step_w
+    return limits
