@@ -18,12 +18,8 @@ Steps (each one's failure is caught, reported, and the next step still runs):
    so JIT profiling covers every limit. Reports the profile table, the chosen limit, how many
    windows were void (the energy counter had not moved) and the total profiling time. Pass
    --min-window-s 0 to see what windows shorter than the counter's ~100 ms steps read.
-Everything is written as JSON to --out. All figures here are MEASURED (simulated=False).
-
-Measured on an H200 (driver 580, batch 16): 21 limits (700 -> 200 W) of >= 1 s windows, all 21
-profiled in 31 s over 30 epochs of ~1.6 s, 0 void windows, every limit ~123 W (the example's
-tiny model barely loads the GPU); the profiling step took 59 s, the whole script 86 s. With
---min-window-s 0 the same step saw 4 void windows and figures scattered from 68 to 191 W.
+Everything is written as JSON to --out. All figures here are MEASURED (simulated=False). What it
+measured on an H200: benchmarks/RESULTS.md, "On a real GPU".
 """
 
 from __future__ import annotations

@@ -22,9 +22,27 @@ def bandit(
     reuse_profile: Output[Dataset],
     dispatch_timeout_s: float = 86400.0,
 ) -> NamedTuple("BanditOutputs", batch_size=int, cost_threshold=float, trial=int, trial_seed=int):
-    """cost_threshold is -1.0 when the trial has no early-stop threshold (a float output cannot be None);
-    reuse_profile is the stored power profile to train at (an empty table: profile); reprofile forces one.
-    A trial of the job left unfinished longer than dispatch_timeout_s (a killed pod) is recorded failed first."""
+    """Decides this attempt's batch size with the policy, from the job's history in the store, and records
+    the trial as dispatched. A trial of the job left unfinished longer than dispatch_timeout_s (a killed
+    pod) is recorded failed first.
+
+    Args:
+        store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
+        job_id: The job whose history the policy reads.
+        recurrence_id: The recurrence this attempt belongs to.
+        attempt: The attempt's number within the recurrence (1, 2, ...).
+        policy: The batch-size policy's name (zeus.policy).
+        run_id: The KFP run id, recorded with the dispatch.
+        reprofile: Profile power limits again even where a stored profile could be reused.
+        reuse_profile: The stored power profile train is to train at (an empty table: profile).
+        dispatch_timeout_s: Seconds after which another trial still unfinished counts as lost.
+
+    Returns:
+        batch_size: The batch size the trial trains with.
+        cost_threshold: Its early-stop cost threshold in joules; -1.0 for none (a float output cannot be None).
+        trial: The trial's number within the job.
+        trial_seed: The seed of the trial's own randomness (zeus.seeds).
+    """
     from zeus import steps
 
     choice = steps.bandit(

@@ -18,7 +18,20 @@ def feedback(
     result_json: str,
     profile: Input[PowerProfile],
 ) -> bool:
-    """Returns whether the trial reached the target: the next attempt runs only if not."""
+    """Records the finished trial, the power profile it measured and the bandit's new state in the store.
+
+    Args:
+        store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
+        job_id: The job the trial belongs to.
+        recurrence_id: The trial's recurrence.
+        attempt: The trial's attempt within the recurrence.
+        policy: The batch-size policy whose state (per batch size) is written for people to read.
+        result_json: The trial's result (train's output, zeus.job.TrialResult as JSON).
+        profile: The power profile train measured (empty when it reused a stored one).
+
+    Returns:
+        Whether the trial reached the target: the next attempt runs only if not.
+    """
     from zeus import steps
 
     return steps.feedback(

@@ -17,7 +17,17 @@ def report(
     markdown: Output[Markdown],
     metrics: Output[Metrics],
 ):
-    """`reached` is the last attempt's outcome; taking it orders the report after every attempt."""
+    """Writes the recurrence's report and Metrics from the store, appends its scalars to the job's
+    TensorBoard log, compacts the job's events and marks the job completed.
+
+    Args:
+        store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
+        job_id: The job.
+        recurrence_id: The recurrence to report.
+        reached: The last attempt's outcome (taking it orders the report after every attempt).
+        markdown: The report for the KFP UI: Markdown with its plots embedded.
+        metrics: The recurrence's energy, time and cost (and whether it reached).
+    """
     from zeus import steps
 
     steps.report(

@@ -44,10 +44,41 @@ def train(
     epochs=int,
     result_json=str,
 ):
-    """A failing script does not fail the step: the trial comes back 'failed' with the script's error.
-    trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace).
-    metrics_collector: a plain script's Katib-style metricsCollectorSpec as JSON/YAML ("" = stdout).
-    launcher: local | torchrun | trainjob | pytorchjob (zeus.launch), over num_nodes x gpus_per_node GPUs."""
+    """Runs one trial of the training script at the bandit's batch size, with just-in-time power-limit
+    profiling. A failing script does not fail the step: the trial comes back 'failed' with its error.
+
+    Args:
+        spec_json: The job's JobSpec as JSON (preprocess's output).
+        batch_size: The batch size the bandit chose.
+        cost_threshold: The early-stop cost threshold in joules; negative for none.
+        command: The training command, with placeholders {python}, {batch_size}, {data_dir}, {log_dir}, {work_dir}.
+        zeus_aware: The script uses ZeusDataLoader (false: a plain script, its metrics collected).
+        metric_pattern: A plain script's metric regex, groups name and value ("" for Katib's name=value).
+        metrics_collector: A plain script's Katib-style metricsCollectorSpec, JSON or YAML ("" for stdout).
+        trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace).
+        seed: The trial's own seed (ZEUS_SEED for the script).
+        data: The recurrence's data directory (preprocess's output).
+        reuse_profile: A stored power profile to train at (an empty table: profile this trial).
+        profile: The power profile the trial measured.
+        metrics: The trial's energy, time, cost, epochs, batch size and power limit.
+        model: The model the script saved (a note when it saved none).
+        launcher: Where the trial runs: local, torchrun, trainjob or pytorchjob (zeus.launch).
+        num_nodes: Nodes of a cluster trial.
+        gpus_per_node: GPUs (processes) per node.
+        trainjob_runtime: The TrainJob's ClusterTrainingRuntime.
+        store_uri: The store, through which a cluster trial's pods hand their result back.
+        recurrence_id: The trial's recurrence (labels a cluster trial's job).
+        attempt: The trial's attempt (labels it too).
+
+    Returns:
+        status: How the trial ended (zeus.job.TrialStatus).
+        reached: Whether it reached the target.
+        time_s: Its time in seconds.
+        energy_j: Its energy in joules, all GPUs.
+        cost: Its cost by the job's cost function.
+        epochs: Epochs it ran.
+        result_json: Its zeus.job.TrialResult as JSON, for feedback.
+    """
     from zeus import steps
 
     result = steps.train(

@@ -133,9 +133,9 @@ LOCAL = ClusterOptions(gpus=0, zeusd=False, store_retries=0, resources={}, train
 
 def _resources(task: PipelineTask, res: Resources | None, accelerator: str | None = None, count: int = 0) -> None:
     """The container's ResourceSpec in one assignment. kfp's per-field setters (set_cpu_limit, ...,
-    set_accelerator_limit) give the same ResourceSpec but each calls inspect.stack(), about 10 ms
-    a call: 4-6 calls on each of 2 + 4N tasks made compiling 2-3x slower. The values were
-    validated as kfp's setters would (Resources.__post_init__)."""
+    set_accelerator_limit) give the same ResourceSpec but each calls inspect.stack(), which made
+    compiling several times slower at 4-6 calls on each of 2 + 4N tasks (benchmarks/RESULTS.md). The
+    values were validated as kfp's setters would (Resources.__post_init__)."""
     res = res or Resources()
     if res == Resources() and not count:
         return

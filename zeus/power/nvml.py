@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 SAMPLE_INTERVAL_S = 0.1
 # nvmlDeviceGetTotalEnergyConsumption advances in coarse steps (~100 ms on an H200): a window of T s
-# reads the energy to within one step, an error of up to 0.1 / T. Windows of 40 steps (~50 ms) read
-# zero energy on 11 of 20 limits there. One second bounds the error at ~10 %.
+# reads the energy to within one step, an error of up to 0.1 / T; Zeus's 40-step windows read zero on
+# an H200 (benchmarks/RESULTS.md, "On a real GPU"). One second bounds the error at ~10 %.
 COUNTER_MIN_WINDOW_S = 1.0
 # nvmlDeviceGetPowerUsage is not instantaneous on recent GPUs: it is a moving average over ~1 s.
 POWER_AVERAGING_S = 1.0
@@ -38,9 +38,9 @@ class _PowerSampler:
     """Integrates sampled power (W) over time on a daemon thread, for GPUs without an energy counter.
 
     The figure LAGS: on recent GPUs nvmlDeviceGetPowerUsage returns power averaged over about the
-    last second (POWER_AVERAGING_S), not the power now. A load that starts or changes is seen late:
-    over a 2.3 s busy matmul loop on an H200 the sampled energy was 635 J against the counter's
-    792 J (-19.8 %). Hence the energy counter is always preferred where the GPU has one, and a
+    last second (POWER_AVERAGING_S), not the power now. A load that starts or changes is seen late
+    (on an H200, sampling read a busy loop's energy about a fifth low: benchmarks/RESULTS.md, "On a
+    real GPU"). Hence the energy counter is always preferred where the GPU has one, and a
     sampled window must last several averaging periods (SAMPLED_MIN_WINDOW_S) before its
     average power means something.
     """

@@ -21,8 +21,8 @@ training; `done` is true in both.
 
 A window closes when it has `profile_iters` steps AND has lasted `min_window_s` seconds (backend
 clock). Zeus counts iterations only, assuming iterations long next to the meter's update period;
-real meters are coarse (an H200's counter advances in ~100 ms steps: 40 steps of 1.3 ms read zero
-energy on 11 of 20 limits). The default is the backend's `GPU.min_window_s` (1 s on NVML with a
+real meters are coarse (an H200's counter advances in ~100 ms steps, so short windows read zero
+energy: benchmarks/RESULTS.md, "On a real GPU"). The default is the backend's `GPU.min_window_s` (1 s on NVML with a
 counter, 0 simulated); ZEUS_MIN_WINDOW_S overrides it. A window that still read zero energy (the
 counter did not tick) is void: never recorded nor chosen from, it stays open twice as long and is
 read again, up to MAX_REMEASURES times; then profiling stops with the limits measured so far (a

@@ -107,7 +107,7 @@ def history_from_tables(dispatched: pa.Table, finished: pa.Table) -> list[TrialR
     values = [pc.fill_null(ended.column(name), math.nan).to_numpy().tolist() for name in ("cost", "time_s", "energy_j")]
     status_of = STATUS_BY_VALUE | {None: TrialStatus.DISPATCHED}
     statuses = [status_of[status] for status in ended.column("status").to_pylist()]
-    return [  # positional: about 25 % faster than keywords at 10,000 records
+    return [  # positional: faster than keywords at 10,000 records (benchmarks/RESULTS.md)
         TrialRecord(
             rec,
             trial,

@@ -109,8 +109,9 @@ def snapshot_schema(table: str) -> pa.Schema:
 
 
 class _Crc:
-    """CRC-32 over a stream of buffers (zlib, ~5x faster than blake2b here): a checksum against
-    accidental damage, which is all a store's objects need (not a signature)."""
+    """CRC-32 over a stream of buffers (zlib: several times faster than a cryptographic hash, see
+    benchmarks/RESULTS.md): a checksum against accidental damage, which is all a store's objects need
+    (not a signature)."""
 
     def __init__(self) -> None:
         self.value = 0
@@ -187,7 +188,8 @@ def decode(key: str, data: bytes, table: str, *, snapshot: bool = False) -> pa.T
 
 def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
     try:
-        # ~2x lighter than read_table for small objects; one thread: a pool costs more than it saves here
+        # ParquetFile.read is lighter than read_table for small objects, and one thread: a pool costs more
+        # than it saves here (benchmarks/RESULTS.md, "Figures behind choices in the code")
         arrow = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptObjectError(key, f"not a Parquet file ({str(exc)[:120]})") from None

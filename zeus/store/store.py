@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 DEFAULT_LOCAL_STORE = "./.zeus-kfp/store"
 STORE_ENV = "ZEUS_KFP_STORE"
 # Loose records a read may fetch before it compacts the stream. Each costs a GET and a decode on
-# every read (~0.3 ms locally, ~1 ms on S3, twice a cycle); a compaction rewrites the snapshot
-# (~60 ms locally at 10,000 trials, ~150 ms on S3). About sqrt(compaction / record) is cheapest.
+# every read (twice a cycle); a compaction rewrites the snapshot. About sqrt(compaction / record) is
+# cheapest (the figures: benchmarks/RESULTS.md, "Figures behind choices in the code").
 AUTO_COMPACT_AFTER = 32
 STORE_FORMS = "a directory path, file:///absolute/path, or s3://bucket[/prefix] (S3 settings from ZEUS_S3_* env)"
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -323,7 +323,7 @@ def open_store(uri: str | None = None) -> Store:
             raise StoreInputError("store", uri, STORE_FORMS + "; bucket names are 3-63 of a-z, 0-9, '.', '-'")
         if any(part in {".", ".."} for part in prefix.split("/")):
             raise StoreInputError("store", uri, STORE_FORMS + "; no '.' or '..' in the prefix")
-        from zeus.store.s3 import S3Settings  # minio only when a step really talks to S3 (0.2 s a step)
+        from zeus.store.s3 import S3Settings  # minio only when a step really talks to S3 (its import is slow)
 
         return Store(_s3_backend(bucket, prefix, S3Settings.from_env()))
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", uri) and not uri.startswith("file://"):

@@ -130,9 +130,31 @@ def run_trial(
 ) -> TrialOutcome:
     """Run `command` as one trial of `spec` at `batch_size`; see the module docstring.
 
-    `collector` (a CollectorSpec, or its dict / JSON / YAML) says how a plain script's metrics are
-    collected (default: stdout with Katib's pattern); `metric_patterns` and `metrics_file` (a JSON-lines
-    file) are shorthands for the stdOut and file collectors. A Zeus-aware script reports by itself.
+    Args:
+        spec: The job: its target, max_epochs and cost function.
+        batch_size: The trial's batch size ({batch_size}, ZEUS_BATCH_SIZE).
+        cost_threshold: Stop once the next epoch would pass this cost in joules (None: no early stop).
+        command: Program and arguments, with the placeholders of the module docstring.
+        work_dir: The trial's directory (its cwd); {log_dir} is work_dir/logs.
+        zeus_aware: The script uses ZeusDataLoader and reports by itself (False: a plain script).
+        data_dir: The recurrence's data ({data_dir}, ZEUS_DATA_DIR).
+        gpu: The GPU backend: auto, nvml, zeusd or simulated.
+        metric_patterns: Shorthand for the stdOut collector with these patterns.
+        metrics_file: Shorthand for the file collector over this JSON-lines file.
+        collector: How a plain script's metrics are collected: a CollectorSpec, or its dict / JSON / YAML
+            (Katib's metricsCollectorSpec; default stdout with Katib's name=value pattern).
+        env: More environment variables for the script.
+        warmup_iters: Warm-up steps per power limit (Zeus: 10).
+        profile_iters: Measured steps per power limit (Zeus: 40).
+        min_window_s: Shortest measurement window in seconds (None: the GPU backend's).
+        reuse_profile: A stored power profile to train at instead of profiling.
+        seed: The trial's own seed (ZEUS_SEED).
+        timeout_s: Stop the script after this many seconds (None: no limit); the trial is failed.
+        term_grace_s: Seconds between SIGTERM and SIGKILL when the script is stopped.
+        poll_s: How often the runner looks at the script (its exit, the stop conditions, the timeout).
+
+    Returns:
+        The TrialOutcome: the result, the measured profile, the saved model and the output's tail.
     """
     _validate(spec, batch_size, cost_threshold, command, gpu)
     if not valid_min_window_s(min_window_s):
