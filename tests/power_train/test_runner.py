@@ -56,7 +56,8 @@ def test_reaching_the_target_stops_a_script_that_would_run_on(tmp_path):
     assert (out.result.num_epochs, out.result.metric) == (3, 0.95)
     assert out.result.simulated and out.result.source == "simulated (GPU model, wall clock)"
     assert out.result.energy_j > 0
-    assert out.result.cost == pytest.approx(SPEC.cost(out.result.energy_j, out.result.time_s))
+    # Zeus's cost at eta 0.5 and 250 W, worked out: 0.5 E + 0.5 x 250 W x t.
+    assert out.result.cost == pytest.approx(0.5 * out.result.energy_j + 125.0 * out.result.time_s)
     assert time.monotonic() - started < 10
     # An epoch counter and no step counter: one power limit per epoch, from the second report on
     # (epochs 2 and 3 ran at 250 W and 225 W), on the wall clock, and the reason says how.

@@ -6,6 +6,7 @@ import threading
 
 import pandas as pd
 import pytest
+from store_keys import hints
 
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.policy.base import ArmState, Decision
@@ -15,6 +16,7 @@ from zeus.store import (
     StoreInputError,
     UnknownJobError,
     UnknownTrialError,
+    keys,
     open_store,
 )
 
@@ -95,7 +97,7 @@ def test_dispatch_is_idempotent_and_refuses_a_different_decision(store, spec):
     other = Decision(batch_size=64, cost_threshold=10.0, stage="exploration", reason="smaller")
     with pytest.raises(EventConflictError) as info:
         store.dispatch_trial(spec.job_id, "run-a", 1, other, kfp_run_id="kfp-1")
-    assert "records/dispatched/run-a.0001." in info.value.key
+    assert info.value.key == keys.event_key(spec.job_id, "dispatched", "run-a", 1)
     assert store.dispatch_trial(spec.job_id, "run-a", 2, other) == 2
     assert store.trials(spec.job_id)["batch_size"].tolist() == [128, 64]
 
@@ -110,13 +112,14 @@ def test_finish_is_idempotent_and_never_overwrites(store, spec):
     store.finish_trial(spec.job_id, "run-a", 1, result(spec))  # retried step: no-op
     with pytest.raises(EventConflictError) as info:
         store.finish_trial(spec.job_id, "run-a", 1, result(spec, energy_j=9_999.0))
-    assert "records/finished/run-a.0001." in info.value.key and "energy_j: 5000.0 -> 9999.0" in str(info.value)
+    assert info.value.key == keys.event_key(spec.job_id, "finished", "run-a", 1)
+    assert "energy_j: 5000.0 -> 9999.0" in str(info.value)
     with pytest.raises(StoreInputError) as bad:
         store.finish_trial(spec.job_id, "run-a", 1, result(spec, batch_size=64))
     assert bad.value.field == "batch_size"
     trials = store.trials(spec.job_id)
     assert len(trials) == 1 and trials.loc[0, "energy_j"] == 5_000.0
-    assert store.backend.list(f"jobs/{spec.job_id}/events/finished/").__len__() == 1
+    assert len(store.backend.list(keys.events_dir(spec.job_id, "finished"))) == 1
 
 
 def test_trials_frame_marks_unfinished_and_history_follows_it(store, spec):
@@ -140,7 +143,7 @@ def test_trials_frame_marks_unfinished_and_history_follows_it(store, spec):
         {"recurrence": 2, "trial": 3, "attempt": 1, "batch_size": 64, "status": "dispatched", "finished": False,
          "reached": False},
     ]  # fmt: skip
-    assert trials.loc[1, "cost"] == pytest.approx(spec.cost(3_000.0, 60.0))
+    assert trials.loc[1, "cost"] == pytest.approx(10_500.0)  # 0.5 x 3,000 J + 0.5 x 300 W x 60 s
     assert trials.loc[2, "cost_threshold"] == 20_000.0
     history = store.history(spec.job_id)
     assert [(h.recurrence, h.trial, h.batch_size, h.status) for h in history] == [
@@ -148,7 +151,7 @@ def test_trials_frame_marks_unfinished_and_history_follows_it(store, spec):
         (1, 2, 64, TrialStatus.REACHED),
         (2, 3, 64, TrialStatus.DISPATCHED),
     ]
-    assert history[1].cost == pytest.approx(spec.cost(3_000.0, 60.0)) and history[2].cost is None
+    assert history[1].cost == pytest.approx(10_500.0) and history[2].cost is None
 
 
 def test_profiles_and_bandit_state_round_trip(store, spec):
@@ -201,8 +204,7 @@ def test_compaction_keeps_every_row_once_and_later_appends_show(store, spec):
     _fill(store, spec, recurrences=3, attempts=3)
     before = store.trials(spec.job_id)
     store.compact(spec.job_id)
-    events_left = store.backend.list(f"jobs/{spec.job_id}/events/")
-    assert events_left == []  # merged into snapshots
+    assert hints(store, spec.job_id) == []  # merged into snapshots
     pd.testing.assert_frame_equal(store.trials(spec.job_id), before)
     store.compact(spec.job_id)  # nothing new: no-op
     pd.testing.assert_frame_equal(store.trials(spec.job_id), before)
@@ -243,7 +245,7 @@ def test_recurrence_ids_cannot_escape_their_prefix(store, spec, bad):
     with pytest.raises(StoreInputError) as info:
         store.dispatch_trial(spec.job_id, "run-a", 0, EXPLORE)
     assert info.value.field == "attempt"
-    assert store.backend.list("jobs/") == []  # nothing written anywhere
+    assert store.backend.list(keys.JOBS_DIR) == []  # nothing written anywhere
 
 
 def test_a_job_without_trials_reads_as_empty_frames(store, spec):
@@ -278,7 +280,7 @@ def test_imported_history_reads_back_and_numbering_continues(store, spec):
     trials = store.trials(spec.job_id)
     assert trials["trial"].tolist() == [1, 2, 3, 4]
     assert trials["status"].tolist() == ["not_reached", "reached", "reached", "dispatched"]
-    assert trials.loc[2, "cost"] == pytest.approx(spec.cost(300.0, 30.0))
+    assert trials.loc[2, "cost"] == pytest.approx(4_650.0)  # 0.5 x 300 J + 0.5 x 300 W x 30 s, recomputed
     assert import_trials(store, spec, history) == 3  # the same import again: a no-op
     assert store.trials(spec.job_id)["trial"].tolist() == [1, 2, 3, 4]
     with pytest.raises(Exception, match="already has trials"):
@@ -337,7 +339,9 @@ def test_racing_different_results_first_wins_the_other_is_refused(store, spec):
         thread.join()
     winners = [e for e, outcome in outcomes.items() if outcome == "stored"]
     assert len(winners) == 1, outcomes
-    assert all("records/finished/run-a.0001.parquet" in str(o) for o in outcomes.values() if o != "stored")
+    assert all(
+        keys.event_key(spec.job_id, "finished", "run-a", 1) in str(o) for o in outcomes.values() if o != "stored"
+    )
     assert store.trials(spec.job_id)["energy_j"].tolist() == winners
 
 
@@ -350,7 +354,7 @@ def test_a_foreign_object_among_the_hints_is_reported_and_changes_nothing(store,
     store.begin_recurrence(spec.job_id, "run-a")
     store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE)
     store.finish_trial(spec.job_id, "run-a", 1, result(spec, energy_j=1_000.0))
-    stray = f"jobs/{spec.job_id}/events/finished/run-a.0001.copy.parquet"
+    stray = keys.events_dir(spec.job_id, "finished") + "run-a.0001.copy.parquet"
     assert store.backend.put_new(stray, b"anything")
     for _ in ("loose", "compacted"):
         with pytest.warns(StoreWarning, match="foreign object"):
@@ -359,7 +363,7 @@ def test_a_foreign_object_among_the_hints_is_reported_and_changes_nothing(store,
         assert [p.key for p in store.problems] == [stray]
         with pytest.warns(StoreWarning):
             store.compact(spec.job_id)
-        assert store.backend.list(f"jobs/{spec.job_id}/events/finished/") == [stray]
+        assert store.backend.list(keys.events_dir(spec.job_id, "finished")) == [stray]
 
 
 def test_reads_compact_a_stream_once_it_has_many_loose_events(store, spec):
@@ -368,10 +372,10 @@ def test_reads_compact_a_stream_once_it_has_many_loose_events(store, spec):
     _fill(store, spec, recurrences=1, attempts=5)
     lazy = Store(store.backend, auto_compact_after=None)
     before = lazy.trials(spec.job_id)
-    assert len(lazy.backend.list(f"jobs/{spec.job_id}/events/")) == 10  # never compacts by itself
+    assert len(hints(lazy, spec.job_id)) == 10  # never compacts by itself
     eager = Store(store.backend, auto_compact_after=3)
     pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
-    assert eager.backend.list(f"jobs/{spec.job_id}/events/") == []  # both trial streams compacted
+    assert hints(eager, spec.job_id) == []  # both trial streams compacted
     pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
 
 
@@ -380,7 +384,8 @@ def test_a_job_in_the_old_layout_is_refused_not_read_as_empty(store, spec):
     from zeus.store import StoreError
 
     store.ensure_job(spec)
-    store.backend.put_new(f"jobs/{spec.job_id}/snapshots/finished/{3:012d}.parquet", b"an old snapshot")
+    old = keys.snapshots_dir(spec.job_id, "finished") + f"{3:012d}.parquet"  # layout 1: no token in the name
+    store.backend.put_new(old, b"an old snapshot")
     with pytest.raises(StoreError, match="store layout 2") as info:
         store.history(spec.job_id)
-    assert f"snapshots/finished/{3:012d}.parquet" in str(info.value)
+    assert old in str(info.value)

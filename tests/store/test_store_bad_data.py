@@ -4,16 +4,18 @@ never a lost row. Both backends; the objects are planted through the backend, as
 from __future__ import annotations
 
 import io
+import re
 import warnings
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from store_keys import hints
 
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
-from zeus.store import CorruptObjectError, NewerSchemaError, Store, StoreWarning
+from zeus.store import CorruptObjectError, NewerSchemaError, Store, StoreWarning, keys
 from zeus.store.schemas import META_TABLE, META_VERSION, decode, encode, snapshot_schema
 
 DECISION = Decision(batch_size=64, cost_threshold=None, stage="exploration", reason="test")
@@ -70,8 +72,8 @@ BAD_OBJECTS = {
 
 def _plant(store, spec, stream: str, name: str, data: bytes) -> str:
     """A bad record with its hint, as a stray tool or bit rot would leave it."""
-    key = f"jobs/{spec.job_id}/records/{stream}/{name}.parquet"
-    store.backend.put_new(f"jobs/{spec.job_id}/events/{stream}/{name}", b"")
+    key = keys.record_key(spec.job_id, stream, name)
+    store.backend.put_new(keys.hint_key(spec.job_id, stream, name), b"")
     store.backend.put_new(key, data)
     return key
 
@@ -87,7 +89,7 @@ def test_a_bad_record_is_reported_and_skipped_and_left_in_place(store, spec, kin
     assert [p.key for p in store.problems] == [bad_key] and reason in store.problems[0].reason
     with pytest.warns(StoreWarning):
         store.compact(spec.job_id)  # merges the good records, keeps the bad one for a person to look at
-    assert store.backend.list(f"jobs/{spec.job_id}/events/") == [f"jobs/{spec.job_id}/events/finished/run-a.0003"]
+    assert hints(store, spec.job_id) == [keys.hint_key(spec.job_id, "finished", "run-a.0003")]
     with pytest.warns(StoreWarning):
         assert store.trials(spec.job_id)["trial"].tolist() == [1, 2]
 
@@ -103,11 +105,11 @@ def test_a_newer_schema_version_is_refused_not_half_read(store, spec):
     assert info.value.key == key and "upgrade zeus-kfp" in str(info.value)
     with pytest.raises(NewerSchemaError):
         store.compact(spec.job_id)
-    assert len(store.backend.list(f"jobs/{spec.job_id}/events/finished/")) == 3  # nothing deleted
+    assert len(store.backend.list(keys.events_dir(spec.job_id, "finished"))) == 3  # nothing deleted
 
 
 def _snapshot_key(store, spec, stream: str) -> str:
-    (key,) = store.backend.list(f"jobs/{spec.job_id}/snapshots/{stream}/")
+    (key,) = store.backend.list(keys.snapshots_dir(spec.job_id, stream))
     return key
 
 
@@ -131,7 +133,7 @@ def test_a_lost_or_damaged_snapshot_is_reported_and_the_stream_read_from_its_rec
     replacement = {"deleted": None, "emptied": empty, "garbled": good[:-40] + b"x" * 40, "another snapshot": other}
     _replace(store, key, replacement[damage])
     lazy = Store(store.backend, auto_compact_after=None)
-    with pytest.warns(StoreWarning, match="snapshots/finished"):
+    with pytest.warns(StoreWarning, match=re.escape(keys.snapshots_dir(spec.job_id, "finished"))):
         trials = lazy.trials(spec.job_id)
     pd.testing.assert_frame_equal(trials, before)
     assert [p.key for p in lazy.problems] == [key]
@@ -147,7 +149,7 @@ def test_garbage_named_like_a_newer_snapshot_is_ignored(store, spec):
     _two_trials(store, spec)
     store.compact(spec.job_id)
     before = store.trials(spec.job_id)
-    store.backend.put_new(f"jobs/{spec.job_id}/snapshots/finished/{99:012d}.feed.parquet", b"PAR1 garbage")
+    store.backend.put_new(keys.snapshots_dir(spec.job_id, "finished") + f"{99:012d}.feed.parquet", b"PAR1 garbage")
     with warnings.catch_warnings():
         warnings.simplefilter("error", StoreWarning)
         pd.testing.assert_frame_equal(store.trials(spec.job_id), before)
@@ -163,7 +165,7 @@ def test_garbled_bytes_are_skipped_by_key_or_read_exactly_never_misread(tmp_path
 
     store = open_store(str(tmp_path / "store"))
     _two_trials(store, spec)
-    key = f"jobs/{spec.job_id}/records/finished/run-a.0002.parquet"
+    key = keys.event_key(spec.job_id, "finished", "run-a", 2)
     good = store.backend.get(key)
     truth = store.trials(spec.job_id)
     rng = random.Random(11)
@@ -213,7 +215,7 @@ def test_corrupt_side_tables_never_block_a_step_that_writes_them(store, spec):
 
 def test_a_corrupt_recurrence_record_is_refused_naming_its_key(store, spec):
     store.ensure_job(spec)
-    key = f"jobs/{spec.job_id}/recurrence-ids/run-x"
+    key = keys.recurrence_index_key(spec.job_id, "run-x")
     store.backend.put_new(key, b'{"recurrence": ')
     with pytest.raises(CorruptObjectError) as info:
         store.begin_recurrence(spec.job_id, "run-x")

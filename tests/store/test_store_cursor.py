@@ -10,7 +10,7 @@ import pytest
 
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
-from zeus.store import Store, StoreInputError, open_store
+from zeus.store import Store, StoreInputError, keys, open_store
 
 DECISION = Decision(batch_size=64, cost_threshold=None, stage="exploration", reason="test")
 
@@ -81,7 +81,7 @@ def test_after_a_lost_snapshot_the_read_says_reset_and_returns_the_whole_cut(sto
         _trial(store, spec, "run-a", attempt)
     store.compact(spec.job_id)
     cursor = store.trial_events(spec.job_id).cursor
-    (snapshot,) = store.backend.list(f"jobs/{spec.job_id}/snapshots/finished/")
+    (snapshot,) = store.backend.list(keys.snapshots_dir(spec.job_id, "finished"))
     store.backend.delete([snapshot])
     with pytest.warns(match="missing"):
         store.trials(spec.job_id)  # a reader repairs it: a new chain rebuilt from the records

@@ -15,7 +15,7 @@ import pytest
 
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
-from zeus.store import EventConflictError, Store, StoreError, StoreWarning, cuts, events, open_store, snapshots
+from zeus.store import EventConflictError, Store, StoreError, StoreWarning, cuts, events, keys, open_store, snapshots
 
 BIG = Decision(batch_size=128, cost_threshold=None, stage="exploration", reason="p1 decided 128")
 SMALL = Decision(batch_size=64, cost_threshold=None, stage="exploration", reason="p2 decided 64")
@@ -54,7 +54,7 @@ def test_duplicated_bandit_steps_and_a_compactor_give_one_answer(store, spec, mo
             interleaved.append(True)
             p1.dispatch_trial(spec.job_id, "run-a", 1, BIG)
             p1.compact(spec.job_id)
-            assert p1.backend.list(f"jobs/{spec.job_id}/events/dispatched/") == []  # merged, hint deleted
+            assert p1.backend.list(keys.events_dir(spec.job_id, "dispatched")) == []  # merged, hint deleted
         return found
 
     monkeypatch.setattr(events, "find_dispatch", p2_checks_then_p1_and_a_compactor_run)
@@ -64,7 +64,7 @@ def test_duplicated_bandit_steps_and_a_compactor_give_one_answer(store, spec, mo
     else:
         with pytest.raises(EventConflictError) as info:
             p2.dispatch_trial(spec.job_id, "run-a", 1, SMALL)
-        assert "128" in str(info.value) and "records/dispatched/run-a.0001" in info.value.key
+        assert "128" in str(info.value) and info.value.key == keys.event_key(spec.job_id, "dispatched", "run-a", 1)
     monkeypatch.setattr(events, "find_dispatch", real_find)
     reader = open_store(store.uri)
     assert reader.get_dispatch(spec.job_id, "run-a", 1) == (1, BIG)
@@ -224,13 +224,13 @@ def test_temp_files_of_a_killed_local_writer_are_ignored_then_collected(tmp_path
     store = open_store(str(tmp_path / "store"))
     _begin(store, spec, "run-a")
     _fill(store, spec, "run-a", 1)
-    folder = tmp_path / "store" / "jobs" / spec.job_id / "records" / "finished"
+    folder = tmp_path / "store" / keys.records_dir(spec.job_id, "finished")
     old, fresh = folder / ".tmp-killed-long-ago", folder / ".tmp-still-writing"
     old.write_bytes(b"half an event")
     fresh.write_bytes(b"half an event")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
-    assert store.backend.list(f"jobs/{spec.job_id}/records/finished/") == [
-        f"jobs/{spec.job_id}/records/finished/run-a.0001.parquet"
+    assert store.backend.list(keys.records_dir(spec.job_id, "finished")) == [
+        keys.event_key(spec.job_id, "finished", "run-a", 1)
     ]
     _fill(store, spec, "run-a", 2)
     store.compact(spec.job_id)
@@ -242,14 +242,14 @@ def test_a_symbolic_link_in_a_local_store_is_reported_not_followed(tmp_path, spe
     _begin(store, spec, "run-a")
     _fill(store, spec, "run-a", 1)
     outside = tmp_path / "outside.parquet"
-    outside.write_bytes(store.backend.get(f"jobs/{spec.job_id}/records/finished/run-a.0001.parquet"))
-    store.backend.put_new(f"jobs/{spec.job_id}/events/finished/run-a.0002", b"")
-    link = tmp_path / "store" / "jobs" / spec.job_id / "records" / "finished" / "run-a.0002.parquet"
+    outside.write_bytes(store.backend.get(keys.event_key(spec.job_id, "finished", "run-a", 1)))
+    store.backend.put_new(keys.hint_key(spec.job_id, "finished", keys.event_name("run-a", 2)), b"")
+    link = tmp_path / "store" / keys.event_key(spec.job_id, "finished", "run-a", 2)
     link.symlink_to(outside)
     with pytest.warns(StoreWarning, match="symbolic link"):
         trials = store.trials(spec.job_id)
     assert trials["attempt"].tolist() == [1]
-    assert [p.key for p in store.problems] == [f"jobs/{spec.job_id}/records/finished/run-a.0002.parquet"]
+    assert [p.key for p in store.problems] == [keys.event_key(spec.job_id, "finished", "run-a", 2)]
 
 
 @pytest.mark.parametrize("bad", ["abc\n", "abc\n\n"])

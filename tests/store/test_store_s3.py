@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 from minio import Minio
+from store_keys import hints
 
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
-from zeus.store import StoreInputError, StoreUnavailableError, open_store
+from zeus.store import StoreInputError, StoreUnavailableError, keys, open_store
 from zeus.store.backend import LocalBackend
 from zeus.store.s3 import S3Backend, S3Settings
 from zeus.store.store import Store
@@ -155,8 +156,8 @@ def test_without_conditional_writes_compaction_deletes_nothing_and_reads_stay_ex
         store.finish_trial(spec.job_id, "run-a", attempt, done)
     before = store.trials(spec.job_id)
     store.compact(spec.job_id)
-    assert len(store.backend.list(f"jobs/{spec.job_id}/events/")) == 6  # kept: a second compactor could "win"
-    assert store.backend.list(f"jobs/{spec.job_id}/snapshots/dispatched/")  # but the snapshot exists
+    assert len(hints(store, spec.job_id)) == 6  # kept: a second compactor could "win"
+    assert store.backend.list(keys.snapshots_dir(spec.job_id, "dispatched"))  # but the snapshot exists
     after = store.trials(spec.job_id)
     assert after["trial"].tolist() == [1, 2, 3]
     assert after.equals(before)

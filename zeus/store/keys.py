@@ -57,6 +57,12 @@ def check_attempt(attempt: object) -> int:
 
 SPECS_DIR = "catalog/specs/"
 PHASES_DIR = "catalog/phases/"
+JOBS_DIR = "jobs/"
+
+
+def job_dir(job_id: str) -> str:
+    """Everything of one job but its catalog entries."""
+    return f"{JOBS_DIR}{check_job_id(job_id)}/"
 
 
 def spec_key(job_id: str) -> str:
@@ -81,7 +87,7 @@ def job_id_of_spec_key(key: str) -> str | None:
 
 
 def seq_dir(job_id: str, kind: str) -> str:
-    return f"jobs/{check_job_id(job_id)}/seq/{kind}/"
+    return f"{job_dir(job_id)}seq/{kind}/"
 
 
 SEQ_BUCKET = 1000  # claims per folder: the top claim is found with two small listings, not one of every claim
@@ -97,21 +103,21 @@ def seq_number(key: str) -> int | None:
 
 
 def recurrence_index_key(job_id: str, recurrence_id: str) -> str:
-    return f"jobs/{check_job_id(job_id)}/recurrence-ids/{check_recurrence_id(recurrence_id)}"
+    return f"{job_dir(job_id)}recurrence-ids/{check_recurrence_id(recurrence_id)}"
 
 
 def import_key(job_id: str) -> str:
-    return f"jobs/{check_job_id(job_id)}/imported/manifest"
+    return f"{job_dir(job_id)}imported/manifest"
 
 
 def import_table_key(job_id: str, stream: str) -> str:
     assert stream in STREAMS, stream
-    return f"jobs/{check_job_id(job_id)}/imported/{stream}.parquet"
+    return f"{job_dir(job_id)}imported/{stream}.parquet"
 
 
 def _stream_dir(job_id: str, kind: str, stream: str) -> str:
     assert stream in STREAMS, stream
-    return f"jobs/{check_job_id(job_id)}/{kind}/{stream}/"
+    return f"{job_dir(job_id)}{kind}/{stream}/"
 
 
 def events_dir(job_id: str, stream: str) -> str:
@@ -176,7 +182,7 @@ TENSORBOARD_NAME_ALLOWED = "a file name of letters, digits, '.', '_' or '-' cont
 
 def tensorboard_dir(job_id: str) -> str:
     """The job's TensorBoard log directory: one run, every recurrence's event file in it."""
-    return f"jobs/{check_job_id(job_id)}/tensorboard/"
+    return f"{job_dir(job_id)}tensorboard/"
 
 
 def tensorboard_key(job_id: str, name: object) -> str:
@@ -203,4 +209,4 @@ def handoff_key(job_id: str, recurrence_id: str, attempt: int, run: str, name: s
     if name not in HANDOFF_FILES:
         raise StoreInputError("name", name, f"one of {', '.join(HANDOFF_FILES)}")
     rid, n = check_recurrence_id(recurrence_id), check_attempt(attempt)
-    return f"jobs/{check_job_id(job_id)}/handoff/{rid}.{n:04d}/{run}/{name}"
+    return f"{job_dir(job_id)}handoff/{rid}.{n:04d}/{run}/{name}"

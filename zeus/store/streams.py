@@ -303,7 +303,7 @@ def compact_stream(
         deleted += len(retired) + _drop_orphan_hints(backend, job_id, stream, read, names, now)
         collect = getattr(backend, "collect_temp", None)  # a local directory: temp files of killed writers
         if collect is not None:
-            collect(f"jobs/{job_id}/")
+            collect(keys.job_dir(job_id))
     return CompactResult(stream, generation, merged, deleted, problems=read.problems)
 
 
