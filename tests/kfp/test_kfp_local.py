@@ -9,7 +9,7 @@ from pipelines.local import LocalRunError, run_local
 from zeus.job import TrialStatus
 from zeus.power import PowerModel, SimulatedGPU, candidate_limits
 from zeus.power.selection import choose_limit
-from zeus.store import JobSpecMismatchError, open_store
+from zeus.store import JobSpecMismatchError, keys, open_store
 from zeus.train import example_spec
 
 # Batch size 1024 cannot reach 0.85 accuracy in 3 epochs, 128 can: the default config misses the
@@ -60,7 +60,7 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
         reports = sorted((tmp_path / SPEC.job_id / s.recurrence_id).rglob("report-after-attempt-*/markdown"))
         assert [p.parent.name for p in reports] == [f"report-after-attempt-{len(s.trials)}"]
         assert "simulated" in reports[0].read_text().lower()
-        assert f"{SPEC.job_id}/tensorboard/" in reports[0].read_text()
+        assert keys.tensorboard_dir(SPEC.job_id) in reports[0].read_text()
 
     # TensorBoard across recurrences, synced from the S3 store: one step per recurrence, its cost.
     from zeus.report.tensorboard import sync_logs

@@ -226,7 +226,7 @@ def test_a_corrupt_recurrence_record_is_refused_naming_its_key(store, spec):
 
 def test_a_corrupt_job_spec_is_skipped_in_listings_and_refused_on_use(store, spec):
     store.ensure_job(spec.with_changes(job_id="healthy"))
-    key = f"catalog/specs/{spec.job_id}.parquet"
+    key = keys.spec_key(spec.job_id)
     store.backend.put_new(key, b"not parquet at all")
     with pytest.warns(StoreWarning, match=spec.job_id):
         assert store.list_jobs()["job_id"].tolist() == ["healthy"]

@@ -168,7 +168,7 @@ def test_s3_backend_keys_live_under_the_prefix(s3_store_uri, spec):
     assert isinstance(store.backend, S3Backend)
     store.ensure_job(spec)
     names = [o.object_name for o in store.backend.client.list_objects(store.backend.bucket, recursive=True)]
-    assert names and all(name.startswith("store/catalog/specs/") for name in names)
+    assert names and all(name.startswith("store/" + keys.SPECS_DIR) for name in names)
 
 
 def test_a_server_that_comes_back_within_the_retries_is_used(monkeypatch, spec):

@@ -23,7 +23,7 @@ from ux.frames import SPEC
 from ux.store_data import populate
 from zeus.cli.app import app
 from zeus.steps import report
-from zeus.store import open_store
+from zeus.store import keys, open_store
 from zeus.train.collectors.tfevent import TFEventCollector
 
 EXAMPLE = SPEC.with_changes(job_id="example")
@@ -87,7 +87,7 @@ def test_three_recurrences_synced_by_zeus_kfp_tensorboard(three_reports, tmp_pat
     assert tags["posterior_mean/batch_size_256"] == [(3, 20000.0)]
     assert not any(tag.endswith(("_32", "_64")) for tag in tags)  # arms without a posterior mean are left out
     report = (Path(three_reports).parent / "run-3").read_text()
-    assert f"{store.uri}/jobs/example/tensorboard/" in report and "zeus-kfp tensorboard example" in report
+    assert f"{store.uri}/{keys.tensorboard_dir('example')}" in report and "zeus-kfp tensorboard example" in report
 
 
 def test_unknown_job_and_a_job_without_logs_say_so(tmp_path):
