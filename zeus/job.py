@@ -328,38 +328,6 @@ class TrialOutcome:
 
 
 @dataclass(frozen=True)
-class TrialSummary:
-    """One row of a job's trial table, as people read it: what `zeus-kfp run` prints from the store and
-    what `zeus-kfp simulate` prints from the simulator (the same columns, so the two read alike).
-
-    `stage` and `cost_threshold` are the bandit's decision; `source` says where the figures come from
-    (TrialResult.source); `profiled`: whether the trial measured a power profile (False: it trained at a
-    reused one; None: not known, as in the store's table). `cost` and the other figures are None for a
-    trial that has no result."""
-
-    recurrence: int
-    attempt: int
-    trial: int
-    batch_size: int
-    status: str
-    power_limit_w: float | None
-    cost: float | None
-    energy_j: float | None
-    time_s: float | None
-    metric: float | None = None
-    simulated: bool = False
-    reason: str = ""
-    source: str = ""
-    stage: str = ""
-    cost_threshold: float | None = None
-    profiled: bool | None = None
-
-    @property
-    def reached(self) -> bool:
-        return self.status == TrialStatus.REACHED.value
-
-
-@dataclass(frozen=True)
 class TrialRecord:
     """One trial as the policies see it: an entry of the job's history, finished or only dispatched.
 

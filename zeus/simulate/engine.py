@@ -22,12 +22,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialOutcome, TrialRecord, TrialStatus, TrialSummary
+from zeus.job import JobSpec, TrialOutcome, TrialRecord, TrialStatus
 from zeus.policy.base import Decision, Policy
 from zeus.power.reuse import ProfileBook, StoredProfile
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
 from zeus.simulate.trial import run_trace_trial
+from zeus.summaries import RecurrenceSummary, TrialSummary
 
 
 @dataclass(frozen=True)
@@ -46,22 +47,6 @@ class Figures:
 
 
 @dataclass(frozen=True)
-class RecurrenceRow:
-    """One recurrence of a simulation: what was tried, what it cost, and whether it reached."""
-
-    recurrence: int
-    reached: bool
-    num_trials: int
-    batch_sizes: list[int]
-    power_limits: list[float]
-    stages: list[str]
-    threshold: float | None
-    cost: float
-    energy_j: float
-    time_s: float
-
-
-@dataclass(frozen=True)
 class SimulationResult:
     """A simulated job under one policy and seed, with its reference figures."""
 
@@ -72,7 +57,7 @@ class SimulationResult:
     totals: Figures  # the policy, cumulative over every trial
     default: Figures  # b0 at the largest power limit, expected, x num_recurrences
     oracle: Figures  # cheapest expected always-reaching config, x num_recurrences
-    rows: list[RecurrenceRow]
+    rows: list[RecurrenceSummary]
     trials: list[TrialSummary]
     history: list[TrialRecord]
 
@@ -93,7 +78,7 @@ class SimulationResult:
             "default": self.default.to_dict(),
             "oracle": self.oracle.to_dict(),
             "cost_over_oracle": self.cost_over_oracle,
-            "recurrences": [asdict(r) for r in self.rows],
+            "recurrences": [r.to_dict() for r in self.rows],
         }
 
 
@@ -238,17 +223,16 @@ class _Run:
     def _result(self) -> SimulationResult:
         recs = sorted(self.done, key=lambda r: r.number)
         rows = [
-            RecurrenceRow(
+            RecurrenceSummary(
+                job_id=self.spec.job_id,
                 recurrence=rec.number,
-                reached=any(t.status == TrialStatus.REACHED.value for t in rec.trials),
-                num_trials=len(rec.trials),
-                batch_sizes=[t.batch_size for t in rec.trials],
-                power_limits=[t.power_limit_w for t in rec.trials],
-                stages=[t.stage for t in rec.trials],
-                threshold=rec.trials[0].cost_threshold,
+                recurrence_id=f"simulated-{rec.number}",
+                trials=tuple(rec.trials),
+                reached=any(t.reached for t in rec.trials),
                 cost=sum(t.cost for t in rec.trials),
                 energy_j=sum(t.energy_j for t in rec.trials),
                 time_s=sum(t.time_s for t in rec.trials),
+                simulated=True,
             )
             for rec in recs
         ]

@@ -23,8 +23,9 @@ from zeus.steps.params import (
 )
 from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
 from zeus.steps.reporting import report
-from zeus.steps.summary import RecurrenceSummary, TrialSummary, summarize
+from zeus.steps.summary import summarize
 from zeus.steps.trial import Choice, bandit, feedback, train
+from zeus.summaries import RecurrenceSummary, TrialSummary
 
 __all__ = [
     "BETA_DISABLED",

@@ -1,38 +1,13 @@
-"""What one recurrence did, read back from the store: what `zeus-kfp run` prints and what
-`run_local` returns to notebooks. Totals come from zeus.report so every view agrees."""
+"""What one recurrence did, read back from the store (zeus.summaries): what `zeus-kfp run` prints and
+what `run_local` returns to notebooks. Totals come from zeus.report so every view agrees."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import pandas as pd
 
-from zeus.job import TrialSummary
-
-
-@dataclass(frozen=True)
-class RecurrenceSummary:
-    """One recurrence: its trials in order and their totals (failed attempts count: they cost too).
-
-    `simulated` is True when any figure came from a simulated GPU (no real power was measured).
-    `wall_s` is the recurrence's wall-clock time through the local pipeline, orchestration included.
-    """
-
-    job_id: str
-    recurrence: int
-    recurrence_id: str
-    trials: tuple[TrialSummary, ...]
-    reached: bool
-    cost: float
-    energy_j: float
-    time_s: float
-    simulated: bool
-    wall_s: float = math.nan
-
-    @property
-    def batch_sizes(self) -> list[int]:
-        return [t.batch_size for t in self.trials]
+from zeus.summaries import RecurrenceSummary, TrialSummary
 
 
 def _opt(value) -> float | None:

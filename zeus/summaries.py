@@ -1,0 +1,93 @@
+"""A job's trials and recurrences as people read them: the rows of `zeus-kfp run`'s and `zeus-kfp
+simulate`'s tables, one type for each whether the figures come from the store (zeus.steps.summary)
+or from the simulator (zeus.simulate.engine), so the two read alike and compare field by field."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from zeus.job import TrialStatus
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    """One row of a job's trial table, as people read it: what `zeus-kfp run` prints from the store and
+    what `zeus-kfp simulate` prints from the simulator (the same columns, so the two read alike).
+
+    `stage` and `cost_threshold` are the bandit's decision; `source` says where the figures come from
+    (TrialResult.source); `profiled`: whether the trial measured a power profile (False: it trained at a
+    reused one; None: not known, as in the store's table). `cost` and the other figures are None for a
+    trial that has no result."""
+
+    recurrence: int
+    attempt: int
+    trial: int
+    batch_size: int
+    status: str
+    power_limit_w: float | None
+    cost: float | None
+    energy_j: float | None
+    time_s: float | None
+    metric: float | None = None
+    simulated: bool = False
+    reason: str = ""
+    source: str = ""
+    stage: str = ""
+    cost_threshold: float | None = None
+    profiled: bool | None = None
+
+    @property
+    def reached(self) -> bool:
+        return self.status == TrialStatus.REACHED.value
+
+
+@dataclass(frozen=True)
+class RecurrenceSummary:
+    """One recurrence: its trials in order and their totals (failed attempts count: they cost too).
+
+    `simulated` is True when any figure came from a simulated GPU (no real power was measured).
+    `wall_s` is the recurrence's wall-clock time through the local pipeline, orchestration included
+    (NaN where there was none: the simulator's).
+    """
+
+    job_id: str
+    recurrence: int
+    recurrence_id: str
+    trials: tuple[TrialSummary, ...]
+    reached: bool
+    cost: float
+    energy_j: float
+    time_s: float
+    simulated: bool
+    wall_s: float = math.nan
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return [t.batch_size for t in self.trials]
+
+    @property
+    def num_trials(self) -> int:
+        return len(self.trials)
+
+    @property
+    def power_limits(self) -> list[float | None]:
+        return [t.power_limit_w for t in self.trials]
+
+    @property
+    def stages(self) -> list[str]:
+        return [t.stage for t in self.trials]
+
+    @property
+    def threshold(self) -> float | None:
+        """The first trial's early-stop threshold (the recurrence's: the later ones share its best cost)."""
+        return self.trials[0].cost_threshold if self.trials else None
+
+    def to_dict(self) -> dict:
+        """The recurrence for `zeus-kfp simulate --json`: its figures and, per trial, what was tried."""
+        names = ("recurrence", "reached", "num_trials", "batch_sizes", "power_limits", "stages", "threshold")
+        return {name: getattr(self, name) for name in names} | {
+            "cost": self.cost,
+            "energy_j": self.energy_j,
+            "time_s": self.time_s,
+        }
