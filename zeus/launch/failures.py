@@ -16,11 +16,13 @@ secondary is reported. Deterministic for a given set of records and exit codes.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from dataclasses import dataclass
 from typing import Any
 
 from zeus.job import JobSpec, TrialResult, TrialStatus
+from zeus.train.artifacts import result_from_json
 from zeus.train.distributed import looks_like_peer_loss, signal_name
 from zeus.train.process import OOM_MARKERS
 
@@ -106,19 +108,9 @@ def failed_result(
     reason = f"rank {cause.rank} failed: {cause.error}"
     status = failed_status(cause.error)
     if leader is not None and leader.get("status") not in ("failed", "oom"):
-        return TrialResult.build(
-            spec,
-            batch_size=batch_size,
-            status=status,
-            time_s=float(leader["time_s"]),
-            energy_j=float(leader["energy_j"]),
-            num_epochs=int(leader["num_epochs"]),
-            power_limit_w=leader.get("power_limit_w"),
-            metric=leader.get("metric"),
-            simulated=bool(leader.get("simulated", False)),
-            reason=f"{reason} (after the trial ended {leader['status']})",
-            source=str(leader.get("source", "")),
-        )
+        finished = result_from_json(spec, leader | {"batch_size": batch_size})  # its figures and so its cost
+        reason += f" (after the trial ended {leader['status']})"
+        return dataclasses.replace(finished, status=status, reason=reason)
     missing = sorted(set(range(world_size)) - set(records))
     if missing:
         reason += f"; energy and time count ranks {sorted(records)} only (ranks {missing} left no record)"
