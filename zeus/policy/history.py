@@ -171,18 +171,17 @@ def retry_charges(
     if n == 0:
         return charges
     order = np.lexsort((np.arange(n), recurrences))  # by recurrence, then trial order
-    rec, cost = recurrences[order], np.where(finished[order], spend[order], 0.0)
-    hit = finished[order] & reached[order]
-    starts = np.flatnonzero(np.r_[True, rec[1:] != rec[:-1]])
-    ends = np.r_[starts[1:], n]
-    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-        hits = np.flatnonzero(hit[lo:hi])
-        if hits.size == 0:
-            continue
-        last = lo + int(hits[-1])  # the trial that reached
-        after = np.cumsum(cost[lo : last + 1][::-1])[::-1]  # spend from each trial to the reaching one
-        known = slice(lo, last)  # the trials before it: their retries are known
-        charges[order[known]] = after[1 : last - lo + 1]
+    rec = recurrences[order]
+    paid = np.concatenate(([0.0], np.cumsum(np.where(finished[order], spend[order], 0.0))))
+    group = np.cumsum(np.r_[True, rec[1:] != rec[:-1]]) - 1
+    last = np.full(group[-1] + 1, -1)  # per recurrence, position of its last reached trial (-1: none)
+    hits = np.flatnonzero(finished[order] & reached[order])
+    np.maximum.at(last, group[hits], hits)
+    reach = last[group]
+    pos = np.arange(n)
+    known = pos < reach  # the trials before the one that reached: their retries are known
+    # The spend of the trials after each one, up to and including the one that reached.
+    charges[order[known]] = paid[reach[known] + 1] - paid[pos[known] + 1]
     return charges
 
 
