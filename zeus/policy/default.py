@@ -33,11 +33,10 @@ class DefaultPolicy:
 
     def __init__(
         self,
-        turn_margin: float = 0.2,
-        hard_turn: float = 1.5,
+        turn_margin: float | None = 0.2,
+        hard_turn: float | None = 1.5,
         skip_margin: float | None = 0.05,
-        run_ahead: int = 0,
-        walk_both: bool = False,
+        overlap: bool = True,
         prior_cv: float = 0.1,
         prior_weight: float = 2.0,
         contend_factor: float = 1.1,
@@ -47,8 +46,7 @@ class DefaultPolicy:
         self.turn_margin = turn_margin
         self.hard_turn = hard_turn
         self.skip_margin = skip_margin
-        self.run_ahead = run_ahead
-        self.walk_both = walk_both
+        self.overlap = overlap
         self.prior_cv = prior_cv
         self.prior_weight = prior_weight
         self.contend_factor = contend_factor
@@ -89,14 +87,10 @@ class DefaultPolicy:
         expected = walk.expected
         if not view.in_flight(expected):
             return Decision(expected, threshold, "exploration", f"exploring batch size {expected}")
-        if threshold is not None:  # never run ahead without an early stop: an unknown size could run max_epochs
-            options = list(walk.ahead[: self.run_ahead])
-            if self.walk_both:
-                options += walk.other[: max(1, self.run_ahead)]
-            for b in options:
-                if not view.in_flight(b):
-                    why = f"exploration of {expected} is in flight: exploring {b} meanwhile"
-                    return Decision(b, threshold, "exploration", why)
+        if self.overlap and threshold is not None:  # never without an early stop: it could run max_epochs
+            for b in _meanwhile(view, walk):
+                why = f"exploration of {expected} is in flight: exploring {b} meanwhile"
+                return Decision(b, threshold, "exploration", why)
         fallback = walk.best_size or feasible_default(view.feasible, spec.default_batch_size)
         why = f"exploration of {expected} is in flight; running the cheapest explored size {fallback}"
         return Decision(fallback, threshold, "exploration-concurrent", why)
@@ -160,6 +154,18 @@ def first_observations(view: HistoryView) -> dict[int, Observation]:
         int(b): (int(i), float(view.obs_costs[i]), bool(view.obs_reached[i]))
         for b, i in zip(sizes.tolist(), idx.tolist(), strict=True)
     }
+
+
+def _meanwhile(view: HistoryView, walk: WalkState) -> list[int]:
+    """What an overlapping recurrence explores while the walk's next size is in flight, best first: the
+    size after it, while the costs in that direction are falling; the up direction's next size, once it
+    is needed or once the in-flight trial has been outlasted (a trial dispatched after it finished
+    first: it is slow, and in a recurring job a slow trial is a costly one, so the down direction is
+    likely ending). Sizes already in flight are left out."""
+    started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
+    outlasted = bool((view.obs_trials > started).any())
+    options = [*walk.ahead[:1], *(walk.other[:1] if walk.other_needed or outlasted else ())]
+    return [b for b in options if not view.in_flight(b)]
 
 
 def _candidates(view: HistoryView, walk: WalkState) -> tuple[int, ...]:

@@ -41,6 +41,7 @@ class HistoryView:
 
     feasible: tuple[int, ...]  # candidate sizes still allowed (below the smallest oom)
     obs_sizes: np.ndarray  # int, batch size of each observation
+    obs_trials: np.ndarray  # int, its trial number
     obs_costs: np.ndarray  # float, its cost as reported
     obs_reached: np.ndarray  # bool, whether it reached the target
     obs_charged: np.ndarray  # float, its cost plus, for a miss, the retry it forced (see `retry_charges`)
@@ -110,6 +111,7 @@ def read_history(spec: JobSpec, history: Sequence[TrialRecord]) -> HistoryView:
     reached = np.array([s is TrialStatus.REACHED for s in statuses], dtype=bool)
     costs, energy, time = _column(records, "cost"), _column(records, "energy_j"), _column(records, "time_s")
     recurrences = np.fromiter((r.recurrence for r in records), dtype=np.int64, count=len(records))
+    trials = np.fromiter((r.trial for r in records), dtype=np.int64, count=len(records))
 
     # Spend: recomputed from energy and time where known (cost may be a penalty, see module doc).
     measured = ~np.isnan(energy) & ~np.isnan(time)
@@ -134,6 +136,7 @@ def read_history(spec: JobSpec, history: Sequence[TrialRecord]) -> HistoryView:
     return HistoryView(
         feasible=feasible,
         obs_sizes=obs_sizes,
+        obs_trials=trials[learn],
         obs_costs=obs_costs,
         obs_reached=obs_reached,
         obs_charged=obs_costs + np.where(obs_reached, 0.0, charges[learn]),

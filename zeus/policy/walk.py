@@ -60,6 +60,7 @@ class WalkState:
     expected: int | None
     ahead: tuple[int, ...]
     other: tuple[int, ...]
+    other_needed: bool
     survivors: tuple[int, ...]
     ruled_out: frozenset[int]
     steps: tuple[WalkStep, ...]
@@ -84,12 +85,13 @@ def replay_walk(
     default: int,
     first: Mapping[int, Observation],
     *,
-    turn_margin: float = 0.2,
-    hard_turn: float = 1.5,
+    turn_margin: float | None = 0.2,
+    hard_turn: float | None = 1.5,
     skip_margin: float | None = 0.05,
 ) -> WalkState:
     """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
-    first finished observation `first[b] = (trial order index, cost, reached)`."""
+    first finished observation `first[b] = (trial order index, cost, reached)`. A None margin turns
+    its rule off (benchmarks measure the walk without it)."""
     return _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin).run()
 
 
@@ -98,7 +100,9 @@ class _Replay:
         idx = sizes.index(default)
         self.down, self.up = list(reversed(sizes[: idx + 1])), list(sizes[idx + 1 :])
         self.default, self.first = default, first
-        self.turn_margin, self.hard_turn, self.skip_margin = turn_margin, hard_turn, skip_margin
+        self.turn = math.inf if turn_margin is None else 1.0 + turn_margin
+        self.hard_turn = math.inf if hard_turn is None else hard_turn
+        self.skip_margin = skip_margin
         # First trials that reached, in trial order, and the running minimum of their costs.
         reached = sorted((t, c) for t, c, ok in first.values() if ok)
         self.reached_order = [t for t, _ in reached]
@@ -129,7 +133,7 @@ class _Replay:
                 return walker
             reference = self._reference(trial)
             falling = cost < reference < math.inf
-            worse = cost > (1.0 + self.turn_margin) * reference
+            worse = cost > self.turn * reference
             # Clearly worse; or worse, and past the minimum already (a worse step right after the cheapest
             # one may be noise or a bump at the minimum: the next step decides).
             if cost > self.hard_turn * reference or (worse and not after_best):
@@ -159,17 +163,20 @@ class _Replay:
         up = self._walk(self.up, skipped=self._below_default())
         if down.frontier is not None:
             # The sequential walk is still going down; the up walker may run alongside once it is needed.
-            other = (up.frontier, *up.ahead) if needed and up.frontier is not None else ()
-            return self._state(down.frontier, down.ahead, other)
-        return self._state(up.frontier, up.ahead, ())
+            other = (up.frontier, *up.ahead) if up.frontier is not None else ()
+            return self._state(down.frontier, down.ahead, other, needed)
+        return self._state(up.frontier, up.ahead, (), False)
 
-    def _state(self, expected: int | None, ahead: tuple[int, ...], other: tuple[int, ...]) -> WalkState:
+    def _state(
+        self, expected: int | None, ahead: tuple[int, ...], other: tuple[int, ...], other_needed: bool
+    ) -> WalkState:
         reached = [s for s in self.steps if s.reached]
         best = min(reached, key=lambda s: (s.cost, s.batch_size)) if reached else None
         return WalkState(
             expected=expected,
             ahead=ahead,
             other=other,
+            other_needed=other_needed,
             survivors=tuple(sorted(s.batch_size for s in reached)),
             ruled_out=frozenset(self.closed),
             steps=tuple(self.steps),
