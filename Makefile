@@ -4,13 +4,22 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint clean
+# The component images (images/README.md). The pipeline's default image tags are exactly these
+# (components/image.py; tests/ux/test_images.py compares them with `make -n image`).
+IMAGE_REPO ?= ghcr.io/zeus-kfp/zeus-kfp
+VERSION    := $(shell sed -n 's/^version *= *//p' setup.cfg)
+IMAGE_CPU  := $(IMAGE_REPO):$(VERSION)-cpu
+IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 
+.PHONY: setup run test lint clean image push-image
+
+# pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -c constraints.txt -e '.[test]'
 	touch $(STAMP)
+	@echo "setup done: .venv is ready (activate it with '. .venv/bin/activate', or call .venv/bin/zeus-kfp)"
 
 setup: $(STAMP)
 
@@ -24,6 +33,14 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q
+
+image:
+	docker build -f images/Dockerfile -t $(IMAGE_CPU) .
+	docker build -f images/Dockerfile.cuda -t $(IMAGE_CUDA) .
+
+push-image: image
+	docker push $(IMAGE_CPU)
+	docker push $(IMAGE_CUDA)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -43,7 +43,9 @@ def _step_seconds(log_text: str) -> dict[str, float]:
         if m.group(2) == "Executing task":
             started[task] = stamp
         elif task in started and "finished with status" in line:
-            totals[re.sub(r"-\d+$", "", task)] += (stamp - started.pop(task)).total_seconds()
+            # attempt-2-train -> train, report-after-attempt-2 -> report
+            kind = re.sub(r"^attempt-\d+-|-after-attempt-\d+$", "", task)
+            totals[kind] += (stamp - started.pop(task)).total_seconds()
     return dict(totals)
 
 
@@ -140,8 +142,8 @@ def main() -> None:
             n = len(s.trials)
             # per attempt: the attempt's own steps (bandit, feedback, the train step around the script)
             per_attempt = (steps.get("bandit", 0) + steps.get("feedback", 0) + steps.get("train", 0) - script_wall) / n
-            # per recurrence, whatever the attempts: preprocess, report, pass-throughs of unused attempts
-            fixed = sum(steps.get(name, 0) for name in ("preprocess", "report", "passthrough"))
+            # per recurrence, whatever the attempts: preprocess and the report
+            fixed = sum(steps.get(name, 0) for name in ("preprocess", "report"))
             between = s.wall_s - sum(steps.values())  # kfp.local itself, between and around steps
             worst = max(worst, per_attempt)
             over_cpu = cpu_marks[k + 1] - cpu_marks[k] - script_cpu

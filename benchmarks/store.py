@@ -45,12 +45,15 @@ COMMAND = "  .venv/bin/python benchmarks/store.py"
 
 
 def _serve_moto(conn) -> None:  # runs in a child process, so the server does not share our GIL
+    """moto's S3 server on 127.0.0.1, with conditional PUTs decided one at a time as MinIO and S3
+    do (the tests' server: tests/conftest.py says why racing clients need it)."""
     import logging
 
-    from moto.server import ThreadedMotoServer
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from conftest import _atomic_conditional_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = _atomic_conditional_server()
     server.start()
     conn.send(server.get_host_and_port())
     conn.recv()  # until told to stop
@@ -139,6 +142,24 @@ def bench(uri: str, count: int) -> dict[str, float]:
     }
 
 
+def start_moto() -> tuple[object, object]:
+    """Start the S3 server in its own process and point ZEUS_S3_* at it. Returns (pipe, process)."""
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    server = context.Process(target=_serve_moto, args=(child,), daemon=True)
+    server.start()
+    host, port = parent.recv()
+    os.environ.update(
+        {
+            "ZEUS_S3_ENDPOINT": f"{host}:{port}",
+            "ZEUS_S3_SECURE": "false",
+            "ZEUS_S3_ACCESS_KEY": "bench",
+            "ZEUS_S3_SECRET_KEY": "bench-secret",
+        }
+    )
+    return parent, server
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000])
@@ -147,18 +168,7 @@ def main() -> int:
 
     server = None
     if "s3" in args.backends:
-        parent, child = multiprocessing.get_context("spawn").Pipe()
-        server = multiprocessing.get_context("spawn").Process(target=_serve_moto, args=(child,), daemon=True)
-        server.start()
-        host, port = parent.recv()
-        os.environ.update(
-            {
-                "ZEUS_S3_ENDPOINT": f"{host}:{port}",
-                "ZEUS_S3_SECURE": "false",
-                "ZEUS_S3_ACCESS_KEY": "bench",
-                "ZEUS_S3_SECRET_KEY": "bench-secret",
-            }
-        )
+        parent, server = start_moto()
     print(f"zeus-kfp store benchmark: {REPEATS} repeats, medians, one job; policy 'default'")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; S3 = moto server on 127.0.0.1 (separate process)")
     header = (

@@ -20,9 +20,11 @@ def bandit(
     run_id: str,
     reprofile: bool,
     reuse_profile: Output[Dataset],
+    dispatch_timeout_s: float = 86400.0,
 ) -> NamedTuple("BanditOutputs", batch_size=int, cost_threshold=float, trial=int, trial_seed=int):
     """cost_threshold is -1.0 when the trial has no early-stop threshold (a float output cannot be None);
-    reuse_profile is the stored power profile to train at (an empty table: profile); reprofile forces one."""
+    reuse_profile is the stored power profile to train at (an empty table: profile); reprofile forces one.
+    A trial of the job left unfinished longer than dispatch_timeout_s (a killed pod) is recorded failed first."""
     from zeus.steps import choose
 
     choice = choose(
@@ -34,6 +36,9 @@ def bandit(
         kfp_run_id=run_id,
         reprofile=reprofile,
         reuse_profile_path=reuse_profile.path,
+        dispatch_timeout_s=dispatch_timeout_s,
     )
+    for lost in choice.abandoned:
+        print(f"attempt {attempt}: {lost}")
     print(f"attempt {attempt}: batch size {choice.batch_size} ({choice.stage}: {choice.reason})")
     return choice.batch_size, choice.cost_threshold, choice.trial, choice.trial_seed

@@ -1,7 +1,9 @@
-"""All the pipeline's components in one place, and the same components on another image."""
+"""All the pipeline's components in one place: the same components on other images, and under
+another name (the name a task gets in the compiled pipeline and the KFP UI)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from kfp import dsl
@@ -9,8 +11,7 @@ from kfp.dsl.python_component import PythonComponent
 
 from components.bandit import bandit
 from components.feedback import feedback
-from components.image import ZEUS_KFP_IMAGE
-from components.passthrough import passthrough
+from components.image import ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE
 from components.preprocess import preprocess
 from components.report import report
 from components.train import train
@@ -18,25 +19,42 @@ from components.train import train
 
 @dataclass(frozen=True)
 class ZeusComponents:
-    """The pipeline's components, all on one image."""
+    """The pipeline's components: train on the train image, the store steps on the CPU image."""
 
     preprocess: PythonComponent
     bandit: PythonComponent
     train: PythonComponent
     feedback: PythonComponent
-    passthrough: PythonComponent
     report: PythonComponent
 
 
-DEFAULT_COMPONENTS = ZeusComponents(preprocess, bandit, train, feedback, passthrough, report)
+DEFAULT_COMPONENTS = ZeusComponents(preprocess, bandit, train, feedback, report)
+STEP_NAMES = tuple(ZeusComponents.__dataclass_fields__)
 
 
-def components_for(image: str | None = None) -> ZeusComponents:
-    """The components on `image` (None: ZEUS_KFP_IMAGE). Same functions, only the base image differs."""
-    if not image or image == ZEUS_KFP_IMAGE:
-        return DEFAULT_COMPONENTS
-    rebuilt = {
-        name: dsl.component(getattr(DEFAULT_COMPONENTS, name).python_func, base_image=image, install_kfp_package=False)
-        for name in ZeusComponents.__dataclass_fields__
-    }
-    return ZeusComponents(**rebuilt)
+def _on_image(component: PythonComponent, image: str) -> PythonComponent:
+    if component.component_spec.implementation.container.image == image:
+        return component
+    return dsl.component(component.python_func, base_image=image, install_kfp_package=False)
+
+
+def components_for(image: str | None = None, train_image: str | None = None) -> ZeusComponents:
+    """The components on `image` (the store steps; None: ZEUS_KFP_IMAGE) with train on `train_image`
+    (None: ZEUS_KFP_TRAIN_IMAGE). Same functions, only the base image differs."""
+    image = image or ZEUS_KFP_IMAGE
+    train_image = train_image or ZEUS_KFP_TRAIN_IMAGE
+    return ZeusComponents(
+        **{
+            name: _on_image(getattr(DEFAULT_COMPONENTS, name), train_image if name == "train" else image)
+            for name in STEP_NAMES
+        }
+    )
+
+
+def renamed(component: PythonComponent, name: str) -> PythonComponent:
+    """The same component under another name. KFP names a task after its component (made unique
+    with -2, -3, ...), so this is how a task gets a readable name ("attempt-2-train") without
+    set_display_name, which breaks producer lookups on KFP backends up to 2.5 (kubeflow/pipelines
+    #11173). Only the name changes: the executor still runs the same Python function."""
+    spec = dataclasses.replace(component.component_spec, name=name)
+    return PythonComponent(component_spec=spec, python_func=component.python_func)

@@ -1,5 +1,6 @@
 """train: one trial of the user's training script at the bandit's batch size, with just-in-time
-power-limit profiling. Touches no store; its outputs feed the feedback step."""
+power-limit profiling. Touches the store only to read back a cluster trial's result (launcher trainjob or
+pytorchjob); its outputs feed the feedback step."""
 
 from typing import NamedTuple
 
@@ -7,10 +8,10 @@ from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components.artifacts import PowerProfile
-from components.image import ZEUS_KFP_IMAGE
+from components.image import ZEUS_KFP_TRAIN_IMAGE
 
 
-@dsl.component(base_image=ZEUS_KFP_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=ZEUS_KFP_TRAIN_IMAGE, install_kfp_package=False)
 def train(
     spec_json: str,
     batch_size: int,
@@ -18,6 +19,7 @@ def train(
     command: list,
     zeus_aware: bool,
     metric_pattern: str,
+    metrics_collector: str,
     trial_backend: str,
     seed: int,
     data: Input[Dataset],
@@ -25,6 +27,13 @@ def train(
     profile: Output[PowerProfile],
     metrics: Output[Metrics],
     model: Output[Model],
+    launcher: str = "local",
+    num_nodes: int = 1,
+    gpus_per_node: int = 1,
+    trainjob_runtime: str = "torch-distributed",
+    store_uri: str = "",
+    recurrence_id: str = "",
+    attempt: int = 1,
 ) -> NamedTuple(
     "TrainOutputs",
     status=str,
@@ -36,7 +45,9 @@ def train(
     result_json=str,
 ):
     """A failing script does not fail the step: the trial comes back 'failed' with the script's error.
-    trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace)."""
+    trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace).
+    metrics_collector: a plain script's Katib-style metricsCollectorSpec as JSON/YAML ("" = stdout).
+    launcher: local | torchrun | trainjob | pytorchjob (zeus.launch), over num_nodes x gpus_per_node GPUs."""
     from zeus.steps import train as run_train
 
     out = run_train(
@@ -50,8 +61,16 @@ def train(
         model=model,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        metrics_collector=metrics_collector,
         trial_backend=trial_backend,
         seed=seed,
         reuse_profile_path=reuse_profile.path,
+        launcher=launcher,
+        num_nodes=num_nodes,
+        gpus_per_node=gpus_per_node,
+        runtime=trainjob_runtime,
+        store_uri=store_uri,
+        recurrence_id=recurrence_id,
+        attempt=attempt,
     )
     return out.status, out.reached, out.time_s, out.energy_j, out.cost, out.epochs, out.result_json

@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +127,11 @@ def connect(conn: Connection, client_factory: ClientFactory | None = None) -> An
     token = os.environ.get(conn.token_env)
     if token:
         kwargs["existing_token"] = token
-    return client_factory(**kwargs)
+    with warnings.catch_warnings():
+        # kfp.Client warns on every construction that it needs a KFP 2.0.0-beta.2+ backend: true of
+        # every backend we compile for (pipelines/backends.py), so it only adds two lines to each command.
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"kfp\.client")
+        return client_factory(**kwargs)
 
 
 @contextlib.contextmanager
@@ -201,6 +206,46 @@ def _convert(key: str, raw: str, kind: str) -> Any:
     return raw
 
 
+def _compiled_attempts(spec: dict[str, Any]) -> int | None:
+    """The attempt count compiled into the package (preprocess's constant max_attempts input)."""
+    task = spec.get("root", {}).get("dag", {}).get("tasks", {}).get("preprocess", {})
+    constant = task.get("inputs", {}).get("parameters", {}).get("max_attempts", {}).get("runtimeValue", {})
+    value = constant.get("constant")
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def validate_run_arguments(package: Path, arguments: dict[str, Any]) -> None:
+    """Check a run's arguments with the rules the pipeline itself applies, before anything is sent.
+
+    The job's settings are merged over the package's defaults and built into a JobSpec exactly as
+    the preprocess step will (zeus.steps.spec_from_params), so a job_id that would leave its
+    prefix or batch_sizes without the default batch size fail here, naming the field, instead of
+    in a pod minutes later. The policy name is checked the same way.
+    """
+    import dataclasses
+
+    from zeus.job import JobSpec
+    from zeus.policy import POLICY_NAMES, get_policy
+    from zeus.steps import spec_from_params
+
+    with open(package, encoding="utf-8") as f:
+        spec = next(yaml.safe_load_all(f))
+    declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+    fields = {f.name for f in dataclasses.fields(JobSpec)}
+    merged = {n: p["defaultValue"] for n, p in declared.items() if n in fields and "defaultValue" in p}
+    merged |= {n: v for n, v in arguments.items() if n in fields}
+    attempts = _compiled_attempts(spec)
+    if attempts is not None:
+        merged["max_attempts"] = attempts
+    spec_from_params(**merged)
+    policy = arguments.get("policy", declared.get("policy", {}).get("defaultValue"))
+    if policy is not None:
+        try:
+            get_policy(policy)
+        except ValueError:
+            raise ClusterInputError("policy", policy, f"one of {', '.join(POLICY_NAMES)}") from None
+
+
 def upload(client: Any, package: Path, name: str, description: str | None = None) -> dict[str, str]:
     """Upload the pipeline under `name`; if that name exists, add a new version to it instead, so
     re-uploading after an upgrade keeps one pipeline with a version history."""
@@ -228,7 +273,9 @@ def submit(
     pipeline_root: str | None = None,
     service_account: str | None = None,
 ) -> str:
-    """Start one run of the pipeline in `experiment` (created if missing); returns the run id."""
+    """Start one run of the pipeline in `experiment` (created if missing); returns the run id.
+    The arguments are checked first (validate_run_arguments): nothing is sent if they are bad."""
+    validate_run_arguments(package, arguments)
     result = client.create_run_from_pipeline_package(
         str(package),
         arguments=arguments,
@@ -265,6 +312,8 @@ def schedule(
     """
     cron = validate_cron(cron)
     max_concurrency = validate_max_concurrency(max_concurrency)
+    if package is not None:
+        validate_run_arguments(package, arguments)
     experiment_id = client.create_experiment(name=experiment, namespace=namespace).experiment_id
     recurring = client.create_recurring_run(
         experiment_id=experiment_id,

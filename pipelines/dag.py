@@ -1,85 +1,137 @@
-"""The recurrence pipeline: preprocess -> N guarded attempts -> report, built by one function for
-both the cluster (compile) and kfp.local (run), so the two can never drift apart.
+"""The recurrence pipeline: preprocess -> up to N attempts -> report, built by one function for both
+the cluster (compile) and kfp.local (run), so the two can never drift apart.
 
-KFP v2 has no recursion, so the retry loop is unrolled: attempt 1 always runs; attempt k > 1 is
-the `attempt` sub-pipeline (bandit -> train -> feedback) under dsl.If(previous not reached),
-with a pass-through under dsl.Else (kfp.local silently skips an If without an Else), and
-dsl.OneOf joins the two into "reached so far". N is fixed at compile time.
+Why this shape. KFP v2 has no recursion, so the retry loop is unrolled, N fixed at compile time.
+Attempt k+1 is nested inside attempt k's "not reached" branch:
 
-Cluster-only settings (GPU request, the MinIO Secret, the zeusd address) are platform
-configuration that kfp.local ignores; they are set only when asked for.
+    preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
+    If attempt-1 not reached:                   Else:
+        attempt-2-bandit -> -train -> -feedback     report-after-attempt-1
+        If attempt-2 not reached:               Else:
+            ...                                     report-after-attempt-2
+                attempt-N-...-feedback -> report-after-attempt-N
+
+It is the shape every target backend (KFP 2.5, 2.15, 2.17) runs to completion; the earlier one
+(each attempt a sub-pipeline under dsl.If, a pass-through under dsl.Else, joined with dsl.OneOf)
+fails on all of them. Each choice, with the backend issue behind it (pipelines/compat.py checks
+every compiled pipeline against these rules):
+
+- No dsl.OneOf and no pass-through step: nothing needs joining, because whatever comes after an
+  attempt sits inside that attempt's branch. (A cached pass-through never completes its
+  condition DAG and the OneOf then fails: "processing OneOf: No successful task found".)
+- No sub-pipeline: an attempt's bandit, train and feedback are inlined by `_attempt`, so a
+  condition only ever holds plain tasks (before 2.17 a sub-pipeline inside an If never completes
+  its condition DAG: kubeflow/pipelines #11979, fixed by #13322).
+- No set_display_name and no dsl.If(name=...): up to 2.5 the backend records a task under its
+  display name, so a consumer's producer lookup fails (#11173). The UI graph reads "attempt 1,
+  attempt 2, ..." through the tasks' own names instead: each attempt's components are renamed
+  `attempt-<k>-bandit` and so on (components.registry.renamed).
+- Caching off on every task (none is provably harmless: a cached bandit replays an old decision,
+  a cached train records an old trial as new, and on a cache hit the launcher never updates its
+  condition DAG, which then never completes).
+- Retries on the store steps only where the backend honours them: nested tasks from 2.14
+  (#11288 -> #11908), root tasks from 2.4.1 (platform.store_step).
+- The report runs exactly once per recurrence, after the last attempt that ran: in the branch
+  where the attempt reached the target, or after the last attempt. Each attempt has at most 3
+  pods (bandit, train, feedback); the report is the recurrence's, not an attempt's.
+
+Cluster-only settings (resources, GPUs, the Secret, zeusd) are platform configuration that
+kfp.local ignores (pipelines/platform.py).
 """
 # No `from __future__ import annotations` here: kfp reads the pipeline functions' annotations as types.
 
-from dataclasses import dataclass
+from typing import Any
 
-from kfp import dsl, kubernetes
-from kfp.dsl import Dataset, Input
+from kfp import dsl
 from kfp.dsl.pipeline_task import PipelineTask
 
-from components.registry import ZeusComponents, components_for
+from components.registry import ZeusComponents, components_for, renamed
+from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, store_step, train_step
 from zeus.job import JobSpec
-from zeus.steps import spec_to_params
+from zeus.launch import DEFAULT_RUNTIME
+from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
 
 DEFAULT_ATTEMPTS = 5
 # The example job's preprocessing (module:function, run by the preprocess step).
 EXAMPLE_PREPROCESS = "zeus.train.example:make_dataset"
 PIPELINE_NAME = "zeus-recurrence"
 
-# Keys of the Kubernetes Secret named by `minio_secret` (those of KFP's own
-# mlpipeline-minio-artifact Secret) and the env vars zeus.store reads them from.
-SECRET_KEY_TO_ENV = {"accesskey": "ZEUS_S3_ACCESS_KEY", "secretkey": "ZEUS_S3_SECRET_KEY"}
-ZEUSD_HOST_ENV = "ZEUSD_HOST"
-GPU_RESOURCE = "nvidia.com/gpu"
-
-# Store steps retry with backoff (a store hiccup should not lose the run); train does not:
-# a re-run trial would spend the energy twice, and a failing script is recorded, not raised.
-STORE_RETRIES = 3
-STORE_RETRY_BACKOFF = "30s"
+__all__ = ["DEFAULT_ATTEMPTS", "EXAMPLE_PREPROCESS", "LOCAL", "PIPELINE_NAME", "ClusterOptions", "build_pipeline"]
 
 
-@dataclass(frozen=True)
-class ClusterOptions:
-    """What only a cluster uses. gpus=0 runs train on CPU (the power profile is then simulated).
-
-    minio_secret names a Secret with keys `accesskey` and `secretkey`; s3_endpoint/s3_secure say
-    where the store is (not secret, so plain env). zeusd: give train the node's IP as ZEUSD_HOST
-    so the power backend can reach the zeusd daemon (pods cannot set power limits themselves).
-    """
-
-    gpus: int = 1
-    minio_secret: str | None = None
-    s3_endpoint: str | None = None
-    s3_secure: bool = False
-    zeusd: bool = True
-    store_retries: int = STORE_RETRIES
+def attempt_task_name(k: int, step: str) -> str:
+    """The task (and component) name of attempt k's step: what the KFP UI shows."""
+    return f"attempt-{k}-{step}"
 
 
-# kfp.local honours set_retry with its backoff (30 s, 60 s, 120 s): locally a failing store step
-# should fail at once with its message (the store already retries its own requests).
-LOCAL = ClusterOptions(gpus=0, zeusd=False, store_retries=0)
+def report_task_name(k: int) -> str:
+    return f"report-after-attempt-{k}"
 
 
-def _store_task(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
-    """Never cached (a cached step would replay old store reads), retried, given store credentials."""
-    task.set_caching_options(False)
-    if opts.store_retries:
-        task.set_retry(num_retries=opts.store_retries, backoff_duration=STORE_RETRY_BACKOFF, backoff_factor=2.0)
-    if opts.minio_secret:
-        kubernetes.use_secret_as_env(task, secret_name=opts.minio_secret, secret_key_to_env=SECRET_KEY_TO_ENV)
-    if opts.s3_endpoint:
-        task.set_env_variable("ZEUS_S3_ENDPOINT", opts.s3_endpoint)
-        task.set_env_variable("ZEUS_S3_SECURE", "true" if opts.s3_secure else "false")
-    return task
+def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: ClusterOptions) -> PipelineTask:
+    """Attempt k's tasks: bandit -> train -> feedback; returns feedback (its output: reached?).
+
+    `shared` holds what every attempt takes from the pipeline's parameters and from preprocess,
+    so a new pipeline parameter an attempt needs is one edit where `shared` is built."""
+    nested = k > 1
+    # What the two store steps of an attempt both take: where the job is, and which attempt this is.
+    trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id", "policy")} | {"attempt": k}
+    choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(
+        **trial_key,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        reprofile=shared["reprofile"],
+        dispatch_timeout_s=shared["dispatch_timeout_s"],
+    )
+    store_step(choice, "bandit", opts, nested=nested)
+    trial = renamed(comps.train, attempt_task_name(k, "train"))(
+        spec_json=shared["spec_json"],
+        batch_size=choice.outputs["batch_size"],
+        cost_threshold=choice.outputs["cost_threshold"],
+        command=shared["train_command"],
+        zeus_aware=shared["zeus_aware"],
+        metric_pattern=shared["metric_pattern"],
+        metrics_collector=shared["metrics_collector"],
+        trial_backend=shared["trial_backend"],
+        seed=choice.outputs["trial_seed"],
+        data=shared["data"],
+        reuse_profile=choice.outputs["reuse_profile"],
+        launcher=shared["launcher"],
+        num_nodes=shared["num_nodes"],
+        gpus_per_node=shared["gpus_per_node"],
+        trainjob_runtime=shared["trainjob_runtime"],
+        store_uri=shared["store_uri"],
+        recurrence_id=shared["recurrence_id"],
+        attempt=k,
+    )
+    train_step(trial, opts)
+    cluster_launch(trial, opts, shared["launch_image"])
+    fed = renamed(comps.feedback, attempt_task_name(k, "feedback"))(
+        **trial_key, result_json=trial.outputs["result_json"], profile=trial.outputs["profile"]
+    )
+    store_step(fed, "feedback", opts, nested=nested)
+    return fed
 
 
-def _train_task(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
-    task.set_caching_options(False)  # a cached trial would be recorded as a new one
-    if opts.gpus > 0:
-        task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(opts.gpus)
-    if opts.zeusd:
-        kubernetes.use_field_path_as_env(task, ZEUSD_HOST_ENV, "status.hostIP")
-    return task
+def _report(comps: ZeusComponents, k: int, reached, shared: dict[str, Any], opts: ClusterOptions, nested: bool):
+    task = renamed(comps.report, report_task_name(k))(
+        store_uri=shared["store_uri"], job_id=shared["job_id"], recurrence_id=shared["recurrence_id"], reached=reached
+    )
+    return store_step(task, "report", opts, nested=nested)
+
+
+def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[str, Any], opts: ClusterOptions):
+    """Attempt k, then (k < attempts) attempt k+1 nested in its "not reached" branch and the report
+    in its Else, or (k == attempts) the report right after it. Python recursion, not KFP's."""
+    reached = _attempt(comps, k, shared, opts).output
+    if k == attempts:
+        _report(comps, k, reached, shared, opts, nested=k > 1)
+        return
+    # Always If + Else: kfp.local silently skips an If whose condition it cannot resolve, and the
+    # Else is where the report of a recurrence that reached the target runs.
+    with dsl.If(reached == False):  # noqa: E712  (a KFP condition, not Python)
+        _attempts_from(comps, k + 1, attempts, shared, opts)
+    with dsl.Else():
+        _report(comps, k, reached, shared, opts, nested=True)
 
 
 def build_pipeline(
@@ -93,72 +145,38 @@ def build_pipeline(
     trial_backend: str = "script",
     options: ClusterOptions = LOCAL,
     image: str | None = None,
+    train_image: str | None = None,
+    launch_image: str | None = None,
     name: str = PIPELINE_NAME,
+    target: str | None = None,
+    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
+    zeus_aware: bool = True,
+    metric_pattern: str = "",
 ):
     """The pipeline function (a kfp GraphComponent). `spec`, `command`, `store_uri`, `policy` and
     `preprocess` are only the parameters' defaults; every run may override them. The compiled
-    attempt count is the spec's max_attempts (a job's spec records how many attempts it gets)."""
-    if not isinstance(attempts, int) or attempts < 1:
+    attempt count is the spec's max_attempts (a job's spec records how many attempts it gets).
+    image / train_image: the store steps' image and train's (None: components.image defaults); launch_image:
+    the image of a cluster trial's pods (launcher trainjob / pytorchjob; None: train's).
+    target: the KFP backend it is compiled for, said in the description (`zeus-kfp doctor` reads it).
+    dispatch_timeout_s: the default of the run parameter of that name: a trial of the job unfinished
+    this many seconds after its dispatch is recorded failed by the next bandit step (zeus.steps.abandoned).
+    A run parameter, not a JobSpec field: it is about where trials run, not what the job is, so
+    changing it must not refuse the job's stored spec (and the stored jobs keep their format).
+    zeus_aware / metric_pattern: the defaults of those run parameters (how train reads the script's metric)."""
+    check_dispatch_timeout(dispatch_timeout_s)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
-    comps: ZeusComponents = components_for(image)
+    comps: ZeusComponents = components_for(image, train_image)
     defaults = spec_to_params(spec.with_changes(max_attempts=attempts))
     opts = options
-
-    @dsl.pipeline(name="zeus-attempt", description="One trial: bandit -> train -> feedback.")
-    def attempt_pipeline(
-        spec_json: str,
-        store_uri: str,
-        job_id: str,
-        recurrence_id: str,
-        attempt: int,
-        policy: str,
-        train_command: list,
-        zeus_aware: bool,
-        metric_pattern: str,
-        trial_backend: str,
-        reprofile: bool,
-        data: Input[Dataset],
-    ) -> bool:
-        choice = comps.bandit(
-            store_uri=store_uri,
-            job_id=job_id,
-            recurrence_id=recurrence_id,
-            attempt=attempt,
-            policy=policy,
-            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            reprofile=reprofile,
-        ).set_display_name("bandit")
-        _store_task(choice, opts)
-        trial = comps.train(
-            spec_json=spec_json,
-            batch_size=choice.outputs["batch_size"],
-            cost_threshold=choice.outputs["cost_threshold"],
-            command=train_command,
-            zeus_aware=zeus_aware,
-            metric_pattern=metric_pattern,
-            trial_backend=trial_backend,
-            seed=choice.outputs["trial_seed"],
-            data=data,
-            reuse_profile=choice.outputs["reuse_profile"],
-        ).set_display_name("train")
-        _train_task(trial, opts)
-        fed = comps.feedback(
-            store_uri=store_uri,
-            job_id=job_id,
-            recurrence_id=recurrence_id,
-            attempt=attempt,
-            policy=policy,
-            result_json=trial.outputs["result_json"],
-            profile=trial.outputs["profile"],
-        ).set_display_name("feedback")
-        _store_task(fed, opts)
-        return fed.output
 
     @dsl.pipeline(
         name=name,
         description=(
             f"One recurrence of an energy-optimal training job (Zeus, NSDI'23): up to {attempts} trials, "
             "each with a batch size from the bandit and just-in-time GPU power-limit profiling."
+            + (f" Compiled for KFP backend {target}." if target else "")
         ),
     )
     def zeus_recurrence(
@@ -180,14 +198,20 @@ def build_pipeline(
         store_uri: str = store_uri,
         policy: str = policy,
         train_command: list = list(command),  # noqa: B006  (a KFP parameter default, never mutated)
-        zeus_aware: bool = True,
-        metric_pattern: str = "",
+        zeus_aware: bool = bool(zeus_aware),
+        metric_pattern: str = metric_pattern,
+        metrics_collector: str = "",
         trial_backend: str = trial_backend,
         reprofile: bool = False,
+        launcher: str = "local",
+        num_nodes: int = 1,
+        gpus_per_node: int = 1,
+        trainjob_runtime: str = DEFAULT_RUNTIME,
         preprocess_ref: str = preprocess,
         recurrence_id: str = "",
         owner: str = "",
-    ) -> bool:
+        dispatch_timeout_s: float = float(dispatch_timeout_s),
+    ):
         prep = comps.preprocess(
             job_id=job_id,
             batch_sizes=batch_sizes,
@@ -210,8 +234,8 @@ def build_pipeline(
             recurrence_id=recurrence_id,
             preprocess_ref=preprocess_ref,
             owner=owner,
-        ).set_display_name("preprocess")
-        _store_task(prep, opts)
+        )
+        store_step(prep, "preprocess", opts, nested=False)
         shared = dict(
             spec_json=prep.outputs["spec_json"],
             store_uri=store_uri,
@@ -221,25 +245,17 @@ def build_pipeline(
             train_command=train_command,
             zeus_aware=zeus_aware,
             metric_pattern=metric_pattern,
+            metrics_collector=metrics_collector,
             trial_backend=trial_backend,
             reprofile=reprofile,
+            launcher=launcher,
+            num_nodes=num_nodes,
+            gpus_per_node=gpus_per_node,
+            trainjob_runtime=trainjob_runtime,
+            launch_image=launch_image or comps.train.component_spec.implementation.container.image,
             data=prep.outputs["data"],
+            dispatch_timeout_s=dispatch_timeout_s,
         )
-        # Caching off on the attempt sub-pipelines too, not only on their steps: a cached sub-DAG
-        # would replay an old attempt's "reached" without dispatching a trial.
-        reached = attempt_pipeline(attempt=1, **shared).set_display_name("attempt-1").set_caching_options(False).output
-        for k in range(2, attempts + 1):
-            with dsl.If(reached == False, name=f"attempt-{k}-needed"):  # noqa: E712  (a KFP condition, not Python)
-                tried = (
-                    attempt_pipeline(attempt=k, **shared).set_display_name(f"attempt-{k}").set_caching_options(False)
-                )
-            with dsl.Else(name=f"attempt-{k}-skipped"):
-                skipped = comps.passthrough(reached=reached).set_display_name(f"reached-before-{k}")
-            reached = dsl.OneOf(tried.output, skipped.output)
-        rep = comps.report(
-            store_uri=store_uri, job_id=job_id, recurrence_id=prep.outputs["recurrence_id"], reached=reached
-        ).set_display_name("report")
-        _store_task(rep, opts)
-        return reached
+        _attempts_from(comps, 1, attempts, shared, opts)
 
     return zeus_recurrence

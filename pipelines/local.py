@@ -2,11 +2,18 @@
 
 Each recurrence is one kfp.local pipeline run (SubprocessRunner, no venv: components run in
 this interpreter, where zeus is installed). The store is the only state shared between runs,
-exactly as on a cluster. kfp.local's own chatter goes to a log file per recurrence; a failed
-step raises LocalRunError quoting the step's error, so nothing is lost in the noise.
+exactly as on a cluster. kfp.local's own chatter goes to a log file per recurrence, read on the
+way for progress (one event per step: `on_step`); a failed step raises LocalRunError quoting the
+step's error, so nothing is lost in the noise.
+
+SIGINT or SIGTERM stops the run cleanly: the steps still running are stopped, the recurrence's
+unfinished trial is recorded as failed ("interrupted by SIGINT"), the job is marked completed
+(no recurrence runs any more), and RunInterrupted says what was recorded.
 """
 
 import contextlib
+import functools
+import io
 import os
 import re
 import sys
@@ -15,24 +22,95 @@ import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from kfp import local
 from kfp.local.config import LocalExecutionConfig
 
 from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
 from zeus.job import JobSpec
-from zeus.steps import PYTHON_TOKEN, RecurrenceSummary, spec_to_params, summarize
+from zeus.signals import Interrupted, interruptible, stop_children
+from zeus.steps import (
+    DEFAULT_DISPATCH_TIMEOUT_S,
+    PYTHON_TOKEN,
+    AbandonedTrial,
+    RecurrenceSummary,
+    fail_interrupted,
+    spec_to_params,
+    summarize,
+)
+from zeus.train.collectors import CollectorSpec
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+TASK_LINE = re.compile(r"Executing task '([\w-]+)'")
+# What the bandit component prints (components/bandit.py): its decision, and a lost trial it recorded failed.
+DECISION_LINE = re.compile(r"^attempt (\d+): batch size (\d+) \((\w+)")
+ABANDONED_LINE = re.compile(r"^attempt \d+: (trial \d+ .* recorded as failed: .*)$")
 
 
 class LocalRunError(RuntimeError):
     """A recurrence's pipeline failed locally; the message quotes the failing step's error and the log."""
 
 
+class RunInterrupted(Interrupted):
+    """SIGINT or SIGTERM stopped a local run; its unfinished trials were recorded as failed."""
+
+    def __init__(self, signum: int, job_id: str, recurrence_id: str, abandoned: list[AbandonedTrial]) -> None:
+        super().__init__(signum)
+        self.job_id = job_id
+        self.recurrence_id = recurrence_id
+        self.abandoned = abandoned
+
+    def __str__(self) -> str:
+        recorded = "; ".join(str(a) for a in self.abandoned) or "no trial was in flight"
+        return f"interrupted by {self.signal_name} during recurrence {self.recurrence_id}: {recorded}"
+
+
+class StepWatcher(io.TextIOBase):
+    """kfp.local's output on its way to the log: each step it starts becomes one `on_step` call
+    ("preprocess", "attempt 1: bandit", "attempt 1: train (batch size 32)", ...)."""
+
+    def __init__(self, log: TextIO, on_step: Callable[[str], None] | None) -> None:
+        self.log, self.on_step = log, on_step
+        self._pending = ""
+        self._batch_sizes: dict[str, str] = {}
+
+    def write(self, text: str) -> int:
+        self.log.write(text)
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            self._line(ANSI.sub("", line).strip())
+        return len(text)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def _line(self, line: str) -> None:
+        if self.on_step is None:
+            return
+        decided = DECISION_LINE.match(line)
+        if decided:
+            self._batch_sizes[decided.group(1)] = f"batch size {decided.group(2)}, {decided.group(3)}"
+        lost = ABANDONED_LINE.match(line)
+        if lost:
+            self.on_step(lost.group(1))
+        task = TASK_LINE.search(line)
+        if task:
+            self.on_step(self._describe(task.group(1)))
+
+    def _describe(self, task: str) -> str:
+        parts = task.split("-")
+        if parts[0] == "attempt" and len(parts) == 3:
+            detail = self._batch_sizes.get(parts[1]) if parts[2] == "train" else None
+            return f"attempt {parts[1]}: {parts[2]}" + (f" ({detail})" if detail else "")
+        return "report" if parts[0] == "report" else task
+
+
 def _error_lines(log_text: str) -> str:
     """The lines of a kfp.local log that say why it failed (the last traceback's final line(s))."""
-    lines = [ln.strip() for ln in log_text.splitlines()]
+    lines = [ANSI.sub("", ln).strip() for ln in log_text.splitlines()]
     picked = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Mismatch\w*)\b.*:", ln)]
     failed = [ln for ln in lines if "finished with status" in ln and "FAILURE" in ln]
     return "\n".join((picked[-3:] or lines[-5:]) + failed[-2:])
@@ -49,12 +127,15 @@ def _local_session(outputs_dir: Path):
         LocalExecutionConfig.instance = previous
 
 
-def run_recurrence(pipeline, arguments: dict, *, outputs_dir: Path, log_path: Path) -> None:
-    """One pipeline run; kfp.local's output goes to `log_path`; failure raises LocalRunError."""
+def run_recurrence(
+    pipeline, arguments: dict, *, outputs_dir: Path, log_path: Path, on_step: Callable[[str], None] | None = None
+) -> None:
+    """One pipeline run; kfp.local's output goes to `log_path` (each step started: `on_step`); failure
+    raises LocalRunError."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log, _local_session(outputs_dir):
         try:
-            with contextlib.redirect_stdout(log), warnings.catch_warnings():
+            with contextlib.redirect_stdout(StepWatcher(log, on_step)), warnings.catch_warnings():
                 # "custom base image in a Python environment" and "platform config ignored": expected here
                 warnings.filterwarnings("ignore", module=r"kfp\.local")
                 pipeline(**arguments)
@@ -88,11 +169,14 @@ def run_local(
     preprocess: str | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    metrics_collector: str | dict | None = None,
     trial_backend: str = "script",
     reprofile: bool = False,
     runs_dir: str | Path | None = None,
     on_recurrence: Callable[[RecurrenceSummary], None] | None = None,
     on_start: Callable[[int, str], None] | None = None,
+    on_step: Callable[[int, str], None] | None = None,
+    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
 ) -> list[RecurrenceSummary]:
     """Run `recurrences` recurrences of `spec` locally and return what each did.
 
@@ -101,12 +185,18 @@ def run_local(
     by the preprocess step unless `preprocess` says otherwise). trial_backend: "script" (run `command`)
     or "trace:<workload>/<gpu>" (replay the NSDI'23 trace; no command, no preprocessing; the spec's
     batch sizes must be the trace's). reprofile: every trial measures a fresh power profile.
+    metrics_collector: a plain script's collector spec (zeus.train.collectors.CollectorSpec, its dict, or
+    JSON/YAML text in the shape of Katib's metricsCollectorSpec); checked here, sent as JSON.
     preprocess: "" (pass-through),
     "module:function", "file.py:function" or a command with {output}. attempts: trials per
-    recurrence (None: spec.max_attempts). on_start(i, recurrence_id) and on_recurrence(summary)
-    report progress. Each recurrence's artifacts (data, profiles, models, report) and kfp.local log
-    are kept under runs_dir/<job_id>/ (default ./.zeus-kfp/runs). The job is registered (or its
-    spec checked) before the first step runs, so a changed spec fails here with the fields that changed.
+    recurrence (None: spec.max_attempts). on_start(i, recurrence_id), on_step(i, step) (each step
+    started, e.g. "attempt 1: train (batch size 32, exploration)") and on_recurrence(summary) report
+    progress. dispatch_timeout_s: a trial of the job unfinished this long after its dispatch is recorded
+    failed by the next bandit step (zeus.steps.abandoned; 0 when nothing else runs this job). SIGINT or
+    SIGTERM: the running steps are stopped, the unfinished trial recorded as failed, RunInterrupted raised.
+    Each recurrence's artifacts (data, profiles, models, report) and kfp.local log are kept under
+    runs_dir/<job_id>/ (default ./.zeus-kfp/runs). The job is registered (or its spec checked) before
+    the first step runs, so a changed spec fails here with the fields that changed.
     """
     from zeus.policy import get_policy
     from zeus.store import open_store
@@ -126,6 +216,7 @@ def run_local(
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
     command = portable_command(command)
     get_policy(policy)  # an unknown name fails here, naming the allowed ones
+    collector = CollectorSpec.parse(metrics_collector).to_json() if metrics_collector else ""  # bad: fails here
     opened = open_store(store)
     opened.ensure_job(spec)  # fail fast, in this process, with the store's own message
     pipeline = build_pipeline(
@@ -148,24 +239,35 @@ def run_local(
         train_command=list(command),
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        metrics_collector=collector,
         trial_backend=trial_backend,
         reprofile=reprofile,
         preprocess_ref=preprocess or "",
+        dispatch_timeout_s=float(dispatch_timeout_s),
     )
     summaries = []
-    for i in range(recurrences):
-        recurrence_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        if on_start is not None:
-            on_start(i, recurrence_id)
-        started = time.perf_counter()
-        run_recurrence(
-            pipeline,
-            dict(base, recurrence_id=recurrence_id),
-            outputs_dir=runs / spec.job_id / recurrence_id,
-            log_path=runs / spec.job_id / f"{recurrence_id}.log",
-        )
-        summary = summarize(opened.trials(spec.job_id), spec.job_id, recurrence_id, time.perf_counter() - started)
-        summaries.append(summary)
-        if on_recurrence is not None:
-            on_recurrence(summary)
+    with interruptible():
+        for i in range(recurrences):
+            recurrence_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+            try:
+                if on_start is not None:
+                    on_start(i, recurrence_id)
+                started = time.perf_counter()
+                run_recurrence(
+                    pipeline,
+                    dict(base, recurrence_id=recurrence_id),
+                    outputs_dir=runs / spec.job_id / recurrence_id,
+                    log_path=runs / spec.job_id / f"{recurrence_id}.log",
+                    on_step=None if on_step is None else functools.partial(on_step, i),
+                )
+            except Interrupted as sig:
+                stop_children()  # nothing may write to the store after this
+                abandoned = fail_interrupted(opened, spec.job_id, recurrence_id, sig.signal_name)
+                opened.set_phase(spec.job_id, "completed")  # no recurrence of it runs any more
+                raise RunInterrupted(sig.signum, spec.job_id, recurrence_id, abandoned) from None
+            trials = opened.trials(spec.job_id)
+            summary = summarize(trials, spec.job_id, recurrence_id, time.perf_counter() - started)
+            summaries.append(summary)
+            if on_recurrence is not None:
+                on_recurrence(summary)
     return summaries

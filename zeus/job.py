@@ -98,7 +98,7 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         _require(
-            isinstance(self.job_id, str) and bool(JOB_ID_PATTERN.match(self.job_id)),
+            isinstance(self.job_id, str) and bool(JOB_ID_PATTERN.fullmatch(self.job_id)),
             "job_id",
             self.job_id,
             JOB_ID_ALLOWED,

@@ -28,27 +28,61 @@ def test_compile_refuses_bad_options(tmp_path):
     assert "invalid attempts=0" in result.output
 
 
-@pytest.mark.slow
-def test_run_prints_each_recurrence_the_bandit_and_the_saving(tmp_path):
+def test_run_refuses_a_bad_collector_spec_before_any_recurrence(tmp_path):
     store = tmp_path / "store"
-    args = ["run", "-r", "1", "--store", str(store), "--attempts", "2", "--job-id", "cli-run"]
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--script",
+            "plain",
+            "--store",
+            str(store),
+            "--metrics-collector",
+            '{"kind": "file", "source": {"filter": {"metricsFormat": ["(x"]}}}',
+        ],
+    )
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert "file collector (/var/log/katib/metrics.log): invalid metrics_collector.source.filter.metricsFormat" in said
+    assert not store.exists()
+
+
+def test_compile_declares_the_collector_parameter(tmp_path):
+    out = tmp_path / "p.yaml"
+    assert runner.invoke(app, ["compile", "-o", str(out), "--gpus", "0"]).exit_code == 0
+    assert "metrics_collector" in components.load_component_from_file(str(out)).component_spec.inputs
+
+
+@pytest.mark.slow
+def test_run_prints_each_recurrence_and_the_job_against_default_oracle_and_simulator(tmp_path):
+    store = tmp_path / "store"
+    args = ["run", "-r", "2", "--store", str(store), "--job-id", "cli-run", "--trace", "squad/v100"]
     result = runner.invoke(app, [*args, "--plots-dir", str(tmp_path / "plots"), "--runs-dir", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
     trials = open_store(str(store)).trials("cli-run")
-    first = trials.iloc[0]
-    assert "recurrence 1" in result.output
-    assert f"{int(first['batch_size'])}" in result.output and first["status"] in result.output
-    assert "where the bandit stands" in result.output
-    assert "default config" in result.output
-    assert "simulated" in result.output
+    assert set(trials["recurrence"]) == {1, 2}
+    assert "recurrence 1" in result.output and "recurrence 2" in result.output
+    assert f"{int(trials['batch_size'].iloc[0])}" in result.output and trials["status"].iloc[0] in result.output
+    for line in ("this job (kfp.local)", "simulator, seed 0", "default config", "oracle"):
+        assert line in result.output
+    assert "the simulator produced the same trials" in result.output
+    assert "simulated (trace: squad/v100)" in result.output
+    assert set(trials["source"]) == {"simulated (trace: squad/v100)"}
     assert sorted(p.name for p in (tmp_path / "plots" / "cli-run").glob("*.png"))
 
 
 def test_run_refuses_a_changed_job(tmp_path):
     store = str(tmp_path / "store")
-    from zeus.train import example_spec
+    from zeus.simulate.trial import TraceBackend
 
-    open_store(store).ensure_job(example_spec("cli-changed").with_changes(max_attempts=5))
+    open_store(store).ensure_job(TraceBackend("cifar100", "v100").spec("cli-changed", max_attempts=5))
     result = runner.invoke(app, ["run", "--store", store, "--job-id", "cli-changed", "--attempts", "3"])
     assert result.exit_code == 2
     assert "max_attempts: 5 -> 3" in result.output
+
+
+def test_run_refuses_an_unknown_trace(tmp_path):
+    result = runner.invoke(app, ["run", "--store", str(tmp_path / "s"), "--trace", "mnist/v100"])
+    assert result.exit_code == 2
+    assert "trial_backend" in result.output and "cifar100" in result.output

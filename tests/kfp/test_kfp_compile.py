@@ -24,30 +24,30 @@ def _compile(tmp_path, **kwargs):
 
 
 def _executors(spec, component):
-    """Executor labels of one component: exec-train, exec-train-2, ..."""
-    pattern = re.compile(rf"^exec-{component}(-\d+)?$")
+    """Executor labels of one component: exec-attempt-1-train, exec-attempt-2-train, ... or
+    exec-report-after-attempt-1, ..."""
+    pattern = re.compile(rf"^exec-(attempt-\d+-)?{component}(-after-attempt-\d+)?$")
     return sorted(k for k in spec["deploymentSpec"]["executors"] if pattern.match(k))
 
 
 def _all_tasks(spec):
-    """(task name, task) across the root DAG and every sub-DAG (attempts, conditions)."""
+    """(task name, task) across the root DAG and every sub-DAG (conditions)."""
     dags = [spec["root"]["dag"]] + [c["dag"] for c in spec["components"].values() if "dag" in c]
     return [(name, task) for dag in dags for name, task in dag["tasks"].items()]
 
 
-def test_attempts_unrolled_with_if_else_and_oneof(tmp_path):
+def test_attempts_nested_in_the_previous_attempts_not_reached_branch(tmp_path):
     path, spec, _ = _compile(tmp_path, attempts=4, minio_secret="zeus-minio")
     for component in ("bandit", "train", "feedback"):
         assert len(_executors(spec, component)) == 4, component
     assert len(_executors(spec, "preprocess")) == 1
-    assert len(_executors(spec, "report")) == 1
+    assert len(_executors(spec, "report")) == 4, "one report per place a recurrence can end; one runs"
     conditions = [t["triggerPolicy"]["condition"] for _, t in _all_tasks(spec) if "triggerPolicy" in t]
-    # attempts 2..4: one "not reached" If and one Else each
-    assert sum(c.startswith("!(") for c in conditions) == 3
-    assert sum(c.endswith("== false") for c in conditions) == 3
-    joins = [name for name, c in spec["components"].items() if name.startswith("comp-condition-branches")]
-    assert len(joins) == 3, "each guarded attempt's If/Else must be joined with dsl.OneOf"
-    assert all("outputs" in spec["components"][name]["dag"] for name in joins)
+    # attempts 2..4 under "attempt k-1 not reached"; the reports 1..3 under its negation (Else)
+    assert sorted(conditions) == sorted(
+        [f"inputs.parameter_values['pipelinechannel--attempt-{k}-feedback-Output'] == false" for k in (1, 2, 3)]
+        + [f"!(inputs.parameter_values['pipelinechannel--attempt-{k}-feedback-Output'] == false)" for k in (1, 2, 3)]
+    )
     # the attempt budget is part of the job's spec
     inputs = spec["root"]["inputDefinitions"]["parameters"]
     assert "max_attempts" not in inputs
@@ -58,32 +58,23 @@ def test_attempts_unrolled_with_if_else_and_oneof(tmp_path):
     assert {"job_id", "store_uri", "policy", "train_command", "recurrence_id"} <= set(loaded.component_spec.inputs)
 
 
-def test_caching_off_on_every_step_but_the_pass_through(tmp_path):
+def test_caching_off_on_every_task(tmp_path):
     _, spec, _ = _compile(tmp_path, attempts=3)
-    checked = 0
-    for name, task in _all_tasks(spec):
-        if "componentRef" not in task or not task["componentRef"]["name"].startswith("comp-"):
-            continue
-        component = task["componentRef"]["name"]
-        if any(component.startswith(f"comp-{step}") for step in (*STORE_STEPS, "train")):
-            assert task.get("cachingOptions", {}).get("enableCache") is not True, name
-            checked += 1
-    assert checked == 1 + 3 * 3 + 1  # preprocess, 3 x (bandit, train, feedback), report
-    attempts = [
-        task
-        for _, task in _all_tasks(spec)
-        if task.get("componentRef", {}).get("name", "").startswith("comp-zeus-attempt")
-    ]
-    assert len(attempts) == 3 and all(t.get("cachingOptions", {}).get("enableCache") is not True for t in attempts)
+    containers = [(n, t) for n, t in _all_tasks(spec) if not n.startswith("condition-")]
+    assert len(containers) == 1 + 3 * 3 + 3  # preprocess, 3 x (bandit, train, feedback), 3 reports
+    assert all(t.get("cachingOptions", {}).get("enableCache") is not True for _, t in containers)
+    assert all("cachingOptions" in t for _, t in containers), "set explicitly off, not left to the backend"
 
 
-def test_store_steps_retry_and_train_does_not(tmp_path):
-    _, spec, _ = _compile(tmp_path, attempts=2)
+@pytest.mark.parametrize(("backend", "nested_retries"), [("2.17", True), ("2.15", True), ("2.5", False)])
+def test_store_steps_retry_where_the_backend_honours_it_and_train_never(tmp_path, backend, nested_retries):
+    _, spec, _ = _compile(tmp_path, attempts=2, kfp_backend=backend)
+    root = set(spec["root"]["dag"]["tasks"])
     for name, task in _all_tasks(spec):
-        component = task.get("componentRef", {}).get("name", "")
-        if any(component.startswith(f"comp-{step}") for step in STORE_STEPS):
+        store_step = any(step in name for step in STORE_STEPS)
+        if store_step and (nested_retries or name in root):
             assert task["retryPolicy"]["maxRetryCount"] == 3, name
-        if component.startswith("comp-train"):
+        else:
             assert "retryPolicy" not in task, name
 
 
@@ -92,7 +83,7 @@ def test_gpu_request_on_train_only(tmp_path, gpus):
     _, spec, _ = _compile(tmp_path, attempts=2, gpus=gpus)
     for label, executor in spec["deploymentSpec"]["executors"].items():
         accelerator = executor["container"].get("resources", {}).get("accelerator")
-        if label.startswith("exec-train") and gpus:
+        if "-train" in label and gpus:
             assert accelerator["resourceType"] == "nvidia.com/gpu"
             assert accelerator["resourceCount"] == str(gpus)
         else:
@@ -107,15 +98,20 @@ def test_credentials_come_from_the_secret_and_never_appear(tmp_path, monkeypatch
     text = path.read_text()
     assert access not in text and secret not in text
     store_execs = [e for step in STORE_STEPS for e in _executors(spec, step)]
-    assert len(store_execs) == 1 + 2 + 2 + 1
+    assert len(store_execs) == 1 + 2 + 2 + 2  # preprocess, bandit and feedback per attempt, a report per attempt
     for label in store_execs:
         (binding,) = platform[label]["secretAsEnv"]
         assert binding["secretName"] == "zeus-minio"
         assert {k["envVar"] for k in binding["keyToEnv"]} == {"ZEUS_S3_ACCESS_KEY", "ZEUS_S3_SECRET_KEY"}
         env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
-        assert env == {"ZEUS_S3_ENDPOINT": "minio.kf:9000", "ZEUS_S3_SECURE": "false"}
+        assert env == {"ZEUS_S3_ENDPOINT": "http://minio.kf:9000"}, "a bare host:port is http, said explicitly"
     for label in _executors(spec, "train"):
-        assert "secretAsEnv" not in platform.get(label, {}), "train needs no store credentials"
+        # train reads a cluster trial's result back from the store (zeus.launch): the same Secret, by reference,
+        # whose name (not its keys) the trial's pods get to reference in turn
+        (binding,) = platform[label]["secretAsEnv"]
+        assert binding["secretName"] == "zeus-minio"
+        env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
+        assert env["ZEUS_S3_SECRET_NAME"] == "zeus-minio" and env["ZEUS_S3_ENDPOINT"] == "http://minio.kf:9000"
         assert platform[label]["fieldPathAsEnv"] == [{"fieldPath": "status.hostIP", "name": "ZEUSD_HOST"}]
 
 
@@ -124,10 +120,13 @@ def test_without_a_secret_no_platform_credentials(tmp_path):
     assert not any("secretAsEnv" in e or "fieldPathAsEnv" in e for e in platform.values())
 
 
-def test_image_override_reaches_every_executor(tmp_path):
-    _, spec, _ = _compile(tmp_path, attempts=2, image="registry.example/zeus-kfp:test")
-    images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
-    assert images == {"registry.example/zeus-kfp:test"}
+@pytest.mark.parametrize(("gpus", "train_image"), [(1, "registry.example/zeus-kfp:cuda"), (0, None)])
+def test_image_overrides_reach_every_executor(tmp_path, gpus, train_image):
+    cpu = "registry.example/zeus-kfp:cpu"
+    _, spec, _ = _compile(tmp_path, attempts=2, gpus=gpus, image=cpu, train_image=train_image)
+    images = {label: e["container"]["image"] for label, e in spec["deploymentSpec"]["executors"].items()}
+    for label, image in images.items():
+        assert image == ((train_image or cpu) if "-train" in label else cpu), label
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [({"attempts": 0}, "attempts"), ({"gpus": -1}, "gpus")])

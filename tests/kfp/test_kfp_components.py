@@ -4,16 +4,18 @@ local store: checks each body's wiring to zeus.steps without the cost of a pipel
 import json
 
 import pandas as pd
+import pytest
 from kfp import dsl
 
 from components.artifacts import PowerProfile
 from components.bandit import bandit
 from components.feedback import feedback
-from components.passthrough import passthrough
 from components.preprocess import preprocess
+from components.train import train
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.steps import NO_THRESHOLD, spec_to_params
 from zeus.store import open_store
+from zeus.train.collectors import CollectorSpecError
 
 SPEC = JobSpec(job_id="comp-job", batch_sizes=(8, 16), default_batch_size=16, target_metric=0.9, max_epochs=2)
 
@@ -80,4 +82,35 @@ def test_preprocess_bandit_feedback_bodies(tmp_path):
     assert again[:4] == (size, threshold, trial, trial_seed)
     assert again[4]["power_limit_w"].tolist() == [300.0] and again[4]["average_power_w"].tolist() == [250.0]
     assert ask_bandit("reuse-3", reprofile=True)[4].empty
-    assert passthrough.python_func(reached=False) is False
+
+
+def test_train_body_takes_the_collector_spec_as_one_parameter(tmp_path):
+    """A Katib-style spec (YAML text, as the KFP UI passes a string parameter) reaches run_trial."""
+    script = tmp_path / "plain.py"
+    script.write_text("import sys\nopen(sys.argv[1] + '/m.log', 'w').write('step=4 epoch=1 acc=0.95\\n')\n")
+    collector = "collector: {kind: File}\nsource:\n  fileSystemPath: {path: '{log_dir}/m.log', kind: File}\n"
+
+    def call(metrics_collector: str):
+        artifacts = {
+            name: kind(uri=str(tmp_path / name), name=name)
+            for name, kind in (("profile", PowerProfile), ("metrics", dsl.Metrics), ("model", dsl.Model))
+        }
+        return train.python_func(
+            spec_json=json.dumps(SPEC.with_changes(metric_name="acc").to_dict()),
+            batch_size=8,
+            cost_threshold=NO_THRESHOLD,
+            command=["{python}", str(script), "{log_dir}"],
+            zeus_aware=False,
+            metric_pattern="",
+            metrics_collector=metrics_collector,
+            trial_backend="script",
+            seed=1,
+            data=dsl.Dataset(uri=str(tmp_path / "data"), name="data"),
+            reuse_profile=dsl.Dataset(uri=str(tmp_path / "none"), name="reuse"),
+            **artifacts,
+        )
+
+    status, reached, *_ = call(collector)
+    assert (status, reached) == ("reached", True)
+    with pytest.raises(CollectorSpecError, match=r"metrics_collector\.kind='Custom'"):
+        call("collector: {kind: Custom}")

@@ -7,6 +7,7 @@ import pytest
 
 from pipelines.local import LocalRunError, run_local
 from zeus.job import TrialStatus
+from zeus.power.profiler import choose_limit
 from zeus.store import JobSpecMismatchError, open_store
 from zeus.train import example_spec
 
@@ -41,13 +42,28 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     # Recurrences 2 and 3 train at 128's stored optimum: only recurrence 1's two trials profiled.
     assert set(profiles["trial"]) == {1, 2} and profiles["simulated"].all()
     assert trials["power_limit_w"].iloc[2:].tolist() == [trials["power_limit_w"].iloc[1]] * 2
+    # The trial table, the stored profile and the plot's star agree on the limit each trial ran at.
+    for trial, rows in profiles.groupby("trial"):
+        ran_at = trials.loc[trials["trial"] == trial, "power_limit_w"].iloc[0]
+        assert choose_limit(rows, spec.cost_rate) == ran_at, trial
     state = store.bandit_state(SPEC.job_id)
     assert sorted(state["batch_size"]) == [128, 1024]
 
-    # the report step wrote each recurrence's Markdown and Metrics from the store
-    reports = sorted(tmp_path.rglob("report/markdown"))
-    assert len(reports) == 3
-    assert all("simulated" in path.read_text().lower() for path in reports)
+    # the report step wrote each recurrence's Markdown and Metrics from the store, once, after its last attempt
+    for s in summaries:
+        reports = sorted((tmp_path / SPEC.job_id / s.recurrence_id).rglob("report-after-attempt-*/markdown"))
+        assert [p.parent.name for p in reports] == [f"report-after-attempt-{len(s.trials)}"]
+        assert "simulated" in reports[0].read_text().lower()
+        assert f"{SPEC.job_id}/tensorboard/" in reports[0].read_text()
+
+    # TensorBoard across recurrences, synced from the S3 store: one step per recurrence, its cost.
+    from zeus.report.tensorboard import sync_logs
+    from zeus.train.collectors.tfevent import TFEventCollector
+
+    run_dir = sync_logs(store, SPEC.job_id, tmp_path / "tb")
+    costs = sorted((o.step, o.value) for o in TFEventCollector(run_dir).finish() if o.metric == "recurrence/cost")
+    assert [step for step, _ in costs] == [1, 2, 3]
+    assert [cost for _, cost in costs] == pytest.approx([s.cost for s in summaries], rel=1e-6)  # float32 in events
 
 
 @pytest.mark.slow

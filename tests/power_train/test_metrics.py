@@ -1,12 +1,10 @@
-"""Metric collectors: Katib's default pattern, user patterns, JSON lines."""
+"""Katib's text filters: the default pattern, user patterns, hostile lines."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from zeus.train.metrics import JsonLinesTail, MetricPatternError, compile_patterns, parse_line
+from zeus.train.metrics import MetricPatternError, compile_patterns, parse_line
 
 KATIB = compile_patterns(None)
 
@@ -38,14 +36,3 @@ def test_user_patterns_need_two_groups():
         compile_patterns([r"accuracy: [0-9.]+"])
     with pytest.raises(MetricPatternError, match="metric_patterns"):
         compile_patterns([r"(unclosed"])
-
-
-def test_json_lines_tail_reads_only_complete_new_lines(tmp_path):
-    path = tmp_path / "m.jsonl"
-    tail = JsonLinesTail(path)
-    assert tail.read() == []  # file not there yet
-    path.write_text(json.dumps({"accuracy": 0.5, "tag": "x", "ok": True}) + "\n" + '{"accuracy": 0.6')
-    assert tail.read() == [("accuracy", 0.5)]
-    with path.open("a") as fh:
-        fh.write("}\n[1]\nnull\n")
-    assert tail.read() == [("accuracy", 0.6)]

@@ -58,7 +58,11 @@ def test_reaching_the_target_stops_a_script_that_would_run_on(tmp_path):
     assert out.result.energy_j > 0
     assert out.result.cost == pytest.approx(SPEC.cost(out.result.energy_j, out.result.time_s))
     assert time.monotonic() - started < 10
-    assert out.profile.empty and list(out.profile.columns)[:2] == ["phase", "power_limit_w"]
+    # An epoch counter and no step counter: one power limit per epoch, from the second report on
+    # (epochs 2 and 3 ran at 250 W and 225 W), on the wall clock, and the reason says how.
+    assert out.profile["power_limit_w"].tolist() == [250.0, 225.0]
+    assert "throughput from metric progress (epoch counter" in out.result.reason
+    assert "ended while profiling: chose among 2 of 7 limits" in out.result.reason
 
 
 def test_max_epochs_without_the_target_is_not_reached_and_the_script_is_stopped(tmp_path):
@@ -73,6 +77,9 @@ def test_max_epochs_without_the_target_is_not_reached_and_the_script_is_stopped(
     )
     assert out.result.status is TrialStatus.NOT_REACHED
     assert out.result.num_epochs == SPEC.max_epochs
+    assert (
+        out.profile.empty and "unprofiled: the collected metrics carried no step or epoch counter" in out.result.reason
+    )
 
 
 def test_cost_threshold_stops_the_script_and_sigkill_follows_an_ignored_sigterm(tmp_path):
@@ -82,7 +89,7 @@ def test_cost_threshold_stops_the_script_and_sigkill_follows_an_ignored_sigterm(
         """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        print("ready", flush=True)
+        print("accuracy=0.1", flush=True)  # an evaluation without a step counter: charged on the wall clock
         while True:
             time.sleep(0.01)
         """,

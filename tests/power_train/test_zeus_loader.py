@@ -192,3 +192,37 @@ def test_a_stored_profile_is_reused_instead_of_profiled_again(tmp_path):
     assert loader.trial.profiler.reused
     assert set(limits) == {150.0}  # (0.5*120+0.5*250)/900 beats 250 W and 100 W
     assert loader.trial.result.power_limit_w == 150.0 and gpu.get_power_limit(0) == 250.0
+
+
+@pytest.mark.slow
+def test_the_example_gives_the_same_figures_on_a_busy_machine(tmp_path):
+    """The simulated GPU's clock is a model of the work done, not CPU or wall time: the same trial on a
+    machine whose cores are all busy gives the same time, energy and power limit to the last bit."""
+    import subprocess
+
+    spec = example_spec()
+    make_dataset(str(tmp_path / "data"))
+
+    def trial(name: str):
+        out = run_trial(
+            spec,
+            batch_size=64,
+            cost_threshold=None,
+            command=example_command("zeus"),
+            work_dir=tmp_path / name,
+            data_dir=str(tmp_path / "data"),
+            gpu="simulated",
+        )
+        r = out.result
+        return r.status, r.num_epochs, r.power_limit_w, r.time_s, r.energy_j, out.profile.to_dict("list")
+
+    quiet = trial("quiet")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = trial("busy")
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    assert quiet[0] is TrialStatus.REACHED
+    assert busy == quiet

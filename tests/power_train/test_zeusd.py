@@ -125,3 +125,34 @@ def test_configuration_errors_name_the_variable(fake_nvml, monkeypatch):
     monkeypatch.setenv("ZEUSD_PORT", "http")
     with pytest.raises(GPUError, match="ZEUSD_PORT"):
         ZeusdClient.from_env()
+
+
+@pytest.mark.parametrize("how", ["missing", "unreachable"])
+def test_a_missing_or_unreachable_zeusd_means_measure_only_with_one_warning(fake_nvml, monkeypatch, caplog, how):
+    """What the train step meets on a node without the deploy/zeusd DaemonSet (nobody listens on
+    the port) or behind a firewall (nothing answers): measure-only, said once, no crash."""
+    import socket
+
+    import zeus.power.zeusd as zeusd_module
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    if how == "missing":
+        sock.close()
+    else:
+        sock.listen(1)  # the kernel accepts the connection; nobody ever reads or answers
+        monkeypatch.setattr(zeusd_module, "TIMEOUT_S", 0.2)
+    monkeypatch.setenv("ZEUSD_HOST", "127.0.0.1")
+    monkeypatch.setenv("ZEUSD_PORT", str(port))
+    try:
+        gpu = open_gpu("auto")
+        assert gpu.kind == "zeusd" and not gpu.can_set_limits
+        for watts in (250, 225, 200):
+            gpu.set_power_limit(0, watts)
+        assert f"127.0.0.1:{port} unreachable" in gpu.measure_only_reason
+        assert sum("MEASURE-ONLY" in r.getMessage() for r in caplog.records) == 1
+        assert fake_nvml.devices[0].set_calls == []
+        gpu.close()
+    finally:
+        sock.close()

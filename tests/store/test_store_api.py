@@ -95,7 +95,7 @@ def test_dispatch_is_idempotent_and_refuses_a_different_decision(store, spec):
     other = Decision(batch_size=64, cost_threshold=10.0, stage="exploration", reason="smaller")
     with pytest.raises(EventConflictError) as info:
         store.dispatch_trial(spec.job_id, "run-a", 1, other, kfp_run_id="kfp-1")
-    assert "events/dispatched/run-a.0001." in info.value.key
+    assert "records/dispatched/run-a.0001." in info.value.key
     assert store.dispatch_trial(spec.job_id, "run-a", 2, other) == 2
     assert store.trials(spec.job_id)["batch_size"].tolist() == [128, 64]
 
@@ -110,7 +110,7 @@ def test_finish_is_idempotent_and_never_overwrites(store, spec):
     store.finish_trial(spec.job_id, "run-a", 1, result(spec))  # retried step: no-op
     with pytest.raises(EventConflictError) as info:
         store.finish_trial(spec.job_id, "run-a", 1, result(spec, energy_j=9_999.0))
-    assert "events/finished/run-a.0001." in info.value.key and "energy_j: 5000.0 -> 9999.0" in str(info.value)
+    assert "records/finished/run-a.0001." in info.value.key and "energy_j: 5000.0 -> 9999.0" in str(info.value)
     with pytest.raises(StoreInputError) as bad:
         store.finish_trial(spec.job_id, "run-a", 1, result(spec, batch_size=64))
     assert bad.value.field == "batch_size"
@@ -279,8 +279,13 @@ def test_imported_history_reads_back_and_numbering_continues(store, spec):
     assert trials["trial"].tolist() == [1, 2, 3, 4]
     assert trials["status"].tolist() == ["not_reached", "reached", "reached", "dispatched"]
     assert trials.loc[2, "cost"] == pytest.approx(spec.cost(300.0, 30.0))
+    assert import_trials(store, spec, history) == 3  # the same import again: a no-op
+    assert store.trials(spec.job_id)["trial"].tolist() == [1, 2, 3, 4]
     with pytest.raises(Exception, match="already has trials"):
-        import_trials(store, spec, history)
+        import_trials(store, spec, history.assign(energy_j=1.0))
+    with pytest.raises(StoreInputError) as closed:
+        store.begin_recurrence(spec.job_id, "old-2")  # an imported recurrence takes no new trials
+    assert closed.value.field == "recurrence_id"
     with pytest.raises(StoreInputError) as info:
         import_trials(store, spec.with_changes(job_id="other"), history.assign(status="dispatched"))
     assert info.value.field == "status"
@@ -332,32 +337,29 @@ def test_racing_different_results_first_wins_the_other_is_refused(store, spec):
         thread.join()
     winners = [e for e, outcome in outcomes.items() if outcome == "stored"]
     assert len(winners) == 1, outcomes
-    assert all("events/finished/run-a.0001.parquet" in str(o) for o in outcomes.values() if o != "stored")
+    assert all("records/finished/run-a.0001.parquet" in str(o) for o in outcomes.values() if o != "stored")
     assert store.trials(spec.job_id)["energy_j"].tolist() == winners
 
 
-def test_a_stray_second_event_for_a_trial_is_reported_and_the_first_kept(store, spec):
-    """A copy of an event under another name (a manual copy, an older writer) must not make the
-    trial appear twice: every reader keeps the earliest and names the stray, before and after compaction."""
-    from datetime import UTC, datetime
-
+def test_a_foreign_object_among_the_hints_is_reported_and_changes_nothing(store, spec):
+    """A copy of an event under another name (a manual copy, a stray tool) is not a trial: every
+    reader names it and ignores it, before and after compaction, which leaves it for a person."""
     from zeus.store import StoreWarning
-    from zeus.store.schemas import encode
 
     store.ensure_job(spec)
     store.begin_recurrence(spec.job_id, "run-a")
     store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE)
     store.finish_trial(spec.job_id, "run-a", 1, result(spec, energy_j=1_000.0))
-    row = {"job_id": spec.job_id, "recurrence_id": "run-a", "attempt": 1, **result(spec, energy_j=2.0).to_dict()}
     stray = f"jobs/{spec.job_id}/events/finished/run-a.0001.copy.parquet"
-    assert store.backend.put_new(stray, encode("finished", [row | {"ended_at": datetime.now(UTC)}]))
+    assert store.backend.put_new(stray, b"anything")
     for _ in ("loose", "compacted"):
-        with pytest.warns(StoreWarning, match="second finished event"):
+        with pytest.warns(StoreWarning, match="foreign object"):
             trials = store.trials(spec.job_id)
         assert len(trials) == 1 and trials.loc[0, "energy_j"] == 1_000.0
         assert [p.key for p in store.problems] == [stray]
-        store.compact(spec.job_id)
-        assert store.backend.list(f"jobs/{spec.job_id}/events/finished/") == []
+        with pytest.warns(StoreWarning):
+            store.compact(spec.job_id)
+        assert store.backend.list(f"jobs/{spec.job_id}/events/finished/") == [stray]
 
 
 def test_reads_compact_a_stream_once_it_has_many_loose_events(store, spec):
@@ -371,3 +373,14 @@ def test_reads_compact_a_stream_once_it_has_many_loose_events(store, spec):
     pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
     assert eager.backend.list(f"jobs/{spec.job_id}/events/") == []  # both trial streams compacted
     pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
+
+
+def test_a_job_in_the_old_layout_is_refused_not_read_as_empty(store, spec):
+    """A store written before records and marks: a clear error, never an empty history."""
+    from zeus.store import StoreError
+
+    store.ensure_job(spec)
+    store.backend.put_new(f"jobs/{spec.job_id}/snapshots/finished/{3:012d}.parquet", b"an old snapshot")
+    with pytest.raises(StoreError, match="store layout 2") as info:
+        store.history(spec.job_id)
+    assert f"snapshots/finished/{3:012d}.parquet" in str(info.value)

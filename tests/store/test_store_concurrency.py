@@ -7,7 +7,13 @@ import multiprocessing
 import os
 
 import pytest
-from store_workers import append_trials, compact_until_done
+from store_workers import (
+    append_trials,
+    compact_until_done,
+    dispatch_same_attempts,
+    run_with_compactors,
+    told_versus_stored,
+)
 
 from zeus.store import open_store
 
@@ -56,3 +62,20 @@ def test_eight_appenders_and_a_compactor_lose_nothing(store_uri):
     store.compact(JOB)
     assert store.trials(JOB).equals(trials)
     assert store.problems == []
+
+
+@pytest.mark.slow
+def test_eight_processes_dispatching_the_same_attempts_with_two_compactors_agree(store_uri):
+    """8 processes dispatch the same attempts of one recurrence while 2 compactors loop, 3 rounds:
+    every process is told what the store keeps, and no read warns. (300 attempts: benchmarks/store_races.py.)"""
+    job_ids = [f"same-attempts-{r}" for r in range(3)]
+    attempts = 8
+    workers = [(w, attempts) for w in range(WORKERS)]
+    reports, compactors, _ = run_with_compactors(dispatch_same_attempts, workers, job_ids, store_uri, 2, 240)
+    errors = [r[2] for r in reports if r[0] == "error"]
+    assert not errors, errors[0]
+    store = open_store(store_uri)
+    disagreements, rows = told_versus_stored(store, job_ids, [r for r in reports if r[0] == "worker"])
+    assert disagreements == [] and rows == len(job_ids) * attempts
+    assert store.problems == []
+    assert sum(r[2] for r in compactors) > 0  # the compactors really merged meanwhile

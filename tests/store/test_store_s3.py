@@ -3,8 +3,10 @@ server, and a server that ignores If-None-Match (where nothing may be lost eithe
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 from minio import Minio
@@ -65,10 +67,13 @@ def test_unreachable_store_fails_after_bounded_retries_naming_endpoint_and_bucke
 @pytest.mark.parametrize(
     ("env", "endpoint", "secure"),
     [
-        ({"ZEUS_S3_ENDPOINT": "minio.kubeflow:9000"}, "minio.kubeflow:9000", True),
+        # the one rule: a scheme decides; a bare host:port is http unless ZEUS_S3_SECURE says true
+        ({"ZEUS_S3_ENDPOINT": "minio-service.kubeflow:9000"}, "minio-service.kubeflow:9000", False),
         ({"ZEUS_S3_ENDPOINT": "http://minio:9000/"}, "minio:9000", False),
         ({"ZEUS_S3_ENDPOINT": "minio:9000", "ZEUS_S3_SECURE": "0"}, "minio:9000", False),
-        ({"ZEUS_S3_ENDPOINT": "https://s3.example:443", "ZEUS_S3_SECURE": "false"}, "s3.example:443", True),
+        ({"ZEUS_S3_ENDPOINT": "minio:9000", "ZEUS_S3_SECURE": "true"}, "minio:9000", True),
+        ({"ZEUS_S3_ENDPOINT": "HTTPS://s3.example:443"}, "s3.example:443", True),
+        ({"ZEUS_S3_ENDPOINT": "https://s3.example:443", "ZEUS_S3_SECURE": "true"}, "s3.example:443", True),
     ],
 )
 def test_settings_from_env(monkeypatch, env, endpoint, secure):
@@ -89,6 +94,10 @@ def test_settings_from_env(monkeypatch, env, endpoint, secure):
         ({}, "ZEUS_S3_ENDPOINT"),
         ({"ZEUS_S3_ENDPOINT": "minio:9000", "ZEUS_S3_SECURE": "maybe"}, "ZEUS_S3_SECURE"),
         ({"ZEUS_S3_ENDPOINT": "minio:9000/path"}, "ZEUS_S3_ENDPOINT"),
+        ({"ZEUS_S3_ENDPOINT": "ftp://minio:9000"}, "ZEUS_S3_ENDPOINT"),
+        # a scheme and ZEUS_S3_SECURE that disagree: refused, not one of them silently winning
+        ({"ZEUS_S3_ENDPOINT": "https://s3.example:443", "ZEUS_S3_SECURE": "false"}, "ZEUS_S3_SECURE"),
+        ({"ZEUS_S3_ENDPOINT": "http://minio:9000", "ZEUS_S3_SECURE": "1"}, "ZEUS_S3_SECURE"),
     ],
 )
 def test_bad_settings_name_the_variable(monkeypatch, env, field):
@@ -185,48 +194,60 @@ def test_a_server_that_comes_back_within_the_retries_is_used(monkeypatch, spec):
         server.stop()
 
 
-def test_refused_credentials_are_named_as_such_without_the_secret(monkeypatch):
-    """moto accepts any key, so a minimal server that answers every request like MinIO does for a
-    wrong secret (403, S3 XML error) stands in for it."""
+@contextlib.contextmanager
+def _answering(status: int, content_type: str, body: bytes) -> Iterator[tuple[str, list[str]]]:
+    """A server on 127.0.0.1 that gives every request the same answer. Yields (host:port, methods seen)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from zeus.store import StoreAccessError
+    requests: list[str] = []
 
-    class Refuse(BaseHTTPRequestHandler):
-        def _refuse(self) -> None:
-            body = (
-                b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code>'
-                b"<Message>The request signature we calculated does not match</Message></Error>"
-            )
-            self.send_response(403)
-            self.send_header("Content-Type", "application/xml")
+    class Answer(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            requests.append(self.command)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)
 
-        do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _refuse
+        do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _answer
 
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        monkeypatch.setenv("ZEUS_S3_ENDPOINT", f"127.0.0.1:{server.server_address[1]}")
+        yield f"127.0.0.1:{server.server_address[1]}", requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_refused_credentials_are_named_as_such_without_the_secret(monkeypatch):
+    """moto accepts any key, so a minimal server that answers every request like MinIO does for a
+    wrong secret (403, S3 XML error) stands in for it."""
+    from zeus.store import StoreAccessError
+
+    refusal = (
+        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code>'
+        b"<Message>The request signature we calculated does not match</Message></Error>"
+    )
+    with _answering(403, "application/xml", refusal) as (endpoint, _):
+        monkeypatch.setenv("ZEUS_S3_ENDPOINT", endpoint)
         monkeypatch.setenv("ZEUS_S3_SECURE", "false")
         monkeypatch.setenv("ZEUS_S3_ACCESS_KEY", "wrong-access")
         monkeypatch.setenv("ZEUS_S3_SECRET_KEY", "wrong-secret-value")
         with pytest.raises(StoreAccessError) as info:
             open_store("s3://zeus-refused/p").list_jobs()
-        message = str(info.value)
-        assert "refused access" in message and "zeus-refused" in message and "ZEUS_S3_SECRET_KEY" in message
-        assert "wrong-secret-value" not in message
-    finally:
-        server.shutdown()
-        server.server_close()
+    message = str(info.value)
+    assert "refused access" in message and "s3://zeus-refused/p" in message and "ZEUS_S3_SECRET_KEY" in message
+    # the prefix rule of Kubeflow's multi-user mode, the usual cause there
+    assert "private-artifacts/<namespace>" in message and "mlpipeline/{artifacts" in message
+    assert "wrong-secret-value" not in message
 
 
 def test_racing_conditional_creates_have_exactly_one_winner(s3_store_uri):
@@ -253,3 +274,69 @@ def test_racing_conditional_creates_have_exactly_one_winner(s3_store_uri):
     assert sorted(key for key, _ in wins) == list(range(40))
     for key, writer in wins:
         assert store.backend.get(f"race/{key:03d}") == str(writer).encode()
+
+
+def _s3_env(monkeypatch, endpoint: str, **extra: str) -> None:
+    settings = {"ZEUS_S3_ENDPOINT": endpoint, "ZEUS_S3_SECURE": "false", "ZEUS_S3_ACCESS_KEY": "k"}
+    for key, value in (settings | extra).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("ZEUS_S3_SECRET_KEY", "hung-secret")
+
+
+def test_a_hung_server_fails_the_step_within_the_retry_budget(monkeypatch):
+    """A server that accepts connections and never answers: the store gives up with its one-line
+    error once no retry fits in the budget (small here), instead of waiting minutes."""
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_ignore() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])  # accepted, then never read from or answered
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept_and_ignore, daemon=True)
+    thread.start()
+    endpoint = f"127.0.0.1:{listener.getsockname()[1]}"
+    _s3_env(monkeypatch, endpoint, ZEUS_S3_READ_TIMEOUT_S="0.3", ZEUS_S3_RETRY_BUDGET_S="1", ZEUS_S3_MAX_ATTEMPTS="5")
+    try:
+        with pytest.raises(StoreUnavailableError) as info:
+            open_store("s3://zeus-hung/p").trials("some-job")
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()
+    message = str(info.value)
+    assert endpoint in message and "Timeout" in message and "1 s retry budget" in message
+    assert 1 <= info.value.attempts < 5  # the budget, not the attempt count, ended it
+    assert "hung-secret" not in message
+
+
+@pytest.mark.parametrize("name", ["ZEUS_S3_READ_TIMEOUT_S", "ZEUS_S3_CONNECT_TIMEOUT_S", "ZEUS_S3_RETRY_BUDGET_S"])
+@pytest.mark.parametrize("raw", ["0", "-1", "soon"])
+def test_bad_timeouts_name_the_variable(monkeypatch, name, raw):
+    _s3_env(monkeypatch, "minio:9000", **{name: raw})
+    with pytest.raises(StoreInputError) as info:
+        open_store("s3://bucket-ok/x")
+    assert info.value.field == name
+
+
+def test_a_non_s3_4xx_answer_is_not_retried_nor_called_unreachable(monkeypatch):
+    """A proxy or web UI at the endpoint answers 400 with HTML: reported as what it is, once."""
+    from zeus.store import StoreAnswerError
+
+    with _answering(400, "text/html", b"<html><body>400 Bad Request: this is not S3</body></html>") as answered:
+        endpoint, requests = answered
+        _s3_env(monkeypatch, endpoint, ZEUS_S3_MAX_ATTEMPTS="5")
+        with pytest.raises(StoreAnswerError) as info:
+            open_store("s3://zeus-html/p").backend.get("some/key")
+    message = str(info.value)
+    assert "HTTP 400" in message and "unreachable" not in message and "zeus-html" in message
+    assert len(requests) == 1

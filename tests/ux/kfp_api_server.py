@@ -36,6 +36,12 @@ class KfpApiState:
     requests: list[Request] = field(default_factory=list)
     pipelines: dict[str, str] = field(default_factory=dict)  # display name -> id
     experiments: dict[str, str] = field(default_factory=dict)
+    # What a real API server would vary: its version (healthz tag_name, absent when None), its
+    # mode, the token it accepts (None: any) and the namespaces that token may use (None: any).
+    tag_name: str | None = None
+    multi_user: bool = False
+    token: str | None = None
+    namespaces: set[str] | None = None
 
     def posts(self, path: str) -> list[Request]:
         return [r for r in self.requests if r.method == "POST" and r.path == API + path]
@@ -93,7 +99,8 @@ def _handler(state: KfpApiState) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             r = self._record()
             if r.path == f"{API}/healthz":
-                return self._reply(200, {"multi_user": False})
+                version = {"tag_name": state.tag_name, "commit_sha": "0" * 40} if state.tag_name else {}
+                return self._reply(200, {"multi_user": state.multi_user, **version})
             if r.path == f"{API}/pipelines":
                 name = self._named(r.query)
                 found = (
@@ -101,6 +108,11 @@ def _handler(state: KfpApiState) -> type[BaseHTTPRequestHandler]:
                 )
                 return self._reply(200, {"pipelines": found, "total_size": len(found)})
             if r.path == f"{API}/experiments":
+                auth = r.headers.get("Authorization") or r.headers.get("authorization")
+                if state.token is not None and auth != f"Bearer {state.token}":
+                    return self._reply(401, {"error": "Unauthorized"})
+                if state.namespaces is not None and r.query.get("namespace") not in state.namespaces:
+                    return self._reply(403, {"error": "not allowed in this namespace"})
                 name = self._named(r.query)
                 found = (
                     [{"experiment_id": state.experiments[name], "display_name": name}]

@@ -6,36 +6,37 @@ from __future__ import annotations
 import pandas as pd
 
 from ux.frames import SPEC, bandit_frame, profiles_frame, trials_frame
-from zeus.job import TrialResult
+from zeus.job import JobSpec, TrialResult
 from zeus.policy.base import ArmState, Decision
 from zeus.store import Store
 
 
-def populate(store: Store, simulated: bool = True) -> None:
-    """The three recurrences of ux.frames.trials_frame, their profiles and a bandit snapshot."""
-    store.ensure_job(SPEC, owner="alice")
+def populate(store: Store, simulated: bool = True, spec: JobSpec = SPEC) -> None:
+    """The three recurrences of ux.frames.trials_frame, their profiles and a bandit snapshot (under
+    `spec`'s job id: the frames' numbers hold for any spec with SPEC's cost function)."""
+    store.ensure_job(spec, owner="alice")
     trials, profiles = trials_frame(simulated), profiles_frame(simulated)
     for row in trials.itertuples(index=False):
-        store.begin_recurrence(SPEC.job_id, row.recurrence_id)
+        store.begin_recurrence(spec.job_id, row.recurrence_id)
         decision = Decision(int(row.batch_size), None, "exploration", "test")
-        store.dispatch_trial(SPEC.job_id, row.recurrence_id, int(row.attempt), decision, kfp_run_id=row.kfp_run_id)
+        store.dispatch_trial(spec.job_id, row.recurrence_id, int(row.attempt), decision, kfp_run_id=row.kfp_run_id)
         if row.status == "dispatched":
             continue
         result = TrialResult.build(
-            SPEC, batch_size=int(row.batch_size), status=row.status, time_s=row.time_s, energy_j=row.energy_j,
+            spec, batch_size=int(row.batch_size), status=row.status, time_s=row.time_s, energy_j=row.energy_j,
             num_epochs=int(row.num_epochs), power_limit_w=row.power_limit_w, metric=row.metric, simulated=simulated,
         )  # fmt: skip
-        store.finish_trial(SPEC.job_id, row.recurrence_id, int(row.attempt), result)
+        store.finish_trial(spec.job_id, row.recurrence_id, int(row.attempt), result)
         profile = profiles[profiles["trial"] == row.trial]
         if not profile.empty:
             columns = ["phase", "power_limit_w", "average_power_w", "throughput", "simulated"]
-            store.write_profile(SPEC.job_id, row.recurrence_id, int(row.attempt), profile[columns])
+            store.write_profile(spec.job_id, row.recurrence_id, int(row.attempt), profile[columns])
     arms = [
         ArmState(int(a.batch_size), a.stage, int(a.num_observations), _opt(a.posterior_mean),
                  _opt(a.posterior_precision), bool(a.pruned))
         for a in bandit_frame().itertuples(index=False)
     ]  # fmt: skip
-    store.write_bandit_state(SPEC.job_id, "run-3", 1, arms, lowest_cost=13750.0)
+    store.write_bandit_state(spec.job_id, "run-3", 1, arms, lowest_cost=13750.0)
 
 
 def _opt(value: object) -> float | None:

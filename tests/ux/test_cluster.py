@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def test_submit_types_the_arguments_and_keeps_the_token_out_of_them(
     result = invoke(
         "submit", "--experiment", "nightly", "--package", str(pipeline_yaml),
         "--param", "max_epochs=3", "--param", "batch_sizes=[16, 32]", "--param", "eta_knob=0.3",
-        "--param", "higher_is_better=false", "--param", "job_id=mnist-a",
+        "--param", "higher_is_better=false", "--param", "job_id=mnist-a", "--param", "default_batch_size=32",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert kfp_client.only("__init__") == {"host": HOST, "namespace": "team-a", "existing_token": token}
@@ -64,6 +65,7 @@ def test_submit_types_the_arguments_and_keeps_the_token_out_of_them(
         "eta_knob": 0.3,
         "higher_is_better": False,
         "job_id": "mnist-a",
+        "default_batch_size": 32,
     }
     assert call["experiment_name"] == "nightly"
     assert call["namespace"] == "team-a"
@@ -74,9 +76,24 @@ def test_submit_types_the_arguments_and_keeps_the_token_out_of_them(
     assert all(token not in repr(kwargs) for method, kwargs in kfp_client.calls if method != "__init__")
 
 
+def test_a_katib_collector_spec_file_is_checked_and_sent_as_json(
+    kfp_client: Recorder, pipeline_yaml, tmp_path: Path
+) -> None:
+    katib = tmp_path / "collector.yaml"
+    katib.write_text("metricsCollectorSpec:\n  collector: {kind: TensorFlowEvent}\n")
+    result = invoke("submit", "--host", HOST, "--package", str(pipeline_yaml), "--param", f"metrics_collector=@{katib}")
+    assert result.exit_code == 0, result.output
+    sent = kfp_client.only("create_run_from_pipeline_package")["arguments"]["metrics_collector"]
+    assert json.loads(sent) == {
+        "kind": "tfEvent",
+        "source": {"fileSystemPath": {"path": "/var/log/katib/tfevent/", "kind": "directory"}},
+    }
+
+
 @pytest.mark.parametrize(
     ("param", "message"),
     [
+        ("metrics_collector={kind: Custom}", "metrics_collector.kind='Custom'"),
         ("max_epoch=3", "one of the pipeline's parameters"),
         ("max_epochs=three", "number_integer"),
         ("batch_sizes=32", "e.g. [32,64,128]"),
@@ -218,3 +235,28 @@ def test_credential_like_parameter_names_are_refused(name: str) -> None:
 
 def test_a_word_that_merely_contains_token_is_a_normal_parameter() -> None:
     assert parse_arguments(["tokenizer=bpe"], {"tokenizer": {"parameterType": "STRING"}}) == {"tokenizer": "bpe"}
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (["job_id=../x"], "invalid job_id='../x'"),
+        (["batch_sizes=[16,32]"], "invalid default_batch_size=128: allowed one of batch_sizes [16, 32]"),
+        (["max_epochs=0"], "invalid max_epochs=0"),
+        (["policy=greedy"], "invalid policy='greedy': allowed one of default, zeus-nsdi23"),
+    ],
+)
+@pytest.mark.parametrize("command", ["submit", "schedule"])
+def test_run_arguments_are_checked_against_the_job_rules_before_any_network_call(
+    kfp_client: Recorder, pipeline_yaml, command: str, params: list[str], message: str
+) -> None:
+    """The job model's own rules (zeus.steps.spec_from_params, as preprocess applies them), with the
+    package's defaults filled in: refused before kfp.Client is even constructed."""
+    args = [command, "--host", HOST, "--package", str(pipeline_yaml)]
+    args += ["--cron", "0 0 2 * * *"] if command == "schedule" else []
+    for param in params:
+        args += ["--param", param]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert kfp_client.calls == []

@@ -180,3 +180,35 @@ print(json.dumps({{"files": [m.__file__ for m in mods], "missing": missing, "tra
     assert result["missing"] == []
     assert {"summary_train.csv", "summary_power_v100.csv"} <= set(result["traces"])
     assert Path(result["example"]).is_file() and result["example"].startswith(str(ctx / "examples"))
+
+
+def make_image_tags() -> dict[str, str]:
+    """What `make image` builds, {flavour: tag}, read from `make -n image` (the commands it would run)."""
+    out = subprocess.run(["make", "-n", "-s", "image"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    tags = {}
+    for line in out.splitlines():
+        m = re.search(r"docker build -f images/(Dockerfile(?:\.cuda)?) -t (\S+) \.", line)
+        if m:
+            tags["cuda" if m.group(1).endswith(".cuda") else "cpu"] = m.group(2)
+    return tags
+
+
+def test_the_compiled_default_images_are_what_make_image_builds(tmp_path: Path) -> None:
+    """The compiled pipeline names, by default, exactly the tags `make image` builds: the CPU image
+    for the store steps, the CUDA image for train (from images/Dockerfile and Dockerfile.cuda)."""
+    import yaml
+
+    from components.image import DEFAULT_IMAGE, DEFAULT_TRAIN_IMAGE, ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE
+    from pipelines.compile import compile_pipeline
+
+    tags = make_image_tags()
+    assert tags == {"cpu": DEFAULT_IMAGE, "cuda": DEFAULT_TRAIN_IMAGE}
+    version = setup_cfg()["metadata"]["version"]
+    assert tags["cpu"].endswith(f":{version}-cpu") and tags["cuda"].endswith(f":{version}-cuda")
+    path = compile_pipeline(tmp_path / "p.yaml", attempts=2, gpus=1)
+    executors = next(yaml.safe_load_all(path.read_text()))["deploymentSpec"]["executors"]
+    images = {label: e["container"]["image"] for label, e in executors.items()}
+    assert {i for label, i in images.items() if "-train" in label} == {ZEUS_KFP_TRAIN_IMAGE}
+    assert {i for label, i in images.items() if "-train" not in label} == {ZEUS_KFP_IMAGE}
+    if "ZEUS_KFP_IMAGE" not in os.environ and "ZEUS_KFP_TRAIN_IMAGE" not in os.environ:
+        assert (tags["cpu"], tags["cuda"]) == (ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -36,12 +37,23 @@ def run(*args: str):
 def test_jobs_lists_and_filters(store_dir) -> None:
     result = run("jobs", "--store", str(store_dir))
     assert result.exit_code == 0, result.output
-    assert re.search(r"mnist-nightly\s+│ alice\s+│ running", result.output)
-    assert re.search(r"resnet-weekly\s+│ bob\s+│ completed", result.output)
+    assert re.search(r"^mnist-nightly\s+running\s+128\s+accuracy >= 0.9\s+32,64,128,256\s+alice", result.output, re.M)
+    assert re.search(r"^resnet-weekly\s+completed\s+128\s+accuracy >= 0.9\s+32,64,128,256\s+bob", result.output, re.M)
     completed = run("jobs", "--store", str(store_dir), "--phase", "completed")
     assert "resnet-weekly" in completed.output and "mnist-nightly" not in completed.output
     mine = run("jobs", "--store", str(store_dir), "--owner", "alice")
     assert "mnist-nightly" in mine.output and "resnet-weekly" not in mine.output
+
+
+def test_jobs_json_is_the_store_listing(store_dir) -> None:
+    result = run("jobs", "--store", str(store_dir), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    listed = {job["job_id"]: (job["owner"], job["phase"], job["batch_sizes"]) for job in data["jobs"]}
+    assert listed == {
+        "mnist-nightly": ("alice", "running", [32, 64, 128, 256]),
+        "resnet-weekly": ("bob", "completed", [32, 64, 128, 256]),
+    }
 
 
 def test_jobs_rejects_an_unknown_phase_naming_the_allowed_ones(store_dir) -> None:
@@ -60,12 +72,14 @@ def test_show_prints_trials_savings_profile_state_and_writes_plots(store_dir, tm
     result = run("show", "mnist-nightly", "--store", str(store_dir), "--plots", str(plots))
     assert result.exit_code == 0, result.output
     out = result.output
-    assert re.search(r"│\s+2 │ run-2\s+│\s+2 │\s+3 │\s+256 │\s+200 │ reached", out)  # a trial row
-    assert re.search(r"│\s+2 │ run-2\s+│\s+2 │ True\s+│ 64 -> 256\s+│\s+17,000 │\s+90 │ 22,000 │", out)
+    # Trial 3: 12 kJ in 60 s at eta 0.5 and 300 W: 0.5 * 12000 + 0.5 * 300 * 60 = 15,000 J.
+    assert re.search(r"^\s+2\s+2\s+256\s+200 W\s+15 k\s+reached\s+12 kJ\s+1 min\s+0\.91\s+3\s+3\s+run-2", out, re.M)
+    # Recurrence 2: 64 (5 kJ, 30 s, 7,000 J) then 256 (12 kJ, 60 s, 15,000 J).
+    assert re.search(r"^\s+2\s+yes\s+64 -> 256\s+22 k\s+17 kJ\s+1\.5 min\s+run-2", out, re.M)
     assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in out
-    assert "power profile" in out and "bandit state (latest snapshot)" in out
-    assert re.search(r"│\s+256 │ exploitation\s+│\s+2 │\s+20,000 │", out)
-    assert "simulated GPU" in out
+    assert "power profile" in out and "where the bandit stands (latest snapshot)" in out
+    assert re.search(r"^\s+256\s+exploitation\s+2\s+20 k\s+no", out, re.M)
+    assert "figures: simulated GPU" in out
     written = sorted(p.name for p in plots.iterdir())
     assert written == ["batch_size_per_trial.png", "cost_per_recurrence.png", "posterior.png", "power_profile.png"]
     for path in plots.iterdir():
@@ -118,6 +132,6 @@ def test_show_keeps_long_histories_readable(store_dir) -> None:
     assert result.exit_code == 0, result.output
     assert "trials (last 2 of 5; --last to see more)" in result.output
     assert "recurrences (last 2 of 3; --last to see more)" in result.output
-    assert "│ run-1 " not in result.output.split("recurrences (last")[1].split("default config")[0]
+    assert not re.search(r"\brun-1\b", result.output.split("recurrences (last")[1].split("default config")[0])
     # The saving still uses the whole history (the baseline comes from recurrence 1).
     assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in result.output

@@ -32,7 +32,7 @@ def invoke(*args: str):
 
 def test_submit_and_schedule_on_the_wire(kfp_api: KfpApiServer, pipeline_yaml) -> None:
     invoke("submit", "--host", kfp_api.url, "--package", str(pipeline_yaml), "--experiment", "nightly",
-           "--param", "max_epochs=4", "--param", "batch_sizes=[32,64]")  # fmt: skip
+           "--param", "max_epochs=4", "--param", "batch_sizes=[32,64]", "--param", "default_batch_size=64")  # fmt: skip
     invoke("schedule", "--host", kfp_api.url, "--package", str(pipeline_yaml), "--experiment", "nightly",
            "--cron", "0 0 2 * * *", "--max-concurrency", "2", "--no-catchup", "--name", "mnist-nightly")  # fmt: skip
     state = kfp_api.state
@@ -42,7 +42,11 @@ def test_submit_and_schedule_on_the_wire(kfp_api: KfpApiServer, pipeline_yaml) -
     assert [r.body["display_name"] for r in state.posts("/experiments")] == ["nightly"]
     (run,) = state.posts("/runs")
     assert run.body["experiment_id"] == "exp-1"
-    assert run.body["runtime_config"]["parameters"] == {"max_epochs": 4, "batch_sizes": [32, 64]}
+    assert run.body["runtime_config"]["parameters"] == {
+        "max_epochs": 4,
+        "batch_sizes": [32, 64],
+        "default_batch_size": 64,
+    }
     assert run.body["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "zeus-recurrence"
     assert "zeus-minio" in json.dumps(run.body["pipeline_spec"]["platform_spec"])  # the Secret's name, by reference
     (recurring,) = state.posts("/recurringruns")
@@ -81,3 +85,25 @@ def test_an_unreachable_host_exits_1_saying_what_to_check(kfp_api: KfpApiServer,
     assert result.exit_code == 1, result.output
     assert f"error: the KFP API at {url} failed" in result.output and "Check --host" in result.output
     assert TOKEN not in result.output
+
+
+def test_invalid_run_arguments_send_nothing(kfp_api: KfpApiServer, pipeline_yaml) -> None:
+    """job_id=../x would fail in the preprocess pod; it fails here, and the API server sees nothing."""
+    for command in (["submit"], ["schedule", "--cron", "0 0 2 * * *"]):
+        args = [*command, "--host", kfp_api.url, "--package", str(pipeline_yaml), "--param", "job_id=../x"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2 and "invalid job_id='../x'" in result.output
+    assert kfp_api.state.requests == []
+
+
+def test_the_real_kfp_client_adds_no_future_warning_to_the_output(kfp_api: KfpApiServer, pipeline_yaml) -> None:
+    """kfp.Client warns on every construction that it needs KFP >= 2.0.0-beta.2; we filter it where we
+    construct it (pipelines.client.connect), so upload/submit/schedule print only their own lines."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = invoke("upload", "--host", kfp_api.url, "--package", str(pipeline_yaml))
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []
+    assert "FutureWarning" not in result.output
+    assert [r for r in kfp_api.state.requests if r.path.endswith("/pipelines/upload")]  # the client did talk

@@ -5,7 +5,15 @@ This is the top layer (with notebooks/): it may import pipelines/, which imports
 nothing else under zeus/ does.
 """
 
-from zeus.cli import cluster_cmd, jobs_cmd, pipeline_cmd, simulate_cmd  # noqa: F401  (register commands)
+from zeus.cli import (  # noqa: F401  (register commands)
+    cluster_cmd,
+    compile_cmd,
+    doctor_cmd,
+    jobs_cmd,
+    run_cmd,
+    simulate_cmd,
+    tensorboard_cmd,
+)
 from zeus.cli.app import app
 
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from zeus.cli.app import app
-from zeus.job import JobSpecError
+from zeus.cli.errors import one_line
 
 Host = Annotated[str | None, typer.Option("--host", help="KFP API URL (default: env KFP_HOST).")]
 Namespace = Annotated[str | None, typer.Option(help="Kubeflow namespace / profile (default: env KFP_NAMESPACE).")]
@@ -27,6 +27,9 @@ Package = Annotated[
 ]
 Attempts = Annotated[int | None, typer.Option(help="Compile: guarded attempts per recurrence.")]
 Gpus = Annotated[int | None, typer.Option(help="Compile: GPUs for the train step (0 = CPU).")]
+KfpBackend = Annotated[
+    str | None, typer.Option(help="Compile: the cluster's KFP backend, 2.5, 2.15 or 2.17 (default 2.17).")
+]
 MinioSecret = Annotated[str | None, typer.Option(help="Compile: Kubernetes Secret with the MinIO credentials.")]
 Image = Annotated[str | None, typer.Option(help="Compile: the component image.")]
 Params = Annotated[
@@ -44,37 +47,58 @@ def _cluster(
     package: Path | None,
     compile_options: dict[str, Any],
 ) -> Iterator[tuple[Any, Path, Any]]:
-    """Connect and get the package. Our input errors exit 2 naming the field; an API or network
-    failure exits 1 saying what to check (never echoing the token)."""
+    """Get the package and a `connect()` that makes the kfp.Client: a command checks what it can
+    (the run's arguments) before it connects, so bad input never reaches the network. Our input
+    errors reach the app's error handler (exit 2, naming the field); an API or network failure
+    exits 1 here saying what to check (never echoing the token)."""
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     from pipelines import client as kfp_client
 
-    conn = None
+    conn = kfp_client.Connection.from_env(host, namespace, token_env)
     try:
-        conn = kfp_client.Connection.from_env(host, namespace, token_env)
         with kfp_client.pipeline_package(package, **compile_options) as path:
-            yield kfp_client.connect(conn), path, conn
-    except (kfp_client.ClusterInputError, JobSpecError, ValueError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
+            yield (lambda: kfp_client.connect(conn)), path, conn
     except (ApiException, HTTPError, OSError) as err:
         status = getattr(err, "status", None)
         reason = getattr(err, "reason", None) or type(err).__name__
         typer.echo(
-            f"error: the KFP API at {conn.host if conn else host} failed"
-            + (f" with HTTP {status} {reason}" if status else f": {reason}")
+            f"error: the KFP API at {conn.host} failed"
+            + (f" with HTTP {status} {reason}" if status else f": {one_line(str(reason))}")
             + f". Check --host, --namespace and that ${token_env} holds a valid token.",
             err=True,
         )
         raise typer.Exit(1) from None
 
 
+def _compile_options(
+    attempts: int | None,
+    gpus: int | None,
+    kfp_backend: str | None,
+    minio_secret: str | None,
+    image: str | None,
+    namespace: str | None,
+) -> dict[str, Any]:
+    """What to compile with when no --package is given (the namespace picks the default store)."""
+    return {
+        "attempts": attempts,
+        "gpus": gpus,
+        "kfp_backend": kfp_backend,
+        "minio_secret": minio_secret,
+        "image": image,
+        "namespace": namespace,
+    }
+
+
 def _arguments(pairs: list[str] | None, path: Path) -> dict[str, Any]:
     from pipelines.client import parse_arguments, pipeline_parameters
+    from zeus.train.collectors import PARAM, CollectorSpec
 
-    return parse_arguments(pairs or [], pipeline_parameters(path))
+    arguments = parse_arguments(pairs or [], pipeline_parameters(path))
+    if arguments.get(PARAM):  # checked at the edge (@file.yaml allowed), sent as canonical JSON
+        arguments[PARAM] = CollectorSpec.from_arg(str(arguments[PARAM])).to_json()
+    return arguments
 
 
 @app.command()
@@ -85,6 +109,7 @@ def upload(
     package: Package = None,
     attempts: Attempts = None,
     gpus: Gpus = None,
+    kfp_backend: KfpBackend = None,
     minio_secret: MinioSecret = None,
     image: Image = None,
     namespace: Namespace = None,
@@ -93,9 +118,9 @@ def upload(
     """Upload the pipeline to KFP (a new version if a pipeline with that name exists)."""
     from pipelines.client import upload as do_upload
 
-    options = {"attempts": attempts, "gpus": gpus, "minio_secret": minio_secret, "image": image}
-    with _cluster(host, namespace, token_env, package, options) as (client, path, conn):
-        result = do_upload(client, path, name, description)
+    options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
+    with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
+        result = do_upload(connect(), path, name, description)
     details = " ".join(f"{k}={v}" for k, v in result.items())
     typer.echo(f"uploaded pipeline {name!r}: {details}")
     typer.echo(f"{conn.host.rstrip('/')}/#/pipelines/details/{result['pipeline_id']}")
@@ -110,6 +135,7 @@ def submit(
     package: Package = None,
     attempts: Attempts = None,
     gpus: Gpus = None,
+    kfp_backend: KfpBackend = None,
     minio_secret: MinioSecret = None,
     image: Image = None,
     pipeline_root: Annotated[str | None, typer.Option(help="Where KFP keeps artifacts, e.g. s3://bucket/root.")] = None,
@@ -119,13 +145,16 @@ def submit(
 ) -> None:
     """Start one recurrence of the job on the cluster now."""
     from pipelines.client import submit as do_submit
+    from pipelines.client import validate_run_arguments
 
-    options = {"attempts": attempts, "gpus": gpus, "minio_secret": minio_secret, "image": image}
-    with _cluster(host, namespace, token_env, package, options) as (client, path, conn):
+    options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
+    with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
+        arguments = _arguments(param, path)
+        validate_run_arguments(path, arguments)  # before connecting: bad input never reaches the network
         run_id = do_submit(
-            client,
+            connect(),
             path,
-            _arguments(param, path),
+            arguments,
             experiment=experiment,
             run_name=run_name,
             namespace=conn.namespace,
@@ -150,6 +179,7 @@ def schedule(
     version_id: Annotated[str | None, typer.Option(help="...and this version of it.")] = None,
     attempts: Attempts = None,
     gpus: Gpus = None,
+    kfp_backend: KfpBackend = None,
     minio_secret: MinioSecret = None,
     image: Image = None,
     service_account: ServiceAccount = None,
@@ -157,21 +187,19 @@ def schedule(
     token_env: TokenEnv = "KFP_TOKEN",
 ) -> None:
     """Run the job on a schedule: one recurrence per cron tick (kfp recurring run)."""
-    from pipelines.client import ClusterInputError, validate_cron, validate_max_concurrency
     from pipelines.client import schedule as do_schedule
+    from pipelines.client import validate_cron, validate_max_concurrency, validate_run_arguments
 
-    try:  # check the cheap things before compiling anything
-        validate_cron(cron)
-        validate_max_concurrency(max_concurrency)
-    except ClusterInputError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
-    options = {"attempts": attempts, "gpus": gpus, "minio_secret": minio_secret, "image": image}
-    with _cluster(host, namespace, token_env, package, options) as (client, path, conn):
+    validate_cron(cron)  # the cheap checks before compiling anything
+    validate_max_concurrency(max_concurrency)
+    options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
+    with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
+        arguments = _arguments(param, path)
+        validate_run_arguments(path, arguments)  # before connecting: bad input never reaches the network
         recurring_id = do_schedule(
-            client,
+            connect(),
             path,
-            _arguments(param, path),
+            arguments,
             cron=cron,
             max_concurrency=max_concurrency,
             no_catchup=no_catchup,

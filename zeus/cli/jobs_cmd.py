@@ -1,22 +1,25 @@
-"""`zeus-kfp jobs` and `zeus-kfp show`: what the store holds, for people.
+"""`zeus-kfp jobs` and `zeus-kfp show`: what the store holds, for people (and with --json, for machines).
 
 Read-only views over zeus.store; the numbers (per-recurrence totals, the default
 configuration's cost, the saving) come from zeus.report so the terminal, the KFP UI report
-and the notebook always agree.
+and the notebook always agree. Tables fit the terminal (zeus.cli.tables); --wide shows every
+column, --json prints the same data as one JSON document.
 """
 
 from __future__ import annotations
 
-import math
+import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from zeus.cli.app import app
+from zeus.cli.tables import Column, console, print_table
+from zeus.cli.trial_view import missing, print_bandit_state, print_trials
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 StoreOpt = Annotated[
     str | None,
@@ -24,67 +27,51 @@ StoreOpt = Annotated[
         "--store", help="Store URI: a directory, file:///path or s3://bucket/prefix (default: $ZEUS_KFP_STORE)."
     ),
 ]
-JOB_COLUMNS = [
-    "job_id",
-    "owner",
-    "phase",
-    "created_at",
-    "batch_sizes",
-    "default_batch_size",
-    "target_metric",
-    "eta_knob",
-]
-TRIAL_COLUMNS = [
-    "recurrence", "recurrence_id", "attempt", "trial", "batch_size", "power_limit_w", "status",
-    "num_epochs", "metric", "time_s", "energy_j", "cost", "reason",
+WideOpt = Annotated[bool, typer.Option("--wide", help="Every column at full width, however wide the lines get.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the data as one JSON document instead of tables.")]
+
+# The trial columns `show` prints, most important first (keys of zeus.cli.trial_view.trial_fields()).
+SHOW_TRIAL_FIELDS = [
+    "recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status",
+    "energy_j", "time_s", "metric", "num_epochs", "trial", "recurrence_id",
 ]  # fmt: skip
-PROFILE_COLUMNS = ["trial", "batch_size", "phase", "power_limit_w", "average_power_w", "throughput"]
-STATE_COLUMNS = ["batch_size", "stage", "num_observations", "posterior_mean", "posterior_precision", "pruned"]
 
 
-def _format(value: Any) -> str:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return ""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+def _cell(value: Any) -> str:
+    import pandas as pd
+
+    if missing(value):
+        return "-"
     if isinstance(value, pd.Timestamp):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+        return value.strftime("%Y-%m-%d %H:%M")
     if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
+        return ",".join(str(int(v)) for v in value)
+    if isinstance(value, (bool,)):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
     return str(value)
 
 
-def frame_table(frame: pd.DataFrame, columns: list[str], title: str) -> Table:
-    """A rich Table of the `columns` of `frame` that exist, numbers right-aligned."""
-    cols = [c for c in columns if c in frame.columns]
-    table = Table(title=title, title_justify="left")
-    for col in cols:
-        numeric = pd.api.types.is_numeric_dtype(frame[col]) and not pd.api.types.is_bool_dtype(frame[col])
-        table.add_column(col, justify="right" if numeric else "left")
-    for row in frame[cols].itertuples(index=False):
-        table.add_row(*(_format(v) for v in row))
-    return table
+def _json_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts: timestamps as ISO 8601, NaN/NA as null (pandas' own JSON writer)."""
+    return json.loads(frame.to_json(orient="records", date_format="iso")) if not frame.empty else []
 
 
-# What a bad --store, --phase or job id raises: the store's errors name the field and what is allowed.
-USER_ERRORS = (ValueError, LookupError)
+def _target(row: Any) -> str:
+    return f"{row['metric_name']} {'>=' if row['higher_is_better'] else '<='} {row['target_metric']:g}"
 
 
-def _fail(err: Exception, hint: str = "") -> typer.Exit:
-    typer.echo(f"error: {err}{hint}", err=True)
-    return typer.Exit(2)
-
-
-def _open(store: str | None) -> Any:
-    """The store, or a clean exit naming the bad --store value."""
-    from zeus.store import StoreError, open_store
-
-    try:
-        return open_store(store)
-    except (StoreError, *USER_ERRORS) as err:
-        raise _fail(err) from None
+JOB_COLUMNS = [
+    Column("job", keep=True, justify="left"),
+    Column("phase", keep=True, justify="left"),
+    Column("default batch size", keep=True),
+    Column("target", justify="left"),
+    Column("batch sizes", justify="left"),
+    Column("owner", justify="left"),
+    Column("created", justify="left"),
+    Column("eta"),
+]
 
 
 @app.command()
@@ -92,24 +79,69 @@ def jobs(
     phase: Annotated[str | None, typer.Option(help="Only jobs in this phase: running or completed.")] = None,
     owner: Annotated[str | None, typer.Option(help="Only this owner's jobs.")] = None,
     store: StoreOpt = None,
+    wide: WideOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """List the jobs in the store."""
-    from zeus.store import StoreError
+    """List the jobs in the store. phase: running while a recurrence is in flight, completed when
+    none is (also after one was interrupted)."""
+    from zeus.cli.stores import open_for_reading
 
-    opened = _open(store)
-    try:
-        frame = opened.list_jobs(phase=phase, owner=owner)
-    except (StoreError, *USER_ERRORS) as err:
-        raise _fail(err) from None
-    console = Console()
-    if frame.empty:
-        console.print(f"no jobs in {opened.uri}" + (f" with phase={phase}" if phase else ""))
+    opened = open_for_reading(store)
+    frame = opened.list_jobs(phase=phase, owner=owner)
+    if as_json:
+        typer.echo(json.dumps({"store": opened.uri, "jobs": _json_records(frame)}, indent=2))
         return
-    console.print(frame_table(frame, JOB_COLUMNS, f"jobs in {opened.uri}"))
+    out = console(wide=wide)
+    if frame.empty:
+        out.print(f"no jobs in {opened.uri}" + (f" with phase={phase}" if phase else ""), soft_wrap=True)
+        return
+    rows = [
+        [r["job_id"], r["phase"], str(r["default_batch_size"]), _target(r), _cell(r["batch_sizes"]),
+         r["owner"] or "-", _cell(r["created_at"]), f"{r['eta_knob']:g}"]
+        for r in frame.to_dict("records")
+    ]  # fmt: skip
+    print_table(out, f"jobs in {opened.uri}", JOB_COLUMNS, rows, wide=wide)
 
 
 def _title(what: str, total: int, last: int) -> str:
     return what if total <= last else f"{what} (last {last} of {total}; --last to see more)"
+
+
+RECURRENCE_COLUMNS = [
+    Column("recurrence", keep=True),
+    Column("reached", keep=True, justify="left"),
+    Column("batch sizes", keep=True, justify="left"),
+    Column("cost (J)", keep=True),
+    Column("energy"),
+    Column("time"),
+    Column("recurrence id", justify="left"),
+]
+PROFILE_COLUMNS = [
+    Column("batch size", keep=True),
+    Column("phase", keep=True, justify="left"),
+    Column("power limit", keep=True),
+    Column("average power", keep=True),
+    Column("throughput (/s)"),
+    Column("trial"),
+]
+
+
+def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFrame, state: pd.DataFrame) -> str:
+    from zeus.report import default_config_cost, per_recurrence
+    from zeus.report.units import COST_UNIT
+
+    baseline = default_config_cost(trials, profiles, spec) if not trials.empty else None
+    data = {
+        "store": opened.uri,
+        "job": spec.to_dict(),
+        "trials": _json_records(trials),
+        "recurrences": _json_records(per_recurrence(trials)) if not trials.empty else [],
+        "default_config_cost": None if baseline is None else {"cost": baseline.cost, "how": baseline.how},
+        "cost_unit": COST_UNIT,
+        "profiles": _json_records(profiles),
+        "bandit_state": _json_records(state),
+    }
+    return json.dumps(data, indent=2)
 
 
 @app.command()
@@ -118,44 +150,61 @@ def show(
     store: StoreOpt = None,
     plots: Annotated[Path | None, typer.Option(help="Write the job's figures as PNG into this directory.")] = None,
     last: Annotated[int, typer.Option(min=1, help="Show the last N trials and recurrences.")] = 50,
+    wide: WideOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """One job: its spec, trials, per-recurrence cost against the default config, power profile
     and bandit state; --plots writes the figures. Long histories show their last --last rows
-    (the totals and the plots always use all of them)."""
+    (the totals and the plots always use all of them). Costs are in joules (README: glossary)."""
+    from zeus.cli.stores import open_for_reading
     from zeus.report import default_config_cost, per_recurrence, write_plots
-    from zeus.report.frames import is_simulated
-    from zeus.store import StoreError
+    from zeus.report.units import COST_UNIT, duration, si
+    from zeus.store import UnknownJobError
 
-    opened = _open(store)
+    opened = open_for_reading(store)
     try:
         spec = opened.get_job(job)
-        trials, profiles, state = opened.trials(job), opened.profiles(job), opened.bandit_state(job)
-    except (StoreError, *USER_ERRORS) as err:
-        raise _fail(err, f" (`zeus-kfp jobs --store {opened.uri}` lists the jobs)") from None
-    console = Console()
-    console.print(f"[bold]{spec.job_id}[/bold] in {opened.uri}")
-    console.print(", ".join(f"{k}={_format(v)}" for k, v in spec.to_dict().items() if k != "job_id"))
+    except UnknownJobError as err:
+        raise UnknownJobError(f"{err} (`zeus-kfp jobs --store {opened.uri}` lists the jobs)") from None
+    trials, profiles, state = opened.trials(job), opened.profiles(job), opened.bandit_state(job)
+    if as_json:
+        typer.echo(_show_json(opened, spec, trials, profiles, state))
+        return
+    out = console(wide=wide)
+    out.print(f"[bold]{spec.job_id}[/bold] in {opened.uri}", soft_wrap=True)
+    out.print(", ".join(f"{k}={_cell(v)}" for k, v in spec.to_dict().items() if k != "job_id"), markup=False)
     if trials.empty:
-        console.print("no trials yet")
+        out.print("no trials yet")
     else:
-        console.print(frame_table(trials.tail(last), TRIAL_COLUMNS, _title("trials", len(trials), last)))
-        rec = per_recurrence(trials)
-        console.print(frame_table(rec.tail(last), list(rec.columns), _title("recurrences", len(rec), last)))
+        records = trials.tail(last).to_dict("records")
+        print_trials(out, _title("trials", len(trials), last), records, SHOW_TRIAL_FIELDS, wide=wide)
+        rec = per_recurrence(trials).tail(last)
+        rows = [
+            [str(r["recurrence"]), "yes" if r["reached"] else "no", r["batch_sizes"], si(r["cost"], ""),
+             si(r["energy_j"], "J"), duration(r["time_s"]), r["recurrence_id"]]
+            for r in rec.to_dict("records")
+        ]  # fmt: skip
+        print_table(out, _title("recurrences", len(per_recurrence(trials)), last), RECURRENCE_COLUMNS, rows, wide=wide)
         baseline = default_config_cost(trials, profiles, spec)
         if baseline.cost is None:
-            console.print(f"default config cost: unknown ({baseline.how})")
+            out.print(f"default config cost: unknown ({baseline.how})", markup=False, soft_wrap=True)
         elif not rec.empty:
             saving = 1.0 - rec["cost"].iloc[-1] / baseline.cost
-            console.print(
-                f"default config cost ~ {baseline.cost:,.1f} ({baseline.how}); latest recurrence saved {saving:.1%}"
+            out.print(
+                f"default config cost ~ {si(baseline.cost, COST_UNIT)} ({baseline.how}); "
+                f"latest recurrence saved {saving:.1%}",
+                markup=False,
             )
     if not profiles.empty:
         latest = profiles[profiles["trial"] == profiles.groupby("batch_size")["trial"].transform("max")]
-        console.print(frame_table(latest, PROFILE_COLUMNS, "power profile (latest per batch size)"))
+        rows = [
+            [str(r["batch_size"]), r["phase"], f"{r['power_limit_w']:.0f} W", f"{r['average_power_w']:.1f} W",
+             f"{r['throughput']:.4g}", str(r["trial"])]
+            for r in latest.to_dict("records")
+        ]  # fmt: skip
+        print_table(out, "power profile (latest per batch size)", PROFILE_COLUMNS, rows, wide=wide)
     if not state.empty:
-        console.print(frame_table(state, STATE_COLUMNS, "bandit state (latest snapshot)"))
-    if is_simulated(trials, profiles):
-        console.print("[yellow]note: measurements come from a simulated GPU[/yellow]")
+        print_bandit_state(out, state, wide=wide)
     if plots is not None:
         for path in write_plots(trials, profiles, state, spec, plots):
-            console.print(f"wrote {path}")
+            out.print(f"wrote {path}", soft_wrap=True)

@@ -10,18 +10,50 @@ import typer
 from zeus.cli.app import app
 
 
-def _table(results, num_recurrences: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _table(out, results, num_recurrences: int, wide: bool) -> None:
+    from zeus.cli.tables import Column, print_table
+    from zeus.report.units import COST_UNIT, duration, si
 
-    table = Table(title=f"{results[0].policy}: cumulative figures over {num_recurrences} recurrences")
-    for col in ("seed", "who", "cost", "energy (J)", "time (s)", "cost / oracle"):
-        table.add_column(col, justify="right")
-    for r in results:
-        for who, fig in (("policy", r.totals), ("default", r.default), ("oracle", r.oracle)):
-            ratio = f"{fig.cost / r.oracle.cost:.4f}"
-            table.add_row(str(r.seed), who, f"{fig.cost:.4g}", f"{fig.energy_j:.4g}", f"{fig.time_s:.4g}", ratio)
-    Console().print(table)
+    columns = [
+        Column("seed", keep=True),
+        Column("who", keep=True, justify="left"),
+        Column(f"cost ({COST_UNIT})", keep=True),
+        Column("cost / oracle", keep=True),
+        Column("energy"),
+        Column("time"),
+    ]
+    rows = [
+        [str(r.seed), who, si(fig.cost, ""), f"{fig.cost / r.oracle.cost:.4f}", si(fig.energy_j, "J"),
+         duration(fig.time_s)]
+        for r in results
+        for who, fig in (("policy", r.totals), ("default", r.default), ("oracle", r.oracle))
+    ]  # fmt: skip
+    title = f"{results[0].policy}: cumulative figures over {num_recurrences} recurrences"
+    print_table(out, title, columns, rows, wide=wide)
+
+
+def _trials_table(out, result, wide: bool) -> None:
+    """Every trial of one simulation, as `zeus-kfp run` prints a trace-backed job's trials."""
+    from dataclasses import asdict
+
+    from zeus.cli.trial_view import print_trials
+
+    fields = ["recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status", "time_s"]
+    print_trials(out, f"seed {result.seed}: every trial", [asdict(t) for t in result.trials], fields, wide=wide)
+
+
+def _check_json_target(path: Path | None) -> None:
+    """Refuse, before simulating anything, a --json file whose directory is missing or is a file."""
+    from zeus.errors import FieldError
+
+    if path is None:
+        return
+    folder = path.parent
+    if not folder.is_dir():
+        why = "is not a directory" if folder.exists() else "does not exist"
+        raise FieldError("json", str(path), f"a file in an existing directory ({folder} {why})")
+    if path.is_dir():
+        raise FieldError("json", str(path), "a file path (that is a directory)")
 
 
 SIMULATE_HELP = (
@@ -46,8 +78,11 @@ def simulate(
         typer.Option(help="Train trace CSV (summary_train.csv columns). Default: the shipped NSDI'23 trace."),
     ] = None,
     power_trace: Annotated[
-        Path | None,
-        typer.Option(help="Power trace CSV of one GPU (summary_power_<gpu>.csv columns). Default: the shipped V100."),
+        str | None,
+        typer.Option(
+            help="Power trace of one GPU: v100 or a40 (shipped), or a CSV with summary_power_<gpu>.csv's columns. "
+            "Default: v100."
+        ),
     ] = None,
     seeds: Annotated[
         list[int] | None,
@@ -60,20 +95,32 @@ def simulate(
         int | None,
         typer.Option(help="Recurrences per simulation. Default: 2 x |batch sizes| x |power limits| (Zeus's choice)."),
     ] = None,
+    attempts: Annotated[
+        int | None,
+        typer.Option(help="Tries per recurrence. Default: Zeus's 20. `zeus-kfp run` runs 5: pass 5 to replay it."),
+    ] = None,
+    in_flight: Annotated[
+        int, typer.Option(help="Recurrences in flight at once (overlapping recurrences; 1 = one after another).")
+    ] = 1,
     eta: Annotated[float, typer.Option(help="eta knob of the cost: 1 = energy only, 0 = time only.")] = 0.5,
     beta: Annotated[
         float, typer.Option(help="Early-stop knob: stop a trial past beta x the best recurrence cost.")
     ] = 2.0,
+    trials: Annotated[
+        bool, typer.Option("--trials", help="Also print every trial (as `zeus-kfp run` prints a trace job's).")
+    ] = False,
     json_out: Annotated[
         Path | None,
         typer.Option("--json", help="Write the figures and one row per recurrence to this JSON file."),
     ] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="Tables with every column, however wide.")] = False,
 ) -> None:
     """Simulate a recurring job on a trace and compare the policy with the default config and the oracle.
 
     See SIMULATE_HELP for what it prints.
     """
-    from zeus.job import JobSpecError
+    from zeus.cli.tables import console
+    from zeus.errors import FieldError
     from zeus.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
     from zeus.simulate.trace import shipped_trace
 
@@ -81,19 +128,22 @@ def simulate(
     extra = [a for a in ctx.args]
     bad = [a for a in extra if not a.lstrip("-").isdigit()]
     if bad or (extra and seeds is None):
-        typer.echo(f"error: invalid seeds={extra!r}: allowed integers after --seeds, e.g. --seeds 1 2 3", err=True)
-        raise typer.Exit(code=2)
+        raise FieldError("seeds", extra, "integers after --seeds, e.g. --seeds 1 2 3")
+    _check_json_target(json_out)
     seed_list = [*(seeds or [1]), *(int(a) for a in extra)]
     train = train_trace or shipped_trace("train")
-    power = power_trace or shipped_trace("v100")
+    power = power_trace or "v100"
     try:
-        sim = build_simulator(workload, train_trace=train, power_trace=power, eta=eta, beta=beta)
-        results = simulate_seeds(sim, policy, seed_list, recurrences)
-    except (JobSpecError, ValueError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    _table(results, results[0].num_recurrences)
+        sim = build_simulator(workload, train_trace=train, power_trace=power, eta=eta, beta=beta, max_attempts=attempts)
+    except FileNotFoundError as exc:  # a trace path the user gave: bad input, not a broken environment
+        raise ValueError(f"{exc} (allowed: an existing CSV file; for --power-trace also v100 or a40)") from None
+    results = simulate_seeds(sim, policy, seed_list, recurrences, in_flight)
+    out = console(wide=wide)
+    _table(out, results, results[0].num_recurrences, wide)
+    if trials:
+        for result in results:
+            _trials_table(out, result, wide)
     if json_out is not None:
         data = results_to_json(results, workload=workload, train_trace=str(train), power_trace=str(power))
         write_json(data, json_out)
-        typer.echo(f"wrote {json_out}")
+        out.print(f"wrote {json_out}", markup=False, soft_wrap=True)

@@ -21,6 +21,7 @@ from zeus.errors import FieldError
 log = logging.getLogger(__name__)
 
 GPU_KINDS = ("auto", "nvml", "zeusd", "simulated")
+MEASURE_ONLY_NOTE = "measure-only: power limits could not be set"  # in a trial's reason
 
 
 class GPUError(RuntimeError):

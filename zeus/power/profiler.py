@@ -184,8 +184,12 @@ class PowerLimitProfiler:
         params: ProfileParams | None = None,
         monitor: EnergyMonitor | None = None,
         reuse: pd.DataFrame | None = None,
+        agree: Callable[[float], float] | None = None,
     ) -> None:
         self.gpu = gpu
+        # How a chosen limit becomes the one every process trains at: as is here; rank 0's, broadcast, in a
+        # distributed trial (zeus.train.distributed), so no rank can pick another.
+        self.agree = agree or (lambda watts: watts)
         self.monitor = monitor or EnergyMonitor(gpu)
         self.cost_rate = cost_rate
         self.params = params or ProfileParams()
@@ -223,7 +227,7 @@ class PowerLimitProfiler:
         if reuse is not None and not reuse.empty:
             if train_rows(reuse).any():
                 self.rows = profile_frame(reuse.to_dict("records")).to_dict("records")
-                self.chosen_limit = choose_limit(reuse, cost_rate)
+                self.chosen_limit = self.agree(choose_limit(reuse, cost_rate))
                 self._eval_done = bool((reuse["phase"] == "eval").any())
                 self.state = ProfilerState.DONE
                 self.reused = True
@@ -276,14 +280,17 @@ class PowerLimitProfiler:
         self.state, self._count, self._samples = ProfilerState.PROFILING, 0, 0
         self._required_s, self._remeasures = self.min_window_s, 0
 
-    def on_step_end(self, samples: int) -> None:
-        self._epoch_step += 1
+    def on_step_end(self, samples: int, steps: int = 1) -> None:
+        """`steps` steps over `samples` samples in all have run since on_step_begin. More than one: a
+        driver outside the process that sees progress in bursts (zeus.train.progress), so windows
+        open and close only where it saw progress."""
+        self._epoch_step += steps
         if self.state is ProfilerState.WARMUP:
-            self._count += 1
+            self._count += steps
             if self._count >= self.params.warmup_iters:
                 self._enter_profiling()
         elif self.state is ProfilerState.PROFILING:
-            self._count += 1
+            self._count += steps
             self._samples += samples
             if self._count >= self.params.profile_iters and self.monitor.elapsed_s(self.window) >= self._required_s:
                 self._close_window()
@@ -327,10 +334,10 @@ class PowerLimitProfiler:
 
     def _finish(self) -> None:
         profile = profile_frame(self.rows)
-        if train_rows(profile).any():
-            self.chosen_limit = choose_limit(profile, self.cost_rate)
-        else:  # no evidence to throttle on: keep what was in force before the trial
-            self.chosen_limit = self.original_limits[0]
+        # Without evidence to throttle on, keep what was in force before the trial.
+        evidence = train_rows(profile).any()
+        chosen = choose_limit(profile, self.cost_rate) if evidence else self.original_limits[0]
+        self.chosen_limit = self.agree(chosen)
         self._apply(self.chosen_limit)
         self.state = ProfilerState.DONE
         if self.monitor.is_open(ALL_WINDOW):
@@ -406,6 +413,12 @@ class PowerLimitProfiler:
             return self.chosen_limit
         profile = self.profile()
         return choose_limit(profile, self.cost_rate) if train_rows(profile).any() else None
+
+    def partial_note(self) -> str:
+        """For a trial that ended before profiling finished: what its limit was chosen among ("" otherwise)."""
+        if self.done or self.best_limit() is None:
+            return ""
+        return f"ended while profiling: chose among {len(self.profile())} of {len(self.limits)} limits"
 
     def summary(self) -> dict[str, object]:
         """How profiling went, for result.json and device checks (not part of the stored profile table)."""

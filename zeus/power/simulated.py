@@ -19,9 +19,17 @@ at `overhead_w`) and compute time n / peak / throughput(p), drawn at power(p). S
 launch-bound (many steps per epoch, little compute each), large ones compute-bound: the batch-size
 trade-off the bandit learns, and a power-limit optimum that depends on the batch size.
 
-Every figure is simulated: `simulated` is True and tables built from it carry the flag. The "wall"
-clock (real elapsed time / throughput) remains for the plain-script runner, which watches another
-process whose work it cannot see; its figures depend on the machine's load and say so.
+Every figure is simulated: `simulated` is True and tables built from it carry the flag.
+
+Plain scripts (the runner watches another process and cannot see its batches). The rule: a
+plain script's work is what its collected progress says. The runner's simulated GPU starts on the
+"wall" clock (real elapsed time / throughput). When the collected metrics give a step counter,
+the runner switches it to the model clock (`use_model_clock`) and, for every step the counter
+advanced, calls `account_work(batch_size)`, exactly as ZeusDataLoader does per batch; from then
+on the plain trial's figures are as deterministic as a Zeus-aware one's, and the same power
+limit is chosen. Time before the first step (imports, data loading) is not charged, as it is
+not for a Zeus-aware script. Without a step counter (epochs only, or no counter) the wall clock
+stays: those figures depend on the machine's load, and the trial's source says "wall clock".
 """
 
 from __future__ import annotations
@@ -125,17 +133,28 @@ class SimulatedGPU:
             for i, (seconds, joules) in enumerate(steps):
                 self._energy[i] += joules + self.model.overhead_w * (dt - seconds)
 
+    def use_model_clock(self) -> None:
+        """Switch a wall-clock GPU to the model clock (see "Plain scripts" above). The clock and energy
+        so far stay; from now on only `account_work` advances them."""
+        with self._lock:
+            if self.clock_kind == "wall":
+                self._advance_wall_locked()
+            self.clock_kind = "model"
+
     def _advance_wall(self) -> None:
         if self.clock_kind != "wall":
             return
         with self._lock:
-            now = self._real()
-            dt_real = max(0.0, now - self._last_real)
-            self._last_real = now
-            dt = dt_real / min(self.model.relative_throughput(p) for p in self._limits)
-            self._virtual += dt
-            for i, p in enumerate(self._limits):
-                self._energy[i] += self.model.power_w(p) * dt
+            self._advance_wall_locked()
+
+    def _advance_wall_locked(self) -> None:
+        now = self._real()
+        dt_real = max(0.0, now - self._last_real)
+        self._last_real = now
+        dt = dt_real / min(self.model.relative_throughput(p) for p in self._limits)
+        self._virtual += dt
+        for i, p in enumerate(self._limits):
+            self._energy[i] += self.model.power_w(p) * dt
 
     def device_count(self) -> int:
         return len(self._limits)

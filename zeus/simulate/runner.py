@@ -15,6 +15,7 @@ from zeus.policy import get_policy
 from zeus.simulate.engine import SimulationResult, Simulator
 from zeus.simulate.trace import (
     POWER_COLUMNS,
+    SHIPPED_POWER_TRACES,
     TRAIN_COLUMNS,
     WorkloadTrace,
     load_workload_trace,
@@ -37,15 +38,25 @@ def build_simulator(
     power_trace: str | Path | None = None,
     eta: float = 0.5,
     beta: float | None = 2.0,
+    max_attempts: int | None = None,
 ) -> Simulator:
-    """A simulator for a named workload (see WORKLOADS) on the given traces (default: shipped train + V100)."""
+    """A simulator for a named workload (see WORKLOADS) on the given traces (default: shipped train + V100).
+
+    `power_trace` is a CSV path or the name of a shipped GPU trace (v100, a40). max_attempts: tries per
+    recurrence (None: Zeus's 20; `zeus-kfp run` compiles 5 attempts)."""
     w = get_workload(workload)
+    if power_trace is not None and str(power_trace) in SHIPPED_POWER_TRACES:
+        power_trace = shipped_trace(str(power_trace))
     train = _read(str(train_trace or shipped_trace("train")), "train")
     power = _read(str(power_trace or shipped_trace("v100")), "power")
     trace = load_workload_trace(
         train, power, dataset=w.dataset, network=w.network, optimizer=w.optimizer, target_metric=w.target_metric
     )
-    return Simulator(w.spec(trace, eta=eta, beta=beta), trace)
+    spec = w.spec(trace, eta=eta, beta=beta)
+    if max_attempts is not None:
+        spec = spec.with_changes(max_attempts=max_attempts)
+    label = Path(str(power_trace or "v100")).stem.removeprefix("summary_power_")
+    return Simulator(spec, trace, f"simulated (trace: {workload}/{label})")
 
 
 def load_shipped(workload: str, gpu: str) -> WorkloadTrace:

@@ -32,12 +32,13 @@ from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.power.profiler import choose_limit, profile_frame
 from zeus.power.reuse import StoredProfile
 from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
+from zeus.simulate.workloads import WORKLOADS, get_workload
 
 SCRIPT_BACKEND = "script"
 TRACE_PREFIX = "trace:"
 TRIAL_BACKENDS_ALLOWED = (
     f"'{SCRIPT_BACKEND}' (run the training command) or '{TRACE_PREFIX}<workload>/<gpu>' with a workload of "
-    "zeus.simulate.WORKLOADS and a gpu of " + ", ".join(SHIPPED_POWER_TRACES)
+    f"{', '.join(WORKLOADS)} and a gpu of {', '.join(SHIPPED_POWER_TRACES)}"
 )
 
 
@@ -66,8 +67,6 @@ class TraceBackend:
     @classmethod
     def parse(cls, text: str) -> TraceBackend | None:
         """None for the script backend; a TraceBackend for "trace:<workload>/<gpu>"; TrialBackendError else."""
-        from zeus.simulate.workloads import WORKLOADS
-
         if text == SCRIPT_BACKEND:
             return None
         if not isinstance(text, str) or not text.startswith(TRACE_PREFIX):
@@ -90,8 +89,6 @@ class TraceBackend:
 
     def spec(self, job_id: str, **changes: object) -> JobSpec:
         """The job Zeus simulated on this trace (its settings; shared/traces/README.md), with `changes`."""
-        from zeus.simulate.workloads import get_workload
-
         return get_workload(self.workload).spec(self.trace()).with_changes(job_id=job_id, **changes)
 
     def run(

@@ -2,6 +2,13 @@
 a few lines that call one of these, so the logic is testable without kfp and never imports it.
 """
 
+from zeus.steps.abandoned import (
+    DEFAULT_DISPATCH_TIMEOUT_S,
+    AbandonedTrial,
+    check_dispatch_timeout,
+    fail_interrupted,
+    fail_stale,
+)
 from zeus.steps.params import (
     BETA_DISABLED,
     NO_THRESHOLD,
@@ -19,17 +26,22 @@ from zeus.steps.trial import Choice, TrainOutputs, choose, feedback, train
 
 __all__ = [
     "BETA_DISABLED",
+    "DEFAULT_DISPATCH_TIMEOUT_S",
     "NO_THRESHOLD",
     "PASS_THROUGH_NOTE",
     "PROFILE_KIND",
     "PYTHON_TOKEN",
+    "AbandonedTrial",
     "Choice",
     "Prepared",
     "RecurrenceSummary",
     "StepError",
     "TrainOutputs",
     "TrialSummary",
+    "check_dispatch_timeout",
     "choose",
+    "fail_interrupted",
+    "fail_stale",
     "feedback",
     "prepare",
     "prepare_step",

@@ -12,22 +12,25 @@ def report_step(
     *, store_uri: str, job_id: str, recurrence_id: str, reached: bool, markdown_path: str, metrics: MetricsSink
 ) -> dict[str, float]:
     """Write the report for `recurrence_id` to `markdown_path` and log its numbers to `metrics`,
-    then mark the job "completed" (the prepare step of the next recurrence marks it "running").
+    append the recurrence's scalars to the job's TensorBoard log directory in the store (the report
+    links to it), then mark the job "completed" (the prepare step of the next recurrence marks it "running").
 
     `reached` is only logged: the figures come from the store, which holds every attempt.
     """
     from zeus.report import recurrence_report
+    from zeus.report.tensorboard import append_recurrence, markdown_section
     from zeus.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
         rep = recurrence_report(store_uri or None, job_id, recurrence_id, Path(plots_dir))
+    store = open_store(store_uri or None)
+    append_recurrence(store, job_id, recurrence_id)
     Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(markdown_path).write_text(rep.markdown)
+    Path(markdown_path).write_text(rep.markdown + markdown_section(store.uri, job_id))
     values = dict(rep.metrics)
     values.setdefault("reached", 1.0 if reached else 0.0)
     for name, value in values.items():
         metrics.log_metric(name, float(value))
-    store = open_store(store_uri or None)
     store.compact(job_id)  # once per recurrence, so the next bandit step reads one snapshot, not every event
     store.set_phase(job_id, "completed")
     return values

@@ -22,6 +22,7 @@ class TrialSummary:
     metric: float | None
     simulated: bool
     reason: str
+    source: str = ""  # where the figures come from (zeus.job.TrialResult.source)
 
     @property
     def reached(self) -> bool:
@@ -76,6 +77,7 @@ def summarize(trials: pd.DataFrame, job_id: str, recurrence_id: str, wall_s: flo
             metric=_opt(r.metric),
             simulated=bool(r.simulated),
             reason=str(r.reason or ""),
+            source=str(r.source or "") if hasattr(r, "source") else "",
         )
         for r in mine.itertuples(index=False)
     )

@@ -17,16 +17,26 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
 
 from zeus.job import JobSpec, TrialResult
+from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
 from zeus.power.profiler import profile_frame
 from zeus.power.reuse import StoredProfile
 from zeus.seeds import decision_seed, trial_seed
+from zeus.signals import Interrupted, interruptible, stop_children
 from zeus.simulate.trial import SCRIPT_BACKEND
+from zeus.steps.abandoned import (
+    DEFAULT_DISPATCH_TIMEOUT_S,
+    AbandonedTrial,
+    abandoned_result,
+    check_dispatch_timeout,
+    fail_stale,
+)
 from zeus.steps.params import PROFILE_KIND, PYTHON_TOKEN, threshold_from_param, threshold_to_param
 
 
@@ -46,7 +56,8 @@ class FileArtifact(Protocol):
 @dataclass(frozen=True)
 class Choice:
     """The bandit step's outputs. cost_threshold is NO_THRESHOLD (-1.0) for "no early stop"; trial_seed
-    seeds the trial's own randomness (zeus.seeds); reuse is the stored profile the trial reuses, or None."""
+    seeds the trial's own randomness (zeus.seeds); reuse is the stored profile the trial reuses, or None;
+    abandoned: the lost trials this step recorded as failed before deciding (zeus.steps.abandoned)."""
 
     batch_size: int
     cost_threshold: float
@@ -55,6 +66,7 @@ class Choice:
     reason: str
     trial_seed: int
     reuse: StoredProfile | None
+    abandoned: tuple[AbandonedTrial, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,8 +92,14 @@ def choose(
     kfp_run_id: str = "",
     reprofile: bool = False,
     reuse_profile_path: str = "",
+    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
+    now: datetime | None = None,
 ) -> Choice:
     """Ask the policy for this attempt's batch size given the job's history; record it as dispatched.
+
+    First, a trial of the job dispatched at least `dispatch_timeout_s` ago (at `now`, default the
+    clock) and never finished is recorded as failed: its process was killed or lost, and the policy
+    then forgets it as it forgets any failed trial (zeus.steps.abandoned).
 
     Also decides whether the trial reuses a stored power profile (zeus.power.reuse) and, when
     `reuse_profile_path` is given, writes that profile there as Parquet (an empty table: profile), so
@@ -91,13 +109,17 @@ def choose(
     from zeus.power.reuse import ProfileBook
     from zeus.store import open_store
 
+    timeout_s = check_dispatch_timeout(dispatch_timeout_s)
     store = open_store(store_uri or None)
     spec = store.get_job(job_id)
     recurrence = store.recurrence_number(job_id, recurrence_id)
     existing = store.get_dispatch(job_id, recurrence_id, attempt)
+    abandoned: list[AbandonedTrial] = []
     if existing is not None:  # a retried bandit step: hand out the decision already recorded
         trial, decision = existing
     else:
+        when = now or datetime.now(UTC)
+        abandoned = fail_stale(store, job_id, timeout_s=timeout_s, now=when, current=(recurrence_id, attempt))
         seed = decision_seed(spec.seed, recurrence, attempt)
         decision = get_policy(policy).decide(spec, store.history(job_id), seed)
         trial = store.dispatch_trial(job_id, recurrence_id, attempt, decision, kfp_run_id=kfp_run_id)
@@ -113,6 +135,7 @@ def choose(
         reason=decision.reason,
         trial_seed=trial_seed(spec.seed, recurrence, attempt),
         reuse=reuse,
+        abandoned=tuple(abandoned),
     )
 
 
@@ -128,10 +151,18 @@ def train(
     model: FileArtifact,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    metrics_collector: str = "",
     gpu: str = "auto",
     trial_backend: str = SCRIPT_BACKEND,
     seed: int = 0,
     reuse_profile_path: str = "",
+    launcher: str = "local",
+    num_nodes: int = 1,
+    gpus_per_node: int = 1,
+    runtime: str = DEFAULT_RUNTIME,
+    store_uri: str = "",
+    recurrence_id: str = "",
+    attempt: int = 1,
 ) -> TrainOutputs:
     """Run one trial and write its profile, metrics and model.
 
@@ -140,42 +171,57 @@ def train(
     gets ZEUS_SEED=`seed`, see zeus.train.env); "trace:<workload>/<gpu>" replays the trial from the
     NSDI'23 traces with `seed` (zeus.simulate.trial), the same code the simulator runs.
     `reuse_profile_path` holds the stored profile to train at (the bandit step's choice), or an
-    empty table: profile this trial.
+    empty table: profile this trial. `metrics_collector` is a plain script's collector spec (JSON or
+    YAML text in the shape of Katib's metricsCollectorSpec, zeus.train.collectors; "" for stdout with
+    Katib's pattern, or `metric_pattern` when given); a bad spec fails the step, naming the field.
+
+    `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `runtime` say
+    where the script runs (zeus.launch); a cluster launcher hands files over through the store at
+    `store_uri`, under the trial's `recurrence_id` and `attempt`, which also label its Kubernetes job.
 
     Never raises for a failing script: the trial comes back FAILED with the script's error as
-    its reason, so feedback records it and the run goes on.
+    its reason, so feedback records it and the run goes on. SIGINT or SIGTERM (a stopped pod, a
+    Ctrl-C) stops the script and its children and returns the trial FAILED, "interrupted by SIGTERM".
     """
     from zeus.simulate.trial import TraceBackend
+    from zeus.train.collectors import CollectorSpec
 
     spec = JobSpec.from_dict(json.loads(spec_json))
+    collector = CollectorSpec.from_params(metrics_collector, metric_pattern)  # a bad spec fails here, naming the field
     backend = TraceBackend.parse(trial_backend)  # a bad name fails here, naming the allowed ones
+    launch = LaunchConfig.from_params(launcher, num_nodes, gpus_per_node, runtime)  # so does a bad launch setting
     reuse = _read_reuse(reuse_profile_path, int(batch_size))
     started, cpu_before = time.perf_counter(), _children_cpu_s()
-    if backend is not None:
-        threshold = threshold_from_param(cost_threshold)
-        run = backend.run(spec, batch_size=int(batch_size), cost_threshold=threshold, seed=seed, reuse=reuse)
-        result, measured = run.result, run.profile
+    try:
+        with interruptible():
+            if backend is not None:
+                threshold = threshold_from_param(cost_threshold)
+                run = backend.run(spec, batch_size=int(batch_size), cost_threshold=threshold, seed=seed, reuse=reuse)
+                result, measured = run.result, run.profile
+                _write_model(None, model)
+            else:
+                result, measured = _run_script(
+                    launch,
+                    spec,
+                    model,
+                    reuse,
+                    batch_size=int(batch_size),
+                    cost_threshold=threshold_from_param(cost_threshold),
+                    command=command,
+                    zeus_aware=zeus_aware,
+                    data_dir=data_dir or None,
+                    gpu=gpu,
+                    collector=collector,
+                    seed=seed,
+                    store_uri=store_uri,
+                    recurrence_id=recurrence_id,
+                    attempt=int(attempt),
+                )
+    except Interrupted as sig:  # the pod or the local run is stopping: end the script, report the trial failed
+        stop_children()
+        result, measured = abandoned_result(spec, int(batch_size), f"interrupted by {sig.signal_name}"), None
         _write_model(None, model)
-    else:
-        from zeus.train import run_trial
-
-        with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
-            outcome = run_trial(
-                spec,
-                batch_size=int(batch_size),
-                cost_threshold=threshold_from_param(cost_threshold),
-                command=[str(part).replace(PYTHON_TOKEN, sys.executable) for part in command],
-                work_dir=Path(work_dir),
-                zeus_aware=zeus_aware,
-                data_dir=data_dir or None,
-                gpu=gpu,
-                metric_patterns=[metric_pattern] if metric_pattern else None,
-                reuse_profile=reuse.frame if reuse is not None else None,
-                seed=seed,
-            )
-            _write_model(outcome.model_path, model)
-        result = outcome.result
-        measured = None if reuse is not None else outcome.profile  # a reused profile is not stored again
+        print(f"train: interrupted by {sig.signal_name}: the script was stopped; the trial is reported failed")
     wall_s, cpu_s = time.perf_counter() - started, _children_cpu_s() - cpu_before
     _write_profile(measured if measured is not None else profile_frame([]), profile, reused=reuse)
     for name, value in (
@@ -227,6 +273,29 @@ def feedback(
     reached_costs = [r.cost for r in history if r.status.value == "reached" and r.cost is not None]
     store.write_bandit_state(job_id, recurrence_id, attempt, arms, min(reached_costs) if reached_costs else None)
     return result.reached
+
+
+def _run_script(
+    launch: LaunchConfig, spec: JobSpec, model: FileArtifact, reuse: StoredProfile | None, **trial: Any
+) -> tuple[TrialResult, pd.DataFrame | None]:
+    """One trial of the user's command where `launch` says (zeus.launch.trial): its result and the profile
+    to store (None when it trained at a reused profile, which is not stored again). `trial` holds the
+    run_trial settings; "{python}" becomes this step's interpreter, or `python` in a cluster trial's pods."""
+    from zeus.launch.trial import run_launched_trial
+
+    python = "python" if launch.cluster else sys.executable
+    command = [str(part).replace(PYTHON_TOKEN, python) for part in trial.pop("command")]
+    with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
+        outcome = run_launched_trial(
+            launch,
+            spec,
+            command=command,
+            work_dir=Path(work_dir),
+            reuse_profile=reuse.frame if reuse is not None else None,
+            **trial,
+        )
+        _write_model(outcome.model_path, model)
+    return outcome.result, (None if reuse is not None else outcome.profile)
 
 
 def _read_reuse(path: str, batch_size: int) -> StoredProfile | None:

@@ -4,15 +4,22 @@ Why create-only: the store is append-only (DESIGN.md), so the one write primitiv
 "create this key if it does not exist" (`put_new`). It is atomic and exclusive on both
 backends: here by a hard link from a finished temp file (readers never see half a file, and
 two writers of one key cannot both win); on S3 by `If-None-Match: *` (see s3.py). Deletion
-exists only for compaction, which removes events it has already merged into a snapshot.
+exists only for compaction, which removes hints it has already merged and old snapshots.
+
+`list_times` gives each key's last-modified time by the storage's own clock (S3 LastModified,
+file mtime): compaction compares times of objects on one server, never a pod's clock.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import time
 import uuid
 from pathlib import Path
 from typing import Protocol
+
+from zeus.store.errors import CorruptObjectError
 
 
 class ObjectNotFound(KeyError):
@@ -33,12 +40,17 @@ class Backend(Protocol):
         """The object's bytes; raises ObjectNotFound."""
         ...
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
-        """Several objects at once (in parallel where it helps); None for a key that is gone."""
+    def get_many(self, keys: list[str]) -> dict[str, bytes | CorruptObjectError | None]:
+        """Several objects at once (in parallel where it helps); None for a key that is gone, a
+        CorruptObjectError for one that exists but must not be read (a symbolic link in a directory)."""
         ...
 
     def list(self, prefix: str, start_after: str | None = None) -> list[str]:
         """Every key under `prefix` (recursively), sorted, optionally only those after `start_after`."""
+        ...
+
+    def list_times(self, prefix: str) -> dict[str, float]:
+        """Every key under `prefix` with its last-modified time (seconds since the epoch, storage clock)."""
         ...
 
     def list_dirs(self, prefix: str) -> list[str]:
@@ -54,7 +66,19 @@ class Backend(Protocol):
         ...
 
 
+def create_or_confirm(backend: Backend, key: str, data: bytes) -> bool:
+    """Create `key` with `data`, or find it already holding exactly `data`: our own create whose answer
+    was lost (the retry is refused: the key exists, and it is ours). False if it holds something else."""
+    if backend.put_new(key, data):
+        return True
+    try:
+        return backend.get(key) == data
+    except ObjectNotFound:
+        return False
+
+
 TEMP_MARK = ".tmp-"
+TEMP_MAX_AGE_S = 3600.0  # a temp file this old belongs to a writer that was killed (put_new takes ms)
 
 
 def probe_exclusive_create(backend: Backend) -> bool:
@@ -76,8 +100,9 @@ class LocalBackend:
         self._honoured: bool | None = None
 
     def _path(self, key: str) -> Path:
-        # Keys are built from validated segments (keys.py); this is the last line of defence.
-        path = (self.root / key).resolve()
+        # Keys are built from validated segments (keys.py); this is the last line of defence. Lexical,
+        # not resolve(): a symbolic link inside the store is reported by get(), not followed out of it.
+        path = Path(os.path.normpath(self.root / key))
         if self.root not in path.parents:
             raise ValueError(f"key {key!r} leaves the store root {self.root}")
         return path
@@ -103,36 +128,73 @@ class LocalBackend:
             tmp.unlink(missing_ok=True)
 
     def get(self, key: str) -> bytes:
+        path = self._path(key)
         try:
-            return self._path(key).read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError as exc:
             raise ObjectNotFound(key) from exc
+        except OSError:  # ELOOP: the key is a symbolic link
+            if os.path.islink(path):
+                raise CorruptObjectError(key, "a symbolic link (zeus-kfp never writes one); not followed") from None
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise CorruptObjectError(key, "not a regular file")
+            return handle.read()
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
-        out: dict[str, bytes | None] = {}
+    def get_many(self, keys: list[str]) -> dict[str, bytes | CorruptObjectError | None]:
+        out: dict[str, bytes | CorruptObjectError | None] = {}
         for key in keys:
             try:
                 out[key] = self.get(key)
             except ObjectNotFound:
                 out[key] = None
+            except CorruptObjectError as exc:
+                out[key] = exc
         return out
 
-    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+    def _walk(self, prefix: str, temp: bool = False) -> list[str]:
+        """Keys under `prefix`; temp files of writers in progress are left out (or, with temp, only they)."""
         directory, _, _ = prefix.rpartition("/")
         base = self._path(directory) if directory else self.root
-        if not base.is_dir():
+        if not base.is_dir() or base.is_symlink():
             return []
         keys = []
-        for dirpath, _dirs, files in os.walk(base):
+        for dirpath, _dirs, files in os.walk(base):  # does not descend into symbolic links to directories
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             for name in files:
-                if name.startswith(TEMP_MARK):
+                if name.startswith(TEMP_MARK) != temp:
                     continue
                 key = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if key.startswith(prefix) and (start_after is None or key > start_after):
+                if key.startswith(prefix):
                     keys.append(key)
         keys.sort()
         return keys
+
+    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+        return [k for k in self._walk(prefix) if start_after is None or k > start_after]
+
+    def list_times(self, prefix: str) -> dict[str, float]:
+        times = {}
+        for key in self._walk(prefix):
+            try:
+                times[key] = os.lstat(self._path(key)).st_mtime
+            except FileNotFoundError:
+                continue
+        return times
+
+    def collect_temp(self, prefix: str, older_than_s: float = TEMP_MAX_AGE_S) -> int:
+        """Delete temp files that writers killed inside put_new left behind (older than any live write)."""
+        removed = 0
+        for key in self._walk(prefix, temp=True):
+            path = self._path(key)
+            try:
+                if time.time() - os.lstat(path).st_mtime > older_than_s:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
 
     def list_dirs(self, prefix: str) -> list[str]:
         base = self._path(prefix.rstrip("/"))

@@ -1,52 +1,59 @@
 """Seeding a new job with a long history in one go (a simulated history, a migration, a benchmark).
 
-Writing 10,000 trials one event at a time is ~60,000 requests; this writes what compaction
-would have produced instead: one snapshot per stream, plus the top number claims so that
-later trials and recurrences continue the numbering. The result is read by the normal read
-path (snapshot + newer events). Imported recurrences are closed: a `begin_recurrence` with
-one of their ids later starts a new recurrence.
+Writing 10,000 trials one event at a time is ~40,000 requests; this writes what compaction
+would have produced instead: one snapshot generation per stream, plus the top number claims so
+that later trials and recurrences continue the numbering. The imported rows are also kept in
+`imported/{stream}.parquet`, never deleted, because snapshots are only caches (a lost one is
+rebuilt from the records, and imported trials have none). Imported recurrence ids are closed:
+`begin_recurrence` refuses them, so no new trial can collide with an imported one.
+
+Idempotent, and safe under lost answers: the manifest (`imported/manifest`, created first,
+exclusively) names the import by a checksum of its content and fixes its timestamp, so a
+second call with the same frame (after a crash, a timeout, or a create whose answer was lost
+and that the server then refused as existing) writes the same objects and finishes the job;
+a different frame is refused. Claims come before snapshots, so no new trial can ever take a
+number an imported trial has.
 """
 
 from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime
 
 import pandas as pd
 import pyarrow as pa
 
 from zeus.job import JobSpec, TrialStatus
-from zeus.store import keys
+from zeus.store import keys, snapshots
+from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.catalog import now
 from zeus.store.errors import StoreError, StoreInputError
-from zeus.store.schemas import EVENT_COLUMN, SCHEMAS, encode
+from zeus.store.schemas import EVENT_COLUMN, SCHEMAS, decode, decode_json, encode, encode_json, table_checksum, to_arrow
 from zeus.store.store import Store
 
 REQUIRED = ("recurrence", "recurrence_id", "attempt", "batch_size", "status", "time_s", "energy_j", "num_epochs")
+OPTIONAL = {"power_limit_w": None, "metric": None, "simulated": False}
 
 
-def import_trials(store: Store, spec: JobSpec, trials: pd.DataFrame) -> int:
-    """Store finished trials for a job that has none yet; trial numbers follow the frame's order.
-
-    `trials` needs the columns in REQUIRED (cost is recomputed with the job's cost function).
-    Returns the number of trials written.
-    """
+def _check(trials: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in REQUIRED if c not in trials.columns]
     if missing:
         raise StoreInputError("trials", list(trials.columns), f"a DataFrame with columns {list(REQUIRED)}")
     bad = sorted(set(trials["status"]) - {s.value for s in TrialStatus if s.finished})
     if bad:
         raise StoreInputError("status", bad[0], "a finished TrialStatus value")
-    store.ensure_job(spec)
-    job_id = spec.job_id
-    if not store.trials(job_id).empty:
-        raise StoreError(f"job {job_id!r} already has trials in {store.uri}; import only into a new job")
     frame = trials.reset_index(drop=True)
-    count = len(frame)
-    at = now()
     if frame.duplicated(["recurrence_id", "attempt"]).any():
         raise StoreInputError("trials", "duplicate (recurrence_id, attempt)", "one row per recurrence_id and attempt")
-    names = [
-        keys.basename(keys.event_key(job_id, "dispatched", rid, int(a)))
-        for rid, a in zip(frame["recurrence_id"], frame["attempt"], strict=True)
-    ]
+    for rid in frame["recurrence_id"].astype(str):
+        keys.check_recurrence_id(rid)
+    return frame
+
+
+def _tables(spec: JobSpec, frame: pd.DataFrame, at: datetime) -> dict[str, pa.Table]:
+    job_id, count = spec.job_id, len(frame)
+    names = [keys.event_name(str(r), int(a)) for r, a in zip(frame["recurrence_id"], frame["attempt"], strict=True)]
     common = {"job_id": [job_id] * count, "recurrence_id": frame["recurrence_id"].astype(str).tolist()}
     common["attempt"] = frame["attempt"].astype("int64").tolist()
     dispatched = pd.DataFrame(
@@ -63,8 +70,8 @@ def import_trials(store: Store, spec: JobSpec, trials: pd.DataFrame) -> int:
             EVENT_COLUMN: names,
         }
     )
-    energy = frame["energy_j"].astype(float)
-    time_s = frame["time_s"].astype(float)
+    energy, time_s = frame["energy_j"].astype(float), frame["time_s"].astype(float)
+    optional = {c: frame[c] if c in frame else pd.Series([d] * count) for c, d in OPTIONAL.items()}
     finished = pd.DataFrame(
         common
         | {
@@ -75,23 +82,84 @@ def import_trials(store: Store, spec: JobSpec, trials: pd.DataFrame) -> int:
             "energy_j": energy,
             "cost": [spec.cost(e, t) for e, t in zip(energy, time_s, strict=True)],
             "num_epochs": frame["num_epochs"].astype("int64"),
-            "power_limit_w": frame.get("power_limit_w", pd.Series([None] * count)).astype(float),
-            "metric": frame.get("metric", pd.Series([None] * count)).astype(float),
-            "simulated": frame.get("simulated", pd.Series([False] * count)).astype(bool),
+            "power_limit_w": optional["power_limit_w"].astype(float),
+            "metric": optional["metric"].astype(float),
+            "simulated": optional["simulated"].astype(bool),
             "reason": "",
             "ended_at": at,
             "source": frame.get("source", pd.Series(["imported"] * count)).astype(str),
             EVENT_COLUMN: names,
         }
     )
-    for stream, table in (("dispatched", dispatched), ("finished", finished)):
-        arrow = pa.Table.from_pandas(table, preserve_index=False)
-        if not store.backend.put_new(keys.snapshot_key(job_id, stream, 1), encode(stream, arrow, snapshot=True)):
-            raise StoreError(f"job {job_id!r} already has a {stream} snapshot in {store.uri}")
-    store.backend.put_new(keys.seq_key(job_id, "trial", count), b'{"imported": true}')
+    return {
+        stream: to_arrow(stream, pa.Table.from_pandas(table, preserve_index=False), snapshot=True)
+        for stream, table in (("dispatched", dispatched), ("finished", finished))
+    }
+
+
+def _manifest(backend: Backend, job_id: str, digest: str, frame: pd.DataFrame) -> dict:
+    """The import's manifest: ours (created now, or by an earlier try of this same import), else refused."""
+    key = keys.import_key(job_id)
+    record = {
+        "digest": digest,
+        "trials": len(frame),
+        "at": now().isoformat(),
+        "recurrence_ids": sorted(set(frame["recurrence_id"].astype(str))),
+    }
+    try:
+        existing = decode_json(key, backend.get(key))
+    except ObjectNotFound:
+        existing = None
+    if existing is None:
+        if any(snapshots.top_generation(backend, job_id, s) for s in ("dispatched", "finished")) or any(
+            backend.list(keys.events_dir(job_id, s)) for s in ("dispatched", "finished")
+        ):
+            raise StoreError(f"job {job_id!r} already has trials in {backend.location}; import only into a new job")
+        if backend.put_new(key, encode_json(record)):
+            return record
+        existing = decode_json(key, backend.get(key))  # a racing import, or ours whose answer was lost
+    if existing.get("digest") != digest:
+        raise StoreError(f"job {job_id!r} already has trials (another imported history) in {backend.location}")
+    return existing
+
+
+def _put_same(backend: Backend, key: str, data: bytes, stream: str, checksum: str) -> None:
+    """Create `key`, or find it already holding this content (an earlier try of this import)."""
+    if backend.put_new(key, data):
+        return
+    if table_checksum(decode(key, backend.get(key), stream, snapshot=True)) != checksum:
+        raise StoreError(f"{key} in {backend.location} holds another import; nothing more was written")
+
+
+def import_trials(store: Store, spec: JobSpec, trials: pd.DataFrame) -> int:
+    """Store finished trials for a job that has none yet; trial numbers follow the frame's order.
+
+    `trials` needs the columns in REQUIRED (cost is recomputed with the job's cost function).
+    Returns the number of trials written. Calling it again with the same frame is a no-op that
+    finishes an interrupted import.
+    """
+    frame = _check(trials)
+    store.ensure_job(spec)
+    job_id, backend, count = spec.job_id, store.backend, len(frame)
+    probe = _tables(spec, frame, datetime.fromtimestamp(0).astimezone())
+    digest = table_checksum(probe["dispatched"].drop_columns(["started_at"]))
+    digest += table_checksum(probe["finished"].drop_columns(["ended_at"]))
+    manifest = _manifest(backend, job_id, digest, frame)
+    tables = _tables(spec, frame, datetime.fromisoformat(manifest["at"]))
+    if count:
+        backend.put_new(keys.seq_key(job_id, "trial", count), b'{"imported": true}')  # claims first
     top_recurrence = int(frame["recurrence"].max()) if count else 0
     if top_recurrence:
-        store.backend.put_new(keys.seq_key(job_id, "recurrence", top_recurrence), b'{"imported": true}')
+        backend.put_new(keys.seq_key(job_id, "recurrence", top_recurrence), b'{"imported": true}')
+    for stream, table in tables.items():
+        checksum = table_checksum(table)
+        data = encode(stream, table, snapshot=True)
+        _put_same(backend, keys.import_table_key(job_id, stream), data, stream, checksum)
+        if snapshots.top_generation(backend, job_id, stream) == 0:
+            snapshots.commit(backend, job_id, stream, 1, table, 1, uuid.uuid4().hex[:16], time.monotonic())
+        mark = snapshots.read_mark(backend, job_id, stream, 1)
+        if mark.checksum != checksum:
+            raise StoreError(f"job {job_id!r} has a {stream} snapshot that is not this import in {backend.location}")
     return count
 
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from zeus.job import JobSpec
 from zeus.store import keys
 from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.errors import CorruptObjectError, JobSpecMismatchError, ObjectProblem, StoreInputError, UnknownJobError
 from zeus.store.schemas import NewerSchemaError, decode, encode
+
+if TYPE_CHECKING:  # pandas only where a frame is returned: a bandit step in a fresh process never needs it
+    import pandas as pd
 
 PHASES = ("running", "completed")
 DEFAULT_PHASE = "running"
@@ -103,6 +105,8 @@ def set_phase(backend: Backend, job_id: str, phase: str) -> None:
 
 def list_jobs(backend: Backend, phase: str | None, owner: str | None, problems: list[ObjectProblem]) -> pd.DataFrame:
     """One row per job: job_id, owner, created_at, phase, then the spec's fields."""
+    import pandas as pd
+
     if phase is not None and phase not in PHASES:
         raise StoreInputError("phase", phase, f"one of {list(PHASES)} or None for all")
     by_job: dict[str, list[str]] = {}

@@ -11,6 +11,11 @@ from typing import Any
 
 from zeus.job import JobSpecError
 
+# The prefixes of KFP's bucket (mlpipeline) a profile's key may use in multi-user mode (KFP 2.15+
+# manifests); {ns} is the namespace.
+MULTI_USER_KEY_PREFIXES = ("artifacts/", "private-artifacts/{ns}/", "private/{ns}/", "shared/")
+MULTI_USER_PREFIXES = "mlpipeline/{artifacts, private-artifacts/<namespace>, private/<namespace>, shared}/*"
+
 
 class StoreError(Exception):
     """Base class of every store failure."""
@@ -35,16 +40,41 @@ class StoreUnavailableError(StoreError):
         )
 
 
-class StoreAccessError(StoreError):
-    """The server answered but refused these credentials. Names where, never the keys."""
+class StoreAnswerError(StoreError):
+    """The server answered a request with a 4xx the store does not expect (often no S3 error body at
+    all: a proxy or a web UI): not retried, and not "unreachable", because it is reachable. Names
+    where and what came back, never the keys."""
 
-    def __init__(self, endpoint: str, bucket: str, code: str) -> None:
+    def __init__(self, endpoint: str, bucket: str, status: int, detail: str) -> None:
+        self.endpoint = endpoint
+        self.bucket = bucket
+        self.status = status
+        super().__init__(
+            f"store answered HTTP {status}: endpoint {endpoint!r}, bucket {bucket!r} "
+            f"({detail[:160]}). Check that ZEUS_S3_ENDPOINT points at the S3/MinIO server itself, not a proxy or UI."
+        )
+
+
+class StoreAccessError(StoreError):
+    """The server answered but refused these credentials or this prefix. Names where, never the keys.
+
+    On Kubeflow in multi-user mode (KFP 2.15+) a profile's key may use only some prefixes of the
+    `mlpipeline` bucket, so a refusal there is most often the prefix, not the key: the message
+    says which prefixes are allowed (MULTI_USER_PREFIXES) and which one the store asked for.
+    """
+
+    def __init__(self, endpoint: str, bucket: str, code: str, prefix: str = "") -> None:
         self.endpoint = endpoint
         self.bucket = bucket
         self.code = code
+        self.prefix = prefix
+        where = f"s3://{bucket}/{prefix}".rstrip("/")
         super().__init__(
-            f"store refused access: endpoint {endpoint!r}, bucket {bucket!r} ({code}). Check the access key and "
-            "secret (ZEUS_S3_ACCESS_KEY / ZEUS_S3_SECRET_KEY, usually from a Kubernetes Secret) and the bucket policy."
+            f"store refused access: endpoint {endpoint!r}, {where} ({code}). Check the access key and "
+            "secret (ZEUS_S3_ACCESS_KEY / ZEUS_S3_SECRET_KEY, usually from a Kubernetes Secret) and the bucket "
+            f"policy. On Kubeflow in multi-user mode a namespace's key may only use {MULTI_USER_PREFIXES}: "
+            "use a store under s3://mlpipeline/private-artifacts/<namespace>/ (the default of "
+            "`zeus-kfp compile --namespace <namespace>`)."
         )
 
 

@@ -1,27 +1,34 @@
-"""Writing trial events: dispatched, finished, profile and bandit-state, one object each.
+"""Writing trial events: dispatched, finished, profile and bandit-state, one record each.
 
-Each trial has one key per stream, `{recurrence_id}.{attempt}.parquet`, created exclusively.
-A retried step that writes the same content (timestamps aside) finds it stored: a no-op. A
-step that writes *different* content is refused with EventConflictError naming the key,
-whether it checked first or lost the race to create: first wins, nothing is overwritten.
-The check also looks in the latest snapshot, so retries behave the same after compaction.
+Each trial has one record per stream, created exclusively after its hint (streams.py says why
+that order, and why a record is never deleted). What a second write of the same trial gets:
+- dispatched and finished are the truth about a trial: the same content again (timestamps
+  aside) is a no-op that returns what is stored; *different* content is refused with
+  EventConflictError naming the record, whether it checked first or lost the race to create.
+- profiles and bandit snapshots are side tables: the first write wins and a retry keeps it
+  without reading it (a bandit snapshot recomputed after other recurrences finished trials
+  differs, and must not fail the retried feedback step; a corrupt old one must not block it).
+A create whose answer was lost and was retried is refused by its own object: the bytes read
+back are ours, and the write counts as done.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from zeus.job import TrialResult
 from zeus.policy.base import ArmState, Decision
 from zeus.store import keys, ledger
-from zeus.store.backend import Backend
+from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.catalog import now
 from zeus.store.errors import EventConflictError, StoreInputError, UnknownTrialError
-from zeus.store.schemas import SCHEMAS, comparable_rows, encode
-from zeus.store.streams import find_trial_events
+from zeus.store.schemas import SCHEMAS, comparable_rows, decode, encode
+from zeus.store.streams import ORPHAN_HINT_AGE_S
+
+if TYPE_CHECKING:  # pandas only for a profile, which the bandit step never writes
+    import pandas as pd
 
 PROFILE_COLUMNS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
 PROFILE_PHASES = ("train", "eval")
@@ -48,9 +55,27 @@ def _differences(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> str:
     return "; ".join(f"{k}: {first[0].get(k)!r} -> {first[1].get(k)!r}" for k in changed)
 
 
-def _stored_rows(backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int) -> list[dict]:
-    found = find_trial_events(backend, job_id, stream, recurrence_id, attempt)
-    return found.get(keys.basename(keys.event_key(job_id, stream, recurrence_id, attempt)), [])
+def create_record(backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int, data: bytes) -> bytes:
+    """Create the trial's record (hint first). Returns the bytes the store keeps: `data` if this call
+    created it (or created it before a lost answer), else the winner's."""
+    name = keys.event_name(recurrence_id, attempt)
+    hint, key = keys.hint_key(job_id, stream, name), keys.record_key(job_id, stream, name)
+    started = time.monotonic()
+    backend.put_new(hint, b"")
+    if backend.put_new(key, data):
+        if time.monotonic() - started > ORPHAN_HINT_AGE_S / 2:  # paused so long that our hint may be collected
+            backend.put_new(hint, b"")
+        return data
+    return backend.get(key)  # records are never deleted: it is there
+
+
+def _stored_record(backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int) -> list[dict] | None:
+    key = keys.event_key(job_id, stream, recurrence_id, attempt)
+    try:
+        data = backend.get(key)
+    except ObjectNotFound:
+        return None
+    return decode(key, data, stream).to_pylist()
 
 
 def write_event(
@@ -58,24 +83,35 @@ def write_event(
 ) -> str:
     """Write one event unless the same content is stored; refuse different content. Returns the key."""
     key = keys.event_key(job_id, stream, recurrence_id, attempt)
-    stored = _stored_rows(backend, job_id, stream, recurrence_id, attempt)
-    if not stored:
-        if backend.put_new(key, encode(stream, rows)):
-            return key
-        stored = _stored_rows(backend, job_id, stream, recurrence_id, attempt)  # a racer created it first
-    if comparable_rows(stored) != comparable_rows(rows):
-        raise EventConflictError(key, _differences(stored, rows))
+    data = encode(stream, rows)
+    kept = create_record(backend, job_id, stream, recurrence_id, attempt, data)
+    if kept != data:
+        stored = decode(key, kept, stream).to_pylist()
+        if comparable_rows(stored) != comparable_rows(rows):
+            raise EventConflictError(key, _differences(stored, rows))
     return key
 
 
-def find_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int) -> Dispatch | None:
-    rows = _stored_rows(backend, job_id, "dispatched", recurrence_id, attempt)
-    if not rows:
-        return None
-    row = rows[0]
+def write_side_event(
+    backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int, rows: list[dict[str, Any]]
+) -> str:
+    """A side-table event: the first write of the trial wins; a later one keeps it without reading it."""
+    name = keys.event_name(recurrence_id, attempt)
+    key = keys.record_key(job_id, stream, name)
+    backend.put_new(keys.hint_key(job_id, stream, name), b"")
+    backend.put_new(key, encode(stream, rows))
+    return key
+
+
+def _dispatch_of(key: str, row: dict) -> Dispatch:
     decision = Decision(row["batch_size"], row["cost_threshold"], row["stage"], row["decision_reason"])
-    key = keys.event_key(job_id, "dispatched", recurrence_id, attempt)
     return Dispatch(key, row["recurrence"], row["trial"], decision, row["kfp_run_id"])
+
+
+def find_dispatch(backend: Backend, job_id: str, recurrence_id: str, attempt: int) -> Dispatch | None:
+    """The attempt's dispatch as stored (one GET of its record), or None."""
+    rows = _stored_record(backend, job_id, "dispatched", recurrence_id, attempt)
+    return None if not rows else _dispatch_of(keys.event_key(job_id, "dispatched", recurrence_id, attempt), rows[0])
 
 
 Known = dict[tuple[str, str, int], Dispatch]  # a Store's memory of dispatches it has seen (they never change)
@@ -105,11 +141,15 @@ def dispatch(
     kfp_run_id: str,
     known: Known,
     recurrence: int,
+    looked_up: bool = False,
 ) -> int:
-    """Record the dispatch (claiming a trial number) unless this attempt already has one."""
+    """Record the dispatch (claiming a trial number) unless this attempt already has one.
+    `looked_up`: the caller just found no dispatch (the record's exclusive create still settles a race)."""
     if not isinstance(decision, Decision):
         raise StoreInputError("decision", type(decision).__name__, "a zeus.policy.base.Decision")
-    existing = known.get((job_id, recurrence_id, attempt)) or find_dispatch(backend, job_id, recurrence_id, attempt)
+    existing = known.get((job_id, recurrence_id, attempt))
+    if existing is None and not looked_up:
+        existing = find_dispatch(backend, job_id, recurrence_id, attempt)
     if existing is None:
         trial = ledger.claim_number(backend, job_id, "trial", {"recurrence_id": recurrence_id, "attempt": attempt})
         row = {
@@ -126,11 +166,10 @@ def dispatch(
             "started_at": now(),
         }
         key = keys.event_key(job_id, "dispatched", recurrence_id, attempt)
-        if backend.put_new(key, encode("dispatched", [row])):
-            existing = Dispatch(key, recurrence, trial, decision, kfp_run_id)
-        else:  # a simultaneous dispatch of this attempt created it first; our trial number stays a gap
-            existing = find_dispatch(backend, job_id, recurrence_id, attempt)
-            assert existing is not None
+        # A simultaneous dispatch of this attempt may win the record: then ours is refused, we are
+        # told its trial, and our claimed number stays a gap.
+        kept = create_record(backend, job_id, "dispatched", recurrence_id, attempt, encode("dispatched", [row]))
+        existing = _dispatch_of(key, decode(key, kept, "dispatched").to_pylist()[0])
     known[(job_id, recurrence_id, attempt)] = existing
     if not _same_decision(existing, decision, kfp_run_id):
         raise EventConflictError(
@@ -154,6 +193,8 @@ def finish(backend: Backend, job_id: str, recurrence_id: str, attempt: int, resu
 
 
 def _check_profile(profile: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     if not isinstance(profile, pd.DataFrame):
         raise StoreInputError("profile", type(profile).__name__, f"a pandas DataFrame with columns {PROFILE_COLUMNS}")
     missing = [c for c in PROFILE_COLUMNS if c not in profile.columns]
@@ -187,7 +228,7 @@ def write_profile(
         "batch_size": found.decision.batch_size,
     }
     rows = [base | record for record in clean.to_dict("records")]
-    write_event(backend, job_id, "profiles", recurrence_id, attempt, rows)
+    write_side_event(backend, job_id, "profiles", recurrence_id, attempt, rows)
 
 
 def write_bandit_state(
@@ -221,7 +262,7 @@ def write_bandit_state(
         }
         for arm in arms
     ]
-    write_event(backend, job_id, "bandit", recurrence_id, attempt, rows)
+    write_side_event(backend, job_id, "bandit", recurrence_id, attempt, rows)
 
 
 assert set(SCHEMAS["dispatched"].names) >= set(DECISION_FIELDS)

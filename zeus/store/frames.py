@@ -1,23 +1,27 @@
-"""Reading the event streams back as the DataFrames people and policies use.
+"""Reading the event streams back as the DataFrames people use and the history policies take.
 
-Vectorized on purpose: the bandit step reads the whole history of a job on every trial,
-and at 10,000 trials that read plus the policy's decision must stay well under a second.
-Where two events disagree about one trial (only possible after a race of different writes
-on a server, or a retried step that changed its mind concurrently), one is kept by a
-deterministic rule and the other is reported, so every reader sees the same history.
+Vectorized on purpose: the bandit step reads the whole history of a job on every trial. The
+policy's history is built from the Arrow tables directly (one join, one sort, a column per
+field), without pandas; the trials DataFrame is for people and tools. Each trial has at most
+one event per stream (its record decides, streams.py), so no duplicates need settling.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from zeus.job import TrialRecord, TrialStatus
 from zeus.store import keys
 from zeus.store.errors import ObjectProblem
 from zeus.store.schemas import EVENT_COLUMN, SCHEMAS
 from zeus.store.streams import StreamRead
+
+if TYPE_CHECKING:  # pandas for the frames people read; the policy's history is built without it
+    import pandas as pd
 
 TRIAL_KEY = ["recurrence_id", "attempt"]
 TRIAL_COLUMNS = [
@@ -53,28 +57,12 @@ def _frame(read: StreamRead) -> pd.DataFrame:
     return read.table.to_pandas()
 
 
-def _keep_one(
-    frame: pd.DataFrame, order: list[str], job_id: str, stream: str, problems: list[ObjectProblem]
-) -> pd.DataFrame:
-    """One row per trial key, the first by `order`; the rest are reported by event key."""
-    frame = frame.sort_values(order, kind="stable")
-    dropped = frame.duplicated(TRIAL_KEY, keep="first")
-    for event in frame.loc[dropped, EVENT_COLUMN]:
-        problems.append(
-            ObjectProblem(
-                keys.events_dir(job_id, stream) + event,
-                f"a second {stream} event for a trial that has one (a race of different writes); kept the first",
-            )
-        )
-    return frame.loc[~dropped]
-
-
 def trials_frame(
     job_id: str, dispatched: StreamRead, finished: StreamRead, problems: list[ObjectProblem]
 ) -> pd.DataFrame:
-    started = _keep_one(_frame(dispatched), ["trial", EVENT_COLUMN], job_id, "dispatched", problems)
-    ended = _keep_one(_frame(finished), ["ended_at", EVENT_COLUMN], job_id, "finished", problems)
-    ended = ended.drop(columns=["job_id", EVENT_COLUMN]).rename(columns={"batch_size": "finished_batch_size"})
+    started = _frame(dispatched)
+    ended = _frame(finished).drop(columns=["job_id", EVENT_COLUMN])
+    ended = ended.rename(columns={"batch_size": "finished_batch_size"})
     # Join on object-dtype ids: pandas 3 cannot merge empty Arrow-backed string keys (ArrowInvalid).
     started = started.drop(columns=[EVENT_COLUMN]).astype({"recurrence_id": object})
     ended = ended.astype({"recurrence_id": object})
@@ -82,8 +70,8 @@ def trials_frame(
     merged["recurrence_id"] = merged["recurrence_id"].astype("str")
     orphans = merged["_merge"] == "right_only"
     for rid, attempt in merged.loc[orphans, TRIAL_KEY].itertuples(index=False):
-        where = keys.event_prefix(job_id, "finished", rid, int(attempt))
-        problems.append(ObjectProblem(where + "*", "a finished event without a readable dispatched event"))
+        where = keys.event_key(job_id, "finished", rid, int(attempt))
+        problems.append(ObjectProblem(where, "a finished event without a readable dispatched event"))
     merged["batch_size"] = merged["batch_size"].fillna(merged["finished_batch_size"])
     merged["status"] = merged["status"].fillna(TrialStatus.DISPATCHED.value)
     merged["finished"] = merged["_merge"] != "left_only"
@@ -97,29 +85,39 @@ def trials_frame(
     return merged.loc[:, TRIAL_COLUMNS].reset_index(drop=True)
 
 
-def history_records(trials: pd.DataFrame) -> list[TrialRecord]:
-    """TrialRecords in trial order, built column-wise (a list comprehension over arrays, no iterrows)."""
-    placed = trials[trials["trial"].notna()]
+HISTORY_DISPATCHED = [EVENT_COLUMN, "recurrence", "trial", "batch_size", "recurrence_id", "attempt"]
+HISTORY_FINISHED = [EVENT_COLUMN, "status", "cost", "time_s", "energy_j"]
+
+
+def history_from_tables(dispatched: pa.Table, finished: pa.Table) -> list[TrialRecord]:
+    """TrialRecords in trial order (then recurrence id, attempt): dispatched trials, with their result if any."""
+    # A hash lookup of names and two takes, single-threaded: Acero's join spins up its thread pool,
+    # which costs more than the whole lookup at 10,000 rows on a loaded machine.
+    order = pc.sort_indices(
+        dispatched, sort_keys=[("trial", "ascending"), ("recurrence_id", "ascending"), ("attempt", "ascending")]
+    )
+    started = dispatched.select(HISTORY_DISPATCHED).take(order)
+    where = pc.index_in(started.column(EVENT_COLUMN), value_set=finished.column(EVENT_COLUMN).combine_chunks())
+    ended = finished.select(HISTORY_FINISHED).take(where)
+    # numpy's tolist() is several times faster than Arrow's to_pylist() for numbers; nulls become
+    # 0 (numbers stored as non-null anyway) or NaN (the results of trials not finished yet).
     columns = [
-        placed["recurrence"].to_numpy(dtype="int64", na_value=0).tolist(),
-        placed["trial"].to_numpy(dtype="int64").tolist(),
-        placed["batch_size"].to_numpy(dtype="int64").tolist(),
-        placed["status"].tolist(),
-        placed["cost"].to_numpy(dtype="float64", na_value=math.nan).tolist(),
-        placed["time_s"].to_numpy(dtype="float64", na_value=math.nan).tolist(),
-        placed["energy_j"].to_numpy(dtype="float64", na_value=math.nan).tolist(),
+        pc.fill_null(started.column(name), 0).to_numpy().tolist() for name in ("recurrence", "trial", "batch_size")
     ]
-    return [
+    values = [pc.fill_null(ended.column(name), math.nan).to_numpy().tolist() for name in ("cost", "time_s", "energy_j")]
+    status_of = STATUS_BY_VALUE | {None: TrialStatus.DISPATCHED}
+    statuses = [status_of[status] for status in ended.column("status").to_pylist()]
+    return [  # positional: about 25 % faster than keywords at 10,000 records
         TrialRecord(
-            recurrence=rec,
-            trial=trial,
-            batch_size=batch,
-            status=STATUS_BY_VALUE[status],
-            cost=None if cost != cost else cost,  # NaN != NaN: not finished yet
-            time_s=None if time_s != time_s else time_s,
-            energy_j=None if energy != energy else energy,
+            rec,
+            trial,
+            batch,
+            status,
+            None if cost != cost else cost,  # NaN != NaN: not finished yet
+            None if time_s != time_s else time_s,
+            None if energy != energy else energy,
         )
-        for rec, trial, batch, status, cost, time_s, energy in zip(*columns, strict=True)
+        for rec, trial, batch, status, cost, time_s, energy in zip(*columns, statuses, *values, strict=True)
     ]
 
 

@@ -7,12 +7,20 @@ validated before they become key segments, so no job or recurrence id can leave 
     catalog/specs/{job}.parquet                         jobs table: the spec, owner, created_at (first wins)
     catalog/phases/{job}.{ns}.{phase}.{rand}.parquet    phase events (latest wins)
     jobs/{job}/seq/{recurrence|trial}/{n // 1000}/{n}   number claims (never deleted)
-    jobs/{job}/recurrence-ids/{rid}                     recurrence id -> number (first wins)
-    jobs/{job}/events/{stream}/{rid}.{attempt}.parquet  one object per trial and stream (first wins)
-    jobs/{job}/snapshots/{stream}/{generation}.parquet  compacted events
+    jobs/{job}/recurrence-ids/{rid}                     recurrence id -> number (first wins, JSON)
+    jobs/{job}/imported/manifest                        what bulk import stored (JSON; once per job)
+    jobs/{job}/imported/{stream}.parquet                the imported rows (never deleted: snapshots are caches)
+    jobs/{job}/records/{stream}/{rid}.{attempt}.parquet the trial's event in that stream (first wins, never deleted)
+    jobs/{job}/events/{stream}/{rid}.{attempt}          an empty hint: "this record may be newer than the snapshot"
+    jobs/{job}/snapshots/{stream}/{g}.{token}.parquet   compacted records (generation g, written by one compactor)
+    jobs/{job}/marks/{stream}/{g // 1000}/{g}           the commit of generation g: which snapshot, rows, checksum
+    jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}     files a cluster trial's pods hand to the train step
+    jobs/{job}/tensorboard/{name}                       TensorBoard event files, one per recurrence (first wins)
 
 Every key above except the phase events is written with an exclusive create (`put_new`):
 "first wins" means a second, different write is refused and reported, never applied.
+Records, claims and marks are never deleted, so an exclusive create on them decides once and
+for all; hints and old snapshots are what compaction deletes (see streams.py).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import re
 from zeus.job import JOB_ID_ALLOWED, JOB_ID_PATTERN
 from zeus.store.errors import StoreInputError
 
-RECURRENCE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+RECURRENCE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")  # used with fullmatch: no "$" newline
 RECURRENCE_ID_ALLOWED = "1-128 letters, digits, '_' or '-', starting with a letter or digit (a KFP run id)"
 MAX_ATTEMPT = 9999
 STREAMS = ("dispatched", "finished", "profiles", "bandit")
@@ -30,13 +38,13 @@ SEQ_WIDTH = 12
 
 
 def check_job_id(job_id: object) -> str:
-    if not isinstance(job_id, str) or not JOB_ID_PATTERN.match(job_id):
+    if not isinstance(job_id, str) or not JOB_ID_PATTERN.fullmatch(job_id):
         raise StoreInputError("job_id", job_id, JOB_ID_ALLOWED)
     return job_id
 
 
 def check_recurrence_id(recurrence_id: object) -> str:
-    if not isinstance(recurrence_id, str) or not RECURRENCE_ID_PATTERN.match(recurrence_id):
+    if not isinstance(recurrence_id, str) or not RECURRENCE_ID_PATTERN.fullmatch(recurrence_id):
         raise StoreInputError("recurrence_id", recurrence_id, RECURRENCE_ID_ALLOWED)
     return recurrence_id
 
@@ -92,34 +100,107 @@ def recurrence_index_key(job_id: str, recurrence_id: str) -> str:
     return f"jobs/{check_job_id(job_id)}/recurrence-ids/{check_recurrence_id(recurrence_id)}"
 
 
-def events_dir(job_id: str, stream: str) -> str:
+def import_key(job_id: str) -> str:
+    return f"jobs/{check_job_id(job_id)}/imported/manifest"
+
+
+def import_table_key(job_id: str, stream: str) -> str:
     assert stream in STREAMS, stream
-    return f"jobs/{check_job_id(job_id)}/events/{stream}/"
+    return f"jobs/{check_job_id(job_id)}/imported/{stream}.parquet"
 
 
-def event_prefix(job_id: str, stream: str, recurrence_id: str, attempt: int) -> str:
-    """The trial's event key in a stream starts with this (a listing finds it, and stray copies)."""
-    return f"{events_dir(job_id, stream)}{check_recurrence_id(recurrence_id)}.{check_attempt(attempt):04d}."
+def _stream_dir(job_id: str, kind: str, stream: str) -> str:
+    assert stream in STREAMS, stream
+    return f"jobs/{check_job_id(job_id)}/{kind}/{stream}/"
+
+
+def events_dir(job_id: str, stream: str) -> str:
+    """Where the hints of a stream are (one empty object per record not yet known to be compacted)."""
+    return _stream_dir(job_id, "events", stream)
+
+
+def records_dir(job_id: str, stream: str) -> str:
+    return _stream_dir(job_id, "records", stream)
+
+
+def event_name(recurrence_id: str, attempt: int) -> str:
+    """A trial's name within a stream: `_event` in snapshots, the hint's and the record's stem."""
+    return f"{check_recurrence_id(recurrence_id)}.{check_attempt(attempt):04d}"
+
+
+def parse_event_name(name: str) -> tuple[str, int] | None:
+    """(recurrence_id, attempt) from an event name, or None for a foreign object."""
+    rid, _, attempt = name.rpartition(".")
+    if len(attempt) != 4 or not attempt.isdigit() or not RECURRENCE_ID_PATTERN.fullmatch(rid):
+        return None
+    return (rid, int(attempt)) if 1 <= int(attempt) <= MAX_ATTEMPT else None
+
+
+def hint_key(job_id: str, stream: str, name: str) -> str:
+    return f"{events_dir(job_id, stream)}{name}"
+
+
+def record_key(job_id: str, stream: str, name: str) -> str:
+    return f"{records_dir(job_id, stream)}{name}.parquet"
 
 
 def event_key(job_id: str, stream: str, recurrence_id: str, attempt: int) -> str:
-    return f"{event_prefix(job_id, stream, recurrence_id, attempt)}parquet"
+    """The key that holds a trial's event in a stream (its record)."""
+    return record_key(job_id, stream, event_name(recurrence_id, attempt))
 
 
 def snapshots_dir(job_id: str, stream: str) -> str:
-    assert stream in STREAMS, stream
-    return f"jobs/{check_job_id(job_id)}/snapshots/{stream}/"
+    return _stream_dir(job_id, "snapshots", stream)
 
 
-def snapshot_key(job_id: str, stream: str, generation: int) -> str:
-    return f"{snapshots_dir(job_id, stream)}{generation:0{SEQ_WIDTH}d}.parquet"
+def snapshot_key(job_id: str, stream: str, generation: int, token: str) -> str:
+    return f"{snapshots_dir(job_id, stream)}{generation:0{SEQ_WIDTH}d}.{token}.parquet"
 
 
 def snapshot_generation(key: str) -> int | None:
-    tail = key.rsplit("/", 1)[-1]
-    stem = tail.removesuffix(".parquet")
-    return int(stem) if tail.endswith(".parquet") and stem.isdigit() else None
+    parts = basename(key).split(".")
+    return int(parts[0]) if len(parts) == 3 and parts[2] == "parquet" and parts[0].isdigit() else None
+
+
+def marks_dir(job_id: str, stream: str) -> str:
+    return _stream_dir(job_id, "marks", stream)
+
+
+def mark_key(job_id: str, stream: str, generation: int) -> str:
+    return f"{marks_dir(job_id, stream)}{generation // SEQ_BUCKET:09d}/{generation:0{SEQ_WIDTH}d}"
+
+
+TENSORBOARD_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+TENSORBOARD_NAME_ALLOWED = "a file name of letters, digits, '.', '_' or '-' containing 'tfevents' (an event file)"
+
+
+def tensorboard_dir(job_id: str) -> str:
+    """The job's TensorBoard log directory: one run, every recurrence's event file in it."""
+    return f"jobs/{check_job_id(job_id)}/tensorboard/"
+
+
+def tensorboard_key(job_id: str, name: object) -> str:
+    if not isinstance(name, str) or not TENSORBOARD_NAME_PATTERN.fullmatch(name) or "tfevents" not in name:
+        raise StoreInputError("tensorboard log name", name, TENSORBOARD_NAME_ALLOWED)
+    return tensorboard_dir(job_id) + name
 
 
 def basename(key: str) -> str:
     return key.rsplit("/", 1)[-1]
+
+
+# A cluster trial (zeus.launch) runs in pods the train step does not share a disk with: rank 0's node
+# hands result.json, profile.csv and model.pt back through the store, and the train step hands the pods
+# the stored profile to reuse. `run` names one Kubernetes job (a retried step that adopts the job keeps
+# its run; one that replaces it gets a new one), so a replaced job never collides with its predecessor.
+HANDOFF_FILES = ("result.json", "profile.csv", "model.pt", "reuse_profile.csv")
+HANDOFF_RUN_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def handoff_key(job_id: str, recurrence_id: str, attempt: int, run: str, name: str) -> str:
+    if not isinstance(run, str) or not HANDOFF_RUN_PATTERN.fullmatch(run):
+        raise StoreInputError("run", run, "1-63 lowercase letters, digits or '-', starting with a letter or digit")
+    if name not in HANDOFF_FILES:
+        raise StoreInputError("name", name, f"one of {', '.join(HANDOFF_FILES)}")
+    rid, n = check_recurrence_id(recurrence_id), check_attempt(attempt)
+    return f"jobs/{check_job_id(job_id)}/handoff/{rid}.{n:04d}/{run}/{name}"

@@ -22,20 +22,26 @@ import uuid
 
 from zeus.store import keys
 from zeus.store.backend import Backend, ObjectNotFound
-from zeus.store.errors import StoreError, UnknownTrialError
+from zeus.store.errors import CorruptObjectError, StoreError, StoreInputError, UnknownTrialError
+from zeus.store.schemas import decode_json, encode_json
 
 MAX_CLAIM_TRIES = 10_000
 RELIST_EVERY = 8
 
 
-def _max_claimed(backend: Backend, job_id: str, kind: str) -> int:
-    folders = backend.list_dirs(keys.seq_dir(job_id, kind))
-    for folder in reversed(folders):  # the last folder holds the top claim
+def top_number(backend: Backend, directory: str) -> int:
+    """The highest number under a folder of numbered, bucketed keys (claims, marks): two small listings."""
+    folders = backend.list_dirs(directory)
+    for folder in reversed(folders):  # the last folder holds the top number
         numbers = [keys.seq_number(k) for k in backend.list(folder)]
         top = max((n for n in numbers if n is not None), default=0)
         if top:
             return top
     return 0
+
+
+def _max_claimed(backend: Backend, job_id: str, kind: str) -> int:
+    return top_number(backend, keys.seq_dir(job_id, kind))
 
 
 def _claimed_by(backend: Backend, key: str, token: str) -> bool:
@@ -63,10 +69,27 @@ def claim_number(backend: Backend, job_id: str, kind: str, owner: dict[str, obje
 
 
 def find_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int | None:
+    """The recurrence's number, None if never begun; CorruptObjectError naming the record if unreadable
+    (guessing a new number would break "one number per recurrence id")."""
+    key = keys.recurrence_index_key(job_id, recurrence_id)
     try:
-        return int(json.loads(backend.get(keys.recurrence_index_key(job_id, recurrence_id)))["recurrence"])
+        data = backend.get(key)
     except ObjectNotFound:
         return None
+    record = decode_json(key, data)
+    number = record.get("recurrence")
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise CorruptObjectError(key, f"recurrence number {number!r} is not a positive integer")
+    return number
+
+
+def imported_recurrence_ids(backend: Backend, job_id: str) -> set[str]:
+    """Recurrence ids a bulk import stored for the job (closed: no new trials may use them)."""
+    key = keys.import_key(job_id)
+    try:
+        return set(decode_json(key, backend.get(key)).get("recurrence_ids", []))
+    except ObjectNotFound:
+        return set()
 
 
 def begin_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int:
@@ -78,11 +101,15 @@ def begin_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int:
     existing = find_recurrence(backend, job_id, recurrence_id)
     if existing is not None:
         return existing
+    if recurrence_id in imported_recurrence_ids(backend, job_id):
+        raise StoreInputError(
+            "recurrence_id", recurrence_id, "an id the job's imported history does not use (imported ones are closed)"
+        )
     number = claim_number(backend, job_id, "recurrence", {"recurrence_id": recurrence_id})
-    record = json.dumps({"recurrence": number}).encode()
+    record = encode_json({"recurrence": number})
     if backend.put_new(keys.recurrence_index_key(job_id, recurrence_id), record):
         return number
-    settled = find_recurrence(backend, job_id, recurrence_id)
+    settled = find_recurrence(backend, job_id, recurrence_id)  # a racer's record, or ours if the answer was lost
     assert settled is not None  # the record that refused ours
     return settled
 

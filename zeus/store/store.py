@@ -3,6 +3,25 @@
 A Store holds a backend, the problems its last read found and a memory of facts that never
 change once stored (a dispatch, a recurrence number); all state is in the objects
 (DESIGN.md, "Stateless steps"), so any number of processes may open the same store.
+
+The protocol (streams.py has the argument, snapshots.py the commits):
+- Each trial's event in a stream is one *record*, created exclusively and never deleted, so
+  the first write of an attempt decides for good: every caller of that (recurrence, attempt)
+  gets what the record holds, whatever compaction does meanwhile. dispatched/finished refuse
+  different content (EventConflictError); profiles/bandit keep the first write (a retried
+  feedback step succeeds whatever other recurrences did).
+- Reads never race compaction into an error: records are never deleted and a snapshot is
+  retired only GRACE_S after its successor is committed; a reader that slow starts over,
+  quietly, a bounded number of times, then fails with one StoreError.
+- `trials()`/`history()` read one consistent cut: finished first, then dispatched.
+- Every object carries a checksum (schemas.py). A corrupt record is skipped and reported by
+  key; a committed snapshot that is lost, emptied or corrupt is reported and the stream is
+  read from its records instead (exact, slower) until the next compaction rebuilds it.
+
+Reading for an incremental fold (cuts.py): `trial_events(job_id)` returns a consistent cut
+of the dispatched and finished events as Arrow tables plus an opaque cursor;
+`trial_events(job_id, after=cursor)` returns only the events after it (exactly; `reset` says
+when it had to return the whole cut instead), and a new cursor.
 """
 
 from __future__ import annotations
@@ -11,23 +30,30 @@ import logging
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-import pandas as pd
-
-from zeus.job import JobSpec, TrialRecord, TrialResult
-from zeus.policy.base import ArmState, Decision
-from zeus.store import catalog, events, frames, keys, ledger
-from zeus.store.backend import Backend, LocalBackend
-from zeus.store.errors import ObjectProblem, StoreError, StoreInputError, StoreWarning
+from zeus.store import catalog, cuts, events, frames, keys, ledger
+from zeus.store.backend import Backend, LocalBackend, ObjectNotFound
+from zeus.store.errors import EventConflictError, ObjectProblem, StoreError, StoreInputError, StoreWarning
 from zeus.store.streams import CompactResult, StreamRead, compact_stream, read_stream
+
+if TYPE_CHECKING:  # pandas only for the functions that return frames (a cold step imports less)
+    import pandas as pd
+
+    from zeus.job import JobSpec, TrialRecord, TrialResult
+    from zeus.policy.base import ArmState, Decision
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_STORE = "./.zeus-kfp/store"
 STORE_ENV = "ZEUS_KFP_STORE"
-AUTO_COMPACT_AFTER = 100  # loose events; about 0.2 s of reading locally, 1 s on S3
+# Loose records a read may fetch before it compacts the stream. Each costs a GET and a decode on
+# every read (~0.3 ms locally, ~1 ms on S3, twice a cycle); a compaction rewrites the snapshot
+# (~60 ms locally at 10,000 trials, ~150 ms on S3). About sqrt(compaction / record) is cheapest.
+AUTO_COMPACT_AFTER = 32
 STORE_FORMS = "a directory path, file:///absolute/path, or s3://bucket[/prefix] (S3 settings from ZEUS_S3_* env)"
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -45,6 +71,7 @@ class Store:
         # Dispatches and recurrence numbers this Store has seen; both are immutable once stored.
         self._known: events.Known = {}
         self._recurrences: dict[tuple[str, str], int] = {}
+        self._looked_up: set[tuple[str, str, int]] = set()  # attempts get_dispatch just found undispatched
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
@@ -111,15 +138,23 @@ class Store:
         (recurrence_id, attempt); a different decision for a dispatched trial is an EventConflictError."""
         self._check_trial(job_id, recurrence_id, attempt)
         recurrence = self.recurrence_number(job_id, recurrence_id)
+        # Right after get_dispatch found none (the bandit step's order), skip looking again: a racer
+        # that dispatched meanwhile is still caught, by the exclusive create of the record.
+        looked_up = (job_id, recurrence_id, attempt) in self._looked_up
+        self._looked_up.discard((job_id, recurrence_id, attempt))
         return events.dispatch(
-            self.backend, job_id, recurrence_id, attempt, decision, kfp_run_id, self._known, recurrence
+            self.backend, job_id, recurrence_id, attempt, decision, kfp_run_id, self._known, recurrence, looked_up
         )
 
     def get_dispatch(self, job_id: str, recurrence_id: str, attempt: int) -> tuple[int, Decision] | None:
         """(trial number, decision) if this attempt was dispatched: a retried bandit step reuses it."""
         self._check_trial(job_id, recurrence_id, attempt)
         found = events.find_dispatch(self.backend, job_id, recurrence_id, attempt)
-        return None if found is None else (found.trial, found.decision)
+        if found is None:
+            self._looked_up.add((job_id, recurrence_id, attempt))
+            return None
+        self._known[(job_id, recurrence_id, attempt)] = found
+        return found.trial, found.decision
 
     def finish_trial(self, job_id: str, recurrence_id: str, attempt: int, result: TrialResult) -> None:
         """Record a trial's result. The same result twice is a no-op; a different one is refused."""
@@ -127,16 +162,49 @@ class Store:
         events.finish(self.backend, job_id, recurrence_id, attempt, result, self._known)
 
     def write_profile(self, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame) -> None:
-        """Store a trial's power profile (phase, power_limit_w, average_power_w, throughput, simulated)."""
+        """Store a trial's power profile (phase, power_limit_w, average_power_w, throughput, simulated).
+        The first profile of a trial is kept: a retried step's later one is not written (side table)."""
         self._check_trial(job_id, recurrence_id, attempt)
         events.write_profile(self.backend, job_id, recurrence_id, attempt, profile, self._known)
 
     def write_bandit_state(
         self, job_id: str, recurrence_id: str, attempt: int, arms: list[ArmState], lowest_cost: float | None
     ) -> None:
-        """Store the policy's per-arm view after a feedback, for people and tools (never read back as truth)."""
+        """Store the policy's per-arm view after a feedback, for people and tools (never read back as truth).
+        The first snapshot of a trial is kept: a retry, whose view may include other recurrences'
+        trials finished meanwhile, succeeds and leaves it (side table; a corrupt old one never blocks it)."""
         self._check_trial(job_id, recurrence_id, attempt)
         events.write_bandit_state(self.backend, job_id, recurrence_id, attempt, list(arms), lowest_cost, self._known)
+
+    def put_handoff(self, job_id: str, recurrence_id: str, attempt: int, run: str, name: str, data: bytes) -> None:
+        """Store a file a cluster trial hands over (keys.HANDOFF_FILES). The same bytes again are a no-op (a
+        retried upload); different bytes are refused: one job run has one result."""
+        key = keys.handoff_key(job_id, recurrence_id, attempt, run, name)
+        if not self.backend.put_new(key, data) and self.backend.get(key) != data:
+            raise EventConflictError(key, "a different file is already stored for this job run")
+
+    def get_handoff(self, job_id: str, recurrence_id: str, attempt: int, run: str, name: str) -> bytes | None:
+        """A handed-over file, or None while nobody has written it."""
+        try:
+            return self.backend.get(keys.handoff_key(job_id, recurrence_id, attempt, run, name))
+        except ObjectNotFound:
+            return None
+
+    def tensorboard_logs(
+        self, job_id: str, add: Mapping[str, bytes] | None = None, read: bool = True
+    ) -> dict[str, bytes]:
+        """The job's TensorBoard event files (name -> bytes), after storing those in `add` (name -> bytes).
+
+        One function for the TensorBoard log objects (keys.tensorboard_dir): the report step adds one
+        event file per recurrence, `zeus-kfp tensorboard` reads them all. Each is created once (first
+        wins, like the events): a retried report step finds its file there and changes nothing.
+        """
+        for name, data in (add or {}).items():
+            self.backend.put_new(keys.tensorboard_key(job_id, name), bytes(data))
+        if not read:
+            return {}
+        found = self.backend.get_many(self.backend.list(keys.tensorboard_dir(job_id)))
+        return {keys.basename(key): data for key, data in found.items() if isinstance(data, bytes)}
 
     @staticmethod
     def _check_trial(job_id: str, recurrence_id: str, attempt: int) -> None:
@@ -146,21 +214,33 @@ class Store:
 
     # -- reading ------------------------------------------------------------------------------
 
+    def _cut(self, job_id: str, after: str | None) -> cuts.TrialEvents:
+        keys.check_job_id(job_id)
+        found = cuts.read_trial_events(self.backend, job_id, after)
+        for stream, read in found.reads.items():
+            self._maybe_compact(job_id, stream, read, full=after is None or found.reset)
+        return found
+
+    def trial_events(self, job_id: str, after: str | None = None) -> cuts.TrialEvents:
+        """A consistent cut of the job's dispatched and finished events, with a cursor; with
+        `after`, only the events after that cursor (see cuts.py). Problems are reported as by trials()."""
+        found = self._cut(job_id, after)
+        self._report(found.problems)
+        return found
+
     def trials(self, job_id: str) -> pd.DataFrame:
         """Every trial of the job, dispatched-but-unfinished ones included (status "dispatched")."""
-        keys.check_job_id(job_id)
-        problems: list[ObjectProblem] = []
+        found = self._cut(job_id, None)
+        problems = list(found.problems)
         try:
-            dispatched = self._read(job_id, "dispatched")
-            finished = self._read(job_id, "finished")
-            problems += dispatched.problems + finished.problems
-            return frames.trials_frame(job_id, dispatched, finished, problems)
+            return frames.trials_frame(job_id, found.reads["dispatched"], found.reads["finished"], problems)
         finally:
             self._report(problems)
 
     def history(self, job_id: str) -> list[TrialRecord]:
-        """The job's trials as policies take them, in trial order."""
-        return frames.history_records(self.trials(job_id))
+        """The job's trials as policies take them, in trial order (built from Arrow, no DataFrame)."""
+        found = self.trial_events(job_id)
+        return frames.history_from_tables(found.dispatched, found.finished)
 
     def profiles(self, job_id: str) -> pd.DataFrame:
         keys.check_job_id(job_id)
@@ -181,12 +261,18 @@ class Store:
 
     def _read(self, job_id: str, stream: str) -> StreamRead:
         read = read_stream(self.backend, job_id, stream)
-        if self.auto_compact_after is not None and read.loose > self.auto_compact_after:
-            try:
-                compact_stream(self.backend, job_id, stream)
-            except (StoreError, OSError) as exc:  # a reader without write access still reads
-                log.warning("store: could not compact %s of %s after reading: %s", stream, job_id, exc)
+        self._maybe_compact(job_id, stream, read)
         return read
+
+    def _maybe_compact(self, job_id: str, stream: str, read: StreamRead, full: bool = True) -> None:
+        """Compact after a read that fetched many loose records (or had to rebuild), reusing that read
+        when it was a full one; a reader that finds another compactor ahead of it leaves it be."""
+        if self.auto_compact_after is None or not (len(read.position.loose) > self.auto_compact_after or read.rebuilt):
+            return
+        try:
+            compact_stream(self.backend, job_id, stream, repair=read.rebuilt, read=read if full else None)
+        except (StoreError, OSError) as exc:  # a reader without write access still reads
+            log.warning("store: could not compact %s of %s after reading: %s", stream, job_id, exc)
 
     def compact(self, job_id: str) -> None:
         """Merge the job's events into snapshots so reads stay fast. Safe while others append."""
@@ -210,6 +296,20 @@ def _local_path(uri: str) -> Path:
     return Path(uri).expanduser()
 
 
+_S3_BACKENDS: dict[tuple, Backend] = {}
+
+
+def _s3_backend(bucket: str, prefix: str, settings: object) -> Backend:
+    """One S3Backend per bucket, prefix and settings in a process: stores opened again (the bandit and
+    feedback steps each open one) reuse its connections and its bucket check. It holds no data."""
+    from zeus.store.s3 import S3Backend
+
+    key = (bucket, prefix, settings)
+    if key not in _S3_BACKENDS:
+        _S3_BACKENDS[key] = S3Backend(bucket, prefix, settings)  # type: ignore[arg-type]
+    return _S3_BACKENDS[key]
+
+
 def open_store(uri: str | None = None) -> Store:
     """A Store for `uri`: a directory, file:///abs/path, or s3://bucket/prefix.
 
@@ -223,13 +323,13 @@ def open_store(uri: str | None = None) -> Store:
     uri = uri.strip()
     if uri.startswith("s3://"):
         bucket, _, prefix = uri[len("s3://") :].partition("/")
-        if not BUCKET_PATTERN.match(bucket):
+        if not BUCKET_PATTERN.fullmatch(bucket):
             raise StoreInputError("store", uri, STORE_FORMS + "; bucket names are 3-63 of a-z, 0-9, '.', '-'")
         if any(part in {".", ".."} for part in prefix.split("/")):
             raise StoreInputError("store", uri, STORE_FORMS + "; no '.' or '..' in the prefix")
-        from zeus.store.s3 import S3Backend, S3Settings  # minio only when a step really talks to S3 (0.2 s a step)
+        from zeus.store.s3 import S3Settings  # minio only when a step really talks to S3 (0.2 s a step)
 
-        return Store(S3Backend(bucket, prefix, S3Settings.from_env()))
+        return Store(_s3_backend(bucket, prefix, S3Settings.from_env()))
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", uri) and not uri.startswith("file://"):
         raise StoreInputError("store", uri, STORE_FORMS)
     return Store(LocalBackend(_local_path(uri)))

@@ -1,133 +1,250 @@
-"""Event streams: reading snapshot + newer events, and compaction. The store's one tricky part.
+"""Event streams: how a trial's event is kept, read back in a consistent cut, and compacted.
 
-A stream (dispatched, finished, profiles, bandit) is a directory of event objects, one per
-event, plus numbered snapshots. Snapshot generation g+1 is always built from generation g
-plus the events listed after reading g, and is created with an exclusive create
-(`put_new`), so of two compactors that started from g only one writes g+1; the loser
-deletes nothing. Only the writer of g+1 deletes the events it merged, after g+1 exists and
-after checking that no newer generation exists (its number might have been free only
-because cleanup had removed an old snapshot it listed). The last KEEP_SNAPSHOTS generations
-are kept for readers still on them. Nothing is deleted at all where the server turns out
-(by probe) to ignore If-None-Match: reads stay exact, only not faster.
+A stream (dispatched, finished, profiles, bandit) keeps each trial's event in three kinds of
+object (keys.py):
+- the **record** `records/{stream}/{rid}.{attempt}.parquet`: the event itself, created
+  exclusively, never deleted. It alone decides what the store keeps for that trial.
+- the **hint** `events/{stream}/{rid}.{attempt}`: an empty object a writer creates *before* the
+  record. The hints are the short list of records a snapshot may not hold yet.
+- **snapshots**: the records merged so far, committed generation by generation (snapshots.py).
 
-Why readers never see a row twice or lose one:
-- A reader lists events *before* it lists snapshots. An event that is gone from its event
-  listing was deleted by a compactor after that compactor's snapshot existed, so the
-  snapshot the reader then finds (the latest) contains it.
-- An event listed but gone by the time it is fetched, or a snapshot gone before it is read,
-  means a compaction finished in between: the reader starts over (bounded).
-- Rows are told apart by `_event` (the event object's name): events already in the
-  snapshot are not fetched again, unless a loose copy with that name is still there, which
-  is compared, so a late conflicting write is reported rather than silently shadowed.
+Why every caller of one attempt is told what the store keeps. The arbiter is the exclusive
+create of the record, and a record is never deleted, so its key can never be free again: the
+first create wins for good, and every later writer (a retried or duplicated step, racing or
+not, before or after any compaction) is refused and reads the winner back. An earlier layout
+used the event object as arbiter and compaction deleted it, so a late duplicate could create
+it again and two callers were told different trials.
+
+Why a reader never fights compaction. The only objects compaction deletes are hints and
+superseded snapshots; records are never deleted. A reader
+1. lists the hints, then
+2. finds the newest mark and loads its snapshot, then
+3. fetches the records of the listed hints the snapshot does not hold.
+A record in the store was hinted before it existed, and a hint is deleted only after a
+committed snapshot holds its record, and each generation holds everything the one before it
+held. So a record is either listed in step 1 or (its hint deleted before step 1) held by every
+snapshot committed since, the one of step 2 included: nothing is missed. Step 3 cannot fail
+(records stay), and step 2's snapshot is retired only GRACE_S after a newer generation was
+committed, which happened after step 2's listing; a reader slower than that starts over,
+quietly, and fails with one clear error after READ_ROUNDS such rounds or READ_BUDGET_S. A hint
+whose record does not exist yet is a write in progress (or abandoned): not part of the cut;
+compaction collects it once ORPHAN_HINT_AGE_S old (a writer puts the two objects back to back,
+and puts its hint again if it was ever paused for half that long in between).
+
+Why a read is one consistent cut. Store.trials() reads finished, then dispatched. A finished
+record is written only after its dispatched record exists (finish checks it), whose hint came
+first, so every finished trial in the cut has its dispatch in the cut: no "finished without
+dispatched" from a race, only from a real problem.
+
+Cursors. A read returns a Position: the generation read, how many of its rows, and the names
+of the records read on top of it. Generation g+1 is g's rows with new ones appended (a mark
+says from which generation that chain is unbroken), so "the events after a position" are the
+rows of the newest snapshot past that many rows, plus loose records, minus the names the
+position already had: exact, and only the new rows are returned. The snapshot object is still
+fetched and checked whole (a loose hint may name a record it already holds, so the names are
+needed); where the chain was broken (a lost snapshot rebuilt from records) the read says
+`reset` and returns every row.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus.store import keys
+from zeus.store import keys, snapshots
 from zeus.store.backend import Backend, ObjectNotFound
-from zeus.store.errors import CorruptObjectError, ObjectProblem, StoreError
-from zeus.store.schemas import EVENT_COLUMN, NewerSchemaError, comparable_rows, decode, encode, snapshot_schema
+from zeus.store.errors import CorruptObjectError, ObjectProblem, StoreError, StoreInputError
+from zeus.store.schemas import EVENT_COLUMN, NewerSchemaError, decode, snapshot_schema
 
-READ_ROUNDS = 8
-KEEP_SNAPSHOTS = 3
+READ_ROUNDS = 4
+READ_BUDGET_S = snapshots.GRACE_S / 2
+ORPHAN_HINT_AGE_S = 3600.0  # a hint whose record is still missing this long after was abandoned by its writer
+TRIAL_STREAMS = ("dispatched", "finished")
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a read of one stream ended: `rows` rows of snapshot `generation`, plus `loose` records."""
+
+    generation: int = 0
+    rows: int = 0
+    loose: frozenset[str] = frozenset()
 
 
 @dataclass
 class StreamRead:
-    table: pa.Table  # snapshot schema: the stream's columns + `_event`
+    table: pa.Table  # snapshot schema (the stream's columns + `_event`): the cut's rows new since `after`
     generation: int  # snapshot generation read (0 = none)
-    loose: int = 0  # events read on top of the snapshot (each one an object to fetch and decode)
+    loose: int = 0  # records fetched on top of the snapshot (each one an object to fetch and decode)
     problems: list[ObjectProblem] = field(default_factory=list)
+    position: Position = Position()
+    reset: bool = False  # the cut does not extend `after` (a rebuilt chain): `table` holds every row
+    # What compaction needs besides: the snapshot as read, the fresh rows, and the hints listed.
+    snapshot: pa.Table | None = None
+    fresh: pa.Table | None = None
+    hints: dict[str, str] = field(default_factory=dict)  # event name -> hint key
+    rebuilt: bool = False  # no usable snapshot: the whole cut was read from the records
 
 
 def _with_event(table: pa.Table, name: str) -> pa.Table:
     return table.append_column(EVENT_COLUMN, pa.array([name] * table.num_rows, pa.string()))
 
 
-def _latest_snapshot(backend: Backend, job_id: str, stream: str) -> tuple[int, str | None, list[str]]:
-    listed = [k for k in backend.list(keys.snapshots_dir(job_id, stream)) if keys.snapshot_generation(k) is not None]
-    if not listed:
-        return 0, None, []
-    latest = max(listed, key=lambda k: keys.snapshot_generation(k) or 0)
-    return keys.snapshot_generation(latest) or 0, latest, listed
+def _concat(stream: str, parts: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(parts) if parts else snapshot_schema(stream).empty_table()
 
 
-def _late_conflicts(
-    backend: Backend, stream: str, snapshot: pa.Table | None, covered_keys: list[str]
-) -> tuple[list[str], list[ObjectProblem]] | None:
-    """Loose events whose name a snapshot already holds: normally the moment between a compaction's
-    snapshot and its delete (same content, safe to delete). One with *different* content was
-    created after compaction had deleted the original (a conflicting retry that checked before
-    the first write landed): the compacted event stays the truth and the late one is reported and
-    kept for a person. Returns (keys safe to delete, problems), or None if one vanished meanwhile."""
-    if not covered_keys or snapshot is None:
-        return [], []
-    fetched = backend.get_many(covered_keys)
-    if any(data is None for data in fetched.values()):
-        return None
-    same, problems = [], []
-    for key in covered_keys:
-        name = keys.basename(key)
-        try:
-            late = comparable_rows(decode(key, fetched[key] or b"", stream).to_pylist())
-        except CorruptObjectError as exc:
-            problems.append(ObjectProblem(exc.key, exc.reason))
+def _decode_record(key: str, data: bytes, stream: str, name: str) -> pa.Table:
+    """A record, checked to be about the trial its name says (a copied or misplaced object is not)."""
+    table = decode(key, data, stream)
+    rid, attempt = keys.parse_event_name(name) or ("", 0)
+    if table.num_rows and (
+        set(table.column("recurrence_id").to_pylist()) != {rid} or set(table.column("attempt").to_pylist()) != {attempt}
+    ):
+        raise CorruptObjectError(key, f"holds an event of another trial than {name}")
+    return _with_event(table, name)
+
+
+def _fetch_records(
+    backend: Backend, job_id: str, stream: str, names: list[str], problems: list[ObjectProblem]
+) -> tuple[list[pa.Table], list[str], list[str]]:
+    """(tables, names read, names with no record yet) for the given event names."""
+    record_keys = {name: keys.record_key(job_id, stream, name) for name in names}
+    fetched = backend.get_many(list(record_keys.values()))
+    parts, read, missing = [], [], []
+    for name, key in record_keys.items():
+        data = fetched.get(key)
+        if data is None:
+            missing.append(name)
             continue
-        kept = snapshot.filter(pc.equal(snapshot.column(EVENT_COLUMN), name)).drop_columns([EVENT_COLUMN])
-        if late == comparable_rows(kept.to_pylist()):
-            same.append(key)
-        else:
-            problems.append(ObjectProblem(key, "differs from the compacted event of the same name, which is kept"))
-    return same, problems
-
-
-def _read_once(backend: Backend, job_id: str, stream: str) -> StreamRead | None:
-    """One attempt at a consistent read; None if a compaction raced it (the caller retries)."""
-    event_keys = backend.list(keys.events_dir(job_id, stream))  # events first (see module doc)
-    generation, snap_key, _ = _latest_snapshot(backend, job_id, stream)
-    parts: list[pa.Table] = []
-    covered: set[str] = set()
-    snapshot = None
-    if snap_key is not None:
         try:
-            data = backend.get(snap_key)
-        except ObjectNotFound:
-            return None
-        snapshot = decode(snap_key, data, stream, snapshot=True)  # a bad snapshot is refused, not skipped
-        covered = set(snapshot.column(EVENT_COLUMN).to_pylist())
-        parts.append(snapshot)
-    todo = [k for k in event_keys if keys.basename(k) not in covered]
-    fetched = backend.get_many(todo)
-    late = _late_conflicts(backend, stream, snapshot, [k for k in event_keys if keys.basename(k) in covered])
-    if late is None or any(data is None for data in fetched.values()):
-        return None
-    read = StreamRead(table=pa.table({}), generation=generation, loose=len(todo), problems=late[1])
-    for key in todo:
-        try:
-            parts.append(_with_event(decode(key, fetched[key] or b"", stream), keys.basename(key)))
+            if isinstance(data, CorruptObjectError):
+                raise data
+            parts.append(_decode_record(key, data, stream, name))
+            read.append(name)
         except NewerSchemaError:
             raise
-        except CorruptObjectError as exc:
-            read.problems.append(ObjectProblem(exc.key, exc.reason))
-    schema = snapshot_schema(stream)
-    read.table = pa.concat_tables(parts) if parts else schema.empty_table()
-    return read
+        except CorruptObjectError as exc:  # left in place, reported by every read until someone removes it
+            problems.append(ObjectProblem(exc.key, exc.reason))
+    return parts, read, missing
 
 
-def read_stream(backend: Backend, job_id: str, stream: str) -> StreamRead:
-    """All rows of a stream: the latest snapshot plus the events it does not cover."""
-    for _ in range(READ_ROUNDS):
-        read = _read_once(backend, job_id, stream)
+def _imported(backend: Backend, job_id: str, stream: str, problems: list[ObjectProblem]) -> pa.Table | None:
+    """The rows bulk import stored for the stream (kept apart from snapshots, which are caches)."""
+    key = keys.import_table_key(job_id, stream)
+    try:
+        return decode(key, backend.get(key), stream, snapshot=True)
+    except ObjectNotFound:
+        return None
+    except CorruptObjectError as exc:
+        if isinstance(exc, NewerSchemaError):
+            raise
+        problems.append(ObjectProblem(exc.key, exc.reason))
+        return None
+
+
+def _rebuild(backend: Backend, job_id: str, stream: str, problems: list[ObjectProblem]) -> StreamRead:
+    """The whole stream from its records (slow, exact): what a read falls back to without a usable snapshot."""
+    names = [keys.basename(k).removesuffix(".parquet") for k in backend.list(keys.records_dir(job_id, stream))]
+    parts, read, _ = _fetch_records(backend, job_id, stream, [n for n in names if keys.parse_event_name(n)], problems)
+    imported = _imported(backend, job_id, stream, problems)
+    if imported is not None:
+        recorded = set(read)
+        kept = pc.invert(pc.is_in(imported.column(EVENT_COLUMN), pa.array(read, pa.string())))
+        parts.insert(0, imported.filter(kept))
+        read = [n for n in imported.column(EVENT_COLUMN).to_pylist() if n not in recorded] + read
+    table = _concat(stream, parts)
+    position = Position(0, 0, frozenset(read))
+    return StreamRead(table, 0, len(read), problems, position, reset=True, fresh=table, rebuilt=True)
+
+
+OLD_LAYOUT = (
+    "written by zeus-kfp before its store layout 2 (one event object per trial, snapshots without marks), "
+    "which this version does not read; move the job aside, or re-import its trials with zeus.store.bulk"
+)
+
+
+def _refuse_old_layout(backend: Backend, job_id: str, stream: str, hints: list[str]) -> None:
+    """A job without any mark may be one an older zeus-kfp wrote: say so rather than read it as empty."""
+    old = [k for k in hints if k.endswith(".parquet") and keys.parse_event_name(keys.basename(k)[: -len(".parquet")])]
+    old += [k for k in backend.list(keys.snapshots_dir(job_id, stream)) if k.count(".") == 1]
+    if old:
+        raise StoreError(f"job {job_id!r} in {backend.location} was {OLD_LAYOUT} (found {old[0]})")
+
+
+def _read_once(backend: Backend, job_id: str, stream: str, after: Position | None) -> StreamRead | None:
+    """One attempt at a consistent cut; None if the chosen snapshot was retired meanwhile (read again)."""
+    problems: list[ObjectProblem] = []
+    listed = backend.list(keys.events_dir(job_id, stream))  # hints first (see module doc)
+    try:
+        mark = snapshots.latest_mark(backend, job_id, stream)
+    except CorruptObjectError as exc:
+        problems.append(ObjectProblem(exc.key, f"{exc.reason}; read the records instead"))
+        return _rebuild(backend, job_id, stream, problems)
+    try:
+        snapshot = snapshots.load(backend, stream, mark) if mark is not None else None
+    except ObjectNotFound:
+        assert mark is not None
+        if snapshots.top_generation(backend, job_id, stream) > mark.generation:
+            return None  # retired by a newer generation while we read: start over
+        problems.append(ObjectProblem(mark.snapshot, f"committed as generation {mark.generation} but missing"))
+        return _rebuild(backend, job_id, stream, problems)
+    except NewerSchemaError:
+        raise
+    except CorruptObjectError as exc:
+        problems.append(ObjectProblem(exc.key, f"{exc.reason}; read the records instead"))
+        return _rebuild(backend, job_id, stream, problems)
+    if mark is None:
+        _refuse_old_layout(backend, job_id, stream, listed)
+    generation = mark.generation if mark is not None else 0
+    if after is not None and (generation < after.generation or (mark is not None and after.rows > mark.rows)):
+        raise StoreInputError("cursor", f"generation {after.generation}", "a cursor this store returned for this job")
+    reset = after is not None and mark is not None and after.generation > 0 and mark.since > after.generation
+    if reset:
+        after = None
+    hints: dict[str, str] = {}
+    for key in listed:
+        name = keys.basename(key)
+        if keys.parse_event_name(name) is None:
+            problems.append(ObjectProblem(key, "not a zeus-kfp event hint (a foreign object); ignored"))
+        else:
+            hints[name] = key
+    had = after.loose if after is not None else frozenset()
+    covered = snapshots.held(snapshot, set(hints) | had)
+    todo = sorted(n for n in hints if n not in covered and n not in had)
+    parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
+    fresh = _concat(stream, parts)
+    new = snapshot
+    if snapshot is not None and after is not None:
+        new = snapshot.slice(after.rows)
+        if had:
+            new = new.filter(pc.invert(pc.is_in(new.column(EVENT_COLUMN), pa.array(sorted(had), pa.string()))))
+    table = _concat(stream, [t for t in (new, fresh) if t is not None])
+    loose = frozenset(read) | frozenset(n for n in had if n not in covered)
+    rows = snapshot.num_rows if snapshot is not None else 0
+    position = Position(generation, rows, loose)
+    return StreamRead(table, generation, len(read), problems, position, reset, snapshot, fresh, hints)
+
+
+def read_stream(backend: Backend, job_id: str, stream: str, after: Position | None = None) -> StreamRead:
+    """The stream's cut: the newest snapshot plus the records it does not hold (only what is new since
+    `after`, if given). Retries quietly while compaction retires snapshots under it, within bounds."""
+    started = time.monotonic()
+    rounds = 0
+    while rounds < READ_ROUNDS:
+        rounds += 1
+        read = _read_once(backend, job_id, stream, after)
         if read is not None:
             return read
+        if time.monotonic() - started > READ_BUDGET_S:
+            break
     raise StoreError(
-        f"no stable read of {stream} for job {job_id!r} in {backend.location} after {READ_ROUNDS} rounds: "
-        "objects kept disappearing (is something other than zeus-kfp compaction deleting them?)"
+        f"no stable read of {stream} for job {job_id!r} in {backend.location}: {rounds} times the snapshot "
+        f"chosen was retired (after {snapshots.GRACE_S:.0f} s) before it could be fetched. Is the store very slow?"
     )
 
 
@@ -135,92 +252,66 @@ def read_stream(backend: Backend, job_id: str, stream: str) -> StreamRead:
 class CompactResult:
     stream: str
     generation: int  # the snapshot generation now latest as far as this call knows
-    merged: int  # events merged into a new snapshot by this call
-    deleted: int  # event objects removed
+    merged: int  # records merged into a new snapshot by this call
+    deleted: int  # hints and snapshot objects removed
     note: str = ""
-    problems: list[ObjectProblem] = field(default_factory=list)  # bad events left in place
+    problems: list[ObjectProblem] = field(default_factory=list)  # bad records left in place
 
 
-def compact_stream(backend: Backend, job_id: str, stream: str) -> CompactResult:
-    """Merge the stream's events into snapshot g+1; delete them only once g+1 exists and only
-    where the server honours exclusive creates (elsewhere two compactors could both "win")."""
-    generation, snap_key, snapshots = _latest_snapshot(backend, job_id, stream)
-    parts: list[pa.Table] = []
-    covered: set[str] = set()
-    snapshot = None
-    if snap_key is not None:
-        try:
-            snapshot = decode(snap_key, backend.get(snap_key), stream, snapshot=True)
-        except ObjectNotFound:
-            return CompactResult(stream, generation, 0, 0, "another compaction is running")
-        covered = set(snapshot.column(EVENT_COLUMN).to_pylist())
-        parts.append(snapshot)
-    event_keys = backend.list(keys.events_dir(job_id, stream))
-    todo = [k for k in event_keys if keys.basename(k) not in covered]
-    fetched = backend.get_many(todo)
-    late = _late_conflicts(backend, stream, snapshot, [k for k in event_keys if keys.basename(k) in covered])
-    if late is None or any(data is None for data in fetched.values()):
-        return CompactResult(stream, generation, 0, 0, "another compaction is running")
-    already, problems = late  # copies left by an interrupted delete: in the snapshot already
-    merged: list[str] = []
-    for key in todo:
-        try:
-            parts.append(_with_event(decode(key, fetched[key] or b"", stream), keys.basename(key)))
-            merged.append(key)
-        except NewerSchemaError:
-            raise
-        except CorruptObjectError as exc:  # left in place, reported by every read until someone removes it
-            problems.append(ObjectProblem(exc.key, exc.reason))
-    if merged:
-        table = pa.concat_tables(parts)
-        new_key = keys.snapshot_key(job_id, stream, generation + 1)
-        if not backend.put_new(new_key, encode(stream, table, snapshot=True)):
-            return CompactResult(stream, generation, 0, 0, "another compactor wrote this generation first", problems)
-        generation += 1
-        # Our generation number may have been free only because cleanup had deleted an old one
-        # (we read a stale listing): then a newer generation exists, ours is not the latest, and
-        # deleting what we merged would hide it. Remove our stray snapshot and stop.
-        newest, _, _ = _latest_snapshot(backend, job_id, stream)
-        if newest > generation:
-            backend.delete([new_key])
-            return CompactResult(stream, newest, 0, 0, "a newer snapshot exists; nothing deleted", problems)
-    if not backend.conditional_writes_honoured():
-        return CompactResult(stream, generation, len(merged), 0, "server ignores If-None-Match: events kept", problems)
-    removable = merged + already
-    old_snapshots = [k for k in snapshots if (keys.snapshot_generation(k) or 0) <= generation - KEEP_SNAPSHOTS]
-    backend.delete(removable + old_snapshots)
-    return CompactResult(stream, generation, len(merged), len(removable), problems=problems)
-
-
-def find_trial_events(
-    backend: Backend, job_id: str, stream: str, recurrence_id: str, attempt: int
-) -> dict[str, list[dict]]:
-    """One trial's events in a stream, {event name: rows}, whether still loose or already compacted.
-
-    Loose events are looked for first (one listing). Only if there are none is the latest
-    snapshot consulted: an event missing from the listing was either never written or deleted
-    after a snapshot containing it existed (module doc), so that snapshot has it.
-    """
-    prefix = keys.event_prefix(job_id, stream, recurrence_id, attempt)
-    for _ in range(READ_ROUNDS):
-        listed = backend.list(prefix)
-        if listed:
-            fetched = backend.get_many(listed)
-            if any(data is None for data in fetched.values()):
-                continue  # compacted meanwhile: look again
-            return {keys.basename(k): decode(k, fetched[k] or b"", stream).to_pylist() for k in listed}
-        _, snap_key, _ = _latest_snapshot(backend, job_id, stream)
-        if snap_key is None:
-            return {}
-        try:
-            snapshot = decode(snap_key, backend.get(snap_key), stream, snapshot=True)
-        except ObjectNotFound:
-            continue
-        mask = pc.and_(
-            pc.equal(snapshot.column("recurrence_id"), recurrence_id), pc.equal(snapshot.column("attempt"), attempt)
+def compact_stream(
+    backend: Backend, job_id: str, stream: str, *, repair: bool = False, read: StreamRead | None = None
+) -> CompactResult:
+    """Commit the stream's cut as the next generation; then delete the hints it holds and retire old
+    snapshots, only where the server honours exclusive creates (elsewhere two compactors could both "win").
+    Without hints there is nothing to merge and nothing is read, unless `repair` (a read found the
+    snapshot lost or damaged: commit one rebuilt from the records). `read`: a full read just made (a
+    reader that compacts after reading reuses it instead of reading again)."""
+    started = time.monotonic()
+    if read is None:
+        if not repair and not backend.list(keys.events_dir(job_id, stream)):  # nothing newer than the snapshot
+            return CompactResult(stream, snapshots.top_generation(backend, job_id, stream), 0, 0, "nothing to merge")
+        read = read_stream(backend, job_id, stream)
+    if not read.rebuilt and snapshots.top_generation(backend, job_id, stream) != read.generation:
+        return CompactResult(stream, read.generation, 0, 0, "another compactor is ahead", read.problems)
+    merged = read.fresh.num_rows if read.fresh is not None else 0
+    generation = read.generation
+    names = set(read.position.loose) | snapshots.held(read.snapshot, set(read.hints))
+    committed = None
+    if read.position.loose:  # records not in the snapshot (or, rebuilt, every record)
+        parts = [t for t in (read.snapshot, read.fresh) if t is not None]
+        generation = (snapshots.top_generation(backend, job_id, stream) if read.rebuilt else generation) + 1
+        mark = snapshots.latest_mark(backend, job_id, stream) if not read.rebuilt else None
+        since = generation if read.rebuilt or mark is None else mark.since
+        token = uuid.uuid4().hex[:16]
+        committed, note = snapshots.commit(
+            backend, job_id, stream, generation, _concat(stream, parts), since, token, started
         )
-        found: dict[str, list[dict]] = {}
-        for row in snapshot.filter(mask).to_pylist():
-            found.setdefault(row.pop(EVENT_COLUMN), []).append(row)
-        return found
-    raise StoreError(f"no stable read of {prefix} in {backend.location} after {READ_ROUNDS} rounds")
+        if committed is None:
+            return CompactResult(stream, read.generation, 0, 0, note, read.problems)
+    if not backend.conditional_writes_honoured():
+        return CompactResult(stream, generation, merged, 0, "server ignores If-None-Match: hints kept", read.problems)
+    done = [key for name, key in read.hints.items() if name in names]
+    backend.delete(done)
+    deleted = len(done)
+    if committed is not None:
+        retired, now = snapshots.retire(backend, job_id, stream, committed)
+        deleted += len(retired) + _drop_orphan_hints(backend, job_id, stream, read, names, now)
+        collect = getattr(backend, "collect_temp", None)  # a local directory: temp files of killed writers
+        if collect is not None:
+            collect(f"jobs/{job_id}/")
+    return CompactResult(stream, generation, merged, deleted, problems=read.problems)
+
+
+def _drop_orphan_hints(
+    backend: Backend, job_id: str, stream: str, read: StreamRead, held: set[str], now: float | None
+) -> int:
+    """Hints whose record never appeared (their writer died between the two creates), once old."""
+    waiting = [name for name in read.hints if name not in held]
+    if not waiting or now is None:
+        return 0
+    times = backend.list_times(keys.events_dir(job_id, stream))
+    old = [name for name in waiting if times.get(read.hints[name], now) + ORPHAN_HINT_AGE_S <= now]
+    present = backend.get_many([keys.record_key(job_id, stream, name) for name in old]) if old else {}
+    orphans = [read.hints[name] for name in old if present.get(keys.record_key(job_id, stream, name)) is None]
+    backend.delete(orphans)
+    return len(orphans)

@@ -28,7 +28,8 @@ PROFILE_FILE = "profile.csv"
 MODEL_FILE = "model.pt"
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temp file and a rename: a reader sees the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as fh:
@@ -38,7 +39,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def write_result(log_dir: str | Path, result: TrialResult, **extra: Any) -> Path:
     path = Path(log_dir) / RESULT_FILE
-    _atomic_write(path, json.dumps({**result.to_dict(), **extra}, indent=2, default=str))
+    atomic_write_text(path, json.dumps({**result.to_dict(), **extra}, indent=2, default=str))
     return path
 
 
@@ -68,7 +69,7 @@ def result_from_json(spec: JobSpec, data: dict[str, Any]) -> TrialResult:
 
 def write_profile(log_dir: str | Path, profile: pd.DataFrame) -> Path:
     path = Path(log_dir) / PROFILE_FILE
-    _atomic_write(path, profile_frame(profile.to_dict("records")).to_csv(index=False))
+    atomic_write_text(path, profile_frame(profile.to_dict("records")).to_csv(index=False))
     return path
 
 

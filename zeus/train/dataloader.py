@@ -12,6 +12,10 @@ come for free without touching the user's loop. A Zeus-aware script changes thre
 
 A train step is the time between handing out a batch and being asked for the next one, so
 it covers the user's forward, backward and optimizer step.
+
+Under torchrun ZEUS_BATCH_SIZE is the *global* batch size: each rank loads its share
+(batch_size / world size) through a DistributedSampler (made here unless the script passes a
+sampler), and the profiler counts every rank's samples (zeus.train.distributed).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from zeus.power.gpu import GPU
 from zeus.train.env import TrialEnv
@@ -63,12 +67,19 @@ class ZeusDataLoader(DataLoader):
         self.trial = trial
         self.split = split
         if batch_size is None:
-            batch_size = trial.env.batch_size
-        elif split == "train" and batch_size != trial.env.batch_size:
+            batch_size = trial.local_batch_size
+        elif split == "train" and batch_size != trial.local_batch_size:
             raise ValueError(
-                f"invalid batch_size={batch_size}: allowed only ZEUS_BATCH_SIZE={trial.env.batch_size} "
-                "(the batch size is the trial's, chosen by the bandit)"
+                f"invalid batch_size={batch_size}: allowed only {trial.local_batch_size} "
+                f"(ZEUS_BATCH_SIZE={trial.env.batch_size} over {trial.ranks.info.world_size} rank(s); "
+                "the batch size is the trial's, chosen by the bandit)"
             )
+        info = trial.ranks.info
+        if info.distributed and kwargs.get("sampler") is None and kwargs.get("batch_sampler") is None:
+            shuffle = bool(kwargs.pop("shuffle", False))  # each rank its own shard, shuffled the same way
+            seed = trial.env.seed or 0
+            kwargs["sampler"] = DistributedSampler(dataset, info.world_size, info.rank, shuffle=shuffle, seed=seed)
+        self._epoch = 0
         super().__init__(dataset, batch_size=batch_size, **kwargs)
         if split == "train":
             trial.num_train_samples = len(dataset)  # type: ignore[arg-type]
@@ -87,8 +98,12 @@ class ZeusDataLoader(DataLoader):
         self.trial.start()
         profiler = self.trial.profiler
         gpu = self.trial.gpu
+        if isinstance(self.sampler, DistributedSampler):
+            self.sampler.set_epoch(self._epoch)  # a new shuffle each epoch, the same on every rank
+        self._epoch += 1
         batches = super().__iter__()
         default = self.batch_size or 1
+        world = self.trial.ranks.global_samples
         if self.split == "eval":
             if profiler is not None:
                 profiler.on_eval_begin()
@@ -99,8 +114,8 @@ class ZeusDataLoader(DataLoader):
                 gpu.account_work(n)
                 samples += n
             if profiler is not None:
-                profiler.on_eval_end(samples)
-            self.trial.eval_samples = samples
+                profiler.on_eval_end(world(samples))
+            self.trial.eval_samples = world(samples)
             return
         for batch in batches:
             n = batch_samples(batch, default)
@@ -109,6 +124,6 @@ class ZeusDataLoader(DataLoader):
             yield batch
             gpu.account_work(n)
             if profiler is not None:
-                profiler.on_step_end(n)
+                profiler.on_step_end(world(n))  # throughput counts every rank's samples
         if profiler is not None:
             profiler.on_epoch_end()

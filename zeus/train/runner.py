@@ -5,16 +5,18 @@ Two kinds of script:
 - Zeus-aware (uses ZeusDataLoader): the runner sets the ZEUS_* environment, the script
   profiles power limits, stops itself on target / max epochs / cost, and leaves result.json
   and profile.csv in its log dir, which the runner reads back.
-- Plain (Katib-style): the runner reads metrics from stdout (Katib's pattern or the user's)
-  or from a JSON-lines file, measures energy from outside over the whole run, and stops the
-  process (SIGTERM, then SIGKILL) when the target is reached, max epochs pass or the cost
-  passes the threshold.
+- Plain (Katib-style): a collector (zeus.train.collectors: stdout, a file, TFEvent files or a
+  Prometheus endpoint, in Katib's metricsCollectorSpec shape) reads its metrics; the runner
+  measures energy from outside, profiles power limits from outside when the metrics carry a
+  step or epoch counter (zeus.train.progress), and stops the process (SIGTERM, then SIGKILL)
+  when the target is reached, max epochs pass or the cost passes the threshold (zeus.train.plain).
 
 Never raises for what the script does: a crash is status failed with the stderr tail in
 `reason`, an out-of-memory death is status oom. Bad *arguments* do raise, naming the field.
 
-Command arguments may contain {batch_size}, {data_dir}, {log_dir} and {work_dir}, replaced
-per trial (a plain script learns its batch size this way, as with Katib's trial parameters).
+Command arguments may contain {batch_size}, {data_dir}, {log_dir}, {work_dir} and
+{metrics_port} (a prometheus collector's port), replaced per trial (a plain script learns its
+batch size this way, as with Katib's trial parameters).
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import queue
-import re
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,13 +38,18 @@ from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profiler import MIN_WINDOW_ALLOWED, profile_frame, valid_min_window_s
 from zeus.power.simulated import SimulatedGPU
 from zeus.train import artifacts
+from zeus.train.collectors import AUTO_PORT, CollectorSpec, open_collector
 from zeus.train.env import TrialEnv
-from zeus.train.metrics import JsonLinesTail, compile_patterns, parse_line
+from zeus.train.plain import PlainTrial
 from zeus.train.process import CapturedProcess, looks_like_oom
+from zeus.train.progress import ProfilingOptions
+from zeus.train.session import TRIAL_WINDOW
 
 log = logging.getLogger(__name__)
 
 LOG_SUBDIR = "logs"
+METRICS_PORT_ENV = "ZEUS_METRICS_PORT"
+PLAIN_KINDS_ALLOWED = "stdOut, file, tfEvent or prometheus for a plain script (none: a Zeus-aware script only)"
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,10 @@ def _substitute(command: Sequence[str], values: Mapping[str, str]) -> list[str]:
     return out
 
 
+# zeus.launch fills the same placeholders for a cluster trial's pods (with the pods' own directories).
+substitute_placeholders = _substitute
+
+
 def _open_parent_gpu(kind: str, num_gpus: int) -> GPU:
     """The runner's own view of the GPUs; a simulated GPU here runs on wall time (it watches another process)."""
     gpu = open_gpu(kind)
@@ -72,6 +82,26 @@ def _open_parent_gpu(kind: str, num_gpus: int) -> GPU:
         gpu.close()
         return SimulatedGPU(num_devices=num_gpus, clock="wall")
     return gpu
+
+
+def _free_port() -> int:
+    """A port free on 127.0.0.1 now, for a prometheus collector with port 0 (the script binds it next)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _collector_spec(
+    collector: CollectorSpec | Mapping | str | None, metric_patterns: Sequence[str] | None, metrics_file: str | None
+) -> CollectorSpec:
+    """The collector spec; the older `metric_patterns` / `metrics_file` arguments are shorthands for one."""
+    if collector is not None:
+        return CollectorSpec.parse(collector)
+    if metrics_file:
+        return CollectorSpec.parse(
+            {"kind": "file", "source": {"fileSystemPath": {"path": metrics_file, "format": "json"}}}
+        )
+    return CollectorSpec.parse({"source": {"filter": {"metricsFormat": list(metric_patterns or [])}}})
 
 
 def _validate(spec: JobSpec, batch_size: int, cost_threshold: float | None, command: Sequence[str], gpu: str) -> None:
@@ -97,6 +127,7 @@ def run_trial(
     gpu: str = "auto",
     metric_patterns: Sequence[str] | None = None,
     metrics_file: str | None = None,
+    collector: CollectorSpec | Mapping | str | None = None,
     env: Mapping[str, str] | None = None,
     warmup_iters: int = 10,
     profile_iters: int = 40,
@@ -107,11 +138,18 @@ def run_trial(
     term_grace_s: float = 5.0,
     poll_s: float = 0.05,
 ) -> TrialOutcome:
-    """Run `command` as one trial of `spec` at `batch_size`; see the module docstring."""
+    """Run `command` as one trial of `spec` at `batch_size`; see the module docstring.
+
+    `collector` (a CollectorSpec, or its dict / JSON / YAML) says how a plain script's metrics are
+    collected (default: stdout with Katib's pattern); `metric_patterns` and `metrics_file` (a JSON-lines
+    file) are shorthands for the stdOut and file collectors. A Zeus-aware script reports by itself.
+    """
     _validate(spec, batch_size, cost_threshold, command, gpu)
     if not valid_min_window_s(min_window_s):
         raise JobSpecError("min_window_s", min_window_s, MIN_WINDOW_ALLOWED)
-    patterns = compile_patterns(metric_patterns)
+    collector_spec = _collector_spec(collector, metric_patterns, metrics_file)
+    if not zeus_aware and collector_spec.kind == "none":
+        raise JobSpecError("metrics_collector.kind", "none", PLAIN_KINDS_ALLOWED)
     data_dir = str(data_dir) if data_dir else None
     work_dir = Path(work_dir).resolve()
     log_dir = work_dir / LOG_SUBDIR
@@ -133,17 +171,35 @@ def run_trial(
         profile_path=profile_path,
         seed=seed,
     )
-    child_env = {**os.environ, **trial_env.to_env(), **(env or {})}
+    port = _free_port() if collector_spec.kind == "prometheus" and collector_spec.http_port == AUTO_PORT else None
+    child_env = {**os.environ, **trial_env.to_env(), **({METRICS_PORT_ENV: str(port)} if port else {}), **(env or {})}
+    placeholders = {"log_dir": str(log_dir), "work_dir": str(work_dir)}
     argv = _substitute(
         command,
-        {"batch_size": str(batch_size), "data_dir": data_dir or "", "log_dir": str(log_dir), "work_dir": str(work_dir)},
+        {"batch_size": str(batch_size), "data_dir": data_dir or "", **placeholders, "metrics_port": str(port or "")},
     )
     parent_gpu = _open_parent_gpu(gpu, spec.num_gpus)
+    monitor = EnergyMonitor(parent_gpu, indices=range(min(spec.num_gpus, parent_gpu.device_count())))
+    plain = None
+    if not zeus_aware:
+        plain = PlainTrial(
+            spec,
+            batch_size=batch_size,
+            cost_threshold=cost_threshold,
+            collector_spec=collector_spec,
+            collector=open_collector(collector_spec, work_dir=work_dir, placeholders=placeholders, port=port),  # type: ignore[arg-type]
+            gpu=parent_gpu,
+            monitor=monitor,
+            options=ProfilingOptions(warmup_iters, profile_iters, min_window_s),
+            reuse=reuse_profile,
+        )
     try:
-        return _Run(spec, batch_size, cost_threshold, zeus_aware, patterns, metrics_file, parent_gpu, log_dir).run(
+        return _Run(spec, batch_size, plain, parent_gpu, monitor, log_dir).run(
             argv, work_dir, child_env, timeout_s, term_grace_s, poll_s
         )
     finally:
+        if plain is not None:
+            plain.close()
         parent_gpu.close()
 
 
@@ -151,53 +207,19 @@ class _Run:
     """One trial's supervision loop (kept as an object so the stop rules read top to bottom)."""
 
     def __init__(
-        self,
-        spec: JobSpec,
-        batch_size: int,
-        cost_threshold: float | None,
-        zeus_aware: bool,
-        patterns: list[re.Pattern[str]],
-        metrics_file: str | None,
-        gpu: GPU,
-        log_dir: Path,
+        self, spec: JobSpec, batch_size: int, plain: PlainTrial | None, gpu: GPU, monitor: EnergyMonitor, log_dir: Path
     ) -> None:
-        self.spec, self.batch_size, self.threshold = spec, batch_size, cost_threshold
-        self.zeus_aware, self.patterns, self.log_dir = zeus_aware, patterns, log_dir
-        self.metrics_tail = JsonLinesTail(log_dir.parent / metrics_file) if metrics_file else None
-        self.monitor = EnergyMonitor(gpu, indices=range(min(spec.num_gpus, gpu.device_count())))
+        self.spec, self.batch_size, self.log_dir = spec, batch_size, log_dir
+        self.plain = plain  # None: a Zeus-aware script, which reports by itself
+        self.zeus_aware = plain is None
+        self.monitor = monitor
         self.gpu = gpu
-        self.values: queue.Queue[float] = queue.Queue()
-        self.metrics: list[float] = []
         self.status: TrialStatus | None = None
         self.reason = ""
 
     def _on_line(self, line: str) -> None:
-        if self.metrics_tail is None:
-            for name, value in parse_line(line, self.patterns):
-                if name == self.spec.metric_name:
-                    self.values.put(value)
-
-    def _drain(self) -> None:
-        if self.metrics_tail is not None:
-            for name, value in self.metrics_tail.read():
-                if name == self.spec.metric_name:
-                    self.values.put(value)
-        while self.status is None and not self.values.empty():
-            value = self.values.get()
-            self.metrics.append(value)
-            if self.spec.reached(value):
-                self.status = TrialStatus.REACHED
-            elif len(self.metrics) >= self.spec.max_epochs:
-                self.status = TrialStatus.NOT_REACHED
-                self.reason = f"target not reached in {self.spec.max_epochs} epochs"
-
-    def _check_cost(self) -> None:
-        if self.status is None and self.threshold is not None:
-            m = self.monitor.peek("trial")
-            cost = self.spec.cost(m.total_energy_j, m.time_s)
-            if cost > self.threshold:
-                self.status = TrialStatus.COST_EXCEEDED
-                self.reason = f"stopped: cost {cost:.1f} passed the threshold {self.threshold:.1f}"
+        if self.plain is not None:
+            self.plain.on_stdout_line(line)
 
     def run(
         self,
@@ -208,45 +230,35 @@ class _Run:
         grace_s: float,
         poll_s: float,
     ) -> TrialOutcome:
-        self.monitor.begin_window("trial")
+        self.monitor.begin_window(TRIAL_WINDOW)
         started = time.monotonic()
         try:
             proc = CapturedProcess(argv, cwd=work_dir, env=child_env, on_stdout_line=self._on_line)
         except OSError as exc:
-            measured = self.monitor.end_window("trial")
+            measured = self.monitor.end_window(TRIAL_WINDOW)
             return self._outcome(TrialStatus.FAILED, f"could not start {argv[0]!r}: {exc}", measured, "")
         while proc.poll() is None:
-            if not self.zeus_aware:
-                self._drain()
-                self._check_cost()
-                if self.status is not None:
-                    proc.stop(grace_s)
-                    break
+            if self.plain is not None and self.plain.poll() is not None:
+                proc.stop(grace_s)
+                break
             if timeout_s is not None and time.monotonic() - started > timeout_s:
                 self.status, self.reason = TrialStatus.FAILED, f"timed out after {timeout_s:g} s"
                 proc.stop(grace_s)
                 break
             time.sleep(poll_s)
-        measured = self.monitor.end_window("trial")
+        if self.zeus_aware:
+            measured = self.monitor.end_window(TRIAL_WINDOW)
         returncode = proc.wait()
         proc.join_output()
-        if not self.zeus_aware:
-            self._drain()
         tail = proc.tail_text()
         oom = looks_like_oom(tail, returncode, proc.killed_by_us)
-        if self.zeus_aware:
+        if self.plain is None:
             return self._zeus_outcome(returncode, oom, proc, measured, tail)
-        if self.status is None:
-            if returncode != 0:
-                self.status = TrialStatus.OOM if oom else TrialStatus.FAILED
-                self.reason = f"exit code {returncode}: {proc.stderr_text()}"
-            elif not self.metrics:
-                self.status = TrialStatus.FAILED
-                self.reason = f"the script printed no {self.spec.metric_name!r} values"
-            else:
-                self.status = TrialStatus.NOT_REACHED
-                self.reason = f"the script ended after {len(self.metrics)} epochs without reaching the target"
-        return self._outcome(self.status, self.reason, measured, tail)
+        if self.status is not None:
+            self.plain.stop(self.status, self.reason)
+        self.plain.finish(returncode, oom, proc.stderr_text())  # the collector's last read: before the window ends
+        measured = self.monitor.end_window(TRIAL_WINDOW)
+        return self._outcome(self.plain.status or TrialStatus.FAILED, self.plain.reason, measured, tail)
 
     def _zeus_outcome(
         self, returncode: int, oom: bool, proc: CapturedProcess, measured: Measurement, tail: str
@@ -264,19 +276,23 @@ class _Run:
         return TrialOutcome(result, artifacts.read_profile(self.log_dir), artifacts.model_path(self.log_dir), tail)
 
     def _outcome(self, status: TrialStatus, reason: str, measured: Measurement, tail: str) -> TrialOutcome:
+        plain = self.plain
+        metrics = plain.metrics if plain is not None else []
+        notes = [reason, *(plain.notes() if plain is not None else [])]
         result = TrialResult.build(
             self.spec,
             batch_size=self.batch_size,
             status=status,
             time_s=measured.time_s,
             energy_j=measured.total_energy_j,
-            num_epochs=len(self.metrics),
-            power_limit_w=self.gpu.get_power_limit(0),
-            metric=self.metrics[-1] if self.metrics else None,
+            num_epochs=len(metrics),
+            power_limit_w=plain.power_limit() if plain is not None else self.gpu.get_power_limit(0),
+            metric=metrics[-1] if metrics else None,
             simulated=self.gpu.simulated,
-            reason=reason,
+            reason="; ".join(note for note in notes if note),
             source=gpu_source(self.gpu),
         )
-        artifacts.write_result(self.log_dir, result, metrics=self.metrics, gpu_kind=self.gpu.kind)
-        profile = artifacts.read_profile(self.log_dir) if self.zeus_aware else profile_frame([])
+        profiling = plain.progress.summary() if plain is not None else None
+        artifacts.write_result(self.log_dir, result, metrics=metrics, gpu_kind=self.gpu.kind, profiling=profiling)
+        profile = plain.progress.profile() if plain is not None else artifacts.read_profile(self.log_dir)
         return TrialOutcome(result, profile, artifacts.model_path(self.log_dir), tail)

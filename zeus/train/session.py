@@ -9,6 +9,10 @@ atexit restore the power limits from before the trial and record it); `epochs()`
 until the target is reached, max_epochs pass, or the predicted cost of one more epoch would
 pass the threshold; `finish()` writes result.json (with the profiler's summary: void windows,
 profiling time) and profile.csv into the log dir.
+
+Under torchrun (WORLD_SIZE > 1) the same object runs on every rank through zeus.train.distributed:
+readings are summed over all ranks' GPUs, rank 0's limit and metric are followed by all, and only
+rank 0 writes the result, the profile and the model; every rank leaves its own rank record.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import TrialResult, TrialStatus
-from zeus.power.gpu import GPU, gpu_source, open_gpu
+from zeus.power.gpu import GPU, MEASURE_ONLY_NOTE, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor
 from zeus.power.profiler import PowerLimitProfiler, ProfileParams
 from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
-from zeus.train.env import TrialEnv
+from zeus.train.distributed import Ranks, ranks_from_env
+from zeus.train.env import TrialEnv, TrialEnvError
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +43,16 @@ EPOCH_WINDOW = "epoch"
 class ZeusTrial:
     """State shared by a trial's train and eval loaders."""
 
-    def __init__(self, env: TrialEnv, gpu: GPU | None = None, num_train_samples: int | None = None) -> None:
+    def __init__(
+        self, env: TrialEnv, gpu: GPU | None = None, num_train_samples: int | None = None, ranks: Ranks | None = None
+    ) -> None:
         self.env = env
         self.spec = env.spec()
-        self.gpu = gpu or open_gpu(env.gpu)
-        self.monitor = EnergyMonitor(self.gpu, indices=range(min(env.num_gpus, self.gpu.device_count())))
+        self.ranks = ranks or ranks_from_env()
+        self.local_batch_size = _local_batch_size(env, self.ranks.info.world_size)
+        self.gpu = self.ranks.rank_gpu(gpu or open_gpu(env.gpu))
+        local = EnergyMonitor(self.gpu, indices=range(min(env.num_gpus, self.gpu.device_count())))
+        self.monitor = self.ranks.monitor(local)  # under torchrun: readings summed over every rank
         self.num_train_samples = num_train_samples
         self.steps_per_epoch: int | None = None
         self.eval_samples = 0
@@ -55,6 +65,7 @@ class ZeusTrial:
         self._lock = threading.RLock()  # a SIGTERM may arrive while finish() runs on the same thread
         self._finishing = False
         self._prev_sigterm: object = None
+        self._trained_at_w: float | None = None
 
     # -- setup ---------------------------------------------------------------------------------
     def _make_profiler(self) -> PowerLimitProfiler | None:
@@ -73,6 +84,7 @@ class ZeusTrial:
             params=params,
             monitor=self.monitor,
             reuse=reuse,
+            agree=self.ranks.leader_float,  # under torchrun: rank 0's choice, broadcast
         )
 
     def start(self) -> None:
@@ -81,12 +93,15 @@ class ZeusTrial:
         self._started = True
         self.profiler = self._make_profiler()
         self.monitor.begin_window(TRIAL_WINDOW)
+        self.ranks.install()
         atexit.register(self._on_exit)
         if threading.current_thread() is threading.main_thread():
             self._prev_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
 
     def _on_sigterm(self, signum: int, _frame: object) -> None:
-        self.finish(TrialStatus.FAILED, f"terminated by signal {signum}")
+        if self._finishing:  # the trial is being recorded right now (a failure elsewhere): let that complete
+            return
+        self.finish(TrialStatus.FAILED, f"terminated by signal {signum}", signum=signum)
         raise SystemExit(128 + signum)
 
     def _on_exit(self) -> None:
@@ -106,6 +121,7 @@ class ZeusTrial:
                 self.monitor.begin_window(EPOCH_WINDOW)
                 yield epoch
                 measured = self.monitor.end_window(EPOCH_WINDOW)
+                self.metrics = self.ranks.leader_list(self.metrics)  # rank 0's metric decides for every rank
                 self.epoch_costs.append(self.spec.cost(measured.total_energy_j, measured.time_s))
                 if self.metrics and self.spec.reached(self.metrics[-1]):
                     self.finish(TrialStatus.REACHED)
@@ -151,24 +167,24 @@ class ZeusTrial:
         return False
 
     # -- end -----------------------------------------------------------------------------------
-    def finish(self, status: TrialStatus, reason: str = "") -> TrialResult | None:
+    def finish(self, status: TrialStatus, reason: str = "", signum: int | None = None) -> TrialResult | None:
         """Restore the power limits from before the trial, then record it. Only the first call counts."""
         with self._lock:
             if self.result is not None or self._finishing:
                 return self.result
             self._finishing = True
+            if status is TrialStatus.FAILED:
+                self.ranks.abandon()  # the other ranks may be gone: figures from this rank alone from now on
+            self._trained_at_w = self.gpu.get_power_limit(0)  # the limit the last step ran at, before restoring
             if self.profiler is not None:
                 self.profiler.restore()
-            if self._prev_sigterm is not None and threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, self._prev_sigterm)  # the trial is over: hand SIGTERM back
             measured = self.monitor.end_window(TRIAL_WINDOW) if self.monitor.is_open(TRIAL_WINDOW) else None
             notes = [reason] if reason else []
             if not self.gpu.can_set_limits:
-                notes.append("measure-only: power limits could not be set")
+                notes.append(MEASURE_ONLY_NOTE)
             limit = self.profiler.best_limit() if self.profiler is not None else None
-            if self.profiler is not None and not self.profiler.done and limit is not None:
-                rows, limits = len(self.profiler.profile()), len(self.profiler.limits)
-                notes.append(f"ended while profiling: chose among {rows} of {limits} limits")
+            if self.profiler is not None and self.profiler.partial_note():
+                notes.append(self.profiler.partial_note())
             self.result = TrialResult.build(
                 self.spec,
                 batch_size=self.env.batch_size,
@@ -183,20 +199,59 @@ class ZeusTrial:
                 source=gpu_source(self.gpu),
             )
             profiling = self.profiler.summary() if self.profiler is not None else None
-            write_result(
-                self.env.log_dir, self.result, metrics=self.metrics, gpu_kind=self.gpu.kind, profiling=profiling
-            )
-            if self.profiler is not None:
-                write_profile(self.env.log_dir, self.profiler.profile())
+            if self.ranks.is_leader:
+                write_result(
+                    self.env.log_dir, self.result, metrics=self.metrics, gpu_kind=self.gpu.kind, profiling=profiling
+                )
+                if self.profiler is not None:
+                    write_profile(self.env.log_dir, self.profiler.profile())
+            self._record_rank(signum)
             log.info("trial finished: %s", self.result)
+            if self._prev_sigterm is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, self._prev_sigterm)  # the trial is recorded: hand SIGTERM back
             return self.result
 
+    def _record_rank(self, signum: int | None) -> None:
+        """This rank's own figures and how it ended (zeus.train.distributed; nothing in a single process)."""
+        result, own = self.result, self.ranks.own.get(TRIAL_WINDOW)
+        assert result is not None
+        self.ranks.record(
+            self.env.log_dir,
+            status=result.status.value,
+            reason=result.reason,
+            signal=signum,
+            energy_j=own.total_energy_j if own else 0.0,
+            time_s=own.time_s if own else 0.0,
+            batch_size=self.env.batch_size,
+            local_batch_size=self.local_batch_size,
+            power_limit_w=result.power_limit_w,
+            trained_at_w=self._trained_at_w,
+            epochs=result.num_epochs,
+            metric=result.metric,
+            simulated=result.simulated,
+            source=result.source,
+        )
+
     def save_model(self, model: object) -> Path:
-        """torch.save the model's state_dict as model.pt in the log dir; returns the path."""
+        """torch.save the model's state_dict as model.pt in the log dir (rank 0 only); returns the path."""
         import torch
 
         path = Path(self.env.log_dir) / MODEL_FILE
+        if not self.ranks.is_leader:
+            return path
         path.parent.mkdir(parents=True, exist_ok=True)
         state = model.state_dict() if hasattr(model, "state_dict") else model
         torch.save(state, path)
         return path
+
+
+def _local_batch_size(env: TrialEnv, world_size: int) -> int:
+    """Each rank's share of the trial's (global) batch size; the world must divide it evenly, and the job's
+    cost must price every rank's GPU."""
+    if world_size == 1:
+        return env.batch_size
+    if env.batch_size % world_size:
+        raise TrialEnvError("ZEUS_BATCH_SIZE", env.batch_size, f"a multiple of the world size {world_size}")
+    if env.num_gpus != world_size:
+        raise TrialEnvError("ZEUS_NUM_GPUS", env.num_gpus, f"the world size {world_size} (one GPU per rank)")
+    return env.batch_size // world_size

@@ -1,0 +1,455 @@
+"""A STAND-IN for the Kubernetes API server, for the cluster launcher's tests. No cluster is used.
+
+It serves, on 127.0.0.1 and a port the OS picks, the few routes the launcher's kubernetes client
+calls, the way the API server and the Kubeflow operators would answer them:
+
+- TrainJobs (trainer.kubeflow.org/v1alpha1) and PyTorchJobs (kubeflow.org/v1): create (refused
+  with 422, as the API server does, when the object does not validate against the shipped CRD
+  schema, see crds.py; 409 when the name is taken), get, watch (fieldSelector on the name), delete;
+- pods, as the operator would create them for the job (labels from the job's pod template, plus
+  the operator's own: node index / replica type), listed by label selector;
+- a pod's log, following (follow=true) until the job ends.
+
+Each job lives through a `Scenario`: its phases (Pending, Running, then Succeeded, Failed, or
+Evicted: the master pod evicted while the job still runs), optionally held at one phase until the
+test releases it. A watch moves the job through its phases, one event each; just before the last
+phase `on_end` runs (what rank 0's node leaves in the store). With `run_pods_in`, the job's pods
+instead run as local processes (stand_in_kubelet.py) and the job's phase is theirs. Every request
+is recorded in order (`calls`), so a test can check what the launcher did and in which order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from . import crds
+from .stand_in_kubelet import PodProcesses
+
+TERMINAL = ("Succeeded", "Failed", "Evicted")
+CONTAINER = {"TrainJob": "node", "PyTorchJob": "pytorch"}
+JOB_ROUTE = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?$")
+POD_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
+
+
+@dataclass
+class Scenario:
+    """How the stand-in's operator runs every job created while this scenario is set."""
+
+    phases: tuple[str, ...] = ("Pending", "Running", "Succeeded")
+    hold: str | None = None  # stop at this phase until `StandInApi.release()`
+    log: tuple[str, ...] = ("epoch=1 accuracy=0.5", "epoch=2 accuracy=0.9")
+    on_end: Callable[[dict[str, Any]], None] | None = None
+    message: str = ""  # the Failed condition's message, or why the pod was evicted / is unschedulable
+    run_pods_in: Path | None = None  # run the pods' command as local processes (stand_in_kubelet), here
+
+
+@dataclass
+class _Job:
+    obj: dict[str, Any]
+    scenario: Scenario
+    step: int = 0
+    processes: PodProcesses | None = None
+    shown: str = ""  # the phase the job object last said
+
+    @property
+    def kind(self) -> str:
+        return self.obj["kind"]
+
+    @property
+    def phase(self) -> str:
+        return self.processes.phase() if self.processes else self.scenario.phases[self.step]
+
+    @property
+    def message(self) -> str:
+        return self.processes.failure() if self.processes else self.scenario.message
+
+
+@dataclass
+class StandInApi:
+    """The stand-in server's state; `url` is where the kubernetes client should point."""
+
+    scenario: Scenario = field(default_factory=Scenario)
+    idle_close_s: float = 0.2  # a watch with nothing new to say closes after this (the client then re-watches)
+    installed: tuple[str, ...] = ("TrainJob", "PyTorchJob")  # the kinds whose operator (and CRD) the cluster has
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+    jobs: dict[tuple[str, str], _Job] = field(default_factory=dict)
+    url: str = ""
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _released: bool = False
+
+    def record(self, *call: str) -> None:
+        with self._lock:
+            self.calls.append(call)
+
+    def verbs(self) -> list[str]:
+        return [call[0] for call in self.calls]
+
+    def release(self) -> None:
+        """Let held jobs go on to their remaining phases (at their next watch)."""
+        self._released = True
+
+    # -- the stand-in operator ------------------------------------------------------------------------
+    def _advance(self, job: _Job) -> bool:
+        """One phase on, unless held or at the end; returns whether it moved."""
+        with self._lock:
+            if job.processes is not None:  # the pods' processes say where the job is
+                if job.phase == job.shown:
+                    return False
+                job.shown, job.obj["status"] = job.phase, _status(job)
+                job.obj["metadata"]["resourceVersion"] = str(int(job.obj["metadata"]["resourceVersion"]) + 1)
+                return True
+            last = len(job.scenario.phases) - 1
+            if job.step >= last or (job.phase == job.scenario.hold and not self._released):
+                return False
+            if job.step + 1 == last and job.scenario.on_end is not None:
+                job.scenario.on_end(job.obj)
+            job.step += 1
+            job.obj["status"] = _status(job)
+            job.obj["metadata"]["resourceVersion"] = str(int(job.obj["metadata"]["resourceVersion"]) + 1)
+            return True
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [pod for (ns, _), job in self.jobs.items() if ns == namespace for pod in _pods(job)]
+
+
+def _condition(kind: str, reason: str, message: str = "") -> dict[str, Any]:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}
+
+
+def _status(job: _Job) -> dict[str, Any]:
+    phase, message = job.phase, job.message
+    if job.kind == "TrainJob":
+        done = {
+            "Succeeded": [_condition("Complete", "JobSetCompleted", "jobset completed")],
+            "Failed": [_condition("Failed", "JobSetFailed", message)],
+        }
+        return {"conditions": done.get(phase, [])}
+    conditions = [_condition("Created", "PyTorchJobCreated")]
+    if phase != "Pending":
+        conditions.append(_condition("Running", "PyTorchJobRunning"))
+    if phase == "Succeeded":
+        conditions.append(_condition("Succeeded", "PyTorchJobSucceeded"))
+    if phase == "Failed":
+        conditions.append(_condition("Failed", "PyTorchJobFailed", message))
+    return {"conditions": conditions}
+
+
+def _pod_labels(job: _Job) -> dict[str, str]:
+    spec = job.obj["spec"]
+    if job.kind == "TrainJob":
+        patch = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+        return dict(patch["template"]["spec"]["template"]["metadata"]["labels"])
+    return dict(spec["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["labels"])
+
+
+def _pods(job: _Job) -> list[dict[str, Any]]:
+    name = job.obj["metadata"]["name"]
+    nodes = (
+        job.obj["spec"]["trainer"]["numNodes"]
+        if job.kind == "TrainJob"
+        else sum(r["replicas"] for r in job.obj["spec"]["pytorchReplicaSpecs"].values())
+    )
+    pods = []
+    for index in range(nodes):
+        labels = _pod_labels(job)
+        if job.kind == "TrainJob":
+            pod_name = f"{name}-node-0-{index}"
+            labels.update(
+                {"jobset.sigs.k8s.io/jobset-name": name, "batch.kubernetes.io/job-completion-index": str(index)}
+            )
+        else:
+            role = "master" if index == 0 else "worker"
+            pod_name = f"{name}-{role}-{0 if index == 0 else index - 1}"
+            labels.update({"training.kubeflow.org/job-name": name, "training.kubeflow.org/replica-type": role})
+        status = _pod_status(job, index)
+        pods.append(
+            {
+                "metadata": {"name": pod_name, "namespace": job.obj["metadata"]["namespace"], "labels": labels},
+                "status": status,
+            }
+        )
+    return pods
+
+
+def _container(job: _Job, state: dict[str, Any]) -> list[dict[str, Any]]:
+    image = (
+        job.obj["spec"]["trainer"]["image"]
+        if job.kind == "TrainJob"
+        else job.obj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"]
+    )
+    status = {"name": CONTAINER[job.kind], "image": image, "imageID": "", "ready": "running" in state}
+    return [{**status, "restartCount": 0, "state": state}]
+
+
+def _pod_status(job: _Job, index: int) -> dict[str, Any]:
+    """Pod `index`'s status: its own process's (run_pods_in), else what the job's phase implies for it."""
+    if job.processes is not None:
+        code = job.processes.procs[index].poll()
+        return _ran(job, {"running": {}}) if code is None else _ended(job, code)
+    master, phase = index == 0, job.phase
+    if phase == "Pending":
+        reason = "Unschedulable" if job.scenario.message else "ContainerCreating"
+        scheduled = {"type": "PodScheduled", "status": "False", "reason": reason, "message": job.scenario.message}
+        return {"phase": "Pending", "conditions": [scheduled] if job.scenario.message else []}
+    if phase == "Running" or (phase == "Evicted" and not master):
+        return _ran(job, {"running": {}})
+    if phase == "Evicted":
+        return {"phase": "Failed", "reason": "Evicted", "message": job.scenario.message}
+    return _ended(job, 0 if phase == "Succeeded" or not master else 1)
+
+
+def _ran(job: _Job, state: dict[str, Any]) -> dict[str, Any]:
+    return {"phase": "Running", "containerStatuses": _container(job, state)}
+
+
+def _ended(job: _Job, code: int) -> dict[str, Any]:
+    terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "message": job.message}
+    phase = "Succeeded" if code == 0 else "Failed"
+    return {"phase": phase, "containerStatuses": _container(job, {"terminated": terminated})}
+
+
+def _status_body(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": reason,
+        "message": message,
+        "code": code,
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: StandInApi  # set on the subclass made per server
+
+    def log_message(self, *_: Any) -> None:  # quiet
+        return
+
+    def _send(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream_line(self, text: str) -> None:
+        self.wfile.write(text.encode() + b"\n")
+        self.wfile.flush()
+
+    def _route(self, verb: str) -> None:
+        try:
+            self._serve(verb)
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped reading a stream: fine
+            return
+
+    def _serve(self, verb: str) -> None:
+        url = urlparse(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        job_match, pod_match = JOB_ROUTE.match(url.path), POD_ROUTE.match(url.path)
+        if job_match:
+            group, version, namespace, plural, name = job_match.groups()
+            return self._jobs(verb, f"{group}/{version}", namespace, plural, name, query)
+        if pod_match and verb == "GET":
+            namespace, pod, is_log = pod_match.groups()
+            return self._log(namespace, pod, query) if is_log else self._list_pods(namespace, query)
+        self._send(404, _status_body(404, "NotFound", f"the stand-in does not serve {verb} {url.path}"))
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
+
+    # -- jobs -------------------------------------------------------------------------------------------
+    def _jobs(self, verb: str, api_version: str, namespace: str, plural: str, name: str | None, query: dict) -> None:
+        api = self.api
+        kind = next(
+            (k for k in crds.CRD_FILES if crds.plural(k) == plural and crds.api_version(k) == api_version), None
+        )
+        if kind not in api.installed:
+            return self._send(404, _status_body(404, "NotFound", f"no {plural} in {api_version}"))
+        if verb == "POST":
+            length = int(self.headers.get("Content-Length", "0"))
+            return self._create(kind, namespace, json.loads(self.rfile.read(length) or b"{}"))
+        if verb == "GET" and name is None and query.get("watch", "").lower() == "true":
+            wanted = query.get("fieldSelector", "").removeprefix("metadata.name=")
+            api.record("watch", kind, wanted)
+            return self._watch(namespace, wanted, float(query.get("timeoutSeconds", "1")))
+        key = (namespace, name or "")
+        if verb == "GET":
+            api.record("get", kind, key[1])
+            with api._lock:
+                job = api.jobs.get(key)
+                body = json.loads(json.dumps(job.obj)) if job else None
+            return (
+                self._send(200, body) if body else self._send(404, _status_body(404, "NotFound", f"{name} not found"))
+            )
+        if verb == "DELETE":
+            api.record("delete", kind, key[1])
+            with api._lock:
+                job = api.jobs.pop(key, None)
+            if job is None:
+                return self._send(404, _status_body(404, "NotFound", f"{name} not found"))
+            if job.processes is not None:
+                job.processes.stop()
+            return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+        return self._send(405, _status_body(405, "MethodNotAllowed", verb))
+
+    def _create(self, kind: str, namespace: str, body: dict[str, Any]) -> None:
+        api = self.api
+        name = (body.get("metadata") or {}).get("name", "")
+        api.record("create", kind, name)
+        problems = crds.errors(body)
+        if (body.get("metadata") or {}).get("namespace", namespace) != namespace:
+            problems.append("metadata/namespace: does not match the request's namespace")
+        if problems:
+            return self._send(422, _status_body(422, "Invalid", "; ".join(problems)))
+        with api._lock:
+            if (namespace, name) in api.jobs:
+                return self._send(409, _status_body(409, "AlreadyExists", f"{name} already exists"))
+            body["metadata"].update(
+                {
+                    "namespace": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "resourceVersion": "1",
+                    "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            )
+            job = _Job(body, api.scenario)
+            if api.scenario.run_pods_in is not None:
+                job.processes = PodProcesses(body, api.scenario.run_pods_in / name)
+            body["status"] = _status(job)
+            job.shown = job.phase
+            api.jobs[(namespace, name)] = job
+            created = json.loads(json.dumps(body))
+        self._send(201, created)
+
+    def _watch(self, namespace: str, name: str, timeout_s: float) -> None:
+        api = self.api
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        job = api.jobs.get((namespace, name))
+        if job is not None:
+            self._stream_line(json.dumps({"type": "ADDED", "object": job.obj}))
+        deadline = time.monotonic() + min(timeout_s, api.idle_close_s)
+        while time.monotonic() < deadline:
+            with api._lock:
+                current = api.jobs.get((namespace, name))
+                if current is None:
+                    if job is not None:
+                        self._stream_line(json.dumps({"type": "DELETED", "object": job.obj}))
+                    return
+                moved = api._advance(current)
+                snapshot = json.dumps({"type": "MODIFIED", "object": current.obj}) if moved else ""
+            if snapshot:
+                self._stream_line(snapshot)
+                deadline = time.monotonic() + min(timeout_s, api.idle_close_s)
+            else:
+                time.sleep(0.02)
+
+    # -- pods -------------------------------------------------------------------------------------------
+    def _list_pods(self, namespace: str, query: dict) -> None:
+        selector = dict(part.split("=", 1) for part in query.get("labelSelector", "").split(",") if "=" in part)
+        self.api.record("list-pods", query.get("labelSelector", ""))
+        pods = [
+            p for p in self.api.pods(namespace) if all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())
+        ]
+        self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+
+    def _log(self, namespace: str, pod: str, query: dict) -> None:
+        api = self.api
+        api.record("log", pod, query.get("container", ""))
+        with api._lock:
+            owner = next(
+                (
+                    job
+                    for (ns, _), job in api.jobs.items()
+                    if ns == namespace and any(p["metadata"]["name"] == pod for p in _pods(job))
+                ),
+                None,
+            )
+        if owner is None:
+            return self._send(404, _status_body(404, "NotFound", f"pod {pod} not found"))
+        if query.get("container") != CONTAINER[owner.kind]:
+            return self._send(
+                400, _status_body(400, "BadRequest", f"container {query.get('container')!r} is not valid")
+            )
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        if owner.processes is not None:
+            return self._follow_process_log(owner, pod)
+        for line in owner.scenario.log:
+            self._stream_line(line)
+        if query.get("follow", "").lower() == "true":  # a running container's log stays open until it ends
+            deadline = time.monotonic() + 30
+            while owner.phase not in TERMINAL and owner.obj["metadata"]["name"] and time.monotonic() < deadline:
+                if (namespace, owner.obj["metadata"]["name"]) not in api.jobs:
+                    return
+                time.sleep(0.02)
+
+    def _follow_process_log(self, job: _Job, pod: str) -> None:
+        """A pod run as a process: its output so far, then more as it comes, until the process ends."""
+        assert job.processes is not None
+        index = [p["metadata"]["name"] for p in _pods(job)].index(pod)
+        proc, offset = job.processes.procs[index], 0
+        while True:
+            ended = proc.poll() is not None
+            data = job.processes.logs[index].read_bytes()[offset:]
+            offset += len(data)
+            if data:
+                self.wfile.write(data)
+                self.wfile.flush()
+            if ended:
+                return
+            time.sleep(0.05)
+
+
+class StandInServer:
+    """Runs a StandInApi on 127.0.0.1, port 0, in a thread; use as a context manager."""
+
+    def __init__(self, api: StandInApi | None = None) -> None:
+        self.api = api or StandInApi()
+        handler = type("Handler", (_Handler,), {"api": self.api})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        host, port = self.httpd.server_address[:2]
+        self.api.url = f"http://{host}:{port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> StandInApi:
+        self.thread.start()
+        return self.api
+
+    def __exit__(self, *_: object) -> None:
+        for job in list(self.api.jobs.values()):
+            if job.processes is not None:
+                job.processes.stop()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def api_client(url: str) -> Any:
+    """A kubernetes ApiClient talking to the stand-in (no credentials: it asks for none)."""
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = url
+    return client.ApiClient(configuration)

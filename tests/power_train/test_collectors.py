@@ -1,0 +1,425 @@
+"""Each collector against a real producer (a subprocess), yielding what the producer emitted.
+
+Producers that must not outrun the collector (a file rotated away before it was read, a
+Prometheus value overwritten before it was scraped) wait for the test's acknowledgement
+(`ack<n>` files) before going on, so what is collected never depends on timing. The expected
+observations are written out by hand beside each producer.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from zeus.job import JobSpec, JobSpecError, TrialStatus
+from zeus.power import PowerModel
+from zeus.train import run_trial
+from zeus.train.collectors import (
+    CollectorError,
+    CollectorSpec,
+    CollectorSpecError,
+    Observation,
+    StdoutCollector,
+    text_observations,
+)
+from zeus.train.collectors.file import FileCollector
+from zeus.train.collectors.prometheus import PrometheusCollector
+from zeus.train.collectors.tfevent import TFEventCollector
+from zeus.train.process import CapturedProcess
+
+KATIB = CollectorSpec().patterns()
+HANG_S = 60.0  # only a hung producer makes a test wait this long; outcomes never depend on it
+
+
+def write_script(tmp_path: Path, name: str, body: str) -> list[str]:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return [sys.executable, str(path)]
+
+
+ACK_WAIT = """
+import pathlib, sys, time
+def wait_ack(n):
+    deadline = time.monotonic() + 60
+    while not pathlib.Path(sys.argv[-1], f"ack{n}").exists():
+        if time.monotonic() > deadline:
+            sys.exit("no ack")
+        time.sleep(0.005)
+"""
+
+
+def collect_with_acks(collector, proc: CapturedProcess, ack_dir: Path, ack_after: list[int]) -> list[Observation]:
+    """Poll until the producer exits; write ack<n> once ack_after[n] observations have been collected."""
+    got: list[Observation] = []
+    deadline = time.monotonic() + HANG_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        got += collector.poll()
+        while (
+            len(list(ack_dir.glob("ack*"))) < len(ack_after) and len(got) >= ack_after[len(list(ack_dir.glob("ack*")))]
+        ):
+            (ack_dir / f"ack{len(list(ack_dir.glob('ack*')))}").touch()
+        time.sleep(0.005)
+    assert proc.wait(5) == 0, proc.tail_text()
+    return got + collector.finish()
+
+
+def keys(observations: list[Observation]) -> list[tuple]:
+    return [o.key() for o in observations]
+
+
+def test_stdout_collector_reads_katib_lines_json_records_and_only_rank_0(tmp_path):
+    command = write_script(
+        tmp_path,
+        "printer.py",
+        """
+        print("epoch=1 step=10 accuracy=0.5")
+        print('{"metric": "accuracy", "value": 0.75, "epoch": 2, "step": 20}')
+        print("[default1]:accuracy=0.99")
+        print("[default0]:loss=0.25")
+        print("no metrics here")
+        print('{"accuracy": "0.9", "step": 30, "timestamp": 1700000000.5}')
+        """,
+    )
+    collector = StdoutCollector(KATIB)
+    proc = CapturedProcess(command, cwd=tmp_path, env={}, on_stdout_line=collector.feed)
+    assert proc.wait(HANG_S) == 0
+    proc.join_output()
+    got = collector.finish()
+    assert keys(got) == [
+        ("epoch", 1.0, 1, 10), ("step", 10.0, 1, 10), ("accuracy", 0.5, 1, 10),
+        ("accuracy", 0.75, 2, 20),
+        ("loss", 0.25, None, None),
+        ("accuracy", 0.9, None, 30), ("step", 30.0, None, 30),
+    ]  # fmt: skip
+    assert got[-1].time == 1700000000.5
+
+
+def test_file_collector_tails_a_log_through_rotation(tmp_path):
+    log = tmp_path / "metrics.log"
+    command = write_script(
+        tmp_path,
+        "rotating.py",
+        ACK_WAIT
+        + """
+        import logging, logging.handlers
+        # 25-byte lines, 76 bytes a file: three lines per file, then RotatingFileHandler renames it away.
+        handler = logging.handlers.RotatingFileHandler(sys.argv[1], maxBytes=76, backupCount=9)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log = logging.getLogger("metrics")
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        for batch in range(5):  # two lines a batch: at most one rotation between two reads
+            for i in (2 * batch + 1, 2 * batch + 2):
+                log.info(f"step={i:03d} accuracy=0.{i:03d}")
+            if batch < 4:
+                wait_ack(batch)
+        """.replace("\n        ", "\n"),
+    )
+    proc = CapturedProcess([*command, str(log), str(tmp_path)], cwd=tmp_path, env={})
+    got = collect_with_acks(FileCollector(log, "text", KATIB), proc, tmp_path, ack_after=[4, 8, 12, 16])
+    assert keys(got) == [
+        obs for i in range(1, 11) for obs in (("step", float(i), None, i), ("accuracy", i / 1000, None, i))
+    ]
+    assert len(list(tmp_path.glob("metrics.log.*"))) == 3  # it really rotated: lines 1-3, 4-6, 7-9; 10 is current
+
+
+def test_file_collector_reads_katib_json_lines_and_waits_for_a_partial_line(tmp_path):
+    path = tmp_path / "metrics.json"
+    command = write_script(
+        tmp_path,
+        "json_writer.py",
+        ACK_WAIT
+        + """
+        with open(sys.argv[1], "a") as out:
+            out.write('{"loss": "0.5", "epoch": 0, "timestamp": "2021-12-02T14:27:51.000037459+09:00"}\\n')
+            out.write('{"metric": "accuracy", "value": 0.25, "ep')
+            out.flush()
+            wait_ack(0)
+            out.write('och": 1, "step": 7}\\nnot json\\n{"metric": "accuracy", "value": "high"}\\n')
+        """.replace("\n        ", "\n"),
+    )
+    proc = CapturedProcess([*command, str(path), str(tmp_path)], cwd=tmp_path, env={})
+    got = collect_with_acks(FileCollector(path, "json", KATIB), proc, tmp_path, ack_after=[2])
+    assert keys(got) == [("loss", 0.5, 0, None), ("epoch", 0.0, 0, None), ("accuracy", 0.25, 1, 7)]
+    assert got[0].time == pytest.approx(1638422871.000037)  # 14:27:51 at +09:00
+
+
+def test_tfevent_collector_reads_scalars_written_by_torch_summary_writer(tmp_path):
+    logdir = tmp_path / "tb"
+    command = write_script(
+        tmp_path,
+        "tb_writer.py",
+        ACK_WAIT
+        + """
+        from torch.utils.tensorboard import SummaryWriter
+        root, train = SummaryWriter(sys.argv[1]), SummaryWriter(sys.argv[1] + "/train")
+        for step, acc in ((1, 0.5), (2, 0.625)):
+            root.add_scalar("accuracy", acc, step)
+            train.add_scalar("loss", 1 - acc, step)
+        root.add_text("note", "text is not a scalar", 0)
+        root.flush(); train.flush()
+        wait_ack(0)
+        root.add_scalar("accuracy", 0.75, 3)
+        root.add_scalar("epoch", 1, 3)
+        root.close(); train.close()
+        """.replace("\n        ", "\n"),
+    )
+    proc = CapturedProcess([*command, str(logdir), str(tmp_path)], cwd=tmp_path, env={})
+    got = collect_with_acks(TFEventCollector(logdir), proc, tmp_path, ack_after=[4])
+    assert sorted(keys(got), key=lambda k: (k[3], k[0])) == [
+        ("accuracy", 0.5, None, 1), ("train/loss", 0.5, None, 1),
+        ("accuracy", 0.625, None, 2), ("train/loss", 0.375, None, 2),
+        ("accuracy", 0.75, None, 3), ("epoch", 1.0, 1, 3),
+    ]  # fmt: skip
+    assert all(o.time is not None and o.time > 1.6e9 for o in got)  # the events' own wall times
+
+
+def test_prometheus_collector_scrapes_a_prometheus_client_server(tmp_path):
+    command = write_script(
+        tmp_path,
+        "exporter.py",
+        """
+        import sys, time
+        from prometheus_client import start_http_server
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.registry import CollectorRegistry
+
+        STATES = [(10, 1, 0.5), (20, 1, 0.5), (30, 2, 0.5), (40, 2, 0.75)]  # (step, epoch, accuracy) per scrape
+
+        class Training:
+            scrapes = 0
+            def describe(self):
+                return []
+            def collect(self):
+                step, epoch, accuracy = STATES[min(self.scrapes, len(STATES) - 1)]
+                self.scrapes += 1
+                yield CounterMetricFamily("step", "steps done", value=step)
+                yield GaugeMetricFamily("epoch", "epoch", value=epoch)
+                yield GaugeMetricFamily("accuracy", "validation accuracy", value=accuracy)
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(Training())
+        server, _ = start_http_server(0, addr="127.0.0.1", registry=registry)
+        print(f"port={server.server_port}", flush=True)
+        time.sleep(60)
+        """,
+    )
+    ports: list[str] = []
+    proc = CapturedProcess(command, cwd=tmp_path, env={}, on_stdout_line=ports.append)
+    try:
+        deadline = time.monotonic() + HANG_S
+        while not ports and time.monotonic() < deadline:
+            time.sleep(0.01)
+        collector = PrometheusCollector(int(ports[0].split("=")[1]))
+        scrapes = [keys(collector.scrape()) for _ in range(5)]
+    finally:
+        proc.stop(0.5)
+    assert scrapes == [
+        [("step", 10.0, 1, 10), ("epoch", 1.0, 1, 10), ("accuracy", 0.5, 1, 10)],
+        [("step", 20.0, 1, 20)],  # accuracy unchanged in the same epoch: nothing new
+        [("step", 30.0, 2, 30), ("epoch", 2.0, 2, 30), ("accuracy", 0.5, 2, 30)],  # same value, new epoch
+        [("step", 40.0, 2, 40), ("accuracy", 0.75, 2, 40)],
+        [],
+    ]
+    assert collector.finish() == []  # the server is gone; it had answered, so no error
+
+
+# -- bad input: each error names the collector and its source -------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_bad_sources_name_the_collector_and_the_source(tmp_path):
+    with pytest.raises(CollectorSpecError, match=r"stdOut collector \(the script's stdout\).*metricsFormat.*'\(acc'"):
+        CollectorSpec.parse({"source": {"filter": {"metricsFormat": ["(acc"]}}})
+    with pytest.raises(CollectorError, match=r"file collector \(.*missing.log, text\): the file was never created"):
+        FileCollector(tmp_path / "missing.log", "text", KATIB).finish()
+    port = free_port()
+    unreachable = PrometheusCollector(port)
+    assert unreachable.poll() == []  # while the script starts, a refused connection is normal
+    with pytest.raises(
+        CollectorError, match=rf"prometheus collector \(http://127.0.0.1:{port}/metrics\): .*never answered"
+    ):
+        unreachable.finish()
+    with pytest.raises(CollectorError, match=r"tfEvent collector \(.*nodir\): the directory was never created"):
+        TFEventCollector(tmp_path / "nodir").finish()
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(tmp_path / "text_only"))
+    writer.add_event(Event(step=1, wall_time=1.0, file_version="brain.Event:2"))
+    writer.close()
+    with pytest.raises(CollectorError, match=r"tfEvent collector \(.*text_only\): no scalar events in 1 event file"):
+        TFEventCollector(tmp_path / "text_only").finish()
+
+
+def test_katib_metrics_collector_spec_is_accepted_as_is():
+    katib_yaml = """
+    apiVersion: kubeflow.org/v1beta1
+    kind: Experiment
+    spec:
+      metricsCollectorSpec:
+        collector:
+          kind: File
+        source:
+          fileSystemPath:
+            path: /var/log/katib/metrics.log
+            kind: File
+            format: TEXT
+          filter:
+            metricsFormat:
+              - "{metricName: ([\\\\w|-]+), metricValue: ((-?\\\\d+)(\\\\.\\\\d+)?)}"
+    """
+    spec = CollectorSpec.parse(textwrap.dedent(katib_yaml))
+    assert (spec.kind, spec.path, spec.file_format) == ("file", "/var/log/katib/metrics.log", "text")
+    found = text_observations("{metricName: accuracy, metricValue: 0.8}", spec.patterns())
+    pairs = [(o.metric, o.value) for o in found]
+    assert pairs == [("accuracy", 0.8)]
+    assert CollectorSpec.parse({"collector": {"kind": "TensorFlowEvent"}}).path == "/var/log/katib/tfevent/"
+    prom = CollectorSpec.parse(json.dumps({"metricsCollectorSpec": {"collector": {"kind": "PrometheusMetric"}}}))
+    assert (prom.kind, prom.http_port, prom.http_path) == ("prometheus", 8080, "/metrics")
+    for each in (
+        CollectorSpec(),
+        spec,
+        prom,
+        CollectorSpec.parse({"kind": "tfEvent", "source": {"fileSystemPath": {"path": "{log_dir}/tb"}}}),
+    ):
+        assert CollectorSpec.parse(each.to_json()) == each
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"collector": {"kind": "Custom", "customCollector": {}}}, "collector.customCollector"),
+        ({"kind": "Custom"}, "metrics_collector.kind"),
+        ({"kind": "file", "source": {"fileSystemPath": {"kind": "Directory"}}}, "fileSystemPath.kind"),
+        ({"kind": "stdOut", "source": {"httpGet": {"port": 80}}}, "source.httpGet"),
+        ({"kind": "prometheus", "source": {"httpGet": {"port": "metrics"}}}, "httpGet.port"),
+        ({"kind": "prometheus", "source": {"httpGet": {"host": "10.0.0.1"}}}, "httpGet.host"),
+        ({"kind": "tfEvent", "source": {"filter": {"metricsFormat": ["(a)=(b)"]}}}, "metricsFormat"),
+        ({"source": {"filter": {"metricsFormat": ["no groups"]}}}, "metricsFormat"),
+        ({"kidn": "file"}, "metrics_collector.kidn"),
+        ("kind: [", "metrics_collector"),
+    ],
+)
+def test_bad_specs_name_the_field_and_what_is_allowed(value, field):
+    with pytest.raises(CollectorSpecError, match="allowed") as err:
+        CollectorSpec.parse(value)
+    assert field in str(err.value)
+
+
+# -- through run_trial: the collector spec drives a plain trial -----------------------------------
+
+SPEC = JobSpec(job_id="collect-test", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.9, max_epochs=5)
+
+
+def plain_trial(tmp_path: Path, body: str, collector, **kw):
+    kw.setdefault("cost_threshold", None)
+    return run_trial(
+        SPEC,
+        batch_size=8,
+        command=[*write_script(tmp_path, "train.py", body), *kw.pop("args", [])],
+        work_dir=tmp_path / "work",
+        zeus_aware=False,
+        gpu="simulated",
+        collector=collector,
+        warmup_iters=1,
+        profile_iters=2,
+        **kw,
+    )
+
+
+def test_a_json_file_with_a_step_counter_is_profiled_on_the_model_clock(tmp_path):
+    out = plain_trial(
+        tmp_path,
+        """
+        import json, sys
+        with open(sys.argv[1] + "/metrics.jsonl", "w") as f:
+            for step in range(1, 41):
+                f.write(json.dumps({"metric": "loss", "value": 1 / step, "step": step}) + "\\n")
+                if step % 20 == 0:
+                    f.write(json.dumps({"metric": "accuracy", "value": step / 40 - 0.05, "epoch": step // 20}) + "\\n")
+        """,
+        {"kind": "file", "source": {"fileSystemPath": {"path": "{log_dir}/metrics.jsonl", "format": "json"}}},
+        args=["{log_dir}"],
+    )
+    assert out.result.status is TrialStatus.REACHED, out.log_tail
+    assert (out.result.num_epochs, out.result.metric) == (2, 0.95)
+    # 40 steps of 8 samples on the model clock: 7 limits x (1 + 2) steps = 21 steps profile, then the optimum.
+    assert out.result.source == "simulated (GPU model)" and len(out.profile) == 7
+    assert out.result.time_s > 0 and "step counter, 8 samples a step" in out.result.reason
+
+
+def test_a_prometheus_endpoint_on_a_port_the_runner_picks(tmp_path):
+    out = plain_trial(
+        tmp_path,
+        """
+        import os, sys, time
+        from prometheus_client import CollectorRegistry, Gauge, start_http_server
+        registry = CollectorRegistry()
+        accuracy = Gauge("accuracy", "validation accuracy", registry=registry)
+        accuracy.set(0.95)
+        assert sys.argv[1] == os.environ["ZEUS_METRICS_PORT"]
+        start_http_server(int(sys.argv[1]), addr="127.0.0.1", registry=registry)
+        time.sleep(60)  # the runner stops it once it has scraped the target
+        """,
+        {"kind": "prometheus", "source": {"httpGet": {"port": 0}}, "intervalSeconds": 0.05},
+        args=["{metrics_port}"],
+    )
+    assert out.result.status is TrialStatus.REACHED and out.result.metric == 0.95, out.log_tail
+    assert "unprofiled" in out.result.reason  # no step or epoch series: measured, not profiled
+
+
+def test_a_script_that_never_reports_the_metric_fails_naming_the_collector(tmp_path):
+    out = plain_trial(
+        tmp_path,
+        "import sys\nopen(sys.argv[1] + '/m.log', 'w').write('loss=0.3\\n')\n",
+        {"kind": "file", "source": {"fileSystemPath": {"path": "{log_dir}/m.log"}}},
+        args=["{log_dir}"],
+    )
+    assert out.result.status is TrialStatus.FAILED
+    assert out.result.reason.startswith("file collector (") and "never reported 'accuracy'" in out.result.reason
+    missing = plain_trial(tmp_path, "pass\n", {"kind": "tfEvent", "source": {"fileSystemPath": {"path": "tb"}}})
+    assert missing.result.status is TrialStatus.FAILED
+    assert "tfEvent collector (" in missing.result.reason and "never created" in missing.result.reason
+    with pytest.raises(JobSpecError, match=r"metrics_collector\.kind"):
+        plain_trial(tmp_path, "pass\n", {"kind": "none"})
+
+
+def test_zeus_early_stop_from_collected_values_is_exact_on_the_model_clock(tmp_path):
+    """A stored profile holds 250 W from the start, so every step costs the model's step at 250 W:
+    10 steps an epoch; a threshold of 15 steps' cost stops the trial before epoch 2 (10 + 10 > 15)."""
+    seconds, joules = PowerModel().step(250.0, 8)
+    step_cost = SPEC.cost(joules, seconds)
+    held = pd.DataFrame(
+        [{"phase": "train", "power_limit_w": 250.0, "average_power_w": 200.0, "throughput": 1e4, "simulated": True}]
+    )
+    out = plain_trial(
+        tmp_path,
+        """
+        import time
+        for epoch in range(1, 6):
+            for step in range(10 * epoch - 9, 10 * epoch + 1):
+                print(f"step={step}", flush=True)
+            print(f"epoch={epoch} step={10 * epoch} accuracy=0.1", flush=True)
+            time.sleep(0.2)  # a stop that came late would see more epochs; the stop rule sees epoch 1 only
+        """,
+        None,
+        cost_threshold=15 * step_cost,
+        reuse_profile=held,
+    )
+    assert out.result.status is TrialStatus.COST_EXCEEDED and out.result.num_epochs == 1, out.log_tail
+    assert out.result.time_s == pytest.approx(10 * seconds, rel=1e-12)
+    assert out.result.power_limit_w == 250.0 and out.result.cost == pytest.approx(10 * step_cost, rel=1e-12)
+    assert f"stopped before epoch 2: predicted cost {20 * step_cost:.1f} would pass the threshold" in out.result.reason

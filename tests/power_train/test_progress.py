@@ -1,0 +1,183 @@
+"""Profiling a plain script from outside: the collected progress counter drives the JIT profiler.
+
+No subprocess here: observations are fed as a collector would yield them, so the rules (exact
+replay on the model clock, report-bounded windows on a meter, epoch mode, unprofiled, reuse) are
+checked on hand-made sequences, fast and deterministically.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from zeus.job import TrialStatus
+from zeus.power import EnergyMonitor, PowerLimitProfiler, PowerModel, ProfileParams, SimulatedGPU
+from zeus.train.collectors import Observation
+from zeus.train.progress import UNPROFILED_NOTE, ProfilingOptions, ProgressProfiler
+
+from .conftest import rate
+
+BATCH = 16
+STEPS_PER_EPOCH = 40
+OPTIONS = ProfilingOptions(warmup_iters=2, profile_iters=3)
+COST_RATE = rate(0.5, 250.0)
+
+
+def zeus_aware_profile(epochs: int) -> tuple[pd.DataFrame, float]:
+    """The oracle: the hook sequence ZeusDataLoader makes per batch, on the model clock."""
+    gpu = SimulatedGPU()
+    profiler = PowerLimitProfiler(gpu, cost_rate=COST_RATE, params=ProfileParams(2, 3), monitor=EnergyMonitor(gpu))
+    for _ in range(epochs):
+        for _ in range(STEPS_PER_EPOCH):
+            profiler.on_step_begin()
+            gpu.account_work(BATCH)
+            profiler.on_step_end(BATCH)
+        profiler.on_epoch_end()
+    return profiler.profile(), profiler.chosen_limit
+
+
+def step_reports(every: int, epochs: int) -> list[Observation]:
+    """What a script printing `step=N` every `every` steps and `epoch=E step=N accuracy=..` per epoch yields."""
+    out, step = [], 0
+    for epoch in range(1, epochs + 1):
+        for _ in range(STEPS_PER_EPOCH):
+            step += 1
+            if step % every == 0:
+                out.append(Observation("step", step, step=step))
+        out += [Observation("epoch", epoch, epoch, step), Observation("accuracy", 0.5, epoch, step)]
+    return out
+
+
+def drive(gpu, observations, options=OPTIONS, **kw) -> ProgressProfiler:
+    progress = ProgressProfiler(gpu, EnergyMonitor(gpu), batch_size=BATCH, cost_rate=COST_RATE, options=options, **kw)
+    for obs in observations:
+        progress.observe(obs, is_target=obs.metric == "accuracy")
+    return progress
+
+
+@pytest.mark.parametrize("every", [1, 7, 40])
+def test_on_the_model_clock_any_reporting_interval_replays_the_zeus_aware_profile(every):
+    expected, chosen = zeus_aware_profile(epochs=2)
+    gpu = SimulatedGPU(clock="wall")  # as the runner opens it: the step counter moves it to the model clock
+    switched = []
+    progress = drive(gpu, step_reports(every, epochs=2), on_model_clock=lambda: switched.append(gpu.clock()))
+    assert gpu.clock_kind == "model" and len(switched) == 1 and progress.exact
+    pd.testing.assert_frame_equal(progress.profile(), expected)  # bit for bit: the same arithmetic in the same order
+    assert progress.power_limit() == chosen and len(expected) == 7
+    assert progress.notes() == [
+        "profiled from outside: throughput from metric progress (step counter, 16 samples a step)"
+    ]
+    progress.close()
+    assert gpu.get_power_limit(0) == 250.0  # restored
+
+
+class MeterStandIn:
+    """Stands in for a real meter (NVML): a wall-clock simulated GPU under a manual clock, without the
+    simulated GPU's model clock, so the runner cannot replay steps and windows are bounded by reports."""
+
+    kind, simulated, can_set_limits, min_window_s = "meter-stand-in", True, True, 0.0
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._gpu = SimulatedGPU(clock="wall", real_clock=lambda: self.now)
+        for name in ("device_count", "names", "constraints", "get_power_limit", "set_power_limit", "energy_j", "clock"):
+            setattr(self, name, getattr(self._gpu, name))
+
+    def account_work(self, samples: int) -> None:
+        raise AssertionError("a real meter is never told about work")
+
+    def close(self) -> None:
+        return None
+
+
+def test_on_a_meter_windows_open_and_close_where_progress_was_reported():
+    gpu, model = MeterStandIn(), PowerModel()
+    observations = [Observation("step", s, step=s) for s in range(10, 400, 10)]  # a report every 10 steps
+    progress = ProgressProfiler(gpu, EnergyMonitor(gpu), batch_size=BATCH, cost_rate=COST_RATE, options=OPTIONS)
+    for obs in observations:
+        gpu.now += 1.0  # 10 steps per real second; at limit p the wall-clock model runs them in 1 / speed(p) s
+        progress.observe(obs, is_target=False)
+    rows = progress.profile()
+    # First report: profiling starts (the steps before it are not profiled). Each limit then has a
+    # warm-up report (10 >= 2 steps) and a profiled report (10 >= 3 steps): 160 samples in 1 real second.
+    assert rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0, 175.0, 150.0, 125.0, 100.0]
+    for row in rows.itertuples():
+        assert row.throughput == pytest.approx(10 * BATCH * model.relative_throughput(row.power_limit_w))
+        assert row.average_power_w == pytest.approx(model.power_w(row.power_limit_w))
+    assert not progress.exact and progress.profiler.done
+
+
+def test_epoch_counter_without_steps_profiles_one_limit_per_epoch():
+    clock = {"now": 0.0}
+    gpu = SimulatedGPU(clock="wall", real_clock=lambda: clock["now"])
+    progress = ProgressProfiler(gpu, EnergyMonitor(gpu), batch_size=BATCH, cost_rate=COST_RATE, options=OPTIONS)
+    for epoch in range(1, 5):
+        clock["now"] += 2.0  # an epoch takes 2 real seconds
+        for obs in (Observation("epoch", epoch, epoch), Observation("accuracy", 0.1 * epoch, epoch)):
+            progress.observe(obs, is_target=obs.metric == "accuracy")
+    assert progress.mode == "epoch" and gpu.clock_kind == "wall"
+    # Epoch 1's evaluation starts profiling; epochs 2, 3, 4 are measured at 250, 225, 200 W.
+    rows = progress.profile()
+    assert rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
+    assert rows["throughput"].iloc[0] == pytest.approx(0.5 * PowerModel().relative_throughput(250.0))  # epochs/s
+    assert "epoch counter; throughput in epochs/s" in progress.notes()[0]
+    assert "chose among 3 of 7 limits" in progress.notes()[1]
+
+
+def test_without_a_counter_the_trial_is_unprofiled_and_says_so_once(caplog):
+    gpu = SimulatedGPU(clock="wall")
+    progress = drive(gpu, [Observation("accuracy", 0.1 * i) for i in range(3)])
+    assert progress.mode is None and progress.profile().empty and progress.power_limit() is None
+    assert progress.notes() == [UNPROFILED_NOTE]
+    assert sum("not power-profiled" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_stored_profile_is_held_from_the_start_without_any_counter():
+    stored = pd.DataFrame(
+        {
+            "phase": ["train"] * 3,
+            "power_limit_w": [250.0, 150.0, 100.0],
+            "average_power_w": [200.0, 120.0, 99.0],
+            "throughput": [1000.0, 900.0, 500.0],
+            "simulated": [True] * 3,
+        }
+    )
+    gpu = SimulatedGPU(clock="wall")
+    progress = drive(gpu, [], reuse=stored)
+    assert gpu.get_power_limit(0) == 150.0 == progress.power_limit()  # (0.5*120+125)/900 is the cheapest
+    assert progress.notes() == []
+    progress.close()
+    assert gpu.get_power_limit(0) == 250.0
+
+
+@pytest.mark.slow
+def test_plain_example_profiled_from_outside_picks_the_zeus_aware_limit(tmp_path):
+    """The same job, Zeus-aware and plain (stdout `step=N` every 7 steps), on the simulated GPU: the plain
+    trial's step counter puts the runner's GPU on the model clock, so the tolerance is zero."""
+    from zeus.power import candidate_limits
+    from zeus.train import example_command, example_spec, make_dataset, run_trial
+
+    spec = example_spec()
+    make_dataset(str(tmp_path / "data"))
+    common = dict(cost_threshold=None, data_dir=str(tmp_path / "data"), gpu="simulated", warmup_iters=2)
+    # 128 steps an epoch at batch size 128: 7 limits x (2 + 8) steps profile within the first epoch.
+    zeus = run_trial(
+        spec, batch_size=128, command=example_command("zeus"), work_dir=tmp_path / "z", profile_iters=8, **common
+    )
+    plain = run_trial(
+        spec,
+        batch_size=128,
+        command=[*example_command("plain"), "--log-every", "7"],
+        work_dir=tmp_path / "p",
+        zeus_aware=False,
+        profile_iters=8,
+        **common,
+    )
+    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost, samples=128)
+    assert zeus.result.status is plain.result.status is TrialStatus.REACHED, plain.log_tail
+    assert plain.result.power_limit_w == zeus.result.power_limit_w == expected
+    train = zeus.profile[zeus.profile["phase"] == "train"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(plain.profile, train)  # the same windows: every train row identical
+    assert plain.result.source == "simulated (GPU model)"
+    assert "throughput from metric progress (step counter, 128 samples a step)" in plain.result.reason
+    assert plain.result.num_epochs == zeus.result.num_epochs

@@ -1,0 +1,85 @@
+"""The README's "Use your own training script" runs as written.
+
+Code blocks preceded by a marker comment are taken from README.md itself:
+`<!-- test: write NAME -->` writes the block to NAME in a fresh directory, `<!-- test: run -->`
+runs each line of a shell block there, in order: `zeus-kfp ...` through the CLI (in this process,
+with a store in that directory), `python ...` as a subprocess of this interpreter. A README edit
+that breaks a snippet breaks this test.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from components.image import DEFAULT_TRAIN_IMAGE
+from zeus.cli import app
+from zeus.store import open_store
+from zeus.train.env import ENV_VARS
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+MARKED = re.compile(r"<!-- test: (?:write (?P<file>\S+)|(?P<run>run)) -->\n```(?P<lang>\w*)\n(?P<body>.*?)\n```", re.S)
+
+
+def section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def commands(body: str) -> list[list[str]]:
+    """A shell block's command lines (backslash continuations joined, comments dropped) as argv."""
+    return [argv for line in body.replace("\\\n", " ").splitlines() if (argv := shlex.split(line, comments=True))]
+
+
+@pytest.mark.slow
+def test_the_own_script_section_runs_as_written(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = list(MARKED.finditer(section("Use your own training script")))
+    assert [b["file"] or "run" for b in blocks] == ["train.py", "train_zeus.py", "job.yaml", "run", "run"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ZEUS_KFP_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("COLUMNS", "100")
+    printed = []
+    for block in blocks:
+        if block["file"]:
+            (tmp_path / block["file"]).write_text(block["body"] + "\n")
+            continue
+        for argv in commands(block["body"]):
+            if argv[0] == "python":
+                proc = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, check=False)
+                assert proc.returncode == 0, proc.stderr
+                printed.append(proc.stdout)
+            else:
+                assert argv[0] == "zeus-kfp"
+                result = CliRunner().invoke(app, argv[1:])
+                assert result.exit_code == 0, (argv, result.output)
+                printed.append(result.stdout)
+    assert printed[0].splitlines()[:2] == ["epoch=1 accuracy=0.7500", "epoch=2 accuracy=0.9375"]
+    store = open_store(str(tmp_path / "store"))
+    plain, aware = store.trials("my-model"), store.trials("my-model-zeus")
+    # Recurrence 1 has no early-stop threshold yet, so it reaches; later ones are priced on the wall clock
+    # (a simulated GPU watching a real process), so how they end depends on the load: only that they ran.
+    assert sorted(set(plain["recurrence"])) == [1, 2] and plain[plain["recurrence"] == 1]["reached"].any()
+    assert aware["reached"].any() and store.profiles("my-model-zeus")["phase"].eq("train").any()  # it profiled
+    assert "my-model" in printed[3] and "trials" in printed[3]  # zeus-kfp show my-model
+    compiled = next(yaml.safe_load_all((tmp_path / "my_pipeline.yaml").read_text()))
+    defaults = {k: v.get("defaultValue") for k, v in compiled["root"]["inputDefinitions"]["parameters"].items()}
+    assert defaults["train_command"] == ["{python}", "/opt/app/train.py", "--batch-size", "{batch_size}"]
+    assert (defaults["job_id"], defaults["zeus_aware"], defaults["default_batch_size"]) == ("my-model", False, 64)
+
+
+def test_the_readme_names_every_variable_a_trial_gets_and_the_image_make_builds() -> None:
+    own = section("Use your own training script")
+    assert [name for name in ENV_VARS.values() if f"`{name}`" not in own] == []
+    for placeholder in ("{python}", "{batch_size}", "{data_dir}", "{log_dir}", "{work_dir}"):
+        assert f"`{placeholder}`" in own
+    (base,) = re.findall(r"^FROM (\S+)$", own, re.M)
+    assert base == DEFAULT_TRAIN_IMAGE  # the tag `make image` builds (tests/ux/test_images.py)

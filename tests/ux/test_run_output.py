@@ -1,0 +1,114 @@
+"""What a person reads: a short trace-backed run into a tmp store, its piped output, and `show`/`jobs`
+at 80 columns (the console script as a real process, output piped: not a terminal)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from rich.console import Console
+
+from ux.cli_process import run_cli
+from zeus.cli.tables import Column, fitted
+from zeus.store import open_store
+
+ANSI = "\x1b["
+# recurrence, attempt, batch size, power limit, cost (J, SI prefix), status: every essential cell whole
+TRIAL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+) W\s+(\d+(?:\.\d+)?)(?: ([kMG]))?\s+([a-z_]+)(?:\s|$)")
+SCALE = {None: 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
+
+
+@pytest.mark.slow
+def test_a_short_trace_run_reads_well_piped_and_at_80_columns(tmp_path) -> None:
+    """One run (the slow part) feeds every check: a test each would run it once per xdist worker."""
+    args = ["run", "--trace", "squad/v100", "-r", "2", "--store", "store", "--runs-dir", "runs", "--plots-dir", "plots"]
+    proc = run_cli(*args, cwd=tmp_path, COLUMNS="80")
+    assert proc.returncode == 0, proc.stderr
+    check_the_piped_run(proc)
+    check_show_at_80_columns(tmp_path)
+    check_jobs_at_80_columns_and_the_machine_forms(tmp_path)
+
+
+def table_rows(text: str, title: str) -> list[str]:
+    """The body rows of the table printed under `title` (up to the next blank-ish line or note)."""
+    lines = text.splitlines()
+    start = lines.index(title)
+    rule = next(i for i in range(start, len(lines)) if set(lines[i]) == {"─"})
+    rows = []
+    for line in lines[rule + 1 :]:
+        if not line.strip() or (line.startswith("  ") and not line.strip()[0].isdigit()):
+            break
+        rows.append(line)
+    return rows
+
+
+def check_the_piped_run(proc) -> None:
+    """One plain line per step, no ANSI, tables within 80 columns and nothing cut."""
+    assert ANSI not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    for i in (1, 2):
+        steps = [line for line in proc.stdout.splitlines() if line.startswith(f"recurrence {i}/2: ")]
+        named = [re.sub(r" \(batch size \d+, \w+\)$", "", s.split(": ", 1)[1]) for s in steps]
+        assert named == ["preprocess", "attempt 1: bandit", "attempt 1: train", "attempt 1: feedback", "report"]
+        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[2])
+    tables = proc.stdout.split("recurrence 1: ")[1].split("cumulative over")[0]
+    assert max(len(line) for line in tables.splitlines()) <= 80 and "…" not in tables
+
+
+def check_show_at_80_columns(work) -> None:
+    """`COLUMNS=80 zeus-kfp show example`: no batch size, power limit, cost or status cut; the source once."""
+    proc = run_cli("show", "example", "--store", "store", cwd=work, COLUMNS="80")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert ANSI not in out and "…" not in out
+    stored = open_store(str(work / "store")).trials("example")
+    rows = table_rows(out, "trials")
+    assert len(rows) == len(stored) == 2
+    for line, trial in zip(rows, stored.itertuples(index=False), strict=True):
+        assert len(line) <= 80
+        rec, attempt, batch, watts, cost, prefix, status = TRIAL_ROW.match(line).groups()
+        assert (int(rec), int(attempt), int(batch)) == (trial.recurrence, trial.attempt, trial.batch_size)
+        assert int(watts) == round(trial.power_limit_w) and status == trial.status
+        assert float(cost) * SCALE[prefix] == pytest.approx(trial.cost, rel=5e-3)  # three significant digits
+    assert "figures: simulated (trace: squad/v100)" in out
+    assert out.count("simulated (trace") == 1  # said once, not per row
+    for line in out.splitlines():
+        if "─" in line or line.startswith(("recurrence", "batch size", "  ")):
+            assert len(line) <= 80, line
+
+
+def check_jobs_at_80_columns_and_the_machine_forms(work) -> None:
+    listed = run_cli("jobs", "--store", "store", cwd=work, COLUMNS="80")
+    assert listed.returncode == 0 and re.search(r"^example\s+completed\s+32\s", listed.stdout, re.M)
+    assert max(len(line) for line in listed.stdout.splitlines()[1:]) <= 80
+    wide = run_cli("show", "example", "--store", "store", "--wide", cwd=work, COLUMNS="80")
+    assert "recurrence id" in wide.stdout and max(len(line) for line in wide.stdout.splitlines()) > 80
+    data = json.loads(run_cli("show", "example", "--store", "store", "--json", cwd=work).stdout)
+    stored = open_store(str(work / "store")).trials("example")
+    assert [t["status"] for t in data["trials"]] == list(stored["status"])
+    assert data["cost_unit"] == "J" and data["job"]["job_id"] == "example"
+
+
+def test_fitted_drops_the_least_important_optional_columns_and_never_an_essential_one() -> None:
+    columns = [Column("id", keep=True), Column("status", keep=True), Column("energy"), Column("note")]
+    rows = [["1", "cost_exceeded", "12.3 kJ", "a long note"], ["22", "reached", "1 J", "x"]]
+    out = Console(width=80)
+    # Natural widths 2, 13, 7, 11 plus 3 between columns: 42 wide in all.
+    table, hidden = fitted("t", columns, rows, 42)
+    assert hidden == [] and len(table.columns) == 4
+    table, hidden = fitted("t", columns, rows, 41)
+    assert hidden == ["note"] and [c.header for c in table.columns] == ["id", "status", "energy"]
+    table, hidden = fitted("t", columns, rows, 10)  # too narrow even for the essentials: they stay whole
+    assert hidden == ["energy", "note"]
+    with out.capture() as captured:
+        out.print(table)
+    assert "cost_exceeded" in captured.get() and "…" not in captured.get()
+    assert fitted("t", columns, rows, None)[1] == []
+
+
+def test_an_optional_column_without_any_value_is_left_out_and_not_reported_hidden() -> None:
+    columns = [Column("batch size", keep=True), Column("metric"), Column("time")]
+    table, hidden = fitted("t", columns, [["32", "-", "2 h"], ["64", "-", "1 h"]], 80)
+    assert [c.header for c in table.columns] == ["batch size", "time"] and hidden == []
+    table, _ = fitted("t", columns, [["32", "-", "2 h"], ["64", "0.93", "1 h"]], 80)
+    assert [c.header for c in table.columns] == ["batch size", "metric", "time"]

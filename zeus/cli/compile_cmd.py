@@ -1,0 +1,179 @@
+"""`zeus-kfp compile`: the recurrence pipeline's YAML for one KFP backend (2.5, 2.15 or 2.17),
+with the pods' scheduling fields. It refuses, naming the option, what that backend cannot run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from zeus.cli.app import app
+
+COMPILE_HELP = (
+    "Compile the recurrence pipeline to a YAML the Kubeflow UI and kfp.Client accept, for your KFP backend "
+    "(2.5 = Kubeflow 1.10, 2.15 = Kubeflow 1.11, 2.17 = latest standalone). The YAML is checked against that "
+    "backend's known hazards before it is written; no credential is ever written into it."
+)
+Repeated = list[str] | None
+OWN = "Your own job"
+
+
+def _own_job(
+    command: str | None, spec_file: Path | None, zeus_aware: bool, metric_pattern: str | None, preprocess: str | None
+) -> dict:
+    """compile_pipeline's job arguments: your command and spec, or {} for the example job."""
+    from zeus.cli.own_job import own_spec, split_command
+    from zeus.errors import FieldError
+
+    if command is None:
+        if spec_file is not None or zeus_aware or metric_pattern or preprocess is not None:
+            raise FieldError("options", "given without --command", "--spec, --zeus-aware, --metric-pattern and "
+                             "--preprocess only with --command")  # fmt: skip
+        return {}
+    if spec_file is None:
+        raise FieldError("spec", None, "a YAML or JSON file of your job's JobSpec fields, with --command")
+    return {
+        "spec": own_spec(spec_file, {}),
+        "command": split_command(command, local=False),
+        "zeus_aware": zeus_aware,
+        "metric_pattern": metric_pattern or "",
+        "preprocess": preprocess or "",
+    }
+
+
+@app.command(name="compile", help=COMPILE_HELP)
+def compile_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the pipeline YAML.")] = Path(
+        "zeus_pipeline.yaml"
+    ),
+    kfp_backend: Annotated[
+        str, typer.Option(help="KFP backend the cluster runs: 2.5 (Kubeflow 1.10), 2.15 (Kubeflow 1.11) or 2.17.")
+    ] = "2.17",
+    attempts: Annotated[int, typer.Option(help="Trials per recurrence at most (fixed at compile time).")] = 5,
+    gpus: Annotated[int, typer.Option(help="GPUs the train step requests; 0 = CPU only.")] = 1,
+    accelerator: Annotated[str, typer.Option(help="The GPU resource name train requests.")] = "nvidia.com/gpu",
+    minio_secret: Annotated[
+        str | None,
+        typer.Option(
+            help="Kubernetes Secret with keys accesskey/secretkey for the store (KFP's: mlpipeline-minio-artifact)."
+        ),
+    ] = None,
+    s3_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="Store endpoint, host:port or http(s)://host:port (a bare host:port is http). Default: the backend's "
+            "own object store, minio-service.kubeflow:9000 (2.5, 2.15) or seaweedfs.kubeflow:9000 (2.17)."
+        ),
+    ] = None,
+    s3_secure: Annotated[
+        bool | None, typer.Option("--s3-secure/--s3-insecure", help="https / http for a bare host:port (default http).")
+    ] = None,
+    zeusd: Annotated[
+        bool, typer.Option(help="Give train the node IP as ZEUSD_HOST so power limits go through zeusd (deploy/zeusd).")
+    ] = True,
+    image: Annotated[
+        str | None,
+        typer.Option(help="Image of the store steps (default: $ZEUS_KFP_IMAGE or what `make image` tags -cpu)."),
+    ] = None,
+    train_image: Annotated[
+        str | None,
+        typer.Option(help="Image of train (default: $ZEUS_KFP_TRAIN_IMAGE or the -cuda tag; with --gpus 0 --image)."),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Default store URI of the runs (a run parameter). Default: "
+            "s3://mlpipeline/private-artifacts/<namespace>/zeus-kfp, allowed in multi-user mode."
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(help="Your Kubeflow namespace (profile), for the default store. Default: $KFP_NAMESPACE."),
+    ] = None,
+    policy: Annotated[str, typer.Option(help="Default batch-size policy of the runs (a run parameter).")] = "default",
+    requests: Annotated[
+        Repeated,
+        typer.Option(
+            "--requests", help="STEP=CPU,MEMORY (repeatable; STEP: preprocess, bandit, train, feedback, report, store)."
+        ),
+    ] = None,
+    limits: Annotated[
+        Repeated, typer.Option("--limits", help="STEP=CPU,MEMORY limits (repeatable; '-' unsets, e.g. train=-,64Gi).")
+    ] = None,
+    train_node_selector: Annotated[
+        Repeated,
+        typer.Option(
+            help="KEY=VALUE node label train must run on (repeatable), e.g. nvidia.com/gpu.product=NVIDIA-H100-NVL."
+        ),
+    ] = None,
+    train_toleration: Annotated[
+        Repeated,
+        typer.Option(
+            help="KEY[=VALUE][:EFFECT] taint train tolerates (repeatable). Default nvidia.com/gpu:NoSchedule; 'none'."
+        ),
+    ] = None,
+    run_as_user: Annotated[int | None, typer.Option(help="UID the containers run as (KFP 2.17 only).")] = None,
+    store_retries: Annotated[
+        int, typer.Option(help="Retries of a failed store step (where the backend honours them).")
+    ] = 3,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            help="Your training command inside the train image, shell-style, e.g. '{python} /opt/app/train.py "
+            "--batch-size {batch_size}' (the runs' default; needs --spec). Default: the example job.",
+            rich_help_panel=OWN,
+        ),
+    ] = None,
+    spec_file: Annotated[
+        Path | None, typer.Option("--spec", help="YAML or JSON file of your job's JobSpec fields.", rich_help_panel=OWN)
+    ] = None,
+    zeus_aware: Annotated[
+        bool,
+        typer.Option(
+            "--zeus-aware/--plain", help="Your script uses ZeusDataLoader, or prints its metric.", rich_help_panel=OWN
+        ),
+    ] = False,
+    metric_pattern: Annotated[
+        str | None, typer.Option(help="--plain: regex with 2 groups (name, value).", rich_help_panel=OWN)
+    ] = None,
+    preprocess: Annotated[
+        str | None,
+        typer.Option(help="Once per recurrence: module:function or a command with {output}.", rich_help_panel=OWN),
+    ] = None,
+) -> None:
+    from pipelines.compile import compile_pipeline, default_store_uri
+    from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
+
+    job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess)
+    path = compile_pipeline(
+        output,
+        kfp_backend=kfp_backend,
+        attempts=attempts,
+        image=image,
+        train_image=train_image,
+        store_uri=store,
+        namespace=namespace,
+        policy=policy,
+        gpus=gpus,
+        accelerator=accelerator,
+        minio_secret=minio_secret,
+        s3_endpoint=s3_endpoint,
+        s3_secure=s3_secure,
+        zeusd=zeusd,
+        resources=parse_resources(requests, limits),
+        train_node_selector=parse_node_selector(train_node_selector),
+        train_tolerations=parse_tolerations(train_toleration),
+        run_as_user=run_as_user,
+        store_retries=store_retries,
+        **job,
+    )
+    typer.echo(f"wrote {path} for KFP {kfp_backend} ({attempts} attempts, {gpus} GPU(s) per trial)")
+    typer.echo(f"default store: {store or default_store_uri(namespace)}")
+    if kfp_backend.startswith("2.5"):
+        typer.echo("note: KFP 2.5 ignores retries of nested steps, so only the first attempt's store steps retry")
+    if not minio_secret:
+        typer.echo(
+            "note: no --minio-secret: the steps get no store credentials; pass the Secret that holds "
+            "accesskey/secretkey (KFP's own is mlpipeline-minio-artifact)"
+        )

@@ -1,0 +1,304 @@
+"""A trial as a Kubeflow TrainJob or PyTorchJob: create (or adopt), watch, stream, read back, delete.
+
+The train step becomes the trial's controller:
+
+1. **Create or adopt.** The job's name is fixed by (job, recurrence, attempt). If a job of that name
+   exists (the step was retried after a crash or a lost node), its digest annotation says whether it
+   runs this very trial: then it is adopted (watched, its result read), else it is deleted and
+   replaced. A second job for one attempt is never created.
+2. **Watch.** The job object is watched; after every event and every quiet watch window the pods are
+   checked. The master pod's log is streamed into the step's log once it starts.
+3. **Fail, recorded.** A failed or evicted pod, a job the operator marks Failed, a job whose pods have
+   not all started within `pending_timeout_s` (with why: unschedulable, image pull...), or the
+   trial's timeout: the trial ends `failed` with that reason, never as a lost step.
+4. **Read back.** Rank 0's node handed result.json, profile.csv and the model over through the store
+   (zeus.launch.handoff); the result is re-priced under the job's cost function.
+5. **Delete.** The job (and its pods) is deleted when the trial ends, fails, or the step is stopped
+   (SIGTERM, as when KFP cancels a run). A step killed outright leaves the job to its retry, and the
+   job's activeDeadlineSeconds (the trial's timeout) bounds it regardless.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+
+from zeus.job import JobSpec, TrialResult, TrialStatus
+from zeus.launch.config import ENV, LaunchConfig, LaunchError
+from zeus.launch.handoff import Handoff
+from zeus.launch.kube import (
+    FAILED,
+    SUCCEEDED,
+    KubeJobs,
+    LogFollower,
+    is_master,
+    job_phase,
+    pending_reasons,
+    pod_failure,
+    started,
+)
+from zeus.launch.manifests import (
+    DIGEST_ANNOTATION,
+    KINDS,
+    POD_LOG_DIR,
+    RUN_ANNOTATION,
+    TrialJob,
+    digest,
+    fill_placeholders,
+    job_name,
+    manifest,
+)
+from zeus.power.profiler import profile_frame
+from zeus.store.keys import check_recurrence_id
+from zeus.train.artifacts import MODEL_FILE, result_from_json
+from zeus.train.env import TrialEnv
+from zeus.train.runner import TrialOutcome
+
+log = logging.getLogger(__name__)
+
+GONE_WAIT_S = 120.0
+
+
+class StepStopped(BaseException):
+    """The step got SIGTERM/SIGINT (KFP cancelled the run): unwind, deleting the job on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the job ended, as the launcher saw it."""
+
+    phase: str  # Succeeded | Failed
+    reason: str = ""
+
+
+class ClusterTrial:
+    """One trial's Kubernetes job, from creation (or adoption) to deletion."""
+
+    def __init__(
+        self,
+        jobs: KubeJobs,
+        trial: TrialJob,
+        name: str,
+        out: TextIO,
+        clock: Callable[[], float] = time.monotonic,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.jobs, self.trial, self.name, self.out, self.clock = jobs, trial, name, out, clock
+        self.config = trial.config
+        self.timeout_s = timeout_s or self.config.timeout_s
+        self.log: LogFollower | None = None
+        self.began = clock()
+
+    # -- 1. create or adopt -------------------------------------------------------------------
+    def start(self, reuse_profile: pd.DataFrame | None) -> None:
+        """Adopt the predecessor's job if it runs this trial, else (re)create it; sets self.trial's run."""
+        from kubernetes.client.exceptions import ApiException
+
+        wanted = digest(self.trial)
+        existing = self.jobs.get(self.name)
+        if existing is not None and not existing["metadata"].get("deletionTimestamp"):
+            notes = existing["metadata"].get("annotations") or {}
+            if notes.get(DIGEST_ANNOTATION) == wanted and notes.get(RUN_ANNOTATION):
+                self._use_run(notes[RUN_ANNOTATION])
+                self.say(f"adopting {self.jobs.kind.kind} {self.name} (a previous try of this step created it)")
+                return
+            self.say(f"replacing {self.jobs.kind.kind} {self.name}: it runs a different trial")
+            self.jobs.delete(self.name)
+        if existing is not None:
+            self._wait_gone()
+        self._use_run(uuid.uuid4().hex[:12])
+        if reuse_profile is not None and not reuse_profile.empty:
+            self.trial.handoff.upload_reuse(reuse_profile)
+        try:
+            self.jobs.create(manifest(self.trial, self.name, self.jobs.namespace))
+        except ApiException as exc:
+            if exc.status != 409:  # 409: another try created it this instant; take that one
+                raise
+            self.start(reuse_profile)
+            return
+        self.say(f"created {self.jobs.kind.kind} {self.jobs.namespace}/{self.name}")
+
+    def _use_run(self, run: str) -> None:
+        self.trial = replace(self.trial, handoff=replace(self.trial.handoff, run=run))
+
+    def _wait_gone(self) -> None:
+        deadline = self.clock() + GONE_WAIT_S
+        while self.jobs.get(self.name) is not None:
+            if self.clock() > deadline:
+                raise RuntimeError(f"{self.jobs.kind.kind} {self.name} is still being deleted after {GONE_WAIT_S:g} s")
+            time.sleep(0.5)
+
+    # -- 2-3. watch ---------------------------------------------------------------------------------
+    def follow(self) -> Ending:
+        """Watch the job until it ends or the trial has to be failed."""
+        while True:
+            for event, job in self.jobs.watch(self.name, self.config.watch_s):
+                if event == "DELETED":
+                    return Ending(FAILED, f"the {self.jobs.kind.kind} was deleted by someone else")
+                ending = self._check(job)
+                if ending is not None:
+                    return ending
+            job = self.jobs.get(self.name)
+            if job is None:
+                return Ending(FAILED, f"the {self.jobs.kind.kind} is gone (deleted by someone else)")
+            ending = self._check(job)
+            if ending is not None:
+                return ending
+
+    def _check(self, job: dict[str, Any]) -> Ending | None:
+        pods = self.jobs.pods(self.trial.handoff.run)
+        master = next((p for p in pods if is_master(self.jobs.kind, p)), None)
+        if master is not None and started(master) and self.log is None:
+            self.say(f"streaming the log of {master['metadata']['name']} (rank 0's node)")
+            self.log = self.jobs.follow_log(master["metadata"]["name"], self.out)
+        phase, message = job_phase(self.jobs.kind, job)
+        if phase == SUCCEEDED:
+            return Ending(SUCCEEDED)
+        if phase == FAILED:
+            detail = pod_failure(pods)
+            return Ending(FAILED, f"the {self.jobs.kind.kind} failed: {message}" + (f"; {detail}" if detail else ""))
+        failure = pod_failure(pods)
+        if failure:
+            return Ending(FAILED, failure)
+        elapsed = self.clock() - self.began
+        all_started = len(pods) >= self.config.num_nodes and all(started(p) for p in pods)
+        if not all_started and elapsed > self.config.pending_timeout_s:
+            why = pending_reasons(pods) or f"{len(pods)} of {self.config.num_nodes} pods exist"
+            return Ending(FAILED, f"stuck Pending for more than {self.config.pending_timeout_s:g} s: {why}")
+        if self.timeout_s is not None and elapsed > self.timeout_s:
+            return Ending(FAILED, f"timed out after {self.timeout_s:g} s")
+        return None
+
+    # -- 4. read back ------------------------------------------------------------------------------
+    def outcome(self, spec: JobSpec, batch_size: int, ending: Ending, work_dir: Path) -> TrialOutcome:
+        if self.log is not None:  # a finished master's log ends; a failing job's pods may still be writing
+            self.log.join(30 if ending.phase == SUCCEEDED else 1)
+        handoff = self.trial.handoff
+        data = handoff.read_result()
+        self.say(f"job ended {ending.phase}; rank 0's result {'read' if data else 'missing'} from the store")
+        tail = "\n".join(self.log.tail) if self.log is not None else ""
+        if data is not None:
+            result = result_from_json(spec, json.loads(data))
+            if ending.phase != SUCCEEDED:
+                status = result.status if result.status in (TrialStatus.FAILED, TrialStatus.OOM) else TrialStatus.FAILED
+                reason = "; ".join(part for part in (ending.reason, result.reason) if part)
+                result = replace(result, status=status, reason=reason)
+        else:
+            why = ending.reason or "the job succeeded but rank 0 handed back no result (see the master's log)"
+            result = TrialResult.build(
+                spec,
+                batch_size=batch_size,
+                status=TrialStatus.FAILED,
+                time_s=max(0.0, self.clock() - self.began),
+                energy_j=0.0,
+                num_epochs=0,
+                reason=why,
+                source="not measured: rank 0 reported nothing (time is the job's wall time)",
+            )
+        model = handoff.read_model(work_dir / MODEL_FILE)
+        return TrialOutcome(result, handoff.read_profile(), model, tail)
+
+    def say(self, text: str) -> None:
+        print(f"zeus: {text}", file=self.out, flush=True)
+
+
+def _stop_on_signals() -> Callable[[], None]:
+    """SIGTERM/SIGINT raise StepStopped (main thread only); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum: int, _frame: object) -> None:
+        raise StepStopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    return lambda: [signal.signal(sig, handler) for sig, handler in previous.items()]  # type: ignore[func-returns-value]
+
+
+def _check_store(config: LaunchConfig, store_uri: str) -> None:
+    if not store_uri.startswith("s3://") and not config.allow_local_store:
+        raise LaunchError(
+            "store_uri",
+            store_uri,
+            f"an s3:// store for launcher {config.launcher!r}: the trial's pods hand their result back through it "
+            f"(or set {ENV['allow_local_store']}=1 when the pods mount this directory too)",
+        )
+
+
+def run_cluster_trial(
+    config: LaunchConfig,
+    spec: JobSpec,
+    *,
+    batch_size: int,
+    cost_threshold: float | None,
+    command: Sequence[str],
+    store_uri: str,
+    recurrence_id: str,
+    attempt: int,
+    work_dir: Path,
+    gpu: str = "auto",
+    reuse_profile: pd.DataFrame | None = None,
+    seed: int | None = None,
+    warmup_iters: int = 10,
+    profile_iters: int = 40,
+    min_window_s: float | None = None,
+    timeout_s: float | None = None,
+    api_client: Any = None,
+    out: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> TrialOutcome:
+    """Run one trial as the configured Kubeflow job; see the module docstring. Returns the runner's outcome."""
+    _check_store(config, store_uri)
+    check_recurrence_id(recurrence_id)
+    if not config.image:
+        raise LaunchError(ENV["image"], config.image, "the train image for the trial's pods")
+    trial_env = TrialEnv.for_trial(
+        spec,
+        batch_size=batch_size,
+        log_dir=POD_LOG_DIR,
+        cost_threshold=cost_threshold,
+        warmup_iters=warmup_iters,
+        profile_iters=profile_iters,
+        min_window_s=min_window_s,
+        gpu=gpu,
+        seed=seed,
+    ).to_env()
+    reuse = reuse_profile is not None and not reuse_profile.empty
+    trial = TrialJob(
+        config=config,
+        handoff=Handoff(store_uri, spec.job_id, recurrence_id, attempt, run="pending"),
+        command=fill_placeholders(command, batch_size),
+        trial_env=trial_env,
+        step_env=dict(os.environ),
+        reuse=reuse,
+    )
+    jobs = KubeJobs(KINDS[config.launcher], config.resolved_namespace(), api_client)
+    cluster = ClusterTrial(
+        jobs, trial, job_name(spec.job_id, recurrence_id, attempt), out or sys.stdout, clock, timeout_s
+    )
+    undo = _stop_on_signals()
+    try:
+        cluster.start(profile_frame(reuse_profile.to_dict("records")) if reuse else None)
+        ending = cluster.follow()
+        return cluster.outcome(spec, batch_size, ending, Path(work_dir))
+    finally:
+        try:
+            if jobs.delete(cluster.name):
+                cluster.say(f"deleted {jobs.kind.kind} {cluster.name}")
+        finally:
+            undo()

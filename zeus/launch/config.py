@@ -1,0 +1,163 @@
+"""Where and how a trial runs: the launcher, its size, and the cluster settings of the train step.
+
+Why one object: the train step, the manifests and the checks against the job's spec all need
+the same few facts, validated once where they enter (pipeline parameters and the step's
+environment). The pipeline passes `launcher`, `num_nodes`, `gpus_per_node` and `runtime` as
+parameters; what only a cluster needs (namespace, image, the Secret holding the store's keys,
+limits on waiting) comes from the step's environment, which the compiled pipeline sets.
+
+Launchers:
+- local: the user's command as one process on the step's machine (the job's `num_gpus` GPUs).
+- torchrun: `gpus_per_node` processes under torchrun on the step's machine (num_nodes 1), one GPU
+  each (each its own simulated GPU where there is none).
+- trainjob: a Kubeflow Trainer TrainJob (trainer.kubeflow.org/v1alpha1) on `runtime`.
+- pytorchjob: a Training Operator PyTorchJob (kubeflow.org/v1).
+The cluster launchers run torchrun in every pod too (`num_nodes` pods of `gpus_per_node` ranks).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from zeus.errors import FieldError
+from zeus.job import JobSpec, JobSpecError
+
+LAUNCHERS = ("local", "torchrun", "trainjob", "pytorchjob")
+CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob")
+DEFAULT_RUNTIME = "torch-distributed"
+GPU_RESOURCE = "nvidia.com/gpu"
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+# The train step's environment (set by the compiled pipeline; see pipelines/dag.py).
+ENV = {
+    "namespace": "ZEUS_LAUNCH_NAMESPACE",
+    "image": "ZEUS_LAUNCH_IMAGE",
+    "service_account": "ZEUS_LAUNCH_SERVICE_ACCOUNT",
+    "gpu_resource": "ZEUS_LAUNCH_GPU_RESOURCE",
+    "pending_timeout_s": "ZEUS_LAUNCH_PENDING_TIMEOUT_S",
+    "timeout_s": "ZEUS_LAUNCH_TIMEOUT_S",
+    "store_secret": "ZEUS_S3_SECRET_NAME",
+    "allow_local_store": "ZEUS_LAUNCH_ALLOW_LOCAL_STORE",
+}
+
+
+class LaunchError(FieldError):
+    """A launch setting is out of range; names the setting and what it allows."""
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, float) and value.is_integer():  # KFP hands ints through as doubles at times
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise LaunchError(name, value, "a positive integer")
+    return value
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How one trial is launched (see the module docstring)."""
+
+    launcher: str = "local"
+    num_nodes: int = 1
+    gpus_per_node: int = 1
+    runtime: str = DEFAULT_RUNTIME
+    namespace: str | None = None  # None: the step's own namespace (its service account's)
+    image: str = ""  # the train image on a cluster; the compiled pipeline sets the component image
+    service_account: str | None = None
+    gpu_resource: str = GPU_RESOURCE  # "" requests no GPU (a CPU cluster; ranks get simulated GPUs)
+    pending_timeout_s: float = 900.0  # a job whose pods have not all started by then is a failed trial
+    timeout_s: float | None = None  # the whole trial; also the job's activeDeadlineSeconds
+    store_secret: str | None = None  # the Secret with the store's keys (accesskey, secretkey) for the pods
+    allow_local_store: bool = False  # a directory store works on a cluster only if pods share that volume
+    watch_s: float = 10.0  # how long one watch of the job waits for a change before the pods are checked
+    extra_env: Mapping[str, str] = field(default_factory=dict)  # plain variables the pods also get
+
+    def __post_init__(self) -> None:
+        if self.launcher not in LAUNCHERS:
+            raise LaunchError("launcher", self.launcher, ", ".join(LAUNCHERS))
+        object.__setattr__(self, "num_nodes", _positive_int("num_nodes", self.num_nodes))
+        object.__setattr__(self, "gpus_per_node", _positive_int("gpus_per_node", self.gpus_per_node))
+        if self.launcher in ("local", "torchrun") and self.num_nodes != 1:
+            raise LaunchError("num_nodes", self.num_nodes, f"1 for launcher {self.launcher!r} (one machine)")
+        if not isinstance(self.runtime, str) or not DNS_SUBDOMAIN.match(self.runtime):
+            raise LaunchError("runtime", self.runtime, "a ClusterTrainingRuntime name (a DNS subdomain)")
+        for name in ("pending_timeout_s", "watch_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise LaunchError(name, value, "a positive number of seconds")
+        if self.timeout_s is not None and not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
+            raise LaunchError("timeout_s", self.timeout_s, "a positive number of seconds, or unset")
+
+    @classmethod
+    def from_params(
+        cls,
+        launcher: str = "local",
+        num_nodes: int = 1,
+        gpus_per_node: int = 1,
+        runtime: str = DEFAULT_RUNTIME,
+        environ: Mapping[str, str] | None = None,
+    ) -> LaunchConfig:
+        """The pipeline's parameters plus the cluster settings from the step's environment."""
+        env = os.environ if environ is None else environ
+        found: dict[str, object] = {}
+        for name, var in ENV.items():
+            raw = env.get(var, "").strip()
+            if not raw:
+                continue
+            if name.endswith("_s"):
+                try:
+                    found[name] = float(raw)
+                except ValueError:
+                    raise LaunchError(var, raw, "a number of seconds") from None
+            elif name == "allow_local_store":
+                found[name] = raw.lower() in ("1", "true", "yes")
+            else:
+                found[name] = raw
+        return cls(launcher=launcher, num_nodes=num_nodes, gpus_per_node=gpus_per_node, runtime=runtime, **found)
+
+    @property
+    def cluster(self) -> bool:
+        return self.launcher in CLUSTER_LAUNCHERS
+
+    @property
+    def distributed(self) -> bool:
+        """Runs under torchrun (every launcher but local)."""
+        return self.launcher != "local"
+
+    @property
+    def world_size(self) -> int:
+        """Processes (and GPUs) of the trial: one rank per GPU."""
+        return self.num_nodes * self.gpus_per_node
+
+    def check_spec(self, spec: JobSpec) -> None:
+        """A distributed trial holds num_nodes x gpus_per_node GPUs: the job's cost must price them all, and
+        every batch size must split evenly over the ranks (each loads batch_size / world size)."""
+        if not self.distributed:
+            return
+        world = self.world_size
+        if spec.num_gpus != world:
+            raise JobSpecError(
+                "num_gpus",
+                spec.num_gpus,
+                f"{world} (num_nodes {self.num_nodes} x gpus_per_node {self.gpus_per_node} for launcher "
+                f"{self.launcher!r}): the cost prices every GPU the trial holds",
+            )
+        uneven = [b for b in spec.batch_sizes if b % world]
+        if uneven:
+            raise JobSpecError("batch_sizes", list(spec.batch_sizes), f"multiples of the world size {world}")
+
+    def resolved_namespace(self) -> str:
+        """The namespace to create jobs in: the setting, else the step's own (from its service account)."""
+        if self.namespace:
+            return self.namespace
+        try:
+            with open(SERVICE_ACCOUNT_NAMESPACE) as fh:
+                return fh.read().strip()
+        except OSError:
+            raise LaunchError(
+                ENV["namespace"], None, "a namespace (the step runs outside a pod, so it cannot use its own)"
+            ) from None

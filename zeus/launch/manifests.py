@@ -1,0 +1,236 @@
+"""The TrainJob and PyTorchJob manifests of one cluster trial, as plain dicts.
+
+Why dicts: the kubernetes client creates custom objects from dicts, and the tests validate the
+very same dicts against the CRDs' OpenAPI schemas (Kubeflow Trainer v2.3 TrainJob, Training
+Operator 1.9 PyTorchJob). Both kinds carry the same trial:
+
+- the image and the pod command: zeus.launch.torchrun wrapping the user's command, with torchrun's
+  settings from the operator's PET_* variables (one node per pod, `gpus_per_node` ranks each);
+- the ZEUS_* trial settings, the handoff location (zeus.launch.handoff), the store's endpoint and
+  its keys *by reference* to the Secret the pipeline uses (never the values), and ZEUSD_HOST from
+  the pod's own node IP (zeusd sets power limits for unprivileged pods);
+- `gpus_per_node` GPUs per node (none when `gpu_resource` is empty: a CPU cluster);
+- labels tying it to the job, recurrence, attempt and run (on the job object and on its pods), and
+  annotations with the run and a digest of everything else, so a retried step can tell its
+  predecessor's job (adopt it) from a different one (replace it);
+- no retries (backoffLimit 0 / restartPolicy Never: a restarted rank spends the energy twice) and
+  the trial's timeout as activeDeadlineSeconds, so an orphaned job cannot run forever.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from zeus.launch.config import LaunchConfig
+from zeus.launch.handoff import STORE_PLAIN_ENV, STORE_SECRET_KEY_TO_ENV, Handoff
+from zeus.launch.torchrun import pod_command
+
+LABEL_PREFIX = "zeus-kfp.ml/"
+RUN_ANNOTATION = f"{LABEL_PREFIX}run"
+DIGEST_ANNOTATION = f"{LABEL_PREFIX}digest"
+PATCH_MANAGER = "zeus-kfp.ml/launcher"
+POD_WORK_DIR = "/tmp/zeus-trial"
+POD_LOG_DIR = f"{POD_WORK_DIR}/logs"
+NODE_IP_FIELD = "status.hostIP"
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One Kubeflow job API: where it lives, its trainer container, and how its master pod is labelled."""
+
+    launcher: str
+    group: str
+    version: str
+    plural: str
+    kind: str
+    container: str
+    master_label: tuple[str, str]  # (label, value) of the pod that runs node rank 0
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+KINDS = {
+    "trainjob": JobKind(
+        "trainjob",
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "trainjobs",
+        "TrainJob",
+        "node",  # the trainer container of the torch runtimes (ancestor "trainer", name "node")
+        ("batch.kubernetes.io/job-completion-index", "0"),  # node rank = the Indexed Job's completion index
+    ),
+    "pytorchjob": JobKind(
+        "pytorchjob",
+        "kubeflow.org",
+        "v1",
+        "pytorchjobs",
+        "PyTorchJob",
+        "pytorch",  # the Training Operator's required container name
+        ("training.kubeflow.org/replica-type", "master"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """Everything one cluster trial's manifest says."""
+
+    config: LaunchConfig
+    handoff: Handoff
+    command: tuple[str, ...]  # the user's command, placeholders already filled for the pod
+    trial_env: Mapping[str, str]  # ZEUS_* (zeus.train.env) as the pod sees them
+    step_env: Mapping[str, str]  # the train step's environment: store endpoint, zeusd
+    reuse: bool = False  # the step uploaded a stored profile for the trial to reuse
+
+    @property
+    def kind(self) -> JobKind:
+        return KINDS[self.config.launcher]
+
+
+def job_name(job_id: str, recurrence_id: str, attempt: int) -> str:
+    """A deterministic RFC 1035 name (<= 63 chars; TrainJob demands it): a retried step finds the same one."""
+    digest = hashlib.sha256(f"{job_id}\0{recurrence_id}\0{attempt}".encode()).hexdigest()[:10]
+    return f"zeus-{job_id[:20].rstrip('-')}-{digest}-a{attempt}"
+
+
+def _label_value(value: str) -> str:
+    """`value` when it is a valid label value, else a short digest of it (label values are <= 63 chars)."""
+    if len(value) <= 63 and LABEL_VALUE.match(value):
+        return value
+    return "h-" + hashlib.sha256(value.encode()).hexdigest()[:20]
+
+
+def labels(handoff: Handoff) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/managed-by": "zeus-kfp",
+        f"{LABEL_PREFIX}job": _label_value(handoff.job_id),
+        f"{LABEL_PREFIX}recurrence": _label_value(handoff.recurrence_id),
+        f"{LABEL_PREFIX}attempt": str(handoff.attempt),
+        f"{LABEL_PREFIX}run": _label_value(handoff.run),
+    }
+
+
+def env_list(trial: TrialJob) -> list[dict[str, Any]]:
+    """The pods' variables: plain values, the store's keys from their Secret, ZEUSD_HOST from the node."""
+    plain = dict(trial.trial_env)
+    plain.update(trial.handoff.to_env())
+    plain.update({name: trial.step_env[name] for name in STORE_PLAIN_ENV if trial.step_env.get(name)})
+    if trial.step_env.get("ZEUSD_PORT"):
+        plain["ZEUSD_PORT"] = trial.step_env["ZEUSD_PORT"]
+    if trial.reuse:
+        plain["ZEUS_HANDOFF_REUSE"] = "1"
+    plain.update(trial.config.extra_env)
+    env: list[dict[str, Any]] = [{"name": name, "value": str(value)} for name, value in sorted(plain.items())]
+    if trial.config.store_secret:
+        for key, name in STORE_SECRET_KEY_TO_ENV.items():
+            ref = {"secretKeyRef": {"name": trial.config.store_secret, "key": key}}
+            env.append({"name": name, "valueFrom": ref})
+    if trial.step_env.get("ZEUSD_HOST"):  # the step talks to zeusd: so does every pod, on its own node
+        env.append({"name": "ZEUSD_HOST", "valueFrom": {"fieldRef": {"fieldPath": NODE_IP_FIELD}}})
+    return env
+
+
+def _deadline_s(timeout_s: float) -> int:
+    """Whole seconds, at least 1 (both CRDs demand a positive integer)."""
+    return max(1, math.ceil(timeout_s))
+
+
+def _gpus(config: LaunchConfig) -> dict[str, Any]:
+    return {"limits": {config.gpu_resource: config.gpus_per_node}} if config.gpu_resource else {}
+
+
+def trainjob_spec(trial: TrialJob) -> dict[str, Any]:
+    """A TrainJob's spec on the configured ClusterTrainingRuntime (torch-distributed by default)."""
+    config = trial.config
+    trainer: dict[str, Any] = {
+        "image": config.image,
+        "command": pod_command(trial.command),
+        "numNodes": config.num_nodes,
+        "numProcPerNode": config.gpus_per_node,
+        "env": env_list(trial),
+    }
+    if config.gpu_resource:
+        trainer["resourcesPerNode"] = _gpus(config)
+    pod_template: dict[str, Any] = {"metadata": {"labels": labels(trial.handoff)}}
+    if config.service_account:
+        pod_template["spec"] = {"serviceAccountName": config.service_account}
+    node_patch = {"name": "node", "template": {"spec": {"template": pod_template}}}
+    spec: dict[str, Any] = {
+        "runtimeRef": {"name": config.runtime, "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+        "trainer": trainer,
+        "runtimePatches": [
+            {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node_patch]}}}}
+        ],
+    }
+    if config.timeout_s:
+        spec["activeDeadlineSeconds"] = _deadline_s(config.timeout_s)
+    return spec
+
+
+def pytorchjob_spec(trial: TrialJob) -> dict[str, Any]:
+    """A PyTorchJob's spec: one Master pod (node rank 0) and num_nodes - 1 Workers, `gpus_per_node` ranks each."""
+    config = trial.config
+    container: dict[str, Any] = {
+        "name": trial.kind.container,
+        "image": config.image,
+        "command": pod_command(trial.command),
+        "env": env_list(trial),
+    }
+    if config.gpu_resource:
+        container["resources"] = _gpus(config)
+    pod_spec: dict[str, Any] = {"containers": [container]}
+    if config.service_account:
+        pod_spec["serviceAccountName"] = config.service_account
+    template = {"metadata": {"labels": labels(trial.handoff)}, "spec": pod_spec}
+    replicas = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template}}
+    if config.num_nodes > 1:
+        replicas["Worker"] = {"replicas": config.num_nodes - 1, "restartPolicy": "Never", "template": template}
+    run_policy: dict[str, Any] = {"cleanPodPolicy": "None", "backoffLimit": 0}  # pods stay for their logs until deleted
+    if config.timeout_s:
+        run_policy["activeDeadlineSeconds"] = _deadline_s(config.timeout_s)
+    return {"nprocPerNode": str(config.gpus_per_node), "runPolicy": run_policy, "pytorchReplicaSpecs": replicas}
+
+
+SPECS = {"trainjob": trainjob_spec, "pytorchjob": pytorchjob_spec}
+
+
+def manifest(trial: TrialJob, name: str, namespace: str) -> dict[str, Any]:
+    """The whole object to create: apiVersion, kind, metadata (labels, run and digest annotations), spec."""
+    kind = trial.kind
+    metadata = {
+        "name": name,
+        "namespace": namespace,
+        "labels": labels(trial.handoff),
+        "annotations": {RUN_ANNOTATION: trial.handoff.run, DIGEST_ANNOTATION: digest(trial)},
+    }
+    return {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": metadata,
+        "spec": SPECS[kind.launcher](trial),
+    }
+
+
+def digest(trial: TrialJob) -> str:
+    """What the job runs, minus its run token: equal digests mean a predecessor's job runs this very trial."""
+    anonymous = replace(trial, handoff=replace(trial.handoff, run="x"))
+    body = {"launcher": trial.config.launcher, "spec": SPECS[trial.config.launcher](anonymous)}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def fill_placeholders(command: Sequence[str], batch_size: int) -> tuple[str, ...]:
+    """The runner's placeholders as the pod sees them: its own log and work dirs; no data dir (the step's
+    dataset artifact is not mounted in the pods: the script reads its data itself)."""
+    from zeus.train.runner import substitute_placeholders
+
+    values = {"batch_size": str(batch_size), "data_dir": "", "log_dir": POD_LOG_DIR, "work_dir": POD_WORK_DIR}
+    return tuple(substitute_placeholders(command, values))

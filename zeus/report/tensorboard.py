@@ -1,0 +1,144 @@
+"""TensorBoard across recurrences: one event file per recurrence in one log directory per job.
+
+The report step appends the recurrence's scalars (step = recurrence number) to the job's log
+directory in the store (`Store.tensorboard_logs`): cost, energy, time, trials, reached, the
+batch size and power limit of the recurrence's final trial (the one that reached, else the last),
+the default configuration's cost and the saving when known, `simulated` (1: the figures come from
+a simulated GPU), and the bandit's posterior mean cost per batch size after the recurrence.
+`zeus-kfp tensorboard JOB` syncs the directory from any store and serves it on 127.0.0.1.
+
+Why one file per recurrence, not one growing file: the store is append-only with immutable
+objects. TensorBoard reads every event file of a run directory in name order, and the names
+carry the zero-padded recurrence number, so one run shows the whole job in recurrence order.
+
+Why the bytes are built here (TensorBoard's own `RecordWriter` framing and protos, the writer
+inside torch.utils.tensorboard's SummaryWriter) rather than through SummaryWriter: the file's
+content is then a function of the store alone (wall times are the recurrence's end), so a
+retried report step writes the same object again, and the report step does not import torch
+(about 2 s a step).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from zeus.report.frames import finished_trials, is_simulated, select_recurrence
+from zeus.report.recurrence import recurrence_metrics
+
+TAG = "recurrence/"
+POSTERIOR_TAG = "posterior_mean/batch_size_"
+FILE_VERSION = "brain.Event:2"
+DEFAULT_PORT = 6006  # TensorBoard's
+
+
+def event_file_name(recurrence: int, recurrence_id: str) -> str:
+    """Sorts in recurrence order; 'tfevents' in the name is how TensorBoard recognizes an event file."""
+    return f"events.out.tfevents.{recurrence:012d}.{recurrence_id}"
+
+
+def recurrence_scalars(
+    trials: pd.DataFrame, profiles: pd.DataFrame, bandit: pd.DataFrame, spec, recurrence: int
+) -> dict[str, float]:
+    """Tag -> value for one recurrence (see the module docstring). `bandit` holds every snapshot."""
+    scalars = {TAG + name: value for name, value in recurrence_metrics(trials, profiles, spec, recurrence).items()}
+    done = finished_trials(trials)
+    mine = done[done["recurrence"] == recurrence].sort_values("trial")
+    if not mine.empty:
+        reached = mine[mine["status"] == "reached"]
+        final = (reached if not reached.empty else mine).iloc[-1]
+        scalars[TAG + "batch_size"] = float(final["batch_size"])
+        if pd.notna(final["power_limit_w"]):
+            scalars[TAG + "power_limit_w"] = float(final["power_limit_w"])
+        scalars[TAG + "simulated"] = 1.0 if is_simulated(mine) else 0.0
+    for batch_size, mean in _posterior(bandit, recurrence).items():
+        scalars[f"{POSTERIOR_TAG}{batch_size}"] = mean
+    return scalars
+
+
+def _posterior(bandit: pd.DataFrame, recurrence: int) -> dict[int, float]:
+    """Posterior mean cost per batch size in the last snapshot written up to `recurrence` (none: {})."""
+    if bandit.empty or "recurrence" not in bandit:
+        return {}
+    upto = bandit[bandit["recurrence"] <= recurrence]
+    if upto.empty:
+        return {}
+    last = upto[(upto["recurrence"] == upto["recurrence"].max())]
+    last = last[last["trial"] == last["trial"].max()]
+    return {
+        int(row.batch_size): float(row.posterior_mean)
+        for row in last.itertuples(index=False)
+        if row.posterior_mean is not None and not math.isnan(float(row.posterior_mean))
+    }
+
+
+def event_file(scalars: dict[str, float], step: int, wall_time: float) -> bytes:
+    """An event file holding `scalars` at `step`: the same input gives the same bytes."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    buffer = io.BytesIO()
+    writer = RecordWriter(buffer)
+    writer.write(Event(wall_time=wall_time, file_version=FILE_VERSION).SerializeToString())
+    values = [Summary.Value(tag=tag, simple_value=value) for tag, value in sorted(scalars.items())]
+    writer.write(Event(wall_time=wall_time, step=step, summary=Summary(value=values)).SerializeToString())
+    return buffer.getvalue()
+
+
+def append_recurrence(store, job_id: str, recurrence_id: str) -> str:
+    """Store the recurrence's event file in the job's log directory (once); returns its name."""
+    spec = store.get_job(job_id)
+    trials = store.trials(job_id)
+    number = int(select_recurrence(trials, recurrence_id)["recurrence"].iloc[0])
+    scalars = recurrence_scalars(
+        trials, store.profiles(job_id), store.bandit_state(job_id, latest_only=False), spec, number
+    )
+    mine = trials[trials["recurrence"] == number]
+    ended = pd.to_datetime(mine["ended_at"]).max() if "ended_at" in mine else pd.NaT
+    wall_time = float(ended.timestamp()) if pd.notna(ended) else 0.0
+    name = event_file_name(number, recurrence_id)
+    store.tensorboard_logs(job_id, add={name: event_file(scalars, number, wall_time)}, read=False)
+    return name
+
+
+def log_dir_uri(store_uri: str, job_id: str) -> str:
+    from zeus.store.keys import tensorboard_dir
+
+    return f"{store_uri.rstrip('/')}/{tensorboard_dir(job_id)}"
+
+
+def markdown_section(store_uri: str, job_id: str) -> str:
+    """The report's link to the job's TensorBoard log directory, and how to view it."""
+    where = log_dir_uri(store_uri, job_id)
+    return (
+        "\n### TensorBoard\n\n"
+        f"Every recurrence of this job, as TensorBoard scalars (step = recurrence): [{where}]({where}). "
+        f"View them with `zeus-kfp tensorboard {job_id} --store {store_uri}`.\n"
+    )
+
+
+def sync_logs(store, job_id: str, logdir: Path) -> Path:
+    """Copy the job's event files from the store into `logdir`/<job_id>/ (one TensorBoard run); returns
+    that directory. Files already there are kept (the objects never change), none are removed."""
+    run_dir = Path(logdir) / job_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in store.tensorboard_logs(job_id).items():
+        target = run_dir / name
+        if not target.exists():
+            tmp = run_dir / f".{name}.part"
+            tmp.write_bytes(data)
+            tmp.replace(target)
+    return run_dir
+
+
+def tensorboard_argv(logdir: Path, port: int = DEFAULT_PORT) -> list[str]:
+    """TensorBoard's command line: 127.0.0.1 only; the directory is read once, before serving (it was just
+    synced and does not change), so every scalar is there when the URL is printed."""
+    return [
+        "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port),
+        "--reload_interval", "0", "--reload_task", "blocking", "--load_fast", "false",
+    ]  # fmt: skip

@@ -1,0 +1,79 @@
+"""A trace-backed job's store history next to the simulator's run of the same job: one truth, checked.
+
+A job whose trials ran on the trace backend ("trace:<workload>/<gpu>") went through the same policy,
+seeds, profile-reuse rule and trial code as the simulator (zeus.simulate.engine). So the simulator,
+given the job's spec, policy and seed, must produce the very same trials, recurrence for recurrence;
+`compare` runs it and says whether it did, and where the two first part (a job that mixed policies, or
+whose recurrences overlapped, parts ways there). `zeus-kfp run` prints this after every run, and
+tests/simulate/test_equivalence.py asserts it through kfp.local.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from zeus.job import JobSpec
+from zeus.policy import get_policy
+from zeus.simulate.engine import Figures, SimulationResult, Simulator
+from zeus.simulate.trial import TraceBackend
+
+# What must agree for every trial; cost to the last bit (the same floats in the same order).
+TRIAL_FIELDS = ("recurrence", "attempt", "batch_size", "power_limit_w", "status", "cost")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The live job against the simulator: cumulative figures of both, the references, and agreement."""
+
+    num_recurrences: int
+    live: Figures
+    simulated: Figures
+    default: Figures  # the default config (b0 at max power), expected, x num_recurrences
+    oracle: Figures  # the cheapest always-reaching config, expected, x num_recurrences
+    identical: bool
+    first_difference: str  # "" when identical
+    simulation: SimulationResult
+
+
+def live_rows(trials: pd.DataFrame) -> list[tuple]:
+    """The store's finished trials as TRIAL_FIELDS tuples, in trial order."""
+    done = trials[trials["finished"]].sort_values("trial")
+    return [
+        (int(r.recurrence), int(r.attempt), int(r.batch_size), float(r.power_limit_w), str(r.status), float(r.cost))
+        for r in done.itertuples(index=False)
+    ]
+
+
+def simulated_rows(result: SimulationResult) -> list[tuple]:
+    return [(t.recurrence, t.attempt, t.batch_size, t.power_limit_w, t.status, t.cost) for t in result.trials]
+
+
+def compare(trials: pd.DataFrame, spec: JobSpec, backend: TraceBackend, policy: str) -> Comparison:
+    """Simulate as many recurrences as the store holds for `spec` (seed spec.seed) and compare trial by trial."""
+    live = live_rows(trials)
+    n = max((row[0] for row in live), default=0)
+    if n == 0:
+        raise ValueError(f"job {spec.job_id!r} has no finished trial to compare with the simulator yet")
+    result = Simulator(spec, backend.trace(), backend.source).run(get_policy(policy), spec.seed, n)
+    simulated = simulated_rows(result)
+    first = next((i for i, (a, b) in enumerate(zip(live, simulated, strict=False)) if a != b), None)
+    if first is None and len(live) != len(simulated):
+        first = min(len(live), len(simulated))
+    why = ""
+    if first is not None:
+        got = live[first] if first < len(live) else "no trial"
+        expected = simulated[first] if first < len(simulated) else "no trial"
+        why = f"trial {first + 1}: the store has {got}, the simulator {expected} (fields {', '.join(TRIAL_FIELDS)})"
+    done = trials[trials["finished"]]
+    return Comparison(
+        num_recurrences=n,
+        live=Figures(float(done["cost"].sum()), float(done["energy_j"].sum()), float(done["time_s"].sum())),
+        simulated=result.totals,
+        default=result.default,
+        oracle=result.oracle,
+        identical=first is None,
+        first_difference=why,
+        simulation=result,
+    )

@@ -1,0 +1,147 @@
+"""Committed snapshots of a stream: which generation is current, loading it, committing the next.
+
+A snapshot generation is written in two steps. The compactor writes the snapshot object under
+a name of its own (`snapshots/{stream}/{g}.{token}.parquet`), then *commits* it by creating the
+mark `marks/{stream}/.../{g}` exclusively; the mark names the object, its row count and its
+checksum. Of two compactors that built generation g, exactly one mark is created: the loser
+deletes its object. Marks are never deleted, so a generation number can never be committed
+twice (an earlier design reused numbers freed by cleanup), and the newest mark always says
+which snapshot is current: a committed snapshot that is missing, emptied or replaced is
+detected (its mark says otherwise), never read as "no results".
+
+A mark also says from which generation on the chain is unbroken (`since`): generation g+1 is
+normally snapshot g with new rows appended (g's rows are a prefix of g+1's), which is what
+lets a cursor name "the first n rows of generation g" (streams.py). A snapshot rebuilt from
+the records (after a lost one) or written by bulk import starts a new chain.
+
+Retention, by the storage's clock (never a pod's): a superseded snapshot object is deleted
+only once its successor's mark is GRACE_S old. A reader that listed the marks before the
+successor existed therefore has GRACE_S to fetch the snapshot it chose; a compactor that
+takes longer than COMMIT_WITHIN_S (GRACE_S / 2) before committing gives up instead (its base
+may be gone).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from zeus.store import keys
+from zeus.store.backend import Backend, create_or_confirm
+from zeus.store.errors import CorruptObjectError
+from zeus.store.ledger import top_number
+from zeus.store.schemas import EVENT_COLUMN, decode, decode_json, encode, encode_json, verified_checksum
+
+GRACE_S = 120.0  # a superseded snapshot is kept this long after its successor's commit (storage clock)
+COMMIT_WITHIN_S = 60.0  # GRACE_S / 2: a compactor slower than this does not commit (its base may be gone)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A committed generation: its snapshot object, row count, checksum, and where its chain starts."""
+
+    generation: int
+    snapshot: str
+    rows: int
+    checksum: str
+    since: int
+
+    def record(self) -> dict:
+        fields = ("generation", "snapshot", "rows", "checksum", "since")
+        return {name: getattr(self, name) for name in fields}
+
+
+def top_generation(backend: Backend, job_id: str, stream: str) -> int:
+    return top_number(backend, keys.marks_dir(job_id, stream))
+
+
+def read_mark(backend: Backend, job_id: str, stream: str, generation: int) -> Mark:
+    key = keys.mark_key(job_id, stream, generation)
+    record = decode_json(key, backend.get(key))
+    try:
+        mark = Mark(
+            int(record["generation"]), str(record["snapshot"]), int(record["rows"]), str(record["checksum"]),
+            int(record["since"]),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptObjectError(key, f"not a snapshot mark ({exc})") from None
+    if mark.generation != generation or not mark.snapshot.startswith(keys.snapshots_dir(job_id, stream)):
+        raise CorruptObjectError(key, f"names generation {mark.generation} at {mark.snapshot!r}")
+    return mark
+
+
+def latest_mark(backend: Backend, job_id: str, stream: str) -> Mark | None:
+    generation = top_generation(backend, job_id, stream)
+    return read_mark(backend, job_id, stream, generation) if generation else None
+
+
+def load(backend: Backend, stream: str, mark: Mark) -> pa.Table:
+    """The committed snapshot, checked against its mark. ObjectNotFound if the object is gone."""
+    table = decode(mark.snapshot, backend.get(mark.snapshot), stream, snapshot=True)
+    if table.num_rows != mark.rows or verified_checksum(table) != mark.checksum:
+        raise CorruptObjectError(
+            mark.snapshot, f"is not the snapshot its mark committed ({table.num_rows} rows, the mark says {mark.rows})"
+        )
+    return table
+
+
+def commit(
+    backend: Backend, job_id: str, stream: str, generation: int, table: pa.Table, since: int, token: str, started: float
+) -> tuple[Mark | None, str]:
+    """Write `table` as generation `generation` and commit it. (None, why) if this compactor must not:
+    another one committed that generation first, or this one took too long (its base may be retired)."""
+    snapshot_key = keys.snapshot_key(job_id, stream, generation, token)
+    data = encode(stream, table, snapshot=True)
+    stored = decode(snapshot_key, data, stream, snapshot=True)  # what readers will get back
+    mark = Mark(generation, snapshot_key, stored.num_rows, verified_checksum(stored) or "", since)
+    if not create_or_confirm(backend, snapshot_key, data):
+        raise CorruptObjectError(snapshot_key, "a snapshot name chosen with a fresh random token already exists")
+    if time.monotonic() - started > COMMIT_WITHIN_S:
+        backend.delete([snapshot_key])
+        return None, f"compaction took over {COMMIT_WITHIN_S:.0f} s; not committed"
+    mark_data = encode_json(mark.record())
+    mark_key = keys.mark_key(job_id, stream, generation)
+    if create_or_confirm(backend, mark_key, mark_data):
+        return mark, ""
+    backend.delete([snapshot_key])
+    return None, "another compactor committed this generation first"
+
+
+def retire(backend: Backend, job_id: str, stream: str, committed: Mark) -> tuple[list[str], float | None]:
+    """Delete snapshot objects superseded for GRACE_S (storage clock) and strays as old. Returns them,
+    and the storage's time of `committed`'s mark (a fresh "now" by the storage clock, None if unknown)."""
+    mark_times: dict[int, float] = {}
+    folders = {keys.mark_key(job_id, stream, g).rsplit("/", 1)[0] + "/" for g in (committed.generation,)}
+    files = backend.list_times(keys.snapshots_dir(job_id, stream))
+    generations = {keys.snapshot_generation(k) for k in files} - {None}
+    folders |= {keys.mark_key(job_id, stream, g + 1).rsplit("/", 1)[0] + "/" for g in generations if g is not None}
+    for folder in folders:
+        for key, at in backend.list_times(folder).items():
+            number = keys.seq_number(key)
+            if number is not None:
+                mark_times[number] = at
+    now = mark_times.get(committed.generation)
+    if now is None:
+        return [], None
+    old = []
+    for key, at in files.items():
+        generation = keys.snapshot_generation(key)
+        if generation is None or generation >= committed.generation or key == committed.snapshot:
+            continue
+        successor = mark_times.get(generation + 1)
+        if successor is not None and successor + GRACE_S <= now and at + GRACE_S <= now:
+            old.append(key)
+    backend.delete(old)
+    return old, now
+
+
+def held(table: pa.Table | None, candidates: set[str]) -> set[str]:
+    """Which of a few names the snapshot holds, without turning all its names into Python strings."""
+    if table is None or not candidates:
+        return set()
+    asked = pa.array(sorted(candidates), pa.string())
+    found = pc.is_in(asked, value_set=table.column(EVENT_COLUMN).combine_chunks())
+    return set(asked.filter(found).to_pylist())

@@ -1,0 +1,157 @@
+"""A plain script's trial as its collected metrics tell it: target, epochs, cost, power profile.
+
+The runner (zeus.train.runner) owns the process; this object owns what the collected values
+mean. Each report of the job's metric is one evaluation, so one epoch (as Katib counts
+observations). The trial ends:
+- reached: a metric value meets the target;
+- not reached: max_epochs evaluations passed without it, or the script ended;
+- cost exceeded (Zeus's early stop): the cost so far passes the threshold, or, at an epoch's
+  end, the cost so far plus that epoch's cost would pass it (Zeus's "would the next epoch
+  exceed" rule, with the last epoch as the prediction). Cost is checked once it is known how the
+  trial is charged: from the first step (the simulated GPU then charges steps only) or the first
+  evaluation; a script that hangs before reporting anything is the timeout's to stop;
+- failed: the script crashed (oom when it ran out of memory), the collector could not read its
+  source, or the script never reported the metric. The reason names the collector and source.
+Progress counters in the observations drive the external power profiler (zeus.train.progress).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from zeus.job import JobSpec, TrialStatus
+from zeus.power.gpu import GPU, MEASURE_ONLY_NOTE
+from zeus.power.monitor import EnergyMonitor
+from zeus.train.collectors import Collector, CollectorError, CollectorSpec, Observation, StdoutCollector
+from zeus.train.progress import ProfilingOptions, ProgressProfiler
+from zeus.train.session import TRIAL_WINDOW
+
+
+class PlainTrial:
+    """Collected observations -> the trial's status, metrics and power profile."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        *,
+        batch_size: int,
+        cost_threshold: float | None,
+        collector_spec: CollectorSpec,
+        collector: Collector,
+        gpu: GPU,
+        monitor: EnergyMonitor,
+        options: ProfilingOptions,
+        reuse: pd.DataFrame | None = None,
+    ) -> None:
+        self.spec, self.threshold = spec, cost_threshold
+        self.collector_spec, self.collector = collector_spec, collector
+        self.gpu, self.monitor = gpu, monitor
+        self.metrics: list[float] = []
+        self.epoch_costs: list[float] = []
+        self.status: TrialStatus | None = None
+        self.reason = ""
+        self._cost_at_last_epoch = 0.0
+        self.progress = ProgressProfiler(
+            gpu,
+            monitor,
+            batch_size=batch_size,
+            cost_rate=spec.cost_rate,
+            options=options,
+            reuse=reuse,
+            on_model_clock=self._restart_trial_window,
+        )
+
+    def _restart_trial_window(self) -> None:
+        """The simulated GPU moved to its model clock: the trial is measured from here (see simulated.py)."""
+        if self.monitor.is_open(TRIAL_WINDOW):
+            self.monitor.cancel_window(TRIAL_WINDOW)
+        self.monitor.begin_window(TRIAL_WINDOW)
+        self._cost_at_last_epoch = 0.0
+
+    def on_stdout_line(self, line: str) -> None:
+        if isinstance(self.collector, StdoutCollector):
+            self.collector.feed(line)
+
+    def _cost(self) -> float:
+        measured = self.monitor.peek(TRIAL_WINDOW)
+        return self.spec.cost(measured.total_energy_j, measured.time_s)
+
+    def stop(self, status: TrialStatus, reason: str = "") -> None:
+        if self.status is None:
+            self.status, self.reason = status, reason
+
+    # -- while the script runs ---------------------------------------------------------------------
+    def poll(self) -> TrialStatus | None:
+        """Take what the collector has; returns the status once the trial should end."""
+        try:
+            self._take(self.collector.poll())
+        except CollectorError as exc:
+            self.stop(TrialStatus.FAILED, str(exc))
+        settled = self.progress.settled  # before the first step or evaluation, startup is not yet charged
+        if self.status is None and self.threshold is not None and settled and self._cost() > self.threshold:
+            self.stop(
+                TrialStatus.COST_EXCEEDED, f"stopped: cost {self._cost():.1f} passed the threshold {self.threshold:.1f}"
+            )
+        return self.status
+
+    def _take(self, observations: list[Observation]) -> None:
+        for observation in observations:
+            if self.status is not None:
+                return
+            is_target = observation.metric == self.spec.metric_name
+            self.progress.observe(observation, is_target=is_target)
+            if is_target:
+                self._on_metric(observation.value)
+
+    def _on_metric(self, value: float) -> None:
+        self.metrics.append(value)
+        cost = self._cost()
+        self.epoch_costs.append(cost - self._cost_at_last_epoch)
+        self._cost_at_last_epoch = cost
+        if self.spec.reached(value):
+            self.stop(TrialStatus.REACHED)
+        elif len(self.metrics) >= self.spec.max_epochs:
+            self.stop(TrialStatus.NOT_REACHED, f"target not reached in {self.spec.max_epochs} epochs")
+        elif self.threshold is not None and cost + self.epoch_costs[-1] > self.threshold:
+            self.stop(
+                TrialStatus.COST_EXCEEDED,
+                f"stopped before epoch {len(self.metrics) + 1}: predicted cost {cost + self.epoch_costs[-1]:.1f} "
+                f"would pass the threshold {self.threshold:.1f}",
+            )
+
+    # -- after the script exited -------------------------------------------------------------------
+    def finish(self, returncode: int, oom: bool, stderr: str) -> None:
+        """The collector's last read, then the status of a script that ended by itself. Restores limits."""
+        collector_error = ""
+        try:
+            self._take(self.collector.finish())
+        except CollectorError as exc:
+            collector_error = str(exc)
+        self.close()
+        if returncode != 0:
+            self.stop(TrialStatus.OOM if oom else TrialStatus.FAILED, f"exit code {returncode}: {stderr}")
+        elif collector_error:
+            self.stop(TrialStatus.FAILED, collector_error)
+        elif not self.metrics:
+            self.stop(
+                TrialStatus.FAILED,
+                f"{self.collector_spec.describe()}: the script never reported {self.spec.metric_name!r}",
+            )
+        else:
+            self.stop(
+                TrialStatus.NOT_REACHED,
+                f"the script ended after {len(self.metrics)} epochs without reaching the target",
+            )
+
+    def close(self) -> None:
+        self.progress.close()
+
+    def notes(self) -> list[str]:
+        notes = self.progress.notes()
+        if not self.gpu.can_set_limits:
+            notes.append(MEASURE_ONLY_NOTE)
+        return notes
+
+    def power_limit(self) -> float:
+        limit = self.progress.power_limit()
+        return limit if limit is not None else self.gpu.get_power_limit(0)

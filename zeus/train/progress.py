@@ -1,0 +1,191 @@
+"""Power-limit profiling of a plain script from outside, driven by its collected progress counter.
+
+A Zeus-aware script calls the JIT profiler's step hooks from ZeusDataLoader. A plain script
+cannot, but when its metrics carry a progress counter (a `step`, or an `epoch`), the runner can
+call the same hooks of the same state machine (zeus.power.profiler.PowerLimitProfiler) as the
+counter advances: set a limit, measure energy and progress over a window, move on, then hold
+the optimum. Nothing here is a second profiler; this module only turns observations into hooks.
+
+Rules, in the order they apply:
+- Step mode (the first observation carrying a step): each advance of the counter by k is k steps
+  of `batch_size` samples. A counter that goes back started again (a per-epoch counter).
+  Epoch boundaries are where the epoch counter changes, else (no epoch counter) where the job's
+  metric is reported (an evaluation ends an epoch), else where the step counter restarts.
+- Epoch mode (no step counter, but the job's metric arrives with an epoch counter): each change
+  of the epoch counter is one unit of work; each power limit is measured over one epoch
+  (0 warm-up + 1 profiled unit) and throughput is in epochs per second.
+- Neither: the trial runs unprofiled at the limit in force, and says so once.
+
+How a burst of k steps is fed:
+- On the simulated GPU's model clock (step mode; see zeus.power.simulated "Plain scripts"):
+  step by step, `on_step_begin`, `account_work(batch_size)`, `on_step_end`, exactly the calls
+  ZeusDataLoader makes per batch. A burst replays the same sequence however late the runner saw
+  it, so the plain trial's profile, and its chosen limit, are those of the Zeus-aware script.
+- On a real meter (NVML, zeusd; the simulated GPU's wall clock): the runner only knows that k
+  steps happened between two reports, so windows open and close at reports:
+  `on_step_end(k * batch_size, steps=k)`, then `on_step_begin()` for what follows. The steps
+  before the first report ran before profiling began and are not profiled. A script should
+  report its counter every few steps; the warm-up steps absorb the lag of a limit change.
+
+A stored profile (zeus.power.reuse) is applied from the start: no counter is needed to hold
+the stored optimum. The profiler restores the limits from before the trial in `close()`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from zeus.power.gpu import GPU
+from zeus.power.monitor import EnergyMonitor
+from zeus.power.profiler import CostRate, PowerLimitProfiler, ProfileParams, profile_frame, train_rows
+from zeus.train.collectors.observation import Observation
+
+log = logging.getLogger(__name__)
+
+UNIT_NOTES = {
+    "step": "throughput from metric progress (step counter, {batch_size} samples a step)",
+    "epoch": "throughput from metric progress (epoch counter; throughput in epochs/s)",
+}
+UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
+
+
+@dataclass(frozen=True)
+class ProfilingOptions:
+    """The profiler's iteration counts and shortest window (None: the backend's), as for a Zeus-aware trial."""
+
+    warmup_iters: int = 10
+    profile_iters: int = 40
+    min_window_s: float | None = None
+
+
+class ProgressProfiler:
+    """Feeds a plain script's progress to the JIT profiler (see the module docstring)."""
+
+    def __init__(
+        self,
+        gpu: GPU,
+        monitor: EnergyMonitor,
+        *,
+        batch_size: int,
+        cost_rate: CostRate,
+        options: ProfilingOptions = ProfilingOptions(),
+        reuse: pd.DataFrame | None = None,
+        on_model_clock: Callable[[], None] | None = None,
+    ) -> None:
+        self.gpu, self.monitor, self.batch_size = gpu, monitor, batch_size
+        self.cost_rate, self.options = cost_rate, options
+        self.on_model_clock = on_model_clock
+        self.mode: str | None = None
+        self.profiler: PowerLimitProfiler | None = None
+        self.exact = False  # replaying steps on the simulated model clock
+        # How the trial is charged is known: from the first step (model clock on the simulated GPU) or the
+        # first evaluation without a step counter (the clock in force). Before that, cost means nothing yet.
+        self.settled = False
+        self._last_step: int | None = None
+        self._last_epoch: int | None = None
+        self._warned = False
+        if reuse is not None and not reuse.empty and train_rows(reuse).any():
+            self.profiler = self._make(ProfileParams(options.warmup_iters, options.profile_iters), reuse)
+            self.profiler.on_step_begin()  # a stored optimum needs no counter: hold it from the start
+
+    def _make(self, params: ProfileParams, reuse: pd.DataFrame | None = None) -> PowerLimitProfiler:
+        params = ProfileParams(params.warmup_iters, params.profile_iters, min_window_s=self.options.min_window_s)
+        return PowerLimitProfiler(self.gpu, cost_rate=self.cost_rate, params=params, monitor=self.monitor, reuse=reuse)
+
+    # -- observations ----------------------------------------------------------------------------
+    def observe(self, observation: Observation, *, is_target: bool) -> None:
+        """One collected observation, in the order the script reported them; `is_target`: the job's metric."""
+        if observation.step is not None and self.mode != "epoch":
+            self._on_step(observation.step)
+        epoch_changed = observation.epoch is not None and observation.epoch != self._last_epoch
+        if epoch_changed:
+            self._last_epoch = observation.epoch
+            if self.mode == "step":
+                self.profiler.on_epoch_end()  # type: ignore[union-attr]
+            elif self.mode == "epoch":
+                self._advance(1, samples=1)
+        if not is_target:
+            return
+        if self.mode == "step" and self._last_epoch is None:
+            self.profiler.on_epoch_end()  # type: ignore[union-attr]  (an evaluation ends an epoch)
+        elif self.mode is None and self._last_epoch is not None:
+            self._start("epoch")  # an epoch ended with this evaluation, and no step counter came first
+            self._advance(0, samples=1)
+        elif self.mode is None and not self._warned:
+            self._warned, self.settled = True, True
+            log.warning("zeus: %s; the trial is measured but not power-profiled", UNPROFILED_NOTE)
+
+    def _on_step(self, step: int) -> None:
+        if self.mode is None:
+            self._start("step")
+        last, self._last_step = self._last_step, step
+        if last is None:
+            self._advance(step if self.exact else 0, samples=self.batch_size)
+            return
+        if step < last:  # the counter started again: a per-epoch step counter
+            if self._last_epoch is None:
+                self.profiler.on_epoch_end()  # type: ignore[union-attr]
+            self._advance(step, samples=self.batch_size)
+        elif step > last:
+            self._advance(step - last, samples=self.batch_size)
+
+    def _start(self, mode: str) -> None:
+        self.mode, self.settled = mode, True
+        if mode == "step" and getattr(self.gpu, "clock_kind", None) == "wall":
+            self.gpu.use_model_clock()  # type: ignore[attr-defined]  (the simulated GPU; see its docstring)
+            if self.on_model_clock is not None:
+                self.on_model_clock()
+        self.exact = mode == "step" and getattr(self.gpu, "clock_kind", None) == "model"
+        if self.profiler is None:
+            params = ProfileParams(self.options.warmup_iters, self.options.profile_iters) if mode == "step" else (
+                ProfileParams(warmup_iters=0, profile_iters=1)
+            )  # fmt: skip
+            self.profiler = self._make(params)
+        log.info("zeus: profiling power limits from outside the script on its %s counter", mode)
+
+    def _advance(self, units: int, samples: int) -> None:
+        """`units` steps (or epochs) of `samples` samples each happened since the last report."""
+        profiler = self.profiler
+        assert profiler is not None
+        if self.exact:
+            for _ in range(units):
+                profiler.on_step_begin()
+                self.gpu.account_work(samples)
+                profiler.on_step_end(samples)
+            return
+        if units > 0:
+            profiler.on_step_end(units * samples, steps=units)
+        profiler.on_step_begin()
+
+    # -- results ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Put back the limits from before the trial (safe to call more than once)."""
+        if self.profiler is not None:
+            self.profiler.restore()
+
+    def power_limit(self) -> float | None:
+        """The limit the trial trained at (None: unprofiled; the caller reads the GPU's)."""
+        return self.profiler.best_limit() if self.profiler is not None else None
+
+    def profile(self) -> pd.DataFrame:
+        return self.profiler.profile() if self.profiler is not None else profile_frame([])
+
+    def notes(self) -> list[str]:
+        """What the trial's reason says about profiling."""
+        if self.profiler is not None and self.profiler.reused:
+            return []
+        if self.mode is None:
+            return [UNPROFILED_NOTE]
+        notes = ["profiled from outside: " + UNIT_NOTES[self.mode].format(batch_size=self.batch_size)]
+        partial = self.profiler.partial_note() if self.profiler is not None else ""
+        return [*notes, partial] if partial else notes
+
+    def summary(self) -> dict[str, object] | None:
+        """For result.json: how profiling went, and on which counter."""
+        if self.profiler is None:
+            return {"progress": None}
+        return {"progress": self.mode, "exact_replay": self.exact, **self.profiler.summary()}
