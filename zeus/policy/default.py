@@ -148,10 +148,10 @@ class DefaultPolicy:
 
 
 def first_observations(view: HistoryView) -> dict[int, Observation]:
-    """Each size's first finished observation, as (trial order index, cost, reached): its walk step."""
+    """Each size's first finished observation, as (cost, reached): its walk step."""
     sizes, idx = np.unique(view.obs_sizes, return_index=True)
     return {
-        int(b): (int(i), float(view.obs_costs[i]), bool(view.obs_reached[i]))
+        int(b): (float(view.obs_costs[i]), bool(view.obs_reached[i]))
         for b, i in zip(sizes.tolist(), idx.tolist(), strict=True)
     }
 

@@ -2,38 +2,43 @@
 the cost turns.
 
 Zeus's walk (zeus.policy.pruning) goes down from the default size until a size misses the target,
-then up until one misses. It never stops because a size *costs more*: on a cost curve with one
-minimum (Zeus assumes the cost is convex in the batch size, and the NSDI'23 traces bear it out up to
-noise) every step past the minimum is money spent learning what the curve already said. This walk
-uses the shape:
+then up until one misses. It never stops because a size *costs more*, so it pays for every size on
+the far side of the minimum until one fails outright. Zeus assumes the cost is convex in the batch
+size (the NSDI'23 traces bear that out, up to noise and the odd bump); on a curve with one minimum,
+a size that costs clearly more than the cheapest so far says the curve has turned. This walk uses
+that:
 
-- a direction ends at a miss (as in Zeus), or at a size that reached but cost more than
-  (1 + `turn_margin`) x the cheapest first trial seen before it: the curve has turned. One trial can
-  be unlucky, so a turn is confirmed by a second trial at that size first (`confirm_turn`);
+- a direction ends at a miss (as in Zeus); or at a size that reached but cost more than
+  `hard_turn` x the cheapest step before it; or more than (1 + `turn_margin`) x that,
+  unless the step before it was the cheapest so far. Right after the minimum a single worse trial
+  may be noise (a 7-epoch run among 4-epoch ones costs 1.75x) or a bump (squad: 24 costs more than
+  both 32 and 16), so the next step decides; further on, it is the curve;
 - the up direction is skipped when the down direction found a size cheaper than the default size by
   more than `skip_margin`: with one minimum, it lies below the default size.
 
-Walk steps are compared with first trials only: a size's first trial also pays for profiling the
-power limits, so the comparison is like for like.
+A reached step is never cut short to decide this: stopping a trial that would reach costs its spend
+plus the retry, more than letting it finish unless it would cost beta x the best anyway, which the
+job's early stop (beta) already caps.
 
-The two directions are two walkers from the default size. Run one after the other they are the
+Walk steps are compared with first trials only: a size's first trial also pays for profiling the
+power limits, so the comparison is like for like. Everything is a function of each size's first
+finished observation, so the state folds trial by trial: a size's first result, once, per size.
+
+The two directions are two walkers from the default size; run one after the other they are the
 sequential walk above. When recurrences overlap, the up walker may run while the down walker waits
-for a result (`other`), once the down direction has shown it needs the up direction; each walker
-can also run ahead while its costs keep falling (`ahead`). Every size's first finished observation
-(in trial order) is its walk step, wherever it came from, so a result that finishes out of order or
-a trial dispatched ahead is used when its walker gets there, never run again.
+for a result (`other`), and a walker whose costs are falling can run one size ahead (`ahead`).
+Every size's first finished observation is its walk step, wherever it came from, so a result that
+finishes out of order or a trial dispatched ahead is used when its walker gets there, never rerun.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# (trial order index, cost, reached) of one finished observation.
-Observation = tuple[int, float, bool]
+# (cost, reached) of a size's first finished observation.
+Observation = tuple[float, bool]
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ def replay_walk(
     skip_margin: float | None = 0.05,
 ) -> WalkState:
     """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
-    first finished observation `first[b] = (trial order index, cost, reached)`. A None margin turns
+    first finished observation `first[b] = (cost, reached)`. A None margin turns
     its rule off (benchmarks measure the walk without it)."""
     return _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin).run()
 
@@ -103,17 +108,9 @@ class _Replay:
         self.turn = math.inf if turn_margin is None else 1.0 + turn_margin
         self.hard_turn = math.inf if hard_turn is None else hard_turn
         self.skip_margin = skip_margin
-        # First trials that reached, in trial order, and the running minimum of their costs.
-        reached = sorted((t, c) for t, c, ok in first.values() if ok)
-        self.reached_order = [t for t, _ in reached]
-        self.reached_min = list(itertools.accumulate((c for _, c in reached), min))
         self.steps: list[WalkStep] = []
         self.closed: set[int] = set()  # misses, the rest of an ended direction, a skipped direction
-
-    def _reference(self, trial: int) -> float:
-        """The cheapest first trial that reached, among those before `trial`: what a step is compared with."""
-        k = bisect.bisect_left(self.reached_order, trial)
-        return self.reached_min[k - 1] if k else math.inf
+        self.cheapest = math.inf  # the cheapest step so far, in walk order: what the next one is compared with
 
     def _walk(self, plan: list[int], skipped: bool) -> _Walker:
         """Replay one direction over `plan`; a `skipped` direction ends at its frontier."""
@@ -126,12 +123,12 @@ class _Replay:
                 else:
                     walker.frontier, walker.ahead = b, tuple(plan[k + 1 :]) if falling else ()
                 return walker
-            trial, cost, reached = self.first[b]
+            cost, reached = self.first[b]
             self.steps.append(WalkStep(b, cost, reached))
             if not reached:
                 self.closed.update(plan[k:])
                 return walker
-            reference = self._reference(trial)
+            reference, self.cheapest = self.cheapest, min(self.cheapest, cost)
             falling = cost < reference < math.inf
             worse = cost > self.turn * reference
             # Clearly worse; or worse, and past the minimum already (a worse step right after the cheapest
