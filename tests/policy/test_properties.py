@@ -48,7 +48,8 @@ def histories(draw, spec: JobSpec) -> list[TrialRecord]:
     """Recurrences of misses ended by a reach, a miss or an in-flight trial, interleaved in trial order."""
     recurrences = []
     for _ in range(draw(st.integers(0, 10))):
-        trials = [(draw(st.sampled_from(spec.batch_sizes)), draw(st.sampled_from(MISSES))) for _ in range(draw(st.integers(0, 3)))]
+        misses = range(draw(st.integers(0, 3)))
+        trials = [(draw(st.sampled_from(spec.batch_sizes)), draw(st.sampled_from(MISSES))) for _ in misses]
         end = draw(st.sampled_from(("reached", "reached", "dispatched", "not_reached")))
         recurrences.append([*trials, (draw(st.sampled_from(spec.batch_sizes)), end)])
     order = draw(st.permutations([r for r, trials in enumerate(recurrences) for _ in trials]))
