@@ -39,8 +39,9 @@ Overlapping recurrences (K in flight, eta-0.5 cells, seeds 1-20): 3.20, 4.92, 8.
 recurrence explores the size after it when costs are falling, or the up direction's next size once
 the down direction has shown it is needed or its in-flight trial has been outlasted (slow, so
 costly); otherwise the cheapest explored size (without this: 5.51, 9.81, 18.88). K recurrences that
-start together have nothing to go on but the default size, which costs 0.69x the oracle over it per
-recurrence on these cells, so K = 4 cannot come within 1.25x of K = 1 here (floor: 3.20 + 3 x 0.69).
+start together have nothing to go on but the default size, whose first trial costs 0.70 oracle
+recurrences over the oracle on these cells, so K = 4 cannot come within 1.25x of K = 1 here without
+running sizes nobody has seen with no early stop (floor: 3.20 + 3 x 0.70 = 5.30, 1.65x).
 
 Everything is re-derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used folds trial by trial: per size its first result, counts and sums of
