@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from dataclasses import asdict
-
 import pytest
 
 from tests.policy.helpers import make_spec, record
@@ -87,38 +82,14 @@ def test_zeus_policy_learns_from_exploration_misses_like_zeus():
     assert states[16].num_observations == 1 and states[16].posterior_mean == 15.0
 
 
-def _decide_in_subprocess(policy_name: str, spec, history, seed: int) -> dict:
-    script = (
-        "import json, sys\n"
-        "from zeus.job import JobSpec, TrialRecord, TrialStatus\n"
-        "from zeus.policy import get_policy\n"
-        "data = json.load(sys.stdin)\n"
-        "spec = JobSpec.from_dict(data['spec'])\n"
-        "hist = [TrialRecord(**{**r, 'status': TrialStatus(r['status'])}) for r in data['history']]\n"
-        "d = get_policy(data['policy']).decide(spec, hist, data['seed'])\n"
-        "print(json.dumps(d.__dict__))\n"
-    )
-    payload = {
-        "spec": spec.to_dict(),
-        "history": [{**asdict(r), "status": r.status.value} for r in history],
-        "policy": policy_name,
-        "seed": seed,
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", script], input=json.dumps(payload), capture_output=True, text=True, check=True
-    )
-    return json.loads(out.stdout)
-
-
 @pytest.mark.parametrize("policy_name", POLICY_NAMES)
-def test_same_inputs_same_decision_in_another_process(policy_name):
+def test_the_order_the_history_comes_in_does_not_matter(policy_name):
+    # In a new process too: tests/policy/test_properties.py decides generated histories in a subprocess.
     spec, policy = make_spec(), get_policy(policy_name)
     history = exploit_history() + exploit_history()[:6]
     history = [TrialRecord(i, i, r.batch_size, r.status, r.cost, r.time_s, r.energy_j) for i, r in enumerate(history)]
     for seed in (1, 7):
-        here = policy.decide(spec, history, seed)
-        assert _decide_in_subprocess(policy_name, spec, history, seed) == here.__dict__
-        assert policy.decide(spec, list(reversed(history)), seed) == here  # input order does not matter
+        assert policy.decide(spec, list(reversed(history)), seed) == policy.decide(spec, history, seed)
 
 
 @pytest.mark.parametrize("policy_name", POLICY_NAMES)
