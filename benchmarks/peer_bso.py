@@ -4,7 +4,7 @@ Both sides get the same history: BSO decides N trials (10,000 by default) of a s
 and is told each result (a deterministic model of epochs, time and energy per batch size);
 the very same trials are then imported into zeus-kfp (zeus.store.bulk) on a local directory
 and on an S3 server (moto, in its own process on 127.0.0.1). Then, on each side:
-- decision: zeus-kfp `choose()` (open the store, read the history, the `default` policy's
+- decision: zeus-kfp `bandit()` (open the store, read the history, the `default` policy's
   decision, record the dispatch) against BSO's `GET /jobs/batch_size`; median.
 - whole cycle: decision + `feedback()` (record the result and the bandit snapshot) against
   GET + `POST /report` + `PATCH /trials`; median.
@@ -41,7 +41,7 @@ from bso_server import BsoClient, BsoServer, bso_job, ensure_venv
 from store import SPEC, start_moto
 
 from zeus.job import TrialResult
-from zeus.steps.trial import choose, feedback
+from zeus.steps.trial import bandit, feedback
 from zeus.store import open_store
 from zeus.store.bulk import import_trials
 
@@ -87,7 +87,7 @@ def kfp_cycle(uri: str, rid: str, rng: np.random.Generator, store=None) -> tuple
     """One zeus-kfp cycle as the pipeline runs it: (decision seconds, whole cycle seconds)."""
     (store or open_store(uri)).begin_recurrence(SPEC.job_id, rid)  # the preprocess step's part
     started = time.perf_counter()
-    choice = choose(store_uri=uri, job_id=SPEC.job_id, recurrence_id=rid, attempt=1, policy=POLICY)
+    choice = bandit(store_uri=uri, job_id=SPEC.job_id, recurrence_id=rid, attempt=1, policy=POLICY)
     decided = time.perf_counter()
     feedback(store_uri=uri, job_id=SPEC.job_id, recurrence_id=rid, attempt=1,
              result_json=_result_json(choice.batch_size, rng), profile_path="", policy=POLICY)  # fmt: skip
@@ -144,7 +144,7 @@ def peak():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM"):
             return int(line.split()[1]) / 1024
-from zeus.steps.trial import choose
+from zeus.steps.trial import bandit
 from zeus.store import open_store
 uri, job, warm = sys.argv[1:4]
 store = open_store(uri)
@@ -152,16 +152,16 @@ for job_id in (warm, job):
     rid = "mem-" + uuid.uuid4().hex[:8]
     store.begin_recurrence(job_id, rid)
     before = peak()
-    choose(store_uri=uri, job_id=job_id, recurrence_id=rid, attempt=1, policy="default")
+    bandit(store_uri=uri, job_id=job_id, recurrence_id=rid, attempt=1, policy="default")
 print(json.dumps(peak() - before))
 """
 
 COLD_START = """
 import sys
-from zeus.steps.trial import choose
-choose(store_uri=sys.argv[1], job_id=sys.argv[2], recurrence_id=sys.argv[3], attempt=1, policy="default")
+from zeus.steps.trial import bandit
+bandit(store_uri=sys.argv[1], job_id=sys.argv[2], recurrence_id=sys.argv[3], attempt=1, policy="default")
 """
-# What choose() needs, without the zeus.steps package (whose __init__ and trial.py import pandas
+# What bandit() needs, without the zeus.steps package (whose __init__ and trial.py import pandas
 # for other steps): the store and the policy. The seed is irrelevant to the time.
 COLD_START_STORE = """
 import sys
@@ -241,11 +241,11 @@ def table(results: dict[str, dict[str, float]], trials: int) -> str:
     names = list(results)
     lines = [f"| at {trials:,} trials of history | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     rows = [
-        ("decision (`choose` vs `GET /jobs/batch_size`), median", "decision_ms", "{:.0f} ms"),
+        ("decision (`bandit` vs `GET /jobs/batch_size`), median", "decision_ms", "{:.0f} ms"),
         ("whole cycle (decide + record), median", "cycle_ms", "{:.0f} ms"),
         ("8 clients, one job, cycles/s", "clients_per_s", "{:.2f}"),
         ("memory a decision adds", "memory_mb", "{:.1f} MB"),
-        ("process start to first decision (`python -c` running `choose`)", "cold_start_s", "{:.2f} s"),
+        ("process start to first decision (`python -c` running `bandit`)", "cold_start_s", "{:.2f} s"),
         ("the same, store + policy only (no `zeus.steps`, which imports pandas)", "cold_store_s", "{:.2f} s"),
     ]
     for label, key, form in rows:

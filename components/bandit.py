@@ -25,9 +25,9 @@ def bandit(
     """cost_threshold is -1.0 when the trial has no early-stop threshold (a float output cannot be None);
     reuse_profile is the stored power profile to train at (an empty table: profile); reprofile forces one.
     A trial of the job left unfinished longer than dispatch_timeout_s (a killed pod) is recorded failed first."""
-    from zeus.steps import choose
+    from zeus import steps
 
-    choice = choose(
+    choice = steps.bandit(
         store_uri=store_uri,
         job_id=job_id,
         recurrence_id=recurrence_id,
@@ -40,5 +40,5 @@ def bandit(
     )
     for lost in choice.abandoned:
         print(f"attempt {attempt}: {lost}")
-    print(f"attempt {attempt}: batch size {choice.batch_size} ({choice.stage}: {choice.reason})")
-    return choice.batch_size, choice.cost_threshold, choice.trial, choice.trial_seed
+    print(f"attempt {attempt}: batch size {choice.batch_size} ({choice.decision.stage}: {choice.decision.reason})")
+    return choice.batch_size, choice.cost_threshold_param, choice.trial, choice.trial_seed

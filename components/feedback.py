@@ -19,9 +19,9 @@ def feedback(
     profile: Input[PowerProfile],
 ) -> bool:
     """Returns whether the trial reached the target: the next attempt runs only if not."""
-    from zeus.steps import feedback as record
+    from zeus import steps
 
-    return record(
+    return steps.feedback(
         store_uri=store_uri,
         job_id=job_id,
         recurrence_id=recurrence_id,

@@ -36,7 +36,7 @@ def preprocess(
 ) -> NamedTuple("PreprocessOutputs", spec_json=str, recurrence_id=str, recurrence=int):
     """Job settings (JobSpec fields; beta_knob <= 0 = no early stop) -> the validated spec as JSON,
     the recurrence id (recurrence_id if given, else the KFP run id) and its number."""
-    from zeus.steps import prepare_step
+    from zeus import steps
 
     params = dict(
         job_id=job_id,
@@ -56,12 +56,12 @@ def preprocess(
         max_power_w=max_power_w,
         reprofile_after=reprofile_after,
     )
-    return prepare_step(
+    return steps.preprocess(
         params,
         store_uri=store_uri,
         run_id=run_id,
         recurrence_id=recurrence_id,
         data_dir=data.path,
-        preprocess=preprocess_ref,
+        preprocess_ref=preprocess_ref,
         owner=owner,
     )

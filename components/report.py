@@ -18,9 +18,9 @@ def report(
     metrics: Output[Metrics],
 ):
     """`reached` is the last attempt's outcome; taking it orders the report after every attempt."""
-    from zeus.steps import report_step
+    from zeus import steps
 
-    report_step(
+    steps.report(
         store_uri=store_uri,
         job_id=job_id,
         recurrence_id=recurrence_id,

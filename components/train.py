@@ -48,9 +48,9 @@ def train(
     trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace).
     metrics_collector: a plain script's Katib-style metricsCollectorSpec as JSON/YAML ("" = stdout).
     launcher: local | torchrun | trainjob | pytorchjob (zeus.launch), over num_nodes x gpus_per_node GPUs."""
-    from zeus.steps import train as run_train
+    from zeus import steps
 
-    out = run_train(
+    result = steps.train(
         spec_json=spec_json,
         batch_size=batch_size,
         cost_threshold=cost_threshold,
@@ -73,4 +73,5 @@ def train(
         recurrence_id=recurrence_id,
         attempt=attempt,
     )
-    return out.status, out.reached, out.time_s, out.energy_j, out.cost, out.epochs, out.result_json
+    r = result
+    return r.status.value, r.reached, r.time_s, r.energy_j, r.cost, r.num_epochs, r.to_json()

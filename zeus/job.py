@@ -7,13 +7,18 @@ naming the field, the value and what is allowed.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from zeus.errors import FieldError
+
+if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never needs pandas
+    import pandas as pd
 
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -273,9 +278,63 @@ class TrialResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        """From `to_dict`'s shape; keys that are not fields (`reached`, derived) are ignored."""
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         values["status"] = TrialStatus(values["status"])
         return cls(**values)
+
+    def to_json(self) -> str:
+        """How a result travels between pipeline steps (train's `result_json` output) and files."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> TrialResult:
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """A finished trial as its runner hands it back: the result, the power profile it measured (None or
+    empty: nothing to store, e.g. it trained at a reused profile), the model it saved and its output's tail.
+    One type for every runner: a script (zeus.train), a cluster launch (zeus.launch) and a trace replay
+    (zeus.simulate.trial)."""
+
+    result: TrialResult
+    profile: pd.DataFrame | None
+    model_path: Path | None = None
+    log_tail: str = ""
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    """One row of a job's trial table, as people read it: what `zeus-kfp run` prints from the store and
+    what `zeus-kfp simulate` prints from the simulator (the same columns, so the two read alike).
+
+    `stage` and `cost_threshold` are the bandit's decision; `source` says where the figures come from
+    (TrialResult.source); `profiled`: whether the trial measured a power profile (False: it trained at a
+    reused one; None: not known, as in the store's table). `cost` and the other figures are None for a
+    trial that has no result."""
+
+    recurrence: int
+    attempt: int
+    trial: int
+    batch_size: int
+    status: str
+    power_limit_w: float | None
+    cost: float | None
+    energy_j: float | None
+    time_s: float | None
+    metric: float | None = None
+    simulated: bool = False
+    reason: str = ""
+    source: str = ""
+    stage: str = ""
+    cost_threshold: float | None = None
+    profiled: bool | None = None
+
+    @property
+    def reached(self) -> bool:
+        return self.status == TrialStatus.REACHED.value
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
 from zeus.policy.base import Decision
 from zeus.signals import Interrupted, interruptible
-from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, choose, fail_interrupted
+from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, bandit, fail_interrupted
 from zeus.store import open_store
 
 SPEC = JobSpec(job_id="lost-job", batch_sizes=(8, 16, 32, 64), default_batch_size=16, target_metric=0.9, max_epochs=4)
@@ -52,7 +52,7 @@ def _started_at(store, trial: int):
 
 def _ask(store, recurrence_id: str, attempt: int, timeout_s: float, now):
     store.begin_recurrence(SPEC.job_id, recurrence_id)
-    return choose(
+    return bandit(
         store_uri=store.uri, job_id=SPEC.job_id, recurrence_id=recurrence_id, attempt=attempt, policy="default",
         dispatch_timeout_s=timeout_s, now=now,
     )  # fmt: skip
@@ -170,7 +170,7 @@ TRAIN_STEP = textwrap.dedent(
     result = train(spec_json=json.dumps(spec), batch_size=8, cost_threshold=-1.0, command=["{python}", str(script)],
                    data_dir="", profile=Artifact(str(out / "profile.parquet")), metrics=Sink(),
                    model=Artifact(str(out / "model")), zeus_aware=False, gpu="simulated")
-    (out / "result.json").write_text(result.result_json)
+    (out / "result.json").write_text(result.to_json())
     """
 )
 
@@ -187,7 +187,7 @@ def test_sigterm_to_the_train_step_stops_the_script_and_returns_a_failed_trial(t
     script_pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), "the script to start"))
     step.send_signal(signal.SIGTERM)
     assert step.wait(timeout=60) == 0
-    result = TrialResult.from_dict(__import__("json").loads((tmp_path / "result.json").read_text()))
+    result = TrialResult.from_json((tmp_path / "result.json").read_text())
     assert result.status is TrialStatus.FAILED and result.reason == "interrupted by SIGTERM"
     assert (tmp_path / "model").read_text() == "the training script wrote no model\n"
     with contextlib.suppress(psutil.NoSuchProcess):  # gone, or a zombie nobody reaped yet

@@ -12,9 +12,9 @@ from zeus.steps import (
     NO_THRESHOLD,
     PASS_THROUGH_NOTE,
     StepError,
-    choose,
+    bandit,
     feedback,
-    prepare_step,
+    preprocess,
     run_preprocess,
     spec_from_params,
     spec_to_params,
@@ -87,13 +87,13 @@ def test_preprocess_failures_say_what_failed(tmp_path):
 
 
 def _prepare(store_uri: str, recurrence_id: str, tmp_path: Path, spec: JobSpec = SPEC):
-    return prepare_step(
+    return preprocess(
         _params(spec),
         store_uri=store_uri,
         run_id="kfp-run-id",
         recurrence_id=recurrence_id,
         data_dir=str(tmp_path / recurrence_id),
-        preprocess="",
+        preprocess_ref="",
         owner="tester",
     )
 
@@ -110,13 +110,13 @@ def test_prepare_registers_then_checks_the_job(tmp_path):
         _prepare(uri, "rec-c", tmp_path, SPEC.with_changes(target_metric=0.95))
     # the KFP run id is the recurrence id unless one is given
     assert (
-        prepare_step(
+        preprocess(
             _params(),
             store_uri=uri,
             run_id="run-uuid",
             recurrence_id="",
             data_dir=str(tmp_path / "d"),
-            preprocess="",
+            preprocess_ref="",
             owner="",
         )[1]
         == "run-uuid"
@@ -143,13 +143,13 @@ def _finish(uri: str, rid: str, attempt: int, batch_size: int, status: TrialStat
         job_id=SPEC.job_id,
         recurrence_id=rid,
         attempt=attempt,
-        result_json=json.dumps(result.to_dict()),
+        result_json=result.to_json(),
         profile_path=str(path),
         policy=POLICY,
     )
 
 
-def test_choose_is_the_policy_and_feedback_records_everything(tmp_path):
+def test_bandit_is_the_policy_and_feedback_records_everything(tmp_path):
     uri = str(tmp_path / "store")
     _prepare(uri, "rec-a", tmp_path)
     store = open_store(uri)
@@ -158,10 +158,10 @@ def test_choose_is_the_policy_and_feedback_records_everything(tmp_path):
     # then up: 32, then 64.
     walk = {1: 16, 2: 32, 3: 64}
     for attempt in (1, 2, 3):
-        choice = choose(store_uri=uri, job_id=SPEC.job_id, recurrence_id="rec-a", attempt=attempt, policy=POLICY)
-        assert (choice.batch_size, choice.stage) == (walk[attempt], "exploration")
+        choice = bandit(store_uri=uri, job_id=SPEC.job_id, recurrence_id="rec-a", attempt=attempt, policy=POLICY)
+        assert (choice.batch_size, choice.decision.stage) == (walk[attempt], "exploration")
         assert choice.trial == attempt
-        again = choose(store_uri=uri, job_id=SPEC.job_id, recurrence_id="rec-a", attempt=attempt, policy=POLICY)
+        again = bandit(store_uri=uri, job_id=SPEC.job_id, recurrence_id="rec-a", attempt=attempt, policy=POLICY)
         assert again == choice, "a retried bandit step must hand out the recorded decision"
         status = outcomes[choice.batch_size]
         reached = _finish(uri, "rec-a", attempt, choice.batch_size, status, 1000.0 * attempt, tmp_path)

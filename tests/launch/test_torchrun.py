@@ -21,7 +21,7 @@ from zeus.launch import LaunchConfig
 from zeus.launch.trial import run_launched_trial
 from zeus.power.profiler import candidate_limits
 from zeus.power.simulated import SimulatedGPU
-from zeus.steps import choose, feedback, prepare
+from zeus.steps import bandit, feedback, prepare
 from zeus.store import open_store
 from zeus.train.distributed import read_rank_records
 
@@ -90,7 +90,7 @@ def test_two_ranks_profile_in_lockstep_and_record_one_trial_with_both_ranks_ener
     # one trial record: the attempt goes through the real bandit and feedback steps into a store
     store_uri = str(tmp_path / "store")
     prepare(SPEC, store_uri=store_uri, recurrence_id="rec-1", data_dir=tmp_path / "data")
-    choice = choose(store_uri=store_uri, job_id=SPEC.job_id, recurrence_id="rec-1", attempt=1, policy="default")
+    choice = bandit(store_uri=store_uri, job_id=SPEC.job_id, recurrence_id="rec-1", attempt=1, policy="default")
     assert choice.batch_size == GLOBAL_BATCH
     profile_path = tmp_path / "profile.parquet"
     outcome.profile.to_parquet(profile_path)

@@ -83,8 +83,8 @@ def test_the_train_step_runs_a_cluster_trial_and_outputs_rank_0s_result(tmp_path
         out, profile, model, metrics = _train(tmp_path, launcher=launcher, num_nodes=2, gpus_per_node=2)
     created = next(call for call in api.calls if call[0] == "create")
     assert created[1] == {"trainjob": "TrainJob", "pytorchjob": "PyTorchJob"}[launcher]
-    assert (out.status, out.energy_j, out.cost) == ("reached", finished.energy_j, finished.cost)
-    assert json.loads(out.result_json)["power_limit_w"] == 500.0
+    assert (out.status.value, out.energy_j, out.cost) == ("reached", finished.energy_j, finished.cost)
+    assert out.power_limit_w == 500.0
     assert metrics.logged["energy_j"] == finished.energy_j and metrics.logged["simulated"] == 0.0
     assert pd.read_parquet(profile.path).to_dict("records") == PROFILE_ROWS
     assert Path(model.path).read_bytes() == b"the weights" and model.metadata["written"] is True

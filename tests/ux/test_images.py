@@ -6,12 +6,15 @@ from __future__ import annotations
 import ast
 import configparser
 import importlib
+import importlib.util
+import inspect
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -125,21 +128,36 @@ def test_dockerfile_runs_as_a_non_root_user(flavour: str) -> None:
     assert ".venv" not in dockerignore.read_text() and dockerignore.read_text().splitlines()[2] == "*"
 
 
-def component_imports() -> list[tuple[str, str]]:
-    """Every `from zeus... import name` in components/*.py, inside component bodies included."""
-    found = []
-    for path in sorted((ROOT / "components").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+def component_calls() -> dict[str, list[tuple[str, str]]]:
+    """Per component, every zeus name its source imports or calls (`steps.x` counts as zeus.steps.x). Parsed
+    from the function source KFP embeds in the component (inspect.getsource), which is what runs in the image."""
+    from components.registry import DEFAULT_COMPONENTS, STEP_NAMES
+
+    found: dict[str, list[tuple[str, str]]] = {}
+    for step in STEP_NAMES:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(DEFAULT_COMPONENTS, step).python_func)))
+        modules, calls = {}, []
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "zeus":
-                found += [(node.module, alias.name) for alias in node.names]
+                calls += [(node.module, alias.name) for alias in node.names]
+                modules |= {alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                calls.append((modules[node.value.id], node.attr))
+        found[step] = calls
     return found
 
 
-def test_everything_the_components_call_exists() -> None:
-    calls = component_imports()
-    assert ("zeus.steps", "choose") in calls or len(calls) >= 5  # the parse found the bodies' imports
-    for module, name in calls:
-        assert hasattr(importlib.import_module(module), name), f"components import {module}.{name}, which is missing"
+def component_imports() -> list[tuple[str, str]]:
+    return sorted({call for calls in component_calls().values() for call in calls})
+
+
+def test_each_component_calls_the_step_function_of_its_name_and_everything_it_calls_exists() -> None:
+    for step, calls in component_calls().items():
+        assert [name for module, name in calls if module == "zeus.steps"] == [step], calls
+    for module, name in component_imports():
+        found = hasattr(importlib.import_module(module), name) or importlib.util.find_spec(f"{module}.{name}")
+        assert found, f"components import {module}.{name}, which is missing"
 
 
 @pytest.mark.slow
@@ -161,12 +179,13 @@ def test_the_package_builds_and_installs_from_the_copied_files(tmp_path: Path) -
     wheel = next(wheels.glob("zeus_kfp-*.whl"))
     subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", site, wheel], check=True)
     check = f"""
-import importlib, json, pathlib
+import importlib, importlib.util, json, pathlib
 import zeus, components, pipelines
 from zeus.train import example_command
 mods = [zeus, components, pipelines]
 calls = {json.dumps(component_imports())}
-missing = [f"{{m}}.{{n}}" for m, n in calls if not hasattr(importlib.import_module(m), n)]
+missing = [f"{{m}}.{{n}}" for m, n in calls
+           if not (hasattr(importlib.import_module(m), n) or importlib.util.find_spec(f"{{m}}.{{n}}"))]
 traces = sorted(p.name for p in (pathlib.Path(zeus.__file__).parent / "simulate" / "traces").glob("*.csv"))
 print(json.dumps({{"files": [m.__file__ for m in mods], "missing": missing, "traces": traces,
                   "example": example_command("zeus")[1]}}))

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from ux.frames import SPEC
 from ux.store_data import populate
 from zeus.cli.app import app
-from zeus.steps import report_step
+from zeus.steps import report
 from zeus.store import open_store
 from zeus.train.collectors.tfevent import TFEventCollector
 
@@ -45,7 +45,7 @@ def three_reports(tmp_path_factory: pytest.TempPathFactory) -> str:
     uri = str(tmp_path / "store")
     populate(open_store(uri), spec=EXAMPLE)
     for rid in ("run-1", "run-2", "run-3", "run-1"):  # run-1 twice: a retried report step
-        report_step(
+        report(
             store_uri=uri,
             job_id="example",
             recurrence_id=rid,

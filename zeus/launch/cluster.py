@@ -35,7 +35,7 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from zeus.job import JobSpec, TrialResult, TrialStatus
+from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
 from zeus.launch.config import ENV, LaunchConfig, LaunchError
 from zeus.launch.handoff import Handoff
 from zeus.launch.kube import (
@@ -64,7 +64,6 @@ from zeus.power.profiler import profile_frame
 from zeus.store.keys import check_recurrence_id
 from zeus.train.artifacts import MODEL_FILE, result_from_json
 from zeus.train.env import TrialEnv
-from zeus.train.runner import TrialOutcome
 
 log = logging.getLogger(__name__)
 

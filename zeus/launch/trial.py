@@ -4,7 +4,7 @@ Why one function: the train step should not care where a trial runs. local and t
 through the script runner on the step's own machine (torchrun by wrapping the command in
 zeus.launch.torchrun, so timeouts, OOM detection and reading result.json stay the runner's);
 trainjob and pytorchjob create a Kubeflow job and read back what rank 0 handed over. Every path
-returns the runner's TrialOutcome.
+returns a zeus.job.TrialOutcome.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from zeus.job import JobSpec
+from zeus.job import JobSpec, TrialOutcome
 from zeus.launch.config import LaunchConfig, LaunchError
 from zeus.launch.torchrun import local_command
-from zeus.train.runner import TrialOutcome, run_trial
+from zeus.train.runner import run_trial
 
 
 def run_launched_trial(

@@ -22,12 +22,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialRecord, TrialStatus
+from zeus.job import JobSpec, TrialOutcome, TrialRecord, TrialStatus, TrialSummary
 from zeus.policy.base import Decision, Policy
 from zeus.power.reuse import ProfileBook, StoredProfile
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
-from zeus.simulate.trial import TrialRun, run_trace_trial
+from zeus.simulate.trial import run_trace_trial
 
 
 @dataclass(frozen=True)
@@ -43,24 +43,6 @@ class Figures:
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class SimulatedTrial:
-    """One trial as the pipeline's trial table would show it."""
-
-    recurrence: int
-    attempt: int
-    trial: int
-    batch_size: int
-    power_limit_w: float | None
-    status: str
-    stage: str
-    cost_threshold: float | None
-    cost: float
-    energy_j: float
-    time_s: float
-    profiled: bool
 
 
 @dataclass(frozen=True)
@@ -91,7 +73,7 @@ class SimulationResult:
     default: Figures  # b0 at the largest power limit, expected, x num_recurrences
     oracle: Figures  # cheapest expected always-reaching config, x num_recurrences
     rows: list[RecurrenceRow]
-    trials: list[SimulatedTrial]
+    trials: list[TrialSummary]
     history: list[TrialRecord]
 
     @property
@@ -146,7 +128,7 @@ def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figu
 class _Recurrence:
     number: int
     attempt: int = 0
-    trials: list[SimulatedTrial] = field(default_factory=list)
+    trials: list[TrialSummary] = field(default_factory=list)
 
 
 class Simulator:
@@ -187,7 +169,7 @@ class _Run:
         self.sim, self.policy, self.spec, self.n, self.in_flight = sim, policy, spec, n, in_flight
         self.history: list[TrialRecord] = []  # index = trial number - 1; dispatched until finished
         self.book = ProfileBook()
-        self.pending: list[tuple[float, int, _Recurrence, Decision, TrialRun, bool]] = []
+        self.pending: list[tuple[float, int, _Recurrence, Decision, TrialOutcome]] = []
         self.done: list[_Recurrence] = []
         self.started = 0
         self.now = 0.0
@@ -196,8 +178,8 @@ class _Run:
         while self.started < min(self.in_flight, self.n):
             self._start_recurrence()
         while self.pending:
-            self.now, trial, rec, decision, run, profiled = heapq.heappop(self.pending)
-            self._finish(trial, rec, decision, run, profiled)
+            self.now, trial, rec, decision, run = heapq.heappop(self.pending)
+            self._finish(trial, rec, decision, run)
         return self._result()
 
     def _start_recurrence(self) -> None:
@@ -220,27 +202,30 @@ class _Run:
             reuse=reuse,
             source=self.sim.source,
         )
-        heapq.heappush(self.pending, (self.now + run.result.time_s, trial, rec, decision, run, reuse is None))
+        heapq.heappush(self.pending, (self.now + run.result.time_s, trial, rec, decision, run))
 
-    def _finish(self, trial: int, rec: _Recurrence, decision: Decision, run: TrialRun, profiled: bool) -> None:
+    def _finish(self, trial: int, rec: _Recurrence, decision: Decision, run: TrialOutcome) -> None:
         r = run.result
         self.history[trial - 1] = TrialRecord(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
         if run.profile is not None:
             self.book.record(StoredProfile(r.batch_size, rec.number, trial, run.profile))
         rec.trials.append(
-            SimulatedTrial(
+            TrialSummary(
                 recurrence=rec.number,
                 attempt=rec.attempt,
                 trial=trial,
                 batch_size=r.batch_size,
                 power_limit_w=r.power_limit_w,
                 status=r.status.value,
-                stage=decision.stage,
-                cost_threshold=decision.cost_threshold,
                 cost=r.cost,
                 energy_j=r.energy_j,
                 time_s=r.time_s,
-                profiled=profiled,
+                simulated=r.simulated,
+                reason=r.reason,
+                source=r.source,
+                stage=decision.stage,
+                cost_threshold=decision.cost_threshold,
+                profiled=run.profile is not None,
             )
         )
         if r.reached or rec.attempt >= self.spec.max_attempts:

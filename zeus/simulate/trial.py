@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from zeus.errors import FieldError
-from zeus.job import JobSpec, TrialResult, TrialStatus
+from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
 from zeus.power.profiler import choose_limit, profile_frame
 from zeus.power.reuse import StoredProfile
 from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
@@ -47,14 +47,6 @@ class TrialBackendError(FieldError):
 
     def __init__(self, value: object) -> None:
         super().__init__("trial_backend", value, TRIAL_BACKENDS_ALLOWED)
-
-
-@dataclass(frozen=True)
-class TrialRun:
-    """A finished trial: its result and the power profile it measured (None when it reused a stored one)."""
-
-    result: TrialResult
-    profile: pd.DataFrame | None
 
 
 @dataclass(frozen=True)
@@ -93,7 +85,7 @@ class TraceBackend:
 
     def run(
         self, spec: JobSpec, *, batch_size: int, cost_threshold: float | None, seed: int, reuse: StoredProfile | None
-    ) -> TrialRun:
+    ) -> TrialOutcome:
         trace = self.trace()
         if batch_size not in trace.sizes:
             raise FieldError("batch_size", batch_size, f"one of the trace's batch sizes {list(trace.batch_sizes)}")
@@ -134,7 +126,7 @@ def run_trace_trial(
     seed: int,
     reuse: StoredProfile | None,
     source: str,
-) -> TrialRun:
+) -> TrialOutcome:
     """One trial of `size` under the rules in the module docstring."""
     measured = reuse is None
     profile = trace_profile(size) if measured else reuse.frame
@@ -172,4 +164,4 @@ def run_trace_trial(
         reason=reason,
         source=source,
     )
-    return TrialRun(result, profile if measured else None)
+    return TrialOutcome(result, profile if measured else None)

@@ -1,5 +1,6 @@
-"""What each pipeline step does, as plain functions: the KFP components (components/) are
-a few lines that call one of these, so the logic is testable without kfp and never imports it.
+"""What each pipeline step does, as plain functions named after their KFP components (preprocess,
+bandit, train, feedback, report): a component (components/) is a few lines that call the function of
+its name, so the logic is testable without kfp and never imports it.
 """
 
 from zeus.steps.abandoned import (
@@ -19,10 +20,10 @@ from zeus.steps.params import (
     threshold_from_param,
     threshold_to_param,
 )
-from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, prepare_step, run_preprocess
-from zeus.steps.report import report_step
+from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
+from zeus.steps.reporting import report
 from zeus.steps.summary import RecurrenceSummary, TrialSummary, summarize
-from zeus.steps.trial import Choice, TrainOutputs, choose, feedback, train
+from zeus.steps.trial import Choice, bandit, feedback, train
 
 __all__ = [
     "BETA_DISABLED",
@@ -36,16 +37,15 @@ __all__ = [
     "Prepared",
     "RecurrenceSummary",
     "StepError",
-    "TrainOutputs",
     "TrialSummary",
+    "bandit",
     "check_dispatch_timeout",
-    "choose",
     "fail_interrupted",
     "fail_stale",
     "feedback",
     "prepare",
-    "prepare_step",
-    "report_step",
+    "preprocess",
+    "report",
     "run_preprocess",
     "spec_from_params",
     "spec_to_params",

@@ -100,20 +100,21 @@ def _load_callable(ref: str):
     return func
 
 
-def prepare_step(
+def preprocess(
     params: dict,
     *,
     store_uri: str,
     run_id: str,
     recurrence_id: str,
     data_dir: str,
-    preprocess: str,
+    preprocess_ref: str,
     owner: str,
 ) -> tuple[str, str, int]:
-    """The preprocess component's body: pipeline parameters in, (spec_json, recurrence_id, recurrence) out.
+    """The preprocess step: pipeline parameters in, (spec_json, recurrence_id, recurrence) out.
 
     `recurrence_id` overrides the KFP run id when given (local runs name their recurrences);
     a bad field raises JobSpecError naming it, which fails the run before any trial starts.
+    `preprocess_ref` is what `run_preprocess` runs ("" for none).
     """
     from zeus.steps.params import spec_from_params
 
@@ -123,7 +124,7 @@ def prepare_step(
         store_uri=store_uri,
         recurrence_id=recurrence_id or run_id,
         data_dir=data_dir,
-        preprocess=preprocess,
+        preprocess=preprocess_ref,
         owner=owner,
     )
     return json.dumps(prepared.spec.to_dict()), prepared.recurrence_id, prepared.recurrence

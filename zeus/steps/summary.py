@@ -8,25 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-
-@dataclass(frozen=True)
-class TrialSummary:
-    trial: int
-    attempt: int
-    batch_size: int
-    status: str
-    power_limit_w: float | None
-    cost: float | None
-    energy_j: float | None
-    time_s: float | None
-    metric: float | None
-    simulated: bool
-    reason: str
-    source: str = ""  # where the figures come from (zeus.job.TrialResult.source)
-
-    @property
-    def reached(self) -> bool:
-        return self.status == "reached"
+from zeus.job import TrialSummary
 
 
 @dataclass(frozen=True)
@@ -57,6 +39,10 @@ def _opt(value) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
+def _text(value) -> str:
+    return "" if value is None or pd.isna(value) else str(value)
+
+
 def summarize(trials: pd.DataFrame, job_id: str, recurrence_id: str, wall_s: float = math.nan) -> RecurrenceSummary:
     """The summary of `recurrence_id` from a store trials frame (zeus.store column names)."""
     from zeus.report import per_recurrence
@@ -66,8 +52,9 @@ def summarize(trials: pd.DataFrame, job_id: str, recurrence_id: str, wall_s: flo
         raise LookupError(f"job {job_id!r} has no trials for recurrence {recurrence_id!r} in the store")
     rows = tuple(
         TrialSummary(
-            trial=int(r.trial),
+            recurrence=int(r.recurrence),
             attempt=int(r.attempt),
+            trial=int(r.trial),
             batch_size=int(r.batch_size),
             status=str(r.status),
             power_limit_w=_opt(r.power_limit_w),
@@ -76,8 +63,10 @@ def summarize(trials: pd.DataFrame, job_id: str, recurrence_id: str, wall_s: flo
             time_s=_opt(r.time_s),
             metric=_opt(r.metric),
             simulated=bool(r.simulated),
-            reason=str(r.reason or ""),
-            source=str(r.source or "") if hasattr(r, "source") else "",
+            reason=_text(r.reason),
+            source=_text(r.source),
+            stage=_text(r.stage),
+            cost_threshold=_opt(r.cost_threshold),
         )
         for r in mine.itertuples(index=False)
     )

@@ -1,7 +1,7 @@
-"""One attempt of a recurrence: the bandit step (choose), the training step (train) and the
-feedback step (feedback). Each is what one KFP component calls.
+"""One attempt of a recurrence: the bandit, train and feedback steps, each what the KFP component of
+the same name calls.
 
-State lives in the store only: choose re-derives the policy's decision from the job's
+State lives in the store only: bandit re-derives the policy's decision from the job's
 history, train touches no store at all (so a GPU pod needs no store credentials beyond
 what it is given), and feedback writes the finished trial, its power profile and a
 bandit-state snapshot, each under a key unique to (recurrence, attempt), so a retried
@@ -25,6 +25,7 @@ import pandas as pd
 
 from zeus.job import JobSpec, TrialResult
 from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
+from zeus.policy.base import Decision
 from zeus.power.profiler import profile_frame
 from zeus.power.reuse import StoredProfile
 from zeus.seeds import decision_seed, trial_seed
@@ -55,34 +56,28 @@ class FileArtifact(Protocol):
 
 @dataclass(frozen=True)
 class Choice:
-    """The bandit step's outputs. cost_threshold is NO_THRESHOLD (-1.0) for "no early stop"; trial_seed
-    seeds the trial's own randomness (zeus.seeds); reuse is the stored profile the trial reuses, or None;
-    abandoned: the lost trials this step recorded as failed before deciding (zeus.steps.abandoned)."""
+    """What the bandit step decided: the policy's decision as dispatched (batch size, early-stop threshold,
+    stage, reason), the trial's number, the seed of the trial's own randomness (zeus.seeds), the stored
+    profile the trial reuses (None: profile), and the lost trials this step recorded as failed before
+    deciding (zeus.steps.abandoned)."""
 
-    batch_size: int
-    cost_threshold: float
+    decision: Decision
     trial: int
-    stage: str
-    reason: str
     trial_seed: int
     reuse: StoredProfile | None
     abandoned: tuple[AbandonedTrial, ...] = ()
 
+    @property
+    def batch_size(self) -> int:
+        return int(self.decision.batch_size)
 
-@dataclass(frozen=True)
-class TrainOutputs:
-    """The train step's outputs, in the order of the component's NamedTuple."""
-
-    status: str
-    reached: bool
-    time_s: float
-    energy_j: float
-    cost: float
-    epochs: int
-    result_json: str
+    @property
+    def cost_threshold_param(self) -> float:
+        """The threshold as the component's float output: NO_THRESHOLD (-1.0) for "no early stop"."""
+        return threshold_to_param(self.decision.cost_threshold)
 
 
-def choose(
+def bandit(
     *,
     store_uri: str,
     job_id: str,
@@ -128,11 +123,8 @@ def choose(
     if reuse_profile_path:
         (reuse.frame if reuse is not None else profile_frame([])).to_parquet(reuse_profile_path, index=False)
     return Choice(
-        batch_size=int(decision.batch_size),
-        cost_threshold=threshold_to_param(decision.cost_threshold),
+        decision=decision,
         trial=int(trial),
-        stage=decision.stage,
-        reason=decision.reason,
         trial_seed=trial_seed(spec.seed, recurrence, attempt),
         reuse=reuse,
         abandoned=tuple(abandoned),
@@ -163,8 +155,8 @@ def train(
     store_uri: str = "",
     recurrence_id: str = "",
     attempt: int = 1,
-) -> TrainOutputs:
-    """Run one trial and write its profile, metrics and model.
+) -> TrialResult:
+    """Run one trial, write its profile, metrics and model, and return its result.
 
     trial_backend "script" runs the user's `command` (which may use "{python}" for this step's
     interpreter, besides run_trial's {batch_size}, {data_dir}, {log_dir} and {work_dir}; the script
@@ -240,15 +232,7 @@ def train(
         metrics.log_metric(spec.metric_name, float(result.metric))
     if result.power_limit_w is not None:
         metrics.log_metric("power_limit_w", float(result.power_limit_w))
-    return TrainOutputs(
-        status=result.status.value,
-        reached=result.reached,
-        time_s=result.time_s,
-        energy_j=result.energy_j,
-        cost=result.cost,
-        epochs=result.num_epochs,
-        result_json=json.dumps(result.to_dict()),
-    )
+    return result
 
 
 def feedback(
@@ -259,9 +243,7 @@ def feedback(
     from zeus.policy import get_policy
     from zeus.store import open_store
 
-    data = json.loads(result_json)
-    data.pop("reached", None)
-    result = TrialResult.from_dict(data)
+    result = TrialResult.from_json(result_json)
     store = open_store(store_uri or None)
     store.finish_trial(job_id, recurrence_id, attempt, result)
     profile = pd.read_parquet(profile_path) if Path(profile_path).is_file() else pd.DataFrame()

@@ -2,13 +2,12 @@
 
 from zeus.train.env import TrialEnv, TrialEnvError
 from zeus.train.example import example_command, example_spec, make_dataset
-from zeus.train.runner import TrialOutcome, run_trial
+from zeus.train.runner import run_trial
 from zeus.train.session import ZeusTrial
 
 __all__ = [
     "TrialEnv",
     "TrialEnvError",
-    "TrialOutcome",
     "ZeusDataLoader",
     "ZeusTrial",
     "example_command",

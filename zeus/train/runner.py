@@ -27,12 +27,11 @@ import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
+from zeus.job import JobSpec, JobSpecError, TrialOutcome, TrialResult, TrialStatus
 from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profiler import MIN_WINDOW_ALLOWED, profile_frame, valid_min_window_s
@@ -50,16 +49,6 @@ log = logging.getLogger(__name__)
 LOG_SUBDIR = "logs"
 METRICS_PORT_ENV = "ZEUS_METRICS_PORT"
 PLAIN_KINDS_ALLOWED = "stdOut, file, tfEvent or prometheus for a plain script (none: a Zeus-aware script only)"
-
-
-@dataclass(frozen=True)
-class TrialOutcome:
-    """A finished trial: its result, the power profile (may be empty), the saved model, the output tail."""
-
-    result: TrialResult
-    profile: pd.DataFrame
-    model_path: Path | None
-    log_tail: str
 
 
 def _substitute(command: Sequence[str], values: Mapping[str, str]) -> list[str]:

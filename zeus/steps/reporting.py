@@ -1,4 +1,5 @@
-"""The report step: the recurrence's Markdown (plots embedded) and its Metrics, from the store."""
+"""The report step (`report`, what the report component calls): the recurrence's Markdown (plots
+embedded) and its Metrics, from the store."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from pathlib import Path
 from zeus.steps.trial import MetricsSink
 
 
-def report_step(
+def report(
     *, store_uri: str, job_id: str, recurrence_id: str, reached: bool, markdown_path: str, metrics: MetricsSink
 ) -> dict[str, float]:
     """Write the report for `recurrence_id` to `markdown_path` and log its numbers to `metrics`,
     append the recurrence's scalars to the job's TensorBoard log directory in the store (the report
-    links to it), then mark the job "completed" (the prepare step of the next recurrence marks it "running").
+    links to it), then mark the job "completed" (the preprocess step of the next recurrence marks it "running").
 
     `reached` is only logged: the figures come from the store, which holds every attempt.
     """
