@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.policy.helpers import make_spec, record
 from zeus.job import TrialRecord, TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
 from zeus.policy.default import DefaultPolicy
+from zeus.policy.history import retry_charges
 
 
 def test_names_and_unknown_name_error():
@@ -107,3 +109,15 @@ def test_zeus_policy_window_keeps_only_recent_rewards():
     states = {a.batch_size: a for a in policy.arm_states(spec, history)}
     assert states[64].num_observations == 1 and states[64].posterior_mean == pytest.approx(10.3)
     assert {policy.decide(spec, history, seed).batch_size for seed in range(10)} == {64}
+
+
+def test_a_miss_is_charged_the_rest_of_its_recurrence_up_to_the_reach():
+    # Trials in order; recurrences 1 and 2 interleave. Recurrence 1: 3 (miss), 4 (miss), 5 (reached);
+    # recurrence 2: 6 (miss), then 7 still in flight (not finished: no spend); recurrence 3: 2 then 8 reached.
+    recurrences = np.array([1, 2, 1, 1, 2, 3, 3])
+    spend = np.array([3.0, 6.0, 4.0, 5.0, 7.0, 2.0, 8.0])
+    finished = np.array([True, True, True, True, False, True, True])
+    reached = np.array([False, False, False, True, False, False, True])
+    charges = retry_charges(recurrences, spend, finished, reached, fallback=100.0)
+    # 3 -> 4 + 5; 4 -> 5; recurrence 2 has not reached: the fallback; 2 -> 8; reaching trials keep the fallback.
+    assert charges.tolist() == [9.0, 100.0, 5.0, 100.0, 100.0, 8.0, 100.0]

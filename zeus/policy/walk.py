@@ -55,11 +55,12 @@ class WalkState:
     """Where the walk stands.
 
     `expected` is the size the sequential walk needs next (None once it is over). While it waits for
-    it, an overlapping recurrence can usefully explore `ahead` (the next sizes in its direction while
-    the costs there are falling, nearest first) or `other` (the up walker's next size, and its own
-    `ahead`, once the down direction has shown the up direction is needed). `survivors` are the sizes
-    whose walk step reached; `ruled_out` the sizes the walk will never try (a miss, past the end of a
-    direction, a skipped direction); `best_size`/`best_cost` the cheapest walk step.
+    it, an overlapping recurrence can explore `ahead` (the next sizes in its direction while the costs
+    there are falling, nearest first) or, while the walk is still going down, `other` (the up walker's
+    next size and its `ahead`; `other_needed` once the down direction has shown the up direction will
+    be walked). `survivors` are the sizes whose walk step reached; `ruled_out` the sizes the walk will
+    never try (a miss, past the end of a direction, a skipped direction); `best_size`/`best_cost` the
+    cheapest walk step.
     """
 
     expected: int | None
@@ -95,13 +96,21 @@ def replay_walk(
     skip_margin: float | None = 0.05,
 ) -> WalkState:
     """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
-    first finished observation `first[b] = (cost, reached)`. A None margin turns
-    its rule off (benchmarks measure the walk without it)."""
+    first finished observation `first[b] = (cost, reached)`. A None margin turns its rule off
+    (benchmarks measure the walk without it)."""
     return _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin).run()
 
 
 class _Replay:
-    def __init__(self, sizes, default, first, turn_margin, hard_turn, skip_margin) -> None:
+    def __init__(
+        self,
+        sizes: tuple[int, ...],
+        default: int,
+        first: Mapping[int, Observation],
+        turn_margin: float | None,
+        hard_turn: float | None,
+        skip_margin: float | None,
+    ) -> None:
         idx = sizes.index(default)
         self.down, self.up = list(reversed(sizes[: idx + 1])), list(sizes[idx + 1 :])
         self.default, self.first = default, first
