@@ -20,8 +20,10 @@ from zeus.store import open_store
 RECURRENCES = 10
 
 
+# Seeds chosen so the first 10 recurrences include a retry within a recurrence (the default policy rarely
+# misses: it cuts no exploration trial short beyond beta) and both profiled and reused trials.
 @pytest.mark.slow
-@pytest.mark.parametrize(("workload", "gpu", "seed"), [("cifar100", "v100", 0), ("sentiment140", "a40", 3)])
+@pytest.mark.parametrize(("workload", "gpu", "seed"), [("librispeech", "a40", 0), ("movielens-1m", "v100", 4)])
 def test_pipeline_and_simulator_give_the_same_trials(tmp_path, workload, gpu, seed):
     backend = TraceBackend(workload, gpu)
     spec = backend.spec(f"eq-{workload}", max_attempts=5, seed=seed)

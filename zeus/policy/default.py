@@ -1,49 +1,79 @@
-"""`default`: this project's batch-size policy — Zeus's walk, less re-exploration, tighter exploration.
+"""`default`: this project's batch-size policy. A walk that stops where the cost turns, then
+Thompson sampling with a pooled noise model over the sizes that can still be the cheapest.
 
-Measured against `zeus-nsdi23` in the same simulator and under the same rules (benchmarks/policy.py;
-12 trace cells, seeds 1-20). zeus-nsdi23 spends most of its regret exploring; what this policy
-does instead, each step kept because it lowered mean regret:
+Measured against `zeus-nsdi23` in the same simulator, under the same rules (benchmarks/policy.py):
+36 cells (6 workloads x V100, A40 x eta 0.25, 0.5, 0.75), Zeus's number of recurrences, mean regret
+over cells, seeds 1-20 and, as a check against tuning to those seeds, 21-40. zeus-nsdi23: 7.233 and
+7.168. This policy: 3.248 and 3.258 (55 % less on both), cheaper on all 36 cells on both. Before
+issue 8 it was 3.931 and 4.497 (46 % and 37 % less). What it does, and what each part is worth
+(the regret without it, the rest unchanged; benchmarks/RESULTS.md has the development history):
 
-1. One exploration pass, not two. Zeus's second pruning round re-runs every survivor once more,
-   including sizes the first pass already showed to cost twice the best.
-2. A tighter early stop while exploring: a size whose single trial passes `explore_factor` x the
-   cheapest converged trial is not the optimum, so it is stopped there (a failed exploration that
-   ends its direction of the walk) instead of at beta x the best recurrence. The user's beta
-   stays the upper bound, and exploitation uses it unchanged. (1.3 was too tight: one unlucky
-   run then ends the walk short of the optimum, which cost movielens-1m dearly.)
-3. Only contenders get a second look: sizes whose mean cost is within `contend_factor` of the
-   best arm's. A contender seen once is tried again before sampling starts, because a first trial
-   carries the profiling epoch and reads high.
-4. Thompson sampling with a pooled noise model. Zeus estimates each arm's variance from its own
-   two or three observations, which makes posteriors erratically sharp or flat. Cost noise is
-   mostly run-to-run variation in epochs to target, roughly proportional to cost, so one relative
-   noise level (coefficient of variation, from repeat observations of reached trials, shrunk
-   toward `prior_cv`) serves every arm: N(mean, (std_scale * cv * mean)^2 / n). `std_scale` 0.3
-   samples more greedily than the plain posterior (0.5 and 1.0 measured: more regret).
+1. One exploration pass from the default size, down then up (Zeus runs two rounds, the second
+   re-running every survivor; it cost more on 9 of 12 cells).
+2. The pass stops where the cost turns (zeus.policy.walk): a size costing more than 1.5x the cheapest
+   step before it ends its direction (without: 3.969 and 3.926), so does one costing 1.2x once past
+   the minimum (without: 3.495 and 3.451), and the up direction is skipped when a smaller size beat
+   the default by 5 % (without: 3.629 and 3.602). With none of it, Zeus's one pass: 4.714, 4.635.
+3. No exploration trial is cut short beyond the job's own early stop (beta x the cheapest
+   recurrence, as in Zeus). Before, a trial stopped at 1.5x the cheapest reached trial, to end its
+   direction; that stopped trial costs its spend plus the retry, more than letting a size that is
+   merely worse finish. With the walk above, a stop at 1.5x measured 3.334 and 3.396.
+4. Contenders: sizes whose mean cost (a miss charged the retry it forced, zeus.policy.history) is
+   within 1.1x of the best mean, or within one noise level of it (mean x (1 - cv / sqrt(n)) <= best:
+   one unlucky first trial must not rule a size out for good; without: 3.323 and 3.384, with two
+   noise levels 3.58 and 3.69). A contender seen once is tried again first: a first trial also pays
+   for profiling and reads high.
+5. Thompson sampling with one relative noise level for all sizes (coefficient of variation from
+   repeat trials that reached, shrunk toward 0.1): N(mean, (0.3 cv mean)^2 / n). Zeus estimates each
+   arm's variance from its own two or three trials, which makes posteriors erratically sharp or
+   flat. 0.3 samples more greedily than the posterior (0.5: 3.361 and 3.296; 1.0: 3.414 and 3.390).
+6. Once any size has reached the target, only sizes that have reached it are exploited.
 
-Measured and dropped (seeds 1-20, against the same policy with the step): a second exploration
-round (more regret on 9 of 12 cells), no tightening (explore_factor 2, Zeus's beta: 17 % less
-regret than zeus-nsdi23 instead of 33 %), and charging a miss its retry cost in the arm's reward
-(identical results on these traces: misses happen while exploring, rarely after).
+Dropped (measured, more regret): confirming a turn by re-running the size, turning one step
+later everywhere, a turn margin of 0.1, 0.15, 0.25 or 0.3, and a hard turn at 1.3x or 1.4x, which
+is a cliff (5.4 and 5.8; movielens-1m ends its walk short of the optimum: one 7-epoch run among
+4-epoch ones costs 1.75x, so two single trials can differ by 1.34x with the same mean).
 
-The walk, the failure semantics (oom, failed, dispatched) and the concurrency rule are shared
-with zeus-nsdi23 (zeus.policy.history, zeus.policy.pruning). It reads nothing but the history.
+Overlapping recurrences (K in flight, eta-0.5 cells, seeds 1-20): 3.20, 4.92, 8.84, 16.36 at K = 1,
+2, 4, 8 (zeus-nsdi23: 7.24, 9.62, 14.78, 25.18). While the walk's next size is in flight another
+recurrence explores the size after it when costs are falling, or the up direction's next size once
+the down direction has shown it is needed or its in-flight trial has been outlasted (slow, so
+costly); otherwise the cheapest explored size (without this: 5.51, 9.81, 18.88). K recurrences that
+start together have nothing to go on but the default size, whose first trial costs 0.70 oracle
+recurrences over the oracle on these cells, so K = 4 cannot come within 1.25x of K = 1 here without
+running sizes nobody has seen with no early stop (floor: 3.20 + 3 x 0.70 = 5.30, 1.65x).
+
+Everything is re-derived from the history (dispatched trials included), so any process decides the
+same, and every statistic used folds trial by trial: per size its first result, counts and sums of
+its (charged) costs, sums of squares of its repeat costs, whether it reached; the smallest oom; the
+cheapest reached recurrence; the largest finished trial number (for "outlasted").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from zeus.job import JobSpec, TrialRecord
 from zeus.policy.base import ArmState, Decision
 from zeus.policy.history import HistoryView, decision_rng, read_history
-from zeus.policy.pruning import PruningState, concurrent_exploration, feasible_default, replay_pruning
+from zeus.policy.pruning import feasible_default
+from zeus.policy.walk import Observation, WalkState, replay_walk
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything decide and arm_states read: the history, the walk, and the sizes exploitation may pick."""
+
+    view: HistoryView
+    walk: WalkState
+    candidates: tuple[int, ...]  # exploitation's arms; every other size is pruned once the walk is over
 
 
 class DefaultPolicy:
-    """One exploration pass with a tight early stop, then pooled-noise Thompson sampling over contenders.
+    """A one-pass walk that stops where the cost turns, then pooled-noise Thompson sampling over contenders.
 
     The constructor's knobs exist so benchmarks can measure alternatives; the defaults are the winners.
     """
@@ -52,87 +82,93 @@ class DefaultPolicy:
 
     def __init__(
         self,
-        explore_rounds: int = 1,
-        explore_factor: float = 1.5,
+        turn_margin: float | None = 0.2,
+        hard_turn: float | None = 1.5,
+        skip_margin: float | None = 0.05,
+        overlap: bool = True,
         prior_cv: float = 0.1,
         prior_weight: float = 2.0,
-        contend_factor: float | None = 1.1,
+        contend_factor: float = 1.1,
+        contend_z: float = 1.0,
         std_scale: float = 0.3,
     ) -> None:
-        self.explore_rounds = explore_rounds
-        self.explore_factor = explore_factor
+        self.turn_margin = turn_margin
+        self.hard_turn = hard_turn
+        self.skip_margin = skip_margin
+        self.overlap = overlap
         self.prior_cv = prior_cv
         self.prior_weight = prior_weight
         self.contend_factor = contend_factor
+        self.contend_z = contend_z
         self.std_scale = std_scale
 
-    def _pruning(self, spec: JobSpec, view: HistoryView) -> PruningState:
-        rounds = min(spec.num_pruning_rounds, self.explore_rounds)
-        observations = view.observations()
-        start = feasible_default(view.feasible, spec.default_batch_size)
-        return replay_pruning(view.feasible, start, rounds, observations)
+    # -- shared by decide and arm_states -------------------------------------------------------
 
-    def _arm_costs(self, view: HistoryView, arms: Sequence[int], window: int) -> dict[int, np.ndarray]:
-        """Per arm, its observed costs (windowed), each miss charged the retry it forced (history.retry_charges)."""
-        return {b: view.charged_costs(b, window) for b in arms}
+    def _plan(self, spec: JobSpec, history: Sequence[TrialRecord]) -> _Plan:
+        view = read_history(spec, history)
+        walk = replay_walk(
+            view.feasible,
+            feasible_default(view.feasible, spec.default_batch_size),
+            first_observations(view),
+            turn_margin=self.turn_margin,
+            hard_turn=self.hard_turn,
+            skip_margin=self.skip_margin,
+        )
+        return _Plan(view, walk, _candidates(view, walk))
 
-    @staticmethod
-    def _exploitable(view: HistoryView, survivors: Sequence[int]) -> list[int]:
-        """The arms exploitation chooses among: surviving feasible sizes, and once any size has reached the
-        target only sizes that have reached it (a size that never finished the job is never exploited)."""
-        arms = [b for b in survivors if b in view.feasible]
-        reached = [b for b in view.feasible if view.has_reached(b)]
-        if not reached:
-            return arms
-        return [b for b in arms if b in reached] or reached
-
-    def _reached_costs(self, view: HistoryView) -> dict[int, np.ndarray]:
-        """Per size, reached trials' costs after its first (which carries the profiling epoch): the noise sample."""
-        out = {}
-        for b in np.unique(view.obs_sizes).tolist():
-            mask = view.obs_sizes == b
-            later = np.flatnonzero(mask)[1:]
-            out[b] = view.obs_costs[later[view.obs_reached[later]]]
-        return out
-
-    def _cv(self, costs: dict[int, np.ndarray]) -> float:
-        """Relative noise pooled over arms with two or more observations, shrunk toward prior_cv."""
+    def _cv(self, view: HistoryView) -> float:
+        """Relative noise of a trial's cost, pooled over sizes from reached trials after each size's
+        first (which carries the profiling epoch), shrunk toward prior_cv."""
         num, den = self.prior_weight * self.prior_cv**2, self.prior_weight
-        for c in costs.values():
+        for b in np.unique(view.obs_sizes).tolist():
+            idx = np.flatnonzero(view.obs_sizes == b)[1:]
+            c = view.obs_costs[idx[view.obs_reached[idx]]]
             if c.size >= 2:
                 num += float(np.var(c, ddof=1) / c.mean() ** 2) * (c.size - 1)
                 den += c.size - 1
         return float(np.sqrt(num / den))
 
-    def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
-        view = read_history(spec, history)
+    # -- the policy ------------------------------------------------------------------------------
+
+    def _explore(self, spec: JobSpec, plan: _Plan) -> Decision:
+        walk, view = plan.walk, plan.view
         threshold = view.threshold(spec)
-        state = self._pruning(spec, view)
-        if not state.done:
-            expected = state.expected
-            best = view.best_reached_cost()
-            if best is not None and spec.beta_knob is not None:  # beta None: the user turned early stop off
-                tight = min(self.explore_factor, spec.beta_knob) * best
-                threshold = tight if threshold is None else min(threshold, tight)
-            concurrent = concurrent_exploration(spec, view, expected)
-            if concurrent is not None:
-                return concurrent
-            return Decision(expected, threshold, "exploration", f"exploring batch size {expected} (one pass)")
-        arms = self._exploitable(view, state.survivors)
-        costs = self._arm_costs(view, arms, spec.window_size)
+        expected = walk.expected
+        if not view.in_flight(expected):
+            return Decision(expected, threshold, "exploration", f"exploring batch size {expected}")
+        if self.overlap and threshold is not None:  # never without an early stop: it could run max_epochs
+            for b in _meanwhile(view, walk):
+                why = f"exploration of {expected} is in flight: exploring {b} meanwhile"
+                return Decision(b, threshold, "exploration", why)
+        fallback = walk.best_size or feasible_default(view.feasible, spec.default_batch_size)
+        why = f"exploration of {expected} is in flight; running the cheapest explored size {fallback}"
+        return Decision(fallback, threshold, "exploration-concurrent", why)
+
+    def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
+        plan = self._plan(spec, history)
+        if not plan.walk.done:
+            return self._explore(spec, plan)
+        view = plan.view
+        threshold = view.threshold(spec)
+        arms = list(plan.candidates)
+        costs = {b: view.charged_costs(b, spec.window_size) for b in arms}
         cold = [b for b in arms if costs[b].size == 0]
         rng = decision_rng(seed, view.num_records)
         if cold:
             b = int(cold[int(rng.integers(len(cold)))])
             return Decision(b, threshold, "exploitation", f"batch size {b} has no observation yet")
-        if self.contend_factor is not None:
-            floor = min(costs[b].mean() for b in arms)
-            arms = [b for b in arms if costs[b].mean() <= self.contend_factor * floor]
-            single = [b for b in arms if costs[b].size < 2]
-            if single:
-                b = min(single, key=lambda x: costs[x].mean())
-                return Decision(b, threshold, "exploitation", f"batch size {b} is a contender with one observation")
-        cv = self._cv(self._reached_costs(view))
+        cv = self._cv(view)
+        floor = min(costs[b].mean() for b in arms)
+        arms = [
+            b
+            for b in arms
+            if costs[b].mean() <= self.contend_factor * floor
+            or costs[b].mean() * (1.0 - self.contend_z * cv / np.sqrt(costs[b].size)) <= floor
+        ]
+        single = [b for b in arms if costs[b].size < 2]
+        if single:
+            b = min(single, key=lambda x: costs[x].mean())
+            return Decision(b, threshold, "exploitation", f"batch size {b} is a contender with one observation")
         means = np.array([costs[b].mean() for b in arms])
         stds = self.std_scale * cv * means / np.sqrt([costs[b].size for b in arms])
         draws = rng.normal(means, stds)
@@ -141,21 +177,52 @@ class DefaultPolicy:
         return Decision(int(arms[k]), threshold, "exploitation", why)
 
     def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
-        view = read_history(spec, history)
-        state = self._pruning(spec, view)
-        stage = "exploitation" if state.done else "exploration"
-        costs = self._arm_costs(view, spec.batch_sizes, spec.window_size)
-        cv = self._cv(self._reached_costs(view))
+        plan = self._plan(spec, history)
+        view, walk = plan.view, plan.walk
+        stage = "exploitation" if walk.done else "exploration"
+        cv = self._cv(view)
         out = []
         for b in spec.batch_sizes:
-            c = costs[b]
+            c = view.charged_costs(b, spec.window_size)
             if b not in view.feasible:
                 arm_stage, pruned = "oom", True
             else:
-                pruned = b not in state.survivors
+                pruned = b not in plan.candidates if walk.done else b in walk.ruled_out
                 arm_stage = "pruned" if pruned else stage
             mean = float(c.mean()) if c.size else None
             # Posterior precision of the mean cost under the pooled noise model.
             precision = float(c.size / (cv * c.mean()) ** 2) if c.size and c.mean() > 0 and cv > 0 else None
             out.append(ArmState(b, arm_stage, int(c.size), mean, precision, pruned))
         return out
+
+
+def first_observations(view: HistoryView) -> dict[int, Observation]:
+    """Each size's first finished observation, as (cost, reached): its walk step."""
+    sizes, idx = np.unique(view.obs_sizes, return_index=True)
+    return {
+        int(b): (float(view.obs_costs[i]), bool(view.obs_reached[i]))
+        for b, i in zip(sizes.tolist(), idx.tolist(), strict=True)
+    }
+
+
+def _meanwhile(view: HistoryView, walk: WalkState) -> list[int]:
+    """What an overlapping recurrence explores while the walk's next size is in flight, best first: the
+    size after it, while the costs in that direction are falling; the up direction's next size, once it
+    is needed or once the in-flight trial has been outlasted (a trial dispatched after it finished
+    first: it is slow, and in a recurring job a slow trial is a costly one, so the down direction is
+    likely ending). Sizes already in flight are left out."""
+    started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
+    outlasted = bool((view.obs_trials > started).any())
+    options = [*walk.ahead[:1], *(walk.other[:1] if walk.other_needed or outlasted else ())]
+    return [b for b in options if not view.in_flight(b)]
+
+
+def _candidates(view: HistoryView, walk: WalkState) -> tuple[int, ...]:
+    """The sizes exploitation picks from. Once any size has reached the target: the sizes that have
+    reached it (a size that never finished the job is never exploited), including any the walk passed
+    over (a trial run ahead of a turn that came back cheap is data, not noise). Before: the walk's
+    open sizes, or every feasible size when the walk ruled them all out."""
+    reached = tuple(b for b in view.feasible if view.has_reached(b))
+    if reached:
+        return reached
+    return tuple(b for b in view.feasible if b not in walk.ruled_out) or view.feasible

@@ -41,6 +41,7 @@ class HistoryView:
 
     feasible: tuple[int, ...]  # candidate sizes still allowed (below the smallest oom)
     obs_sizes: np.ndarray  # int, batch size of each observation
+    obs_trials: np.ndarray  # int, its trial number
     obs_costs: np.ndarray  # float, its cost as reported
     obs_reached: np.ndarray  # bool, whether it reached the target
     obs_charged: np.ndarray  # float, its cost plus, for a miss, the retry it forced (see `retry_charges`)
@@ -110,6 +111,7 @@ def read_history(spec: JobSpec, history: Sequence[TrialRecord]) -> HistoryView:
     reached = np.array([s is TrialStatus.REACHED for s in statuses], dtype=bool)
     costs, energy, time = _column(records, "cost"), _column(records, "energy_j"), _column(records, "time_s")
     recurrences = np.fromiter((r.recurrence for r in records), dtype=np.int64, count=len(records))
+    trials = np.fromiter((r.trial for r in records), dtype=np.int64, count=len(records))
 
     # Spend: recomputed from energy and time where known (cost may be a penalty, see module doc).
     measured = ~np.isnan(energy) & ~np.isnan(time)
@@ -134,6 +136,7 @@ def read_history(spec: JobSpec, history: Sequence[TrialRecord]) -> HistoryView:
     return HistoryView(
         feasible=feasible,
         obs_sizes=obs_sizes,
+        obs_trials=trials[learn],
         obs_costs=obs_costs,
         obs_reached=obs_reached,
         obs_charged=obs_costs + np.where(obs_reached, 0.0, charges[learn]),
@@ -171,18 +174,17 @@ def retry_charges(
     if n == 0:
         return charges
     order = np.lexsort((np.arange(n), recurrences))  # by recurrence, then trial order
-    rec, cost = recurrences[order], np.where(finished[order], spend[order], 0.0)
-    hit = finished[order] & reached[order]
-    starts = np.flatnonzero(np.r_[True, rec[1:] != rec[:-1]])
-    ends = np.r_[starts[1:], n]
-    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-        hits = np.flatnonzero(hit[lo:hi])
-        if hits.size == 0:
-            continue
-        last = lo + int(hits[-1])  # the trial that reached
-        after = np.cumsum(cost[lo : last + 1][::-1])[::-1]  # spend from each trial to the reaching one
-        known = slice(lo, last)  # the trials before it: their retries are known
-        charges[order[known]] = after[1 : last - lo + 1]
+    rec = recurrences[order]
+    paid = np.concatenate(([0.0], np.cumsum(np.where(finished[order], spend[order], 0.0))))
+    group = np.cumsum(np.r_[True, rec[1:] != rec[:-1]]) - 1
+    last = np.full(group[-1] + 1, -1)  # per recurrence, position of its last reached trial (-1: none)
+    hits = np.flatnonzero(finished[order] & reached[order])
+    np.maximum.at(last, group[hits], hits)
+    reach = last[group]
+    pos = np.arange(n)
+    known = pos < reach  # the trials before the one that reached: their retries are known
+    # The spend of the trials after each one, up to and including the one that reached.
+    charges[order[known]] = paid[reach[known] + 1] - paid[pos[known] + 1]
     return charges
 
 

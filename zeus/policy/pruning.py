@@ -129,9 +129,10 @@ def feasible_default(feasible: tuple[int, ...], default: int) -> int:
 
 
 def concurrent_exploration(spec: JobSpec, view: HistoryView, expected: int) -> Decision | None:
-    """The shared rule for a recurrence that overlaps an exploration trial: while the size the walk
-    waits for is in flight elsewhere, run the cheapest converged size (or the default) rather than
-    a duplicate exploration slot. None when `expected` is not in flight."""
+    """Zeus's rule for a recurrence that overlaps an exploration trial (zeus-nsdi23): while the size the
+    walk waits for is in flight elsewhere, run the cheapest converged size (or the default) rather than
+    a duplicate exploration slot. None when `expected` is not in flight. (`default` has its own rule,
+    which also explores meanwhile: zeus.policy.default.)"""
     if not view.in_flight(expected):
         return None
     fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)

@@ -1,0 +1,191 @@
+"""The `default` policy's exploration: one pass from the default size, down then up, that stops where
+the cost turns.
+
+Zeus's walk (zeus.policy.pruning) goes down from the default size until a size misses the target,
+then up until one misses. It never stops because a size *costs more*, so it pays for every size on
+the far side of the minimum until one fails outright. Zeus assumes the cost is convex in the batch
+size (the NSDI'23 traces bear that out, up to noise and the odd bump); on a curve with one minimum,
+a size that costs clearly more than the cheapest so far says the curve has turned. This walk uses
+that:
+
+- a direction ends at a miss (as in Zeus); or at a size that reached but cost more than
+  `hard_turn` x the cheapest step before it; or more than (1 + `turn_margin`) x that,
+  unless the step before it was the cheapest so far. Right after the minimum a single worse trial
+  may be noise (a 7-epoch run among 4-epoch ones costs 1.75x) or a bump (squad: 24 costs more than
+  both 32 and 16), so the next step decides; further on, it is the curve;
+- the up direction is skipped when the down direction found a size cheaper than the default size by
+  more than `skip_margin`: with one minimum, it lies below the default size.
+
+A reached step is never cut short to decide this: stopping a trial that would reach costs its spend
+plus the retry, more than letting it finish unless it would cost beta x the best anyway, which the
+job's early stop (beta) already caps.
+
+Walk steps are compared with first trials only: a size's first trial also pays for profiling the
+power limits, so the comparison is like for like. Everything is a function of each size's first
+finished observation, so the state folds trial by trial: a size's first result, once, per size.
+
+The two directions are two walkers from the default size; run one after the other they are the
+sequential walk above. When recurrences overlap, the up walker may run while the down walker waits
+for a result (`other`), and a walker whose costs are falling can run one size ahead (`ahead`).
+Every size's first finished observation is its walk step, wherever it came from, so a result that
+finishes out of order or a trial dispatched ahead is used when its walker gets there, never rerun.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# (cost, reached) of a size's first finished observation.
+Observation = tuple[float, bool]
+
+
+@dataclass(frozen=True)
+class WalkStep:
+    """One size's walk result: its first finished observation."""
+
+    batch_size: int
+    cost: float
+    reached: bool
+
+
+@dataclass(frozen=True)
+class WalkState:
+    """Where the walk stands.
+
+    `expected` is the size the sequential walk needs next (None once it is over). While it waits for
+    it, an overlapping recurrence can explore `ahead` (the next sizes in its direction while the costs
+    there are falling, nearest first) or, while the walk is still going down, `other` (the up walker's
+    next size and its `ahead`; `other_needed` once the down direction has shown the up direction will
+    be walked). `survivors` are the sizes whose walk step reached; `ruled_out` the sizes the walk will
+    never try (a miss, past the end of a direction, a skipped direction); `best_size`/`best_cost` the
+    cheapest walk step.
+    """
+
+    expected: int | None
+    ahead: tuple[int, ...]
+    other: tuple[int, ...]
+    other_needed: bool
+    survivors: tuple[int, ...]
+    ruled_out: frozenset[int]
+    steps: tuple[WalkStep, ...]
+    best_size: int | None
+    best_cost: float | None
+
+    @property
+    def done(self) -> bool:
+        return self.expected is None
+
+
+@dataclass
+class _Walker:
+    """One direction's progress."""
+
+    frontier: int | None = None  # the next size it needs; None once it has ended
+    ahead: tuple[int, ...] = ()  # the sizes after the frontier, while its costs are falling
+
+
+def replay_walk(
+    sizes: tuple[int, ...],
+    default: int,
+    first: Mapping[int, Observation],
+    *,
+    turn_margin: float | None = 0.2,
+    hard_turn: float | None = 1.5,
+    skip_margin: float | None = 0.05,
+) -> WalkState:
+    """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
+    first finished observation `first[b] = (cost, reached)`. A None margin turns its rule off
+    (benchmarks measure the walk without it)."""
+    return _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin).run()
+
+
+class _Replay:
+    def __init__(
+        self,
+        sizes: tuple[int, ...],
+        default: int,
+        first: Mapping[int, Observation],
+        turn_margin: float | None,
+        hard_turn: float | None,
+        skip_margin: float | None,
+    ) -> None:
+        idx = sizes.index(default)
+        self.down, self.up = list(reversed(sizes[: idx + 1])), list(sizes[idx + 1 :])
+        self.default, self.first = default, first
+        self.turn = math.inf if turn_margin is None else 1.0 + turn_margin
+        self.hard_turn = math.inf if hard_turn is None else hard_turn
+        self.skip_margin = skip_margin
+        self.steps: list[WalkStep] = []
+        self.closed: set[int] = set()  # misses, the rest of an ended direction, a skipped direction
+        self.cheapest = math.inf  # the cheapest step so far, in walk order: what the next one is compared with
+
+    def _walk(self, plan: list[int], skipped: bool) -> _Walker:
+        """Replay one direction over `plan`; a `skipped` direction ends at its frontier."""
+        walker = _Walker()
+        falling, after_best = False, True
+        for k, b in enumerate(plan):
+            if b not in self.first:
+                if skipped:
+                    self.closed.update(plan[k:])
+                else:
+                    walker.frontier, walker.ahead = b, tuple(plan[k + 1 :]) if falling else ()
+                return walker
+            cost, reached = self.first[b]
+            self.steps.append(WalkStep(b, cost, reached))
+            if not reached:
+                self.closed.update(plan[k:])
+                return walker
+            reference, self.cheapest = self.cheapest, min(self.cheapest, cost)
+            falling = cost < reference < math.inf
+            worse = cost > self.turn * reference
+            # Clearly worse; or worse, and past the minimum already (a worse step right after the cheapest
+            # one may be noise or a bump at the minimum: the next step decides).
+            if cost > self.hard_turn * reference or (worse and not after_best):
+                self.closed.update(plan[k + 1 :])
+                return walker
+            after_best = cost <= reference
+        return walker
+
+    def _below_default(self) -> bool:
+        """A down step beat the default size by more than skip_margin: the minimum lies below it."""
+        if self.skip_margin is None:
+            return False
+        costs = {s.batch_size: s.cost for s in self.steps if s.reached}
+        below = [c for b, c in costs.items() if b < self.default]
+        return self.default in costs and bool(below) and min(below) < (1.0 - self.skip_margin) * costs[self.default]
+
+    def _up_needed(self) -> bool:
+        """The down direction has shown the up direction will be walked: the default size reached and a
+        step below it came back without beating it by skip_margin (or there is nothing below)."""
+        if self._below_default() or not any(s.batch_size == self.default and s.reached for s in self.steps):
+            return False
+        return len(self.down) == 1 or any(s.batch_size < self.default for s in self.steps)
+
+    def run(self) -> WalkState:
+        down = self._walk(self.down, skipped=False)
+        needed = self._up_needed()
+        up = self._walk(self.up, skipped=self._below_default())
+        if down.frontier is not None:
+            # The sequential walk is still going down; the up walker may run alongside once it is needed.
+            other = (up.frontier, *up.ahead) if up.frontier is not None else ()
+            return self._state(down.frontier, down.ahead, other, needed)
+        return self._state(up.frontier, up.ahead, (), False)
+
+    def _state(
+        self, expected: int | None, ahead: tuple[int, ...], other: tuple[int, ...], other_needed: bool
+    ) -> WalkState:
+        reached = [s for s in self.steps if s.reached]
+        best = min(reached, key=lambda s: (s.cost, s.batch_size)) if reached else None
+        return WalkState(
+            expected=expected,
+            ahead=ahead,
+            other=other,
+            other_needed=other_needed,
+            survivors=tuple(sorted(s.batch_size for s in reached)),
+            ruled_out=frozenset(self.closed),
+            steps=tuple(self.steps),
+            best_size=best.batch_size if best else None,
+            best_cost=best.cost if best else None,
+        )
