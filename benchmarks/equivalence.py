@@ -6,7 +6,8 @@ spec, policy and seed. Every trial is printed from both, with "=" where the two 
 (recurrence, attempt, batch size, power limit, status, cost to the last bit) and "!" where they differ.
 It ends with the cumulative figures of both, the default config's and the oracle's.
 
-Run:  .venv/bin/python benchmarks/equivalence.py [--recurrences 10] [--workloads cifar100/v100 sentiment140/a40]
+Run:  .venv/bin/python benchmarks/equivalence.py [--recurrences 10] [--workloads librispeech/a40@0 movielens-1m/v100@4]
+(WORKLOAD/GPU[@SEED]; the defaults are the test's pairs, each with a retry and reused profiles.)
 """
 
 from __future__ import annotations
@@ -58,15 +59,16 @@ def one(workload: str, gpu: str, recurrences: int, seed: int, policy: str, root:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recurrences", type=int, default=10)
-    parser.add_argument("--workloads", nargs="+", default=["cifar100/v100", "sentiment140/a40"])
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workloads", nargs="+", default=["librispeech/a40@0", "movielens-1m/v100@4"])
+    parser.add_argument("--seed", type=int, default=0, help="for workloads given without @SEED")
     parser.add_argument("--policy", default="default")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="zeus-eq-") as root:
-        ok = [
-            one(*w.split("/"), args.recurrences, args.seed, args.policy, Path(root))  # type: ignore[misc]
-            for w in args.workloads
-        ]
+        ok = []
+        for item in args.workloads:
+            name, _, seed = item.partition("@")
+            workload, gpu = name.split("/")
+            ok.append(one(workload, gpu, args.recurrences, int(seed or args.seed), args.policy, Path(root)))
     print(
         f"\nall identical: {all(ok)}  (reproduce: {COMMAND} --recurrences {args.recurrences} "
         f"--workloads {' '.join(args.workloads)} --seed {args.seed} --policy {args.policy})"

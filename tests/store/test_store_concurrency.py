@@ -1,4 +1,4 @@
-"""8 processes x 50 trials append to one job at once while a ninth compacts: exactly 400 finished
+"""8 processes x 25 trials append to one job at once while a ninth compacts: exactly 200 finished
 trials come back, none lost, none twice, with unique trial and recurrence numbers. Both backends."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from store_workers import (
 from zeus.store import open_store
 
 WORKERS = 8
-TRIALS = 50
+TRIALS = 25
 JOB = "concurrent-job"
 
 
