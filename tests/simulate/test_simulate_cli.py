@@ -34,7 +34,7 @@ def test_simulate_rejects_bad_names_with_allowed_values(tmp_path):
     result = runner.invoke(app, ["simulate", "--workload", "mnist"])
     assert result.exit_code == 2 and "workload='mnist'" in result.output and "librispeech" in result.output
     result = runner.invoke(app, ["simulate", "--workload", "squad", "--policy", "greedy"])
-    assert result.exit_code == 2 and "default, zeus-nsdi23" in result.output
+    assert result.exit_code == 2 and "turning-walk, zeus-nsdi23, default (= turning-walk)" in result.output
     result = runner.invoke(app, ["simulate", "--workload", "squad", "--seeds", "1", "x"])
     assert result.exit_code == 2 and "seeds" in result.output
     result = runner.invoke(app, ["simulate", "--workload", "squad", "--power-trace", str(tmp_path / "no.csv")])

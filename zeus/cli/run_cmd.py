@@ -112,7 +112,9 @@ def run(
             help="Store: a directory, file:// or s3://bucket/prefix. Default: $ZEUS_KFP_STORE or ./.zeus-kfp/store."
         ),
     ] = None,
-    policy: Annotated[str, typer.Option(help="Batch-size policy: default or zeus-nsdi23.")] = "default",
+    policy: Annotated[
+        str, typer.Option(help="Batch-size policy: turning-walk (alias default) or zeus-nsdi23.")
+    ] = "default",
     attempts: Annotated[
         int | None,
         typer.Option(help="Trials per recurrence at most (the retry loop's length). Default: the spec's, 5."),

@@ -72,7 +72,9 @@ def simulate(
         str,
         typer.Option(help="Trace workload: librispeech, cifar100, imagenet, squad, sentiment140 or movielens-1m."),
     ],
-    policy: Annotated[str, typer.Option(help="Batch-size policy to simulate: default or zeus-nsdi23.")] = "default",
+    policy: Annotated[
+        str, typer.Option(help="Batch-size policy to simulate: turning-walk (alias default) or zeus-nsdi23.")
+    ] = "default",
     train_trace: Annotated[
         Path | None,
         typer.Option(help="Train trace CSV (summary_train.csv columns). Default: the shipped NSDI'23 trace."),
