@@ -23,6 +23,11 @@ ALIASES: dict[str, str] = {"default": DefaultPolicy.name}
 ALLOWED_POLICIES = ", ".join([*POLICY_NAMES, *(f"{alias} (= {name})" for alias, name in ALIASES.items())])
 
 
+def policy_label(name: str) -> str:
+    """How output names a policy: an alias with the algorithm it stands for, e.g. 'default (turning-walk)'."""
+    return f"{name} ({ALIASES[name]})" if name in ALIASES else name
+
+
 def get_policy(name: str) -> Policy:
     """The policy called `name` (an algorithm's name or an alias); a ValueError naming the field `policy`
     and the allowed names otherwise."""
