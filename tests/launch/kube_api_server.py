@@ -27,9 +27,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from json_http import JsonHandler
 
 from . import crds
 from .kube_objects import CONTAINER, TERMINAL, Scenario, StandInJob, job_status, pods_of, status_body
@@ -88,19 +90,8 @@ class StandInApi:
             return [pod for (ns, _), job in self.jobs.items() if ns == namespace for pod in pods_of(job)]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     api: StandInApi  # set on the subclass made per server
-
-    def log_message(self, *_: Any) -> None:  # quiet
-        return
-
-    def _send(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _stream_line(self, text: str) -> None:
         self.wfile.write(text.encode() + b"\n")
@@ -122,7 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
         if pod_match and verb == "GET":
             namespace, pod, is_log = pod_match.groups()
             return self._log(namespace, pod, query) if is_log else self._list_pods(namespace, query)
-        self._send(404, status_body(404, "NotFound", f"the stand-in does not serve {verb} {url.path}"))
+        self.reply(404, status_body(404, "NotFound", f"the stand-in does not serve {verb} {url.path}"))
 
     def do_GET(self) -> None:
         self._route("GET")
@@ -140,7 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
             (k for k in crds.CRD_FILES if crds.plural(k) == plural and crds.api_version(k) == api_version), None
         )
         if kind not in api.installed:
-            return self._send(404, status_body(404, "NotFound", f"no {plural} in {api_version}"))
+            return self.reply(404, status_body(404, "NotFound", f"no {plural} in {api_version}"))
         if verb == "POST":
             length = int(self.headers.get("Content-Length", "0"))
             return self._create(kind, namespace, json.loads(self.rfile.read(length) or b"{}"))
@@ -154,17 +145,17 @@ class _Handler(BaseHTTPRequestHandler):
             with api._lock:
                 job = api.jobs.get(key)
                 body = json.loads(json.dumps(job.obj)) if job else None
-            return self._send(200, body) if body else self._send(404, status_body(404, "NotFound", f"{name} not found"))
+            return self.reply(200, body) if body else self.reply(404, status_body(404, "NotFound", f"{name} not found"))
         if verb == "DELETE":
             api.record("delete", kind, key[1])
             with api._lock:
                 job = api.jobs.pop(key, None)
             if job is None:
-                return self._send(404, status_body(404, "NotFound", f"{name} not found"))
+                return self.reply(404, status_body(404, "NotFound", f"{name} not found"))
             if job.processes is not None:
                 job.processes.stop()
-            return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
-        return self._send(405, status_body(405, "MethodNotAllowed", verb))
+            return self.reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+        return self.reply(405, status_body(405, "MethodNotAllowed", verb))
 
     def _create(self, kind: str, namespace: str, body: dict[str, Any]) -> None:
         api = self.api
@@ -174,10 +165,10 @@ class _Handler(BaseHTTPRequestHandler):
         if (body.get("metadata") or {}).get("namespace", namespace) != namespace:
             problems.append("metadata/namespace: does not match the request's namespace")
         if problems:
-            return self._send(422, status_body(422, "Invalid", "; ".join(problems)))
+            return self.reply(422, status_body(422, "Invalid", "; ".join(problems)))
         with api._lock:
             if (namespace, name) in api.jobs:
-                return self._send(409, status_body(409, "AlreadyExists", f"{name} already exists"))
+                return self.reply(409, status_body(409, "AlreadyExists", f"{name} already exists"))
             body["metadata"].update(
                 {
                     "namespace": namespace,
@@ -193,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
             job.shown = job.phase
             api.jobs[(namespace, name)] = job
             created = json.loads(json.dumps(body))
-        self._send(201, created)
+        self.reply(201, created)
 
     def _watch(self, namespace: str, name: str, timeout_s: float) -> None:
         api = self.api
@@ -226,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
         pods = [
             p for p in self.api.pods(namespace) if all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())
         ]
-        self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+        self.reply(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
 
     def _log(self, namespace: str, pod: str, query: dict) -> None:
         api = self.api
@@ -241,9 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
                 None,
             )
         if owner is None:
-            return self._send(404, status_body(404, "NotFound", f"pod {pod} not found"))
+            return self.reply(404, status_body(404, "NotFound", f"pod {pod} not found"))
         if query.get("container") != CONTAINER[owner.kind]:
-            return self._send(400, status_body(400, "BadRequest", f"container {query.get('container')!r} is not valid"))
+            return self.reply(400, status_body(400, "BadRequest", f"container {query.get('container')!r} is not valid"))
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
