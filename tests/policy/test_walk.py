@@ -119,3 +119,27 @@ def test_default_reports_what_the_walk_ruled_out_while_exploring(overlap):
     assert [b for b, a in states.items() if a.pruned] == [8, 16, 32, 64]
     assert {a.stage for a in states.values()} == {"pruned", "exploration"}
     assert policy.decide(spec, h, 0).batch_size == 256
+
+
+def test_the_first_wave_explores_two_sizes_down_then_one_up_while_nothing_has_finished():
+    spec, policy = make_spec(), get_policy("turning-walk")
+    h = history((0, 128, "dispatched", None))
+    picks = []
+    for recurrence in range(1, 5):  # four more recurrences start before any trial finishes
+        d = policy.decide(spec, h, 0)
+        picks.append((d.batch_size, d.stage))
+        h.append(record(recurrence, recurrence, d.batch_size, "dispatched"))
+    assert picks == [(64, "exploration"), (32, "exploration"), (256, "exploration"), (128, "exploration-concurrent")]
+    assert policy.decide(spec, h[:1], 0).cost_threshold is None  # no recurrence has a cost to stop at yet
+    off = type(policy)(first_wave_down=0, first_wave_up=0)
+    assert off.decide(spec, h[:1], 0).batch_size == 128  # without the first wave: the default again
+
+
+def test_a_concurrent_recurrence_never_runs_a_pruned_size():
+    """The default missed, nothing reached, the walk's next size is in flight: the cheapest explored size
+    would be the pruned default, so it runs the in-flight size again."""
+    spec, policy = make_spec(batch_sizes=(8, 16), default_batch_size=8, beta_knob=None), get_policy("turning-walk")
+    h = history((1, 8, "not_reached", 5.0), (2, 16, "dispatched", None))
+    d = policy.decide(spec, h, 0)
+    assert (d.batch_size, d.stage) == (16, "exploration-concurrent")
+    assert {a.batch_size: a.pruned for a in policy.arm_states(spec, h)} == {8: True, 16: False}

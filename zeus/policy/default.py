@@ -86,6 +86,8 @@ class DefaultPolicy:
         hard_turn: float | None = 1.5,
         skip_margin: float | None = 0.05,
         overlap: bool = True,
+        first_wave_down: int = 2,
+        first_wave_up: int = 1,
         prior_cv: float = 0.1,
         prior_weight: float = 2.0,
         contend_factor: float = 1.1,
@@ -96,6 +98,7 @@ class DefaultPolicy:
         self.hard_turn = hard_turn
         self.skip_margin = skip_margin
         self.overlap = overlap
+        self.first_wave_down, self.first_wave_up = first_wave_down, first_wave_up
         self.prior_cv = prior_cv
         self.prior_weight = prior_weight
         self.contend_factor = contend_factor
@@ -136,12 +139,18 @@ class DefaultPolicy:
         expected = walk.expected
         if not view.in_flight(expected):
             return Decision(expected, threshold, "exploration", f"exploring batch size {expected}")
+        if self.overlap and not walk.steps:  # the first wave: nothing has finished yet
+            for b in _first_wave(view, expected, self.first_wave_down, self.first_wave_up):
+                why = f"exploration of {expected} is in flight and nothing has finished: exploring {b} meanwhile"
+                return Decision(b, threshold, "exploration", why)
         if self.overlap and threshold is not None:  # never without an early stop: it could run max_epochs
             for b in _meanwhile(view, walk):
                 why = f"exploration of {expected} is in flight: exploring {b} meanwhile"
                 return Decision(b, threshold, "exploration", why)
         fallback = walk.best_size or feasible_default(view.feasible, spec.default_batch_size)
         why = f"exploration of {expected} is in flight; running the cheapest explored size {fallback}"
+        if fallback in walk.ruled_out:  # e.g. the default missed and nothing reached yet: never run a pruned size
+            fallback, why = expected, f"exploration of {expected} is in flight and no explored size is left: {expected}"
         return Decision(fallback, threshold, "exploration-concurrent", why)
 
     def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
@@ -203,6 +212,18 @@ def first_observations(view: HistoryView) -> dict[int, Observation]:
         int(b): (float(view.obs_costs[i]), bool(view.obs_reached[i]))
         for b, i in zip(sizes.tolist(), idx.tolist(), strict=True)
     }
+
+
+def _first_wave(view: HistoryView, default: int, down: int, up: int) -> list[int]:
+    """What overlapping recurrences explore while the default size's first trial is in flight and nothing
+    has finished: the walk's first `down` sizes below the default, nearest first, then its first `up`
+    sizes above it. None of them has an early stop (no recurrence has a cost yet), but each is a size the
+    sequential walk would most likely try next, and waiting for the default's result would run the
+    default size K times. Sizes already in flight are left out."""
+    sizes = sorted(view.feasible)
+    i = sizes.index(default)
+    options = [*reversed(sizes[max(0, i - down) : i]), *sizes[i + 1 : i + 1 + up]]
+    return [b for b in options if not view.in_flight(b)]
 
 
 def _meanwhile(view: HistoryView, walk: WalkState) -> list[int]:
