@@ -231,7 +231,7 @@ def validate_run_arguments(package: Path, arguments: dict[str, Any]) -> None:
     in a pod minutes later. The policy name is checked the same way.
     """
     from zeus.job import JobSpec
-    from zeus.policy import POLICY_NAMES, get_policy
+    from zeus.policy import ALLOWED_POLICIES, get_policy
     from zeus.settings import settings_of
     from zeus.steps import spec_from_params
 
@@ -247,7 +247,7 @@ def validate_run_arguments(package: Path, arguments: dict[str, Any]) -> None:
         try:
             get_policy(policy)
         except ValueError:
-            raise ClusterInputError("policy", policy, f"one of {', '.join(POLICY_NAMES)}") from None
+            raise ClusterInputError("policy", policy, f"one of {ALLOWED_POLICIES}") from None
 
 
 def upload(client: Any, package: Path, name: str, description: str | None = None) -> dict[str, str]:

@@ -31,18 +31,12 @@ def test_preprocess_bandit_feedback_bodies(tmp_path):
     assert tuple(out[1:]) == ("run-1", 1)
     assert (tmp_path / "data" / "README.txt").is_file()
 
+    # What bandit and feedback of one attempt both take, as pipelines/dag.py passes it to both.
+    trial_key = dict(store_uri=uri, job_id=SPEC.job_id, recurrence_id="run-1", attempt=1, policy="default")
+
     def ask_bandit(name: str, reprofile: bool = False):
         reuse = dsl.Dataset(uri=str(tmp_path / name), name=name)
-        out = bandit.python_func(
-            store_uri=uri,
-            job_id=SPEC.job_id,
-            recurrence_id="run-1",
-            attempt=1,
-            policy="default",
-            run_id="run-1",
-            reprofile=reprofile,
-            reuse_profile=reuse,
-        )
+        out = bandit.python_func(**trial_key, run_id="run-1", reprofile=reprofile, reuse_profile=reuse)
         return (*out, pd.read_parquet(reuse.path))
 
     size, threshold, trial, trial_seed, reuse = ask_bandit("reuse-1")
@@ -64,15 +58,7 @@ def test_preprocess_bandit_feedback_bodies(tmp_path):
     result = TrialResult.build(
         SPEC, batch_size=size, status=TrialStatus.REACHED, time_s=3.0, energy_j=500.0, num_epochs=2, metric=0.95
     )
-    reached = feedback.python_func(
-        store_uri=uri,
-        job_id=SPEC.job_id,
-        recurrence_id="run-1",
-        attempt=1,
-        policy="default",
-        result_json=json.dumps(result.to_dict()),
-        profile=profile,
-    )
+    reached = feedback.python_func(**trial_key, result_json=json.dumps(result.to_dict()), profile=profile)
     assert reached is True
     stored = open_store(uri).trials(SPEC.job_id)
     assert stored["status"].tolist() == ["reached"] and stored["cost"].iloc[0] == result.cost

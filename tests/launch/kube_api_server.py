@@ -10,12 +10,13 @@ calls, the way the API server and the Kubeflow operators would answer them:
   the operator's own: node index / replica type), listed by label selector;
 - a pod's log, following (follow=true) until the job ends.
 
-Each job lives through a `Scenario`: its phases (Pending, Running, then Succeeded, Failed, or
-Evicted: the master pod evicted while the job still runs), optionally held at one phase until the
-test releases it. A watch moves the job through its phases, one event each; just before the last
-phase `on_end` runs (what rank 0's node leaves in the store). With `run_pods_in`, the job's pods
-instead run as local processes (stand_in_kubelet.py) and the job's phase is theirs. Every request
-is recorded in order (`calls`), so a test can check what the launcher did and in which order.
+Each job lives through a `Scenario` (kube_objects.py, with what the operator says of it): its phases
+(Pending, Running, then Succeeded, Failed, or Evicted: the master pod evicted while the job still
+runs), optionally held at one phase until the test releases it. A watch moves the job through its
+phases, one event each; just before the last phase `on_end` runs (what rank 0's node leaves in the
+store). With `run_pods_in`, the job's pods instead run as local processes (stand_in_kubelet.py) and
+the job's phase is theirs. Every request is recorded in order (`calls`), so a test can check what
+the launcher did and in which order.
 """
 
 from __future__ import annotations
@@ -25,53 +26,19 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from json_http import JsonHandler
+
 from . import crds
+from .kube_objects import CONTAINER, TERMINAL, Scenario, StandInJob, job_status, pods_of, status_body
 from .stand_in_kubelet import PodProcesses
 
-TERMINAL = ("Succeeded", "Failed", "Evicted")
-CONTAINER = {"TrainJob": "node", "PyTorchJob": "pytorch"}
 JOB_ROUTE = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?$")
 POD_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
-
-
-@dataclass
-class Scenario:
-    """How the stand-in's operator runs every job created while this scenario is set."""
-
-    phases: tuple[str, ...] = ("Pending", "Running", "Succeeded")
-    hold: str | None = None  # stop at this phase until `StandInApi.release()`
-    log: tuple[str, ...] = ("epoch=1 accuracy=0.5", "epoch=2 accuracy=0.9")
-    on_end: Callable[[dict[str, Any]], None] | None = None
-    message: str = ""  # the Failed condition's message, or why the pod was evicted / is unschedulable
-    run_pods_in: Path | None = None  # run the pods' command as local processes (stand_in_kubelet), here
-
-
-@dataclass
-class _Job:
-    obj: dict[str, Any]
-    scenario: Scenario
-    step: int = 0
-    processes: PodProcesses | None = None
-    shown: str = ""  # the phase the job object last said
-
-    @property
-    def kind(self) -> str:
-        return self.obj["kind"]
-
-    @property
-    def phase(self) -> str:
-        return self.processes.phase() if self.processes else self.scenario.phases[self.step]
-
-    @property
-    def message(self) -> str:
-        return self.processes.failure() if self.processes else self.scenario.message
 
 
 @dataclass
@@ -82,7 +49,7 @@ class StandInApi:
     idle_close_s: float = 0.2  # a watch with nothing new to say closes after this (the client then re-watches)
     installed: tuple[str, ...] = ("TrainJob", "PyTorchJob")  # the kinds whose operator (and CRD) the cluster has
     calls: list[tuple[str, ...]] = field(default_factory=list)
-    jobs: dict[tuple[str, str], _Job] = field(default_factory=dict)
+    jobs: dict[tuple[str, str], StandInJob] = field(default_factory=dict)
     url: str = ""
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _released: bool = False
@@ -99,13 +66,13 @@ class StandInApi:
         self._released = True
 
     # -- the stand-in operator ------------------------------------------------------------------------
-    def _advance(self, job: _Job) -> bool:
+    def _advance(self, job: StandInJob) -> bool:
         """One phase on, unless held or at the end; returns whether it moved."""
         with self._lock:
             if job.processes is not None:  # the pods' processes say where the job is
                 if job.phase == job.shown:
                     return False
-                job.shown, job.obj["status"] = job.phase, _status(job)
+                job.shown, job.obj["status"] = job.phase, job_status(job)
                 job.obj["metadata"]["resourceVersion"] = str(int(job.obj["metadata"]["resourceVersion"]) + 1)
                 return True
             last = len(job.scenario.phases) - 1
@@ -114,136 +81,17 @@ class StandInApi:
             if job.step + 1 == last and job.scenario.on_end is not None:
                 job.scenario.on_end(job.obj)
             job.step += 1
-            job.obj["status"] = _status(job)
+            job.obj["status"] = job_status(job)
             job.obj["metadata"]["resourceVersion"] = str(int(job.obj["metadata"]["resourceVersion"]) + 1)
             return True
 
     def pods(self, namespace: str) -> list[dict[str, Any]]:
         with self._lock:
-            return [pod for (ns, _), job in self.jobs.items() if ns == namespace for pod in _pods(job)]
+            return [pod for (ns, _), job in self.jobs.items() if ns == namespace for pod in pods_of(job)]
 
 
-def _condition(kind: str, reason: str, message: str = "") -> dict[str, Any]:
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return {"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}
-
-
-def _status(job: _Job) -> dict[str, Any]:
-    phase, message = job.phase, job.message
-    if job.kind == "TrainJob":
-        done = {
-            "Succeeded": [_condition("Complete", "JobSetCompleted", "jobset completed")],
-            "Failed": [_condition("Failed", "JobSetFailed", message)],
-        }
-        return {"conditions": done.get(phase, [])}
-    conditions = [_condition("Created", "PyTorchJobCreated")]
-    if phase != "Pending":
-        conditions.append(_condition("Running", "PyTorchJobRunning"))
-    if phase == "Succeeded":
-        conditions.append(_condition("Succeeded", "PyTorchJobSucceeded"))
-    if phase == "Failed":
-        conditions.append(_condition("Failed", "PyTorchJobFailed", message))
-    return {"conditions": conditions}
-
-
-def _pod_labels(job: _Job) -> dict[str, str]:
-    spec = job.obj["spec"]
-    if job.kind == "TrainJob":
-        patch = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
-        return dict(patch["template"]["spec"]["template"]["metadata"]["labels"])
-    return dict(spec["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["labels"])
-
-
-def _pods(job: _Job) -> list[dict[str, Any]]:
-    name = job.obj["metadata"]["name"]
-    nodes = (
-        job.obj["spec"]["trainer"]["numNodes"]
-        if job.kind == "TrainJob"
-        else sum(r["replicas"] for r in job.obj["spec"]["pytorchReplicaSpecs"].values())
-    )
-    pods = []
-    for index in range(nodes):
-        labels = _pod_labels(job)
-        if job.kind == "TrainJob":
-            pod_name = f"{name}-node-0-{index}"
-            labels.update(
-                {"jobset.sigs.k8s.io/jobset-name": name, "batch.kubernetes.io/job-completion-index": str(index)}
-            )
-        else:
-            role = "master" if index == 0 else "worker"
-            pod_name = f"{name}-{role}-{0 if index == 0 else index - 1}"
-            labels.update({"training.kubeflow.org/job-name": name, "training.kubeflow.org/replica-type": role})
-        status = _pod_status(job, index)
-        pods.append(
-            {
-                "metadata": {"name": pod_name, "namespace": job.obj["metadata"]["namespace"], "labels": labels},
-                "status": status,
-            }
-        )
-    return pods
-
-
-def _container(job: _Job, state: dict[str, Any]) -> list[dict[str, Any]]:
-    image = (
-        job.obj["spec"]["trainer"]["image"]
-        if job.kind == "TrainJob"
-        else job.obj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"]
-    )
-    status = {"name": CONTAINER[job.kind], "image": image, "imageID": "", "ready": "running" in state}
-    return [{**status, "restartCount": 0, "state": state}]
-
-
-def _pod_status(job: _Job, index: int) -> dict[str, Any]:
-    """Pod `index`'s status: its own process's (run_pods_in), else what the job's phase implies for it."""
-    if job.processes is not None:
-        code = job.processes.procs[index].poll()
-        return _ran(job, {"running": {}}) if code is None else _ended(job, code)
-    master, phase = index == 0, job.phase
-    if phase == "Pending":
-        reason = "Unschedulable" if job.scenario.message else "ContainerCreating"
-        scheduled = {"type": "PodScheduled", "status": "False", "reason": reason, "message": job.scenario.message}
-        return {"phase": "Pending", "conditions": [scheduled] if job.scenario.message else []}
-    if phase == "Running" or (phase == "Evicted" and not master):
-        return _ran(job, {"running": {}})
-    if phase == "Evicted":
-        return {"phase": "Failed", "reason": "Evicted", "message": job.scenario.message}
-    return _ended(job, 0 if phase == "Succeeded" or not master else 1)
-
-
-def _ran(job: _Job, state: dict[str, Any]) -> dict[str, Any]:
-    return {"phase": "Running", "containerStatuses": _container(job, state)}
-
-
-def _ended(job: _Job, code: int) -> dict[str, Any]:
-    terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "message": job.message}
-    phase = "Succeeded" if code == 0 else "Failed"
-    return {"phase": phase, "containerStatuses": _container(job, {"terminated": terminated})}
-
-
-def _status_body(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "reason": reason,
-        "message": message,
-        "code": code,
-    }
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     api: StandInApi  # set on the subclass made per server
-
-    def log_message(self, *_: Any) -> None:  # quiet
-        return
-
-    def _send(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _stream_line(self, text: str) -> None:
         self.wfile.write(text.encode() + b"\n")
@@ -265,7 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
         if pod_match and verb == "GET":
             namespace, pod, is_log = pod_match.groups()
             return self._log(namespace, pod, query) if is_log else self._list_pods(namespace, query)
-        self._send(404, _status_body(404, "NotFound", f"the stand-in does not serve {verb} {url.path}"))
+        self.reply(404, status_body(404, "NotFound", f"the stand-in does not serve {verb} {url.path}"))
 
     def do_GET(self) -> None:
         self._route("GET")
@@ -283,7 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
             (k for k in crds.CRD_FILES if crds.plural(k) == plural and crds.api_version(k) == api_version), None
         )
         if kind not in api.installed:
-            return self._send(404, _status_body(404, "NotFound", f"no {plural} in {api_version}"))
+            return self.reply(404, status_body(404, "NotFound", f"no {plural} in {api_version}"))
         if verb == "POST":
             length = int(self.headers.get("Content-Length", "0"))
             return self._create(kind, namespace, json.loads(self.rfile.read(length) or b"{}"))
@@ -297,19 +145,17 @@ class _Handler(BaseHTTPRequestHandler):
             with api._lock:
                 job = api.jobs.get(key)
                 body = json.loads(json.dumps(job.obj)) if job else None
-            return (
-                self._send(200, body) if body else self._send(404, _status_body(404, "NotFound", f"{name} not found"))
-            )
+            return self.reply(200, body) if body else self.reply(404, status_body(404, "NotFound", f"{name} not found"))
         if verb == "DELETE":
             api.record("delete", kind, key[1])
             with api._lock:
                 job = api.jobs.pop(key, None)
             if job is None:
-                return self._send(404, _status_body(404, "NotFound", f"{name} not found"))
+                return self.reply(404, status_body(404, "NotFound", f"{name} not found"))
             if job.processes is not None:
                 job.processes.stop()
-            return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
-        return self._send(405, _status_body(405, "MethodNotAllowed", verb))
+            return self.reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+        return self.reply(405, status_body(405, "MethodNotAllowed", verb))
 
     def _create(self, kind: str, namespace: str, body: dict[str, Any]) -> None:
         api = self.api
@@ -319,10 +165,10 @@ class _Handler(BaseHTTPRequestHandler):
         if (body.get("metadata") or {}).get("namespace", namespace) != namespace:
             problems.append("metadata/namespace: does not match the request's namespace")
         if problems:
-            return self._send(422, _status_body(422, "Invalid", "; ".join(problems)))
+            return self.reply(422, status_body(422, "Invalid", "; ".join(problems)))
         with api._lock:
             if (namespace, name) in api.jobs:
-                return self._send(409, _status_body(409, "AlreadyExists", f"{name} already exists"))
+                return self.reply(409, status_body(409, "AlreadyExists", f"{name} already exists"))
             body["metadata"].update(
                 {
                     "namespace": namespace,
@@ -331,14 +177,14 @@ class _Handler(BaseHTTPRequestHandler):
                     "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 }
             )
-            job = _Job(body, api.scenario)
+            job = StandInJob(body, api.scenario)
             if api.scenario.run_pods_in is not None:
                 job.processes = PodProcesses(body, api.scenario.run_pods_in / name)
-            body["status"] = _status(job)
+            body["status"] = job_status(job)
             job.shown = job.phase
             api.jobs[(namespace, name)] = job
             created = json.loads(json.dumps(body))
-        self._send(201, created)
+        self.reply(201, created)
 
     def _watch(self, namespace: str, name: str, timeout_s: float) -> None:
         api = self.api
@@ -371,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
         pods = [
             p for p in self.api.pods(namespace) if all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())
         ]
-        self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+        self.reply(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
 
     def _log(self, namespace: str, pod: str, query: dict) -> None:
         api = self.api
@@ -381,16 +227,14 @@ class _Handler(BaseHTTPRequestHandler):
                 (
                     job
                     for (ns, _), job in api.jobs.items()
-                    if ns == namespace and any(p["metadata"]["name"] == pod for p in _pods(job))
+                    if ns == namespace and any(p["metadata"]["name"] == pod for p in pods_of(job))
                 ),
                 None,
             )
         if owner is None:
-            return self._send(404, _status_body(404, "NotFound", f"pod {pod} not found"))
+            return self.reply(404, status_body(404, "NotFound", f"pod {pod} not found"))
         if query.get("container") != CONTAINER[owner.kind]:
-            return self._send(
-                400, _status_body(400, "BadRequest", f"container {query.get('container')!r} is not valid")
-            )
+            return self.reply(400, status_body(400, "BadRequest", f"container {query.get('container')!r} is not valid"))
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
@@ -405,10 +249,10 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 time.sleep(0.02)
 
-    def _follow_process_log(self, job: _Job, pod: str) -> None:
+    def _follow_process_log(self, job: StandInJob, pod: str) -> None:
         """A pod run as a process: its output so far, then more as it comes, until the process ends."""
         assert job.processes is not None
-        index = [p["metadata"]["name"] for p in _pods(job)].index(pod)
+        index = [p["metadata"]["name"] for p in pods_of(job)].index(pod)
         proc, offset = job.processes.procs[index], 0
         while True:
             ended = proc.poll() is not None

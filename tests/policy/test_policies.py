@@ -13,9 +13,10 @@ from zeus.policy.history import retry_charges
 
 
 def test_names_and_unknown_name_error():
-    assert set(POLICY_NAMES) == {"default", "zeus-nsdi23"}
+    assert set(POLICY_NAMES) == {"turning-walk", "zeus-nsdi23"}  # named by algorithm
     assert {get_policy(n).name for n in POLICY_NAMES} == set(POLICY_NAMES)
-    with pytest.raises(ValueError, match=r"policy='greedy'.*default, zeus-nsdi23"):
+    assert get_policy("default").name == "turning-walk"  # the alias users and schedules keep
+    with pytest.raises(ValueError, match=r"policy='greedy'.*turning-walk, zeus-nsdi23, default \(= turning-walk\)"):
         get_policy("greedy")
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from json_http import JsonHandler
 
 from zeus.power import GPUError, open_gpu
 from zeus.power.zeusd import ZeusdClient, ZeusdGPU
@@ -21,23 +22,12 @@ class Daemon:
         self.requests: list[tuple[str, str, dict]] = []
         daemon = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep test output quiet
-                pass
-
-            def _reply(self, code: int, body: dict | None = None) -> None:
-                data = json.dumps(body or {}).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 if urlparse(self.path).path == "/discover":
-                    self._reply(200, {"gpu_ids": [0, 1, 2, 3], "enabled_api_groups": ["gpu-control", "gpu-read"]})
+                    self.reply(200, {"gpu_ids": [0, 1, 2, 3], "enabled_api_groups": ["gpu-control", "gpu-read"]})
                 else:
-                    self._reply(404)
+                    self.reply(404)
 
             def do_POST(self) -> None:
                 url = urlparse(self.path)
@@ -47,10 +37,10 @@ class Daemon:
                 current = url.path == "/gpu/set_power_limit"
                 legacy = url.path.startswith("/gpu/") and url.path.endswith("/set_power_limit") and not current
                 if daemon.mode == "refuse":
-                    self._reply(403, {"error": "missing scope gpu-control"})
+                    self.reply(403, {"error": "missing scope gpu-control"})
                 else:
                     served = (current and daemon.mode == "current") or (legacy and daemon.mode == "legacy")
-                    self._reply(200 if served else 404)
+                    self.reply(200 if served else 404)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

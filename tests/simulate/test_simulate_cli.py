@@ -34,9 +34,20 @@ def test_simulate_rejects_bad_names_with_allowed_values(tmp_path):
     result = runner.invoke(app, ["simulate", "--workload", "mnist"])
     assert result.exit_code == 2 and "workload='mnist'" in result.output and "librispeech" in result.output
     result = runner.invoke(app, ["simulate", "--workload", "squad", "--policy", "greedy"])
-    assert result.exit_code == 2 and "default, zeus-nsdi23" in result.output
+    assert result.exit_code == 2 and "turning-walk, zeus-nsdi23, default (= turning-walk)" in result.output
     result = runner.invoke(app, ["simulate", "--workload", "squad", "--seeds", "1", "x"])
     assert result.exit_code == 2 and "seeds" in result.output
+    for bad in ("-3", "5-2", "1-", "1-x"):  # negative, reversed or half ranges
+        result = runner.invoke(app, ["simulate", "--workload", "squad", "--seeds", bad])
+        assert result.exit_code == 2 and f"invalid seeds='{bad}'" in result.output, (bad, result.output)
+
+
+def test_simulate_takes_a_seed_range(tmp_path):
+    out = tmp_path / "seeds.json"
+    args = ["simulate", "--workload", "squad", "--recurrences", "2", "--seeds", "3-5", "7", "--json", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert [s["seed"] for s in json.loads(out.read_text())["seeds"]] == [3, 4, 5, 7]
     result = runner.invoke(app, ["simulate", "--workload", "squad", "--power-trace", str(tmp_path / "no.csv")])
     assert result.exit_code == 2 and "not found" in result.output
 

@@ -8,6 +8,7 @@ reader at the moment of the call (so the file must exist then and be a pipeline 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,6 +37,18 @@ class Recorder:
         return found[0]
 
 
+def _canned(method: str, **reply: str) -> Callable[..., SimpleNamespace]:
+    """A FakeKfpClient method that records the call (bound to kfp.Client's own `method`) and answers
+    with the fixed ids in `reply`: the calls differ only in their name and their answer."""
+
+    def call(self: FakeKfpClient, *args: Any, **kwargs: Any) -> SimpleNamespace:
+        self._record(method, args, kwargs)
+        return SimpleNamespace(**reply)
+
+    call.__name__ = method
+    return call
+
+
 class FakeKfpClient:
     def __init__(self, recorder: Recorder, *args: Any, **kwargs: Any) -> None:
         self._recorder = recorder
@@ -59,22 +72,8 @@ class FakeKfpClient:
     def get_pipeline_id(self, *args: Any, **kwargs: Any) -> str | None:
         return self._recorder.existing_pipelines.get(self._record("get_pipeline_id", args, kwargs)["name"])
 
-    def upload_pipeline(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
-        self._record("upload_pipeline", args, kwargs)
-        return SimpleNamespace(pipeline_id="pipe-123")
-
-    def upload_pipeline_version(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
-        self._record("upload_pipeline_version", args, kwargs)
-        return SimpleNamespace(pipeline_version_id="ver-456")
-
-    def create_run_from_pipeline_package(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
-        self._record("create_run_from_pipeline_package", args, kwargs)
-        return SimpleNamespace(run_id="run-789")
-
-    def create_experiment(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
-        self._record("create_experiment", args, kwargs)
-        return SimpleNamespace(experiment_id="exp-42")
-
-    def create_recurring_run(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
-        self._record("create_recurring_run", args, kwargs)
-        return SimpleNamespace(recurring_run_id="rr-7")
+    upload_pipeline = _canned("upload_pipeline", pipeline_id="pipe-123")
+    upload_pipeline_version = _canned("upload_pipeline_version", pipeline_version_id="ver-456")
+    create_run_from_pipeline_package = _canned("create_run_from_pipeline_package", run_id="run-789")
+    create_experiment = _canned("create_experiment", experiment_id="exp-42")
+    create_recurring_run = _canned("create_recurring_run", recurring_run_id="rr-7")

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import yaml
+from json_http import JsonHandler
 
 API = "/apis/v2beta1"
 
@@ -61,18 +62,7 @@ def _multipart(content_type: str, body: bytes) -> dict[str, Any]:
 
 
 def _handler(state: KfpApiState) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:  # keep test output clean
-            pass
-
-        def _reply(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def _record(self) -> Request:
             url = urlparse(self.path)
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -100,45 +90,45 @@ def _handler(state: KfpApiState) -> type[BaseHTTPRequestHandler]:
             r = self._record()
             if r.path == f"{API}/healthz":
                 version = {"tag_name": state.tag_name, "commit_sha": "0" * 40} if state.tag_name else {}
-                return self._reply(200, {"multi_user": state.multi_user, **version})
+                return self.reply(200, {"multi_user": state.multi_user, **version})
             if r.path == f"{API}/pipelines":
                 name = self._named(r.query)
                 found = (
                     [{"pipeline_id": state.pipelines[name], "display_name": name}] if name in state.pipelines else []
                 )
-                return self._reply(200, {"pipelines": found, "total_size": len(found)})
+                return self.reply(200, {"pipelines": found, "total_size": len(found)})
             if r.path == f"{API}/experiments":
                 auth = r.headers.get("Authorization") or r.headers.get("authorization")
                 if state.token is not None and auth != f"Bearer {state.token}":
-                    return self._reply(401, {"error": "Unauthorized"})
+                    return self.reply(401, {"error": "Unauthorized"})
                 if state.namespaces is not None and r.query.get("namespace") not in state.namespaces:
-                    return self._reply(403, {"error": "not allowed in this namespace"})
+                    return self.reply(403, {"error": "not allowed in this namespace"})
                 name = self._named(r.query)
                 found = (
                     [{"experiment_id": state.experiments[name], "display_name": name}]
                     if name in state.experiments
                     else []
                 )
-                return self._reply(200, {"experiments": found, "total_size": len(found)})
-            return self._reply(404, {"error": f"not served: GET {r.path}"})
+                return self.reply(200, {"experiments": found, "total_size": len(found)})
+            return self.reply(404, {"error": f"not served: GET {r.path}"})
 
         def do_POST(self) -> None:
             r = self._record()
             if r.path == f"{API}/pipelines/upload":
                 pipeline_id = f"pipe-{len(state.pipelines) + 1}"
                 state.pipelines[r.query["name"]] = pipeline_id
-                return self._reply(200, {"pipeline_id": pipeline_id, "display_name": r.query["name"]})
+                return self.reply(200, {"pipeline_id": pipeline_id, "display_name": r.query["name"]})
             if r.path == f"{API}/pipelines/upload_version":
-                return self._reply(200, {"pipeline_id": r.query["pipelineid"], "pipeline_version_id": "ver-1"})
+                return self.reply(200, {"pipeline_id": r.query["pipelineid"], "pipeline_version_id": "ver-1"})
             if r.path == f"{API}/experiments":
                 experiment_id = f"exp-{len(state.experiments) + 1}"
                 state.experiments[r.body["display_name"]] = experiment_id
-                return self._reply(200, {"experiment_id": experiment_id, "display_name": r.body["display_name"]})
+                return self.reply(200, {"experiment_id": experiment_id, "display_name": r.body["display_name"]})
             if r.path == f"{API}/runs":
-                return self._reply(200, {"run_id": "run-1", "display_name": r.body.get("display_name")})
+                return self.reply(200, {"run_id": "run-1", "display_name": r.body.get("display_name")})
             if r.path == f"{API}/recurringruns":
-                return self._reply(200, {"recurring_run_id": "rr-1", "display_name": r.body.get("display_name")})
-            return self._reply(404, {"error": f"not served: POST {r.path}"})
+                return self.reply(200, {"recurring_run_id": "rr-1", "display_name": r.body.get("display_name")})
+            return self.reply(404, {"error": f"not served: POST {r.path}"})
 
     return Handler
 

@@ -243,7 +243,10 @@ def test_a_word_that_merely_contains_token_is_a_normal_parameter() -> None:
         (["job_id=../x"], "invalid job_id='../x'"),
         (["batch_sizes=[16,32]"], "invalid default_batch_size=128: allowed one of batch_sizes [16, 32]"),
         (["max_epochs=0"], "invalid max_epochs=0"),
-        (["policy=greedy"], "invalid policy='greedy': allowed one of default, zeus-nsdi23"),
+        (
+            ["policy=greedy"],
+            "invalid policy='greedy': allowed one of turning-walk, zeus-nsdi23, default (= turning-walk)",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["submit", "schedule"])

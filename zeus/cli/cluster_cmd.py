@@ -91,14 +91,22 @@ def _compile_options(
     }
 
 
-def _arguments(pairs: list[str] | None, path: Path) -> dict[str, Any]:
-    from pipelines.client import parse_arguments, pipeline_parameters
+def _run_arguments(pairs: list[str] | None, path: Path) -> dict[str, Any]:
+    """The --param pairs as the package's run arguments, checked against it: submit and schedule both
+    call this before they connect, so bad input never reaches the network."""
+    from pipelines.client import parse_arguments, pipeline_parameters, validate_run_arguments
     from zeus.train.collectors import PARAM, CollectorSpec
 
     arguments = parse_arguments(pairs or [], pipeline_parameters(path))
     if arguments.get(PARAM):  # checked at the edge (@file.yaml allowed), sent as canonical JSON
         arguments[PARAM] = CollectorSpec.from_arg(str(arguments[PARAM])).to_json()
+    validate_run_arguments(path, arguments)
     return arguments
+
+
+def _echo_ui_link(host: str, page: str, object_id: str) -> None:
+    """Print where the KFP UI shows what a command just made (`page`: pipelines, runs, recurringrun)."""
+    typer.echo(f"{host.rstrip('/')}/#/{page}/details/{object_id}")
 
 
 @app.command()
@@ -123,7 +131,7 @@ def upload(
         result = do_upload(connect(), path, name, description)
     details = " ".join(f"{k}={v}" for k, v in result.items())
     typer.echo(f"uploaded pipeline {name!r}: {details}")
-    typer.echo(f"{conn.host.rstrip('/')}/#/pipelines/details/{result['pipeline_id']}")
+    _echo_ui_link(conn.host, "pipelines", result["pipeline_id"])
 
 
 @app.command()
@@ -145,12 +153,10 @@ def submit(
 ) -> None:
     """Start one recurrence of the job on the cluster now."""
     from pipelines.client import submit as do_submit
-    from pipelines.client import validate_run_arguments
 
     options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
     with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
-        arguments = _arguments(param, path)
-        validate_run_arguments(path, arguments)  # before connecting: bad input never reaches the network
+        arguments = _run_arguments(param, path)  # before connecting
         run_id = do_submit(
             connect(),
             path,
@@ -162,7 +168,7 @@ def submit(
             service_account=service_account,
         )
     typer.echo(f"submitted run {run_id} in experiment {experiment!r}")
-    typer.echo(f"{conn.host.rstrip('/')}/#/runs/details/{run_id}")
+    _echo_ui_link(conn.host, "runs", run_id)
 
 
 @app.command()
@@ -188,14 +194,13 @@ def schedule(
 ) -> None:
     """Run the job on a schedule: one recurrence per cron tick (kfp recurring run)."""
     from pipelines.client import schedule as do_schedule
-    from pipelines.client import validate_cron, validate_max_concurrency, validate_run_arguments
+    from pipelines.client import validate_cron, validate_max_concurrency
 
     validate_cron(cron)  # the cheap checks before compiling anything
     validate_max_concurrency(max_concurrency)
     options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
     with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
-        arguments = _arguments(param, path)
-        validate_run_arguments(path, arguments)  # before connecting: bad input never reaches the network
+        arguments = _run_arguments(param, path)  # before connecting
         recurring_id = do_schedule(
             connect(),
             path,
@@ -211,4 +216,4 @@ def schedule(
             service_account=service_account,
         )
     typer.echo(f"scheduled {name!r} ({cron}, max {max_concurrency} at once): recurring_run_id={recurring_id}")
-    typer.echo(f"{conn.host.rstrip('/')}/#/recurringrun/details/{recurring_id}")
+    _echo_ui_link(conn.host, "recurringrun", recurring_id)

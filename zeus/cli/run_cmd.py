@@ -33,6 +33,7 @@ RUN_TRIAL_FIELDS = ["attempt", "batch_size", "power_limit_w", "cost", "status", 
 
 def _comparison_lines(comparison, policy: str, seed: int) -> list[str]:
     """The job's cumulative figures against the default config, the oracle and the simulator."""
+    from zeus.policy import policy_label
     from zeus.report.units import duration, si
 
     c = comparison
@@ -43,7 +44,7 @@ def _comparison_lines(comparison, policy: str, seed: int) -> list[str]:
         ("oracle", c.oracle),
     ]
     width = max(len(name) for name, _ in rows)
-    lines = [f"cumulative over {c.num_recurrences} recurrence(s), policy {policy}:"]
+    lines = [f"cumulative over {c.num_recurrences} recurrence(s), policy {policy_label(policy)}:"]
     lines.append(f"  {'':{width}}  {'cost (J)':>10}  {'energy':>10}  {'time':>9}")
     for name, fig in rows:
         lines.append(
@@ -112,7 +113,9 @@ def run(
             help="Store: a directory, file:// or s3://bucket/prefix. Default: $ZEUS_KFP_STORE or ./.zeus-kfp/store."
         ),
     ] = None,
-    policy: Annotated[str, typer.Option(help="Batch-size policy: default or zeus-nsdi23.")] = "default",
+    policy: Annotated[
+        str, typer.Option(help="Batch-size policy: turning-walk (alias default) or zeus-nsdi23.")
+    ] = "default",
     attempts: Annotated[
         int | None,
         typer.Option(help="Trials per recurrence at most (the retry loop's length). Default: the spec's, 5."),
@@ -197,6 +200,7 @@ def run(
     from zeus.cli.job_setup import choose_job
     from zeus.cli.stores import open_for_writing
     from zeus.cli.tables import console
+    from zeus.policy import policy_label
     from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout
 
     job = choose_job(
@@ -217,7 +221,8 @@ def run(
     out.print(
         f"zeus-kfp run: {recurrences} recurrence(s) of job {spec.job_id} ({job.what}; batch sizes "
         f"{list(spec.batch_sizes)}, default {spec.default_batch_size}, target {spec.metric_name} "
-        f"{'>=' if spec.higher_is_better else '<='} {spec.target_metric:g}) with policy {policy}, seed {spec.seed}, "
+        f"{'>=' if spec.higher_is_better else '<='} {spec.target_metric:g}) with policy {policy_label(policy)}, "
+        f"seed {spec.seed}, "
         f"store {opened.uri}",
         soft_wrap=True,
         markup=False,

@@ -42,6 +42,21 @@ def _trials_table(out, result, wide: bool) -> None:
     print_trials(out, f"seed {result.seed}: every trial", [asdict(t) for t in result.trials], fields, wide=wide)
 
 
+def _seed_list(words: list[str]) -> list[int]:
+    """Seeds from words, each a non-negative integer or an inclusive range A-B (numpy refuses negative seeds)."""
+    from zeus.errors import FieldError
+
+    seeds: list[int] = []
+    for word in words:
+        first, dash, last = word.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()) or (dash and int(last) < int(first)):
+            raise FieldError(
+                "seeds", word, "non-negative integers or ranges A-B with A <= B, e.g. --seeds 1 2 3 or 0-19"
+            )
+        seeds.extend(range(int(first), int(last or first) + 1))
+    return seeds
+
+
 def _check_json_target(path: Path | None) -> None:
     """Refuse, before simulating anything, a --json file whose directory is missing or is a file."""
     from zeus.errors import FieldError
@@ -72,7 +87,9 @@ def simulate(
         str,
         typer.Option(help="Trace workload: librispeech, cifar100, imagenet, squad, sentiment140 or movielens-1m."),
     ],
-    policy: Annotated[str, typer.Option(help="Batch-size policy to simulate: default or zeus-nsdi23.")] = "default",
+    policy: Annotated[
+        str, typer.Option(help="Batch-size policy to simulate: turning-walk (alias default) or zeus-nsdi23.")
+    ] = "default",
     train_trace: Annotated[
         Path | None,
         typer.Option(help="Train trace CSV (summary_train.csv columns). Default: the shipped NSDI'23 trace."),
@@ -85,9 +102,10 @@ def simulate(
         ),
     ] = None,
     seeds: Annotated[
-        list[int] | None,
+        list[str] | None,
         typer.Option(
-            help="Seeds to simulate, one simulation each: --seeds 1 2 3 (or repeat --seeds). Default: 1.",
+            help="Seeds to simulate, one simulation each: --seeds 1 2 3, a range --seeds 0-19, or repeat --seeds. "
+            "Default: 1.",
             show_default=False,
         ),
     ] = None,
@@ -126,11 +144,10 @@ def simulate(
 
     # Click options take one value each; the words after `--seeds 1` arrive as extra arguments.
     extra = [a for a in ctx.args]
-    bad = [a for a in extra if not a.lstrip("-").isdigit()]
-    if bad or (extra and seeds is None):
+    if extra and seeds is None:
         raise FieldError("seeds", extra, "integers after --seeds, e.g. --seeds 1 2 3")
     _check_json_target(json_out)
-    seed_list = [*(seeds or [1]), *(int(a) for a in extra)]
+    seed_list = _seed_list([*(seeds or ["1"]), *extra])
     train = train_trace or shipped_trace("train")
     power = power_trace or "v100"
     try:

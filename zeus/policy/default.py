@@ -79,7 +79,7 @@ class DefaultPolicy:
     The constructor's knobs exist so benchmarks can measure alternatives; the defaults are the winners.
     """
 
-    name = "default"
+    name = "turning-walk"  # named by its algorithm; "default" is an alias (zeus.policy.ALIASES)
 
     def __init__(
         self,
