@@ -86,7 +86,9 @@ def ensure_venv(path: Path) -> Path:
 
 
 def _server_env(database_url: str) -> dict[str, str]:
-    return dict(os.environ, ZEUS_BSO_DATABASE_URL=database_url, ZEUS_BSO_LOG_LEVEL="WARN")
+    # PYTHONSAFEPATH: `python -c` would otherwise put the working directory first on sys.path, and run
+    # from this repository's root that makes `import zeus` find zeus-kfp's package, not Zeus's.
+    return dict(os.environ, ZEUS_BSO_DATABASE_URL=database_url, ZEUS_BSO_LOG_LEVEL="WARN", PYTHONSAFEPATH="1")
 
 
 class BsoServer:
@@ -97,7 +99,7 @@ class BsoServer:
         self.process: subprocess.Popen | None = None
         self.port = 0
         if not db.exists():
-            subprocess.run([python, "-c", CREATE_TABLES, str(db)], check=True)
+            subprocess.run([python, "-c", CREATE_TABLES, str(db)], env=_server_env(""), check=True)
 
     def start(self) -> None:
         # A port the OS picked (port 0), handed to uvicorn by number: a socket passed with --fd loses
@@ -119,6 +121,7 @@ class BsoServer:
                 "warning",
             ],
             env=_server_env(f"sqlite+aiosqlite:///{self.db}"),
+            cwd=self.db.parent,  # uvicorn puts its working directory on sys.path (see _server_env)
         )
         for _ in range(300):
             try:

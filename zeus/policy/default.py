@@ -43,10 +43,11 @@ start together have nothing to go on but the default size, whose first trial cos
 recurrences over the oracle on these cells, so K = 4 cannot come within 1.25x of K = 1 here without
 running sizes nobody has seen with no early stop (floor: 3.20 + 3 x 0.70 = 5.30, 1.65x).
 
-Everything is re-derived from the history (dispatched trials included), so any process decides the
-same, and every statistic used folds trial by trial: per size its first result, counts and sums of
-its (charged) costs, sums of squares of its repeat costs, whether it reached; the smallest oom; the
-cheapest reached recurrence; the largest finished trial number (for "outlasted").
+Everything is derived from the history (dispatched trials included), so any process decides the
+same, and every statistic used folds trial by trial (zeus.policy.tally): per size its first result,
+the count and sum of its costs and its misses' charges, the spread of its repeat costs, whether it
+reached; the smallest oom; the cheapest reached recurrence; the largest finished trial number (for
+"outlasted"). `decide_from` decides from such a fold kept between decisions (zeus.policy.fold).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from zeus.job import JobSpec, TrialRecord
 from zeus.policy.base import ArmState, Decision
 from zeus.policy.history import HistoryView, decision_rng, read_history
 from zeus.policy.pruning import feasible_default
-from zeus.policy.walk import Observation, WalkState, replay_walk
+from zeus.policy.walk import WalkState, replay_walk
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,11 @@ class DefaultPolicy:
 
     # -- shared by decide and arm_states -------------------------------------------------------
 
-    def _plan(self, spec: JobSpec, history: Sequence[TrialRecord]) -> _Plan:
-        view = read_history(spec, history)
+    def _plan(self, spec: JobSpec, view: HistoryView) -> _Plan:
         walk = replay_walk(
             view.feasible,
             feasible_default(view.feasible, spec.default_batch_size),
-            first_observations(view),
+            view.first_observations(),
             turn_margin=self.turn_margin,
             hard_turn=self.hard_turn,
             skip_margin=self.skip_margin,
@@ -123,12 +123,10 @@ class DefaultPolicy:
         """Relative noise of a trial's cost, pooled over sizes from reached trials after each size's
         first (which carries the profiling epoch), shrunk toward prior_cv."""
         num, den = self.prior_weight * self.prior_cv**2, self.prior_weight
-        for b in np.unique(view.obs_sizes).tolist():
-            idx = np.flatnonzero(view.obs_sizes == b)[1:]
-            c = view.obs_costs[idx[view.obs_reached[idx]]]
-            if c.size >= 2:
-                num += float(np.var(c, ddof=1) / c.mean() ** 2) * (c.size - 1)
-                den += c.size - 1
+        for arm in view.tally.arms:
+            if arm.rep_n >= 2:
+                num += arm.rep_m2 / (arm.rep_n - 1) / arm.rep_mean**2 * (arm.rep_n - 1)
+                den += arm.rep_n - 1
         return float(np.sqrt(num / den))
 
     # -- the policy ------------------------------------------------------------------------------
@@ -154,64 +152,60 @@ class DefaultPolicy:
         return Decision(fallback, threshold, "exploration-concurrent", why)
 
     def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
-        plan = self._plan(spec, history)
+        return self.decide_from(spec, read_history(spec, history), seed)
+
+    def decide_from(self, spec: JobSpec, view: HistoryView, seed: int) -> Decision:
+        """The decision from a view of the job's history (zeus.policy.fold keeps one between decisions)."""
+        plan = self._plan(spec, view)
         if not plan.walk.done:
             return self._explore(spec, plan)
-        view = plan.view
         threshold = view.threshold(spec)
         arms = list(plan.candidates)
-        costs = {b: view.charged_costs(b, spec.window_size) for b in arms}
-        cold = [b for b in arms if costs[b].size == 0]
+        costs = {b: view.charged(b, spec.window_size) for b in arms}  # (count, mean)
+        cold = [b for b in arms if costs[b][0] == 0]
         rng = decision_rng(seed, view.num_records)
         if cold:
             b = int(cold[int(rng.integers(len(cold)))])
             return Decision(b, threshold, "exploitation", f"batch size {b} has no observation yet")
         cv = self._cv(view)
-        floor = min(costs[b].mean() for b in arms)
+        floor = min(costs[b][1] for b in arms)
         arms = [
             b
             for b in arms
-            if costs[b].mean() <= self.contend_factor * floor
-            or costs[b].mean() * (1.0 - self.contend_z * cv / np.sqrt(costs[b].size)) <= floor
+            if costs[b][1] <= self.contend_factor * floor
+            or costs[b][1] * (1.0 - self.contend_z * cv / np.sqrt(costs[b][0])) <= floor
         ]
-        single = [b for b in arms if costs[b].size < 2]
+        single = [b for b in arms if costs[b][0] < 2]
         if single:
-            b = min(single, key=lambda x: costs[x].mean())
+            b = min(single, key=lambda x: costs[x][1])
             return Decision(b, threshold, "exploitation", f"batch size {b} is a contender with one observation")
-        means = np.array([costs[b].mean() for b in arms])
-        stds = self.std_scale * cv * means / np.sqrt([costs[b].size for b in arms])
+        means = np.array([costs[b][1] for b in arms])
+        stds = self.std_scale * cv * means / np.sqrt([costs[b][0] for b in arms])
         draws = rng.normal(means, stds)
         k = int(np.argmin(draws))
         why = f"sampled cost {draws[k]:.4g} is the lowest of {len(arms)} arms (pooled cv {cv:.3f})"
         return Decision(int(arms[k]), threshold, "exploitation", why)
 
     def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
-        plan = self._plan(spec, history)
-        view, walk = plan.view, plan.walk
+        return self.arm_states_from(spec, read_history(spec, history))
+
+    def arm_states_from(self, spec: JobSpec, view: HistoryView) -> list[ArmState]:
+        plan = self._plan(spec, view)
+        walk = plan.walk
         stage = "exploitation" if walk.done else "exploration"
         cv = self._cv(view)
         out = []
         for b in spec.batch_sizes:
-            c = view.charged_costs(b, spec.window_size)
+            n, mean = view.charged(b, spec.window_size)
             if b not in view.feasible:
                 arm_stage, pruned = "oom", True
             else:
                 pruned = b not in plan.candidates if walk.done else b in walk.ruled_out
                 arm_stage = "pruned" if pruned else stage
-            mean = float(c.mean()) if c.size else None
             # Posterior precision of the mean cost under the pooled noise model.
-            precision = float(c.size / (cv * c.mean()) ** 2) if c.size and c.mean() > 0 and cv > 0 else None
-            out.append(ArmState(b, arm_stage, int(c.size), mean, precision, pruned))
+            precision = float(n / (cv * mean) ** 2) if mean is not None and mean > 0 and cv > 0 else None
+            out.append(ArmState(b, arm_stage, n, None if mean is None else float(mean), precision, pruned))
         return out
-
-
-def first_observations(view: HistoryView) -> dict[int, Observation]:
-    """Each size's first finished observation, as (cost, reached): its walk step."""
-    sizes, idx = np.unique(view.obs_sizes, return_index=True)
-    return {
-        int(b): (float(view.obs_costs[i]), bool(view.obs_reached[i]))
-        for b, i in zip(sizes.tolist(), idx.tolist(), strict=True)
-    }
 
 
 def _first_wave(view: HistoryView, default: int, down: int, up: int) -> list[int]:
@@ -233,7 +227,7 @@ def _meanwhile(view: HistoryView, walk: WalkState) -> list[int]:
     first: it is slow, and in a recurring job a slow trial is a costly one, so the down direction is
     likely ending). Sizes already in flight are left out."""
     started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
-    outlasted = bool((view.obs_trials > started).any())
+    outlasted = view.max_trial is not None and view.max_trial > started
     options = [*walk.ahead[:1], *(walk.other[:1] if walk.other_needed or outlasted else ())]
     return [b for b in options if not view.in_flight(b)]
 

@@ -33,13 +33,22 @@ def posterior(rewards: np.ndarray, prior_mean: float = 0.0, prior_precision: flo
     n = int(rewards.size)
     if n == 0:
         return Posterior(prior_mean, prior_precision, 0)
-    variance = float(np.var(rewards))
+    return posterior_of(n, float(rewards.sum()), float(rewards.mean()), float(np.var(rewards)), prior_mean,
+                        prior_precision)  # fmt: skip
+
+
+def posterior_of(
+    n: int, total: float, mean: float, variance: float, prior_mean: float = 0.0, prior_precision: float = 0.0
+) -> Posterior:
+    """The same update from the rewards' count, sum, mean and (population) variance: what a tally keeps
+    (zeus.policy.tally) instead of the rewards themselves."""
+    if n == 0:
+        return Posterior(prior_mean, prior_precision, 0)
     if variance == 0.0:
-        return Posterior(float(rewards.mean()), float("inf"), n)
+        return Posterior(mean, float("inf"), n)
     reward_precision = 1.0 / variance
     precision = prior_precision + n * reward_precision
-    mean = (prior_precision * prior_mean + reward_precision * float(rewards.sum())) / precision
-    return Posterior(mean, precision, n)
+    return Posterior((prior_precision * prior_mean + reward_precision * total) / precision, precision, n)
 
 
 def sample_means(posteriors: list[Posterior], rng: np.random.Generator) -> np.ndarray:

@@ -4,7 +4,9 @@ Faithful to ml-energy/zeus `PruningGTSBatchSizeOptimizer` (zeus/_legacy/policy/o
 `num_pruning_rounds` rounds of pruning exploration from the default batch size, then Gaussian
 Thompson sampling over the survivors, where each arm's rewards are every observation of that
 size (windowed to the last `window_size`), including the not-reached ones from exploration.
-Zeus keeps that as mutable optimizer state; here it is rebuilt from the history on every call.
+Zeus keeps that as mutable optimizer state; here it is a fold of the history (zeus.policy.tally: the
+walk and each arm's count, sum and spread of costs), rebuilt by `decide` or kept between decisions
+and given to `decide_from`.
 
 Concurrency (Zeus's `concurrency=True` and its Alibaba-trace simulation): while an exploration
 trial is in flight, another recurrence gets the cheapest converged size so far (or the default),
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from zeus.job import JobSpec, TrialRecord
 from zeus.policy.base import ArmState, Decision
-from zeus.policy.gts import Posterior, posterior, thompson_pick
+from zeus.policy.gts import Posterior, posterior, posterior_of, thompson_pick
 from zeus.policy.history import HistoryView, decision_rng, read_history
-from zeus.policy.pruning import PruningState, concurrent_exploration, feasible_default, replay_pruning
+from zeus.policy.pruning import PruningState, concurrent_exploration
 
 
 class ZeusNSDI23Policy:
@@ -28,18 +32,27 @@ class ZeusNSDI23Policy:
 
     name = "zeus-nsdi23"
 
-    def _pruning(self, spec: JobSpec, view: HistoryView) -> PruningState:
-        observations = view.observations()
-        start = feasible_default(view.feasible, spec.default_batch_size)
-        return replay_pruning(view.feasible, start, spec.num_pruning_rounds, observations)
+    @staticmethod
+    def _pruning(view: HistoryView) -> PruningState:
+        walk = view.tally.pruning_walk()
+        assert walk is not None  # a view exists only while some size is feasible
+        return walk.pruning_state()
 
-    def _posteriors(self, spec: JobSpec, view: HistoryView, arms: Sequence[int]) -> list[Posterior]:
-        return [posterior(-view.costs(b, spec.window_size)) for b in arms]
+    @staticmethod
+    def _posterior(spec: JobSpec, view: HistoryView, batch_size: int) -> Posterior:
+        """The arm's posterior over its mean reward (-cost), from every observation or the window's."""
+        if spec.window_size > 0:
+            return posterior(-np.array([entry[0] for entry in view.window(batch_size)], dtype=float))
+        arm = view.tally.arm(batch_size)
+        return posterior_of(arm.n, -arm.total, -arm.mean, arm.m2 / arm.n if arm.n else 0.0)
 
     def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
-        view = read_history(spec, history)
+        return self.decide_from(spec, read_history(spec, history), seed)
+
+    def decide_from(self, spec: JobSpec, view: HistoryView, seed: int) -> Decision:
+        """The decision from a view of the job's history (zeus.policy.fold keeps one between decisions)."""
         threshold = view.threshold(spec)
-        state = self._pruning(spec, view)
+        state = self._pruning(view)
         if not state.done:
             expected = state.expected
             concurrent = concurrent_exploration(spec, view, expected)
@@ -49,7 +62,7 @@ class ZeusNSDI23Policy:
                 expected, threshold, "exploration", f"pruning round {state.round + 1}: exploring batch size {expected}"
             )
         arms = list(state.survivors)
-        posts = self._posteriors(spec, view, arms)
+        posts = [self._posterior(spec, view, b) for b in arms]
         rng = decision_rng(seed, view.num_records)
         # Zeus needs two observations per arm; a window of one can only ever hold one.
         needed = 1 if spec.window_size == 1 else 2
@@ -57,12 +70,14 @@ class ZeusNSDI23Policy:
         return Decision(batch_size, threshold, "exploitation", f"Thompson sampling over {arms}: {why}")
 
     def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
-        view = read_history(spec, history)
-        state = self._pruning(spec, view)
+        return self.arm_states_from(spec, read_history(spec, history))
+
+    def arm_states_from(self, spec: JobSpec, view: HistoryView) -> list[ArmState]:
+        state = self._pruning(view)
         stage = "exploitation" if state.done else "exploration"
         out = []
         for b in spec.batch_sizes:
-            post = posterior(-view.costs(b, spec.window_size))
+            post = self._posterior(spec, view, b)
             observed = post.num_observations > 0
             if b not in view.feasible:
                 arm_stage, pruned = "oom", True

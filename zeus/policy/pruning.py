@@ -14,10 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zeus.job import JobSpec
 from zeus.policy.base import Decision
-from zeus.policy.history import HistoryView
+
+if TYPE_CHECKING:
+    from zeus.policy.history import HistoryView
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,9 @@ class PruningState:
         return self.expected is None
 
 
-class _Walk:
-    """The exploration order as explicit state, so it can be replayed step by step."""
+class PruningWalk:
+    """The exploration order as explicit state, so it can be replayed step by step, or folded one
+    observation at a time and kept between decisions (`state`/`restore`: zeus.policy.tally)."""
 
     def __init__(self, sizes: tuple[int, ...], default: int, num_rounds: int) -> None:
         self.num_rounds = num_rounds
@@ -85,6 +89,46 @@ class _Walk:
             return
         self._start(survivors, self.best_size)
 
+    def offer(self, batch_size: int, cost: float, reached: bool) -> None:
+        """One observation, in trial order: used only if it is the size the walk waits for."""
+        if self.expected is not None and batch_size == self.expected:
+            self.report(batch_size, cost, reached)
+
+    def state(self) -> dict:
+        """Everything the walk holds, as JSON-able values (`restore` takes it back)."""
+        return {
+            "num_rounds": self.num_rounds, "round": self.round, "previous": list(self.previous),
+            "sizes": list(self.sizes), "directions": [list(d) for d in self.directions],
+            "direction": self.direction, "position": self.position, "good": list(self.good),
+            "best_cost": None if self.best_cost == math.inf else self.best_cost, "best_size": self.best_size,
+            "expected": self.expected, "steps": [[s.round, s.batch_size, s.reached, s.cost] for s in self.steps],
+        }  # fmt: skip
+
+    @classmethod
+    def restore(cls, state: dict) -> PruningWalk:
+        walk = cls.__new__(cls)
+        walk.num_rounds, walk.round, walk.direction, walk.position = (
+            state["num_rounds"],
+            state["round"],
+            state["direction"],
+            state["position"],
+        )
+        walk.previous, walk.sizes = tuple(state["previous"]), tuple(state["sizes"])
+        walk.directions = tuple(list(d) for d in state["directions"])
+        walk.good, walk.best_size, walk.expected = list(state["good"]), state["best_size"], state["expected"]
+        walk.best_cost = math.inf if state["best_cost"] is None else state["best_cost"]
+        walk.steps = [ExplorationStep(*step) for step in state["steps"]]
+        return walk
+
+    def pruning_state(self) -> PruningState:
+        return PruningState(
+            expected=self.expected,
+            round=self.round,
+            survivors=self.sizes,
+            steps=tuple(self.steps),
+            best_size=self.best_size,
+        )
+
     def report(self, batch_size: int, cost: float, reached: bool) -> None:
         self.steps.append(ExplorationStep(self.round, batch_size, reached, cost))
         if reached:
@@ -107,19 +151,12 @@ def replay_pruning(
 
     `sizes` are the feasible candidates (sorted); `default` must be one of them.
     """
-    walk = _Walk(tuple(sizes), default, num_rounds)
+    walk = PruningWalk(tuple(sizes), default, num_rounds)
     for batch_size, cost, reached in observations:
         if walk.expected is None:
             break
-        if batch_size == walk.expected:
-            walk.report(batch_size, cost, reached)
-    return PruningState(
-        expected=walk.expected,
-        round=walk.round,
-        survivors=walk.sizes,
-        steps=tuple(walk.steps),
-        best_size=walk.best_size,
-    )
+        walk.offer(batch_size, cost, reached)
+    return walk.pruning_state()
 
 
 def feasible_default(feasible: tuple[int, ...], default: int) -> int:

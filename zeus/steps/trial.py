@@ -1,11 +1,11 @@
 """One attempt of a recurrence: the bandit, train and feedback steps, each what the KFP component of
 the same name calls.
 
-State lives in the store only: bandit re-derives the policy's decision from the job's
-history, train touches no store at all (so a GPU pod needs no store credentials beyond
-what it is given), and feedback writes the finished trial, its power profile and a
-bandit-state snapshot, each under a key unique to (recurrence, attempt), so a retried
-step rewrites the same objects.
+State lives in the store only: bandit derives the policy's decision from the job's
+history (its fold, kept in the store as a cache: zeus.steps.job_history), train touches
+no store at all (so a GPU pod needs no store credentials beyond what it is given), and
+feedback writes the finished trial, its power profile and a bandit-state snapshot, each
+under a key unique to (recurrence, attempt), so a retried step rewrites the same objects.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ def bandit(
     """
     from zeus.policy import get_policy
     from zeus.power.reuse import ProfileBook
+    from zeus.steps.job_history import BANDIT_KEEP_AFTER, in_flight, keep, read_job_history, update
     from zeus.store import open_store
 
     timeout_s = check_dispatch_timeout(dispatch_timeout_s)
@@ -114,10 +115,17 @@ def bandit(
         trial, decision = existing
     else:
         when = now or datetime.now(UTC)
-        abandoned = fail_stale(store, job_id, timeout_s=timeout_s, now=when, current=(recurrence_id, attempt))
+        history = read_job_history(store, spec, job_id)
+        if history.fold.in_flight():
+            current = (recurrence_id, attempt)
+            trials = in_flight(history)
+            abandoned = fail_stale(store, job_id, timeout_s=timeout_s, now=when, current=current, trials=trials)
+        if abandoned:
+            history = update(history, store, job_id)
         seed = decision_seed(spec.seed, recurrence, attempt)
-        decision = get_policy(policy).decide(spec, store.history(job_id), seed)
+        decision = get_policy(policy).decide_from(spec, history.view(), seed)
         trial = store.dispatch_trial(job_id, recurrence_id, attempt, decision, kfp_run_id=kfp_run_id)
+        keep(history, store, job_id, min_events=BANDIT_KEEP_AFTER)
     book = ProfileBook.from_frame(store.profiles(job_id))
     reuse = book.to_reuse(decision.batch_size, recurrence, reprofile_after=spec.reprofile_after, force=reprofile)
     if reuse_profile_path:
@@ -241,6 +249,7 @@ def feedback(
     """Record the finished trial, the profile it measured (none when it reused one) and the bandit's new
     state; return whether it reached."""
     from zeus.policy import get_policy
+    from zeus.steps.job_history import keep, read_job_history
     from zeus.store import open_store
 
     result = TrialResult.from_json(result_json)
@@ -250,10 +259,11 @@ def feedback(
     if not profile.empty:
         store.write_profile(job_id, recurrence_id, attempt, profile)
     spec = store.get_job(job_id)
-    history = store.history(job_id)
-    arms = get_policy(policy).arm_states(spec, history)
-    reached_costs = [r.cost for r in history if r.status.value == "reached" and r.cost is not None]
-    store.write_bandit_state(job_id, recurrence_id, attempt, arms, min(reached_costs) if reached_costs else None)
+    history = read_job_history(store, spec, job_id)
+    view = history.view()
+    arms = get_policy(policy).arm_states_from(spec, view)
+    store.write_bandit_state(job_id, recurrence_id, attempt, arms, view.tally.best_cost)
+    keep(history, store, job_id)
     return result.reached
 
 

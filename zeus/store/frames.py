@@ -87,38 +87,69 @@ def trials_frame(
 
 HISTORY_DISPATCHED = [EVENT_COLUMN, "recurrence", "trial", "batch_size", "recurrence_id", "attempt"]
 HISTORY_FINISHED = [EVENT_COLUMN, "status", "cost", "time_s", "energy_j"]
+STATUS_OF = STATUS_BY_VALUE | {None: TrialStatus.DISPATCHED}
 
 
-def history_from_tables(dispatched: pa.Table, finished: pa.Table) -> list[TrialRecord]:
-    """TrialRecords in trial order (then recurrence id, attempt): dispatched trials, with their result if any."""
+def _join(dispatched: pa.Table, finished: pa.Table, columns: list[str]) -> tuple[pa.Table, pa.Table]:
+    """(dispatched `columns` in trial order, then recurrence id, attempt; each one's finished event's
+    result columns, nulls where it has none)."""
     # A hash lookup of names and two takes, single-threaded: Acero's join spins up its thread pool,
     # which costs more than the whole lookup at 10,000 rows on a loaded machine.
     order = pc.sort_indices(
         dispatched, sort_keys=[("trial", "ascending"), ("recurrence_id", "ascending"), ("attempt", "ascending")]
     )
-    started = dispatched.select(HISTORY_DISPATCHED).take(order)
+    started = dispatched.select(columns).take(order)
     where = pc.index_in(started.column(EVENT_COLUMN), value_set=finished.column(EVENT_COLUMN).combine_chunks())
-    ended = finished.select(HISTORY_FINISHED).take(where)
-    # numpy's tolist() is several times faster than Arrow's to_pylist() for numbers; nulls become
-    # 0 (numbers stored as non-null anyway) or NaN (the results of trials not finished yet).
-    columns = [
-        pc.fill_null(started.column(name), 0).to_numpy().tolist() for name in ("recurrence", "trial", "batch_size")
-    ]
+    return started, finished.select(HISTORY_FINISHED).take(where)
+
+
+def _results(ended: pa.Table) -> list[tuple]:
+    """Per row: (status, cost, time_s, energy_j), DISPATCHED and Nones where there is no result yet."""
+    # numpy's tolist() is several times faster than Arrow's to_pylist() for numbers; nulls become NaN.
     values = [pc.fill_null(ended.column(name), math.nan).to_numpy().tolist() for name in ("cost", "time_s", "energy_j")]
-    status_of = STATUS_BY_VALUE | {None: TrialStatus.DISPATCHED}
-    statuses = [status_of[status] for status in ended.column("status").to_pylist()]
-    return [  # positional: faster than keywords at 10,000 records (benchmarks/RESULTS.md)
-        TrialRecord(
-            rec,
-            trial,
-            batch,
-            status,
-            None if cost != cost else cost,  # NaN != NaN: not finished yet
-            None if time_s != time_s else time_s,
-            None if energy != energy else energy,
-        )
-        for rec, trial, batch, status, cost, time_s, energy in zip(*columns, statuses, *values, strict=True)
+    statuses = [STATUS_OF[status] for status in ended.column("status").to_pylist()]
+    return [
+        (status, None if cost != cost else cost, None if time_s != time_s else time_s, None if e != e else e)
+        for status, cost, time_s, e in zip(statuses, *values, strict=True)  # x != x: NaN, not finished yet
     ]
+
+
+def _ints(column: pa.ChunkedArray) -> list[int]:
+    return pc.fill_null(column, 0).to_numpy().tolist()
+
+
+def history_from_tables(dispatched: pa.Table, finished: pa.Table) -> list[TrialRecord]:
+    """TrialRecords in trial order (then recurrence id, attempt): dispatched trials, with their result if any."""
+    started, ended = _join(dispatched, finished, HISTORY_DISPATCHED)
+    columns = [_ints(started.column(name)) for name in ("recurrence", "trial", "batch_size")]
+    return [  # positional: faster than keywords at 10,000 records (benchmarks/RESULTS.md)
+        TrialRecord(rec, trial, batch, *result)
+        for rec, trial, batch, result in zip(*columns, _results(ended), strict=True)
+    ]
+
+
+def fold_events(dispatched: pa.Table, finished: pa.Table) -> tuple[list[tuple], dict[str, tuple]]:
+    """What an incremental fold takes from a cut's new events (zeus.policy.fold): per new dispatched
+    trial (name, (trial, recurrence, recurrence_id, attempt), TrialRecord, started_at in microseconds since the epoch),
+    with its result when it is in `finished`; and the results of the other finished events, by name."""
+    started, ended = _join(dispatched, finished, [*HISTORY_DISPATCHED, "started_at"])
+    names = started.column(EVENT_COLUMN).to_pylist()
+    rec, trial, batch, attempt = (
+        _ints(started.column(name)) for name in ("recurrence", "trial", "batch_size", "attempt")
+    )
+    rids = started.column("recurrence_id").to_pylist()
+    at = _ints(started.column("started_at").cast(pa.int64()))  # microseconds since the epoch
+    new = [
+        (name, (t, r, rid, a), TrialRecord(r, t, b, *result), when)
+        for name, t, r, rid, a, b, result, when in zip(
+            names, trial, rec, rids, attempt, batch, _results(ended), at, strict=True
+        )
+    ]
+    others = finished.filter(
+        pc.invert(pc.is_in(finished.column(EVENT_COLUMN), value_set=started.column(EVENT_COLUMN).combine_chunks()))
+    )
+    results = dict(zip(others.column(EVENT_COLUMN).to_pylist(), _results(others), strict=True))
+    return new, results
 
 
 def profiles_frame(read: StreamRead) -> pd.DataFrame:

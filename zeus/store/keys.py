@@ -16,11 +16,13 @@ validated before they become key segments, so no job or recurrence id can leave 
     jobs/{job}/marks/{stream}/{g // 1000}/{g}           the commit of generation g: which snapshot, rows, checksum
     jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}     files a cluster trial's pods hand to the train step
     jobs/{job}/tensorboard/{name}                       TensorBoard event files, one per recurrence (first wins)
+    jobs/{job}/tally/{n}.{token}.json                   the policy's kept fold over n trials (a cache, JSON)
 
 Every key above except the phase events is written with an exclusive create (`put_new`):
 "first wins" means a second, different write is refused and reported, never applied.
 Records, claims and marks are never deleted, so an exclusive create on them decides once and
-for all; hints and old snapshots are what compaction deletes (see streams.py).
+for all; hints and old snapshots are what compaction deletes (see streams.py). Tallies are a
+cache (zeus.store.tallies): the newest is read, older ones are deleted by whoever writes a newer.
 """
 
 from __future__ import annotations
@@ -174,6 +176,15 @@ def marks_dir(job_id: str, stream: str) -> str:
 
 def mark_key(job_id: str, stream: str, generation: int) -> str:
     return f"{marks_dir(job_id, stream)}{generation // SEQ_BUCKET:09d}/{generation:0{SEQ_WIDTH}d}"
+
+
+def tally_dir(job_id: str) -> str:
+    return f"{job_dir(job_id)}tally/"
+
+
+def tally_key(job_id: str, covers: int, token: str) -> str:
+    """A kept fold of the job's history over `covers` trials (the newest sorts last)."""
+    return f"{tally_dir(job_id)}{covers:0{SEQ_WIDTH}d}.{token}.json"
 
 
 TENSORBOARD_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")

@@ -21,7 +21,8 @@ The protocol (streams.py has the argument, snapshots.py the commits):
 Reading for an incremental fold (cuts.py): `trial_events(job_id)` returns a consistent cut
 of the dispatched and finished events as Arrow tables plus an opaque cursor;
 `trial_events(job_id, after=cursor)` returns only the events after it (exactly; `reset` says
-when it had to return the whole cut instead), and a new cursor.
+when it had to return the whole cut instead), and a new cursor. The policy's fold is kept beside
+the events as a cache that names its cursor (`kept_tally` / `keep_tally`, tallies.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from zeus.store import catalog, cuts, events, frames, keys, ledger
+from zeus.store import catalog, cuts, events, frames, keys, ledger, tallies
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound
 from zeus.store.errors import EventConflictError, ObjectProblem, StoreError, StoreInputError, StoreWarning
 from zeus.store.streams import CompactResult, StreamRead, compact_stream, read_stream
@@ -241,6 +242,19 @@ class Store:
         """The job's trials as policies take them, in trial order (built from Arrow, no DataFrame)."""
         found = self.trial_events(job_id)
         return frames.history_from_tables(found.dispatched, found.finished)
+
+    def kept_tally(self, job_id: str) -> tallies.StoredTally | None:
+        """The newest kept fold of the job's history (zeus.store.tallies), or None; a corrupt one is
+        reported like any skipped object and read as None (it is only a cache)."""
+        problems: list[ObjectProblem] = []
+        try:
+            return tallies.read_tally(self.backend, keys.check_job_id(job_id), problems)
+        finally:
+            self._report(problems)
+
+    def keep_tally(self, job_id: str, covers: int, cursor: str, version: int, fold: dict) -> str:
+        """Store a fold of the job's history over `covers` trials at `cursor` (a cache); its key."""
+        return tallies.write_tally(self.backend, keys.check_job_id(job_id), covers, cursor, version, fold)
 
     def profiles(self, job_id: str) -> pd.DataFrame:
         keys.check_job_id(job_id)

@@ -1,0 +1,128 @@
+"""The policy's kept fold in the store (zeus.steps.job_history, zeus.store.tallies), through the real
+bandit and feedback steps, on both backends.
+
+The oracle is the full path: `decide(spec, store.history(job), seed)` read just before each bandit
+step, the policy folding the whole history from nothing. The steps read the kept fold plus the events
+after its cursor; they must decide the same, with compactions in between, with overlapping
+recurrences, and whatever happens to the kept fold (deleted, corrupt, another version, a reset cut).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from zeus.job import TrialResult
+from zeus.policy import get_policy
+from zeus.policy.tally import TALLY_VERSION
+from zeus.seeds import decision_seed
+from zeus.steps import bandit, feedback
+from zeus.steps.job_history import read_job_history
+from zeus.store import StoreWarning, keys
+
+POLICY = "default"
+COST = {32: 9.0, 64: 6.0, 128: 5.0, 256: 7.0}  # seconds per trial at each size (energy 100 W x that)
+
+
+def _result(spec, batch_size: int, rng: random.Random) -> str:
+    status = "reached" if rng.random() < 0.8 else "not_reached"
+    time_s = COST[batch_size] * rng.uniform(0.9, 1.2)
+    return TrialResult.build(spec, batch_size=batch_size, status=status, time_s=time_s, energy_j=100.0 * time_s,
+                             num_epochs=3).to_json()  # fmt: skip
+
+
+def _oracle(store, spec, rid: str):
+    recurrence = store.recurrence_number(spec.job_id, rid)
+    return get_policy(POLICY).decide(spec, store.history(spec.job_id), decision_seed(spec.seed, recurrence, 1))
+
+
+def _start(store, spec, rid: str):
+    store.begin_recurrence(spec.job_id, rid)
+    expected = _oracle(store, spec, rid)
+    choice = bandit(store_uri=store.uri, job_id=spec.job_id, recurrence_id=rid, attempt=1, policy=POLICY)
+    assert choice.decision == expected, rid
+    return choice
+
+
+def _finish(store, spec, rid: str, batch_size: int, rng: random.Random) -> None:
+    feedback(store_uri=store.uri, job_id=spec.job_id, recurrence_id=rid, attempt=1,
+             result_json=_result(spec, batch_size, rng), profile_path="", policy=POLICY)  # fmt: skip
+    arms = get_policy(POLICY).arm_states(spec, store.history(spec.job_id))  # the full path's view
+    written = store.bandit_state(spec.job_id)
+    written = written[written["recurrence_id"] == rid].sort_values("batch_size")
+    assert written["num_observations"].tolist() == [a.num_observations for a in arms]
+    assert written["posterior_mean"].fillna(-1).tolist() == [-1 if a.posterior_mean is None else a.posterior_mean
+                                                              for a in arms]  # fmt: skip
+
+
+def _run(store, spec, rng: random.Random, cycles: int, prefix: str) -> None:
+    """Recurrences started and finished in a random overlap (up to 3 in flight), compacting now and then."""
+    in_flight: list[tuple[str, int]] = []
+    started = 0
+    while started < cycles or in_flight:
+        if in_flight and (started >= cycles or len(in_flight) >= 3 or rng.random() < 0.5):
+            rid, batch = in_flight.pop(rng.randrange(len(in_flight)))
+            _finish(store, spec, rid, batch, rng)
+        else:
+            rid = f"{prefix}{started}"
+            in_flight.append((rid, _start(store, spec, rid).batch_size))
+            started += 1
+        if rng.random() < 0.2:
+            store.compact(spec.job_id)
+
+
+def test_the_steps_decide_from_the_kept_fold_as_from_the_whole_history(store, spec):
+    store.ensure_job(spec)
+    _run(store, spec, random.Random(5), cycles=10, prefix="r")
+    kept = store.kept_tally(spec.job_id)
+    assert kept is not None and kept.version == TALLY_VERSION
+    history = read_job_history(store, spec, spec.job_id)
+    assert not history.full and history.fold.tally.num_records == 10  # every trial folded, none in flight
+    assert len(store.backend.list(keys.tally_dir(spec.job_id))) <= 2  # older kept folds are deleted
+
+
+def _damage(store, job_id: str, how: str) -> None:
+    (*_, newest) = store.backend.list(keys.tally_dir(job_id))
+    if how == "deleted":
+        store.backend.delete(store.backend.list(keys.tally_dir(job_id)))
+    elif how == "corrupt":
+        data = bytearray(store.backend.get(newest))
+        data[len(data) // 2] ^= 0x20
+        store.backend.delete([newest])
+        store.backend.put_new(newest, bytes(data))
+    elif how == "garbage-newest":  # named like the newest kept fold, not one
+        store.backend.put_new(keys.tally_key(job_id, 10**9, "garbage"), b"\x00not json")
+    elif how == "other-version":  # a newer zeus-kfp's kept fold, of an empty history: must not be used
+        fold = read_job_history(store, store.get_job(job_id), job_id).fold
+        empty = type(fold).empty(fold.tally.spec)
+        store.keep_tally(job_id, 10**9, store.trial_events(job_id).cursor, TALLY_VERSION + 1, empty.to_record())
+
+
+@pytest.mark.parametrize("how", ["deleted", "corrupt", "garbage-newest", "other-version"])
+def test_a_lost_or_damaged_kept_fold_changes_no_decision(store, spec, how):
+    store.ensure_job(spec)
+    rng = random.Random(11)
+    _run(store, spec, rng, cycles=4, prefix="a")
+    _damage(store, spec.job_id, how)
+    if how in ("corrupt", "garbage-newest"):
+        with pytest.warns(StoreWarning, match="tally"):  # reported by key, then read as no kept fold
+            assert read_job_history(store, spec, spec.job_id).full
+            _run(store, spec, rng, cycles=3, prefix="b")  # its first step finds it too, then replaces it
+    else:
+        assert read_job_history(store, spec, spec.job_id).full
+        _run(store, spec, rng, cycles=3, prefix="b")
+    assert not read_job_history(store, spec, spec.job_id).full  # the steps kept a new one
+
+
+def test_a_reset_cut_refolds_the_whole_history(store, spec):
+    store.ensure_job(spec)
+    rng = random.Random(3)
+    _run(store, spec, rng, cycles=4, prefix="a")
+    store.compact(spec.job_id)
+    for stream in ("dispatched", "finished"):  # lost snapshots: the stored cursor cannot be extended
+        store.backend.delete(store.backend.list(keys.snapshots_dir(spec.job_id, stream)))
+    with pytest.warns(match="missing"):
+        store.trials(spec.job_id)  # a reader rebuilds the streams from their records
+    assert read_job_history(store, spec, spec.job_id).full
+    _run(store, spec, rng, cycles=3, prefix="b")

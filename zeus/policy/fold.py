@@ -1,0 +1,161 @@
+"""A tally kept between decisions: the fold of the finished prefix of a job's history, plus the rest.
+
+`Tally.add` takes records in trial order, so a tally can only be kept for a *prefix* of the history
+that will never change: the trials, in order, up to the first one still in flight. Everything after
+that (the in-flight trials, and the finished ones behind them) is the *tail*, kept as records. A
+decision folds the tail into a copy of the prefix's tally; that is the same sequence of `Tally.add`
+calls a full fold of the history makes (zeus.policy.history.fold_history), so the same decision, to
+the last bit.
+
+New events (the store's `trial_events(after=cursor)`) bring new dispatched trials and results of
+trials in the tail. `Fold.advance` merges them and moves the prefix forward over the tail's leading
+finished trials. A new trial that sorts into the prefix (its number was claimed before the prefix's
+last trial, and its dispatch became visible only now) cannot be folded in order: `advance` says so
+(returns None) and the caller folds the whole history again. So the kept fold is only a cache: any
+doubt, and it is rebuilt from the history.
+
+`to_record` / `from_record` turn a fold into JSON-able values and back, exactly (floats round-trip
+through JSON's repr, arrays go as their bytes); the store keeps them as a checksummed side object (zeus.store.tallies).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from zeus.job import JobSpec, TrialRecord, TrialStatus
+from zeus.policy.history import HistoryView
+from zeus.policy.tally import Tally
+
+SortKey = tuple[int, int, str, int]  # (trial, recurrence, recurrence_id, attempt): the history's order
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One trial of the tail: its record, its event name in the store, its sort key, when it was dispatched."""
+
+    name: str
+    key: SortKey
+    record: TrialRecord
+    started_at: int = 0  # microseconds since the epoch (zeus.steps.abandoned ages dispatched trials by it)
+
+    def to_list(self) -> list:
+        r = self.record
+        return [self.name, list(self.key), r.recurrence, r.trial, r.batch_size, r.status.value, r.cost, r.time_s,
+                r.energy_j, self.started_at]  # fmt: skip
+
+    @classmethod
+    def from_list(cls, values: list) -> Entry:
+        name, key, recurrence, trial, batch, status, cost, time_s, energy, started = values
+        record = TrialRecord(recurrence, trial, batch, TrialStatus(status), cost, time_s, energy)
+        return cls(name, tuple(key), record, started)  # type: ignore[arg-type]
+
+
+# A finished trial's result, by event name: (status, cost, time_s, energy_j).
+Result = tuple[TrialStatus, float | None, float | None, float | None]
+
+
+def _finish(entry: Entry, result: Result) -> Entry:
+    status, cost, time_s, energy = result
+    return replace(entry, record=replace(entry.record, status=status, cost=cost, time_s=time_s, energy_j=energy))
+
+
+@dataclass
+class Fold:
+    """The tally of the history's finished prefix (ending at `last_key`) and the tail after it.
+
+    `orphans`: results whose dispatch was not readable when they came (a corrupt or late object); a full
+    read would join them once the dispatch is read, so they wait here for it."""
+
+    tally: Tally
+    tail: list[Entry]
+    last_key: SortKey | None = None
+    orphans: dict[str, Result] | None = None
+
+    @classmethod
+    def empty(cls, spec: JobSpec) -> Fold:
+        return cls(Tally(spec), [], None, {})
+
+    def advance(self, new: Iterable[Entry], results: Mapping[str, Result]) -> Fold | None:
+        """This fold with `new` dispatched trials (finished ones carry their result) and `results` of
+        trials dispatched before; None when a new trial sorts into the prefix (fold everything again)."""
+        orphans = dict(self.orphans or {})
+        tail = {entry.name: entry for entry in self.tail}
+        for entry in new:
+            if self.last_key is not None and entry.key <= self.last_key:
+                return None
+            waiting = orphans.pop(entry.name, None)
+            tail[entry.name] = entry if waiting is None else _finish(entry, waiting)
+        for name, result in results.items():
+            if name in tail:
+                tail[name] = _finish(tail[name], result)
+            else:
+                orphans[name] = result
+        ordered = sorted(tail.values(), key=lambda entry: entry.key)
+        done = 0
+        while done < len(ordered) and ordered[done].record.status is not TrialStatus.DISPATCHED:
+            done += 1
+        tally, last_key = self.tally, self.last_key
+        if done:
+            tally = tally.copy()
+            for entry in ordered[:done]:
+                tally.add(entry.record)
+            last_key = ordered[done - 1].key
+        return Fold(tally, ordered[done:], last_key, orphans)
+
+    def view(self) -> HistoryView:
+        """The view a policy decides from: the prefix's tally with the tail folded in (a copy)."""
+        tally = self.tally
+        if self.tail:
+            tally = tally.copy()
+            for entry in self.tail:
+                tally.add(entry.record)
+        return HistoryView.of(tally)
+
+    def in_flight(self) -> list[Entry]:
+        """The tail's dispatched trials (every in-flight trial of the job is in the tail)."""
+        return [entry for entry in self.tail if entry.record.status is TrialStatus.DISPATCHED]
+
+    # -- storing ---------------------------------------------------------------------------------
+
+    def to_record(self) -> dict[str, Any]:
+        meta, arrays = self.tally.to_parts()
+        return {
+            "tally": meta,
+            "arrays": {name: _pack(values) for name, values in arrays.items()},
+            "tail": [entry.to_list() for entry in self.tail],
+            "last_key": None if self.last_key is None else list(self.last_key),
+            "orphans": {name: [r[0].value, *r[1:]] for name, r in (self.orphans or {}).items()},
+        }
+
+    @classmethod
+    def from_record(cls, spec: JobSpec, record: dict[str, Any]) -> Fold:
+        """The fold `to_record` described; ValueError (or KeyError/TypeError) when it does not fit `spec`."""
+        arrays = {name: _unpack(packed) for name, packed in record["arrays"].items()}
+        tally = Tally.from_parts(spec, record["tally"], arrays)
+        tail = [Entry.from_list(values) for values in record["tail"]]
+        last_key = None if record["last_key"] is None else tuple(record["last_key"])
+        orphans = {name: (TrialStatus(r[0]), *r[1:]) for name, r in record["orphans"].items()}
+        return cls(tally, tail, last_key, orphans)  # type: ignore[arg-type]
+
+
+def _pack(values: np.ndarray) -> list[str]:
+    """[dtype, base64 of the little-endian bytes]: a recurrence table has a row per recurrence (thousands),
+    and as JSON numbers it would cost more to write, checksum and parse than the rest of the fold."""
+    values = np.ascontiguousarray(values)
+    kind = values.dtype.newbyteorder("<") if values.dtype.byteorder not in "|" else values.dtype
+    return [kind.str, base64.b64encode(values.astype(kind).tobytes()).decode()]
+
+
+def _unpack(packed: list[str]) -> np.ndarray:
+    kind, data = packed
+    if kind not in _PACKED_KINDS:
+        raise ValueError(f"not a stored array type: {kind!r}")
+    return np.frombuffer(base64.b64decode(data, validate=True), dtype=np.dtype(kind)).copy()
+
+
+_PACKED_KINDS = frozenset({"<i8", "<f8", "|b1"})

@@ -1,0 +1,71 @@
+"""The policy's kept fold of a job's history (zeus.policy.fold), stored as a cache beside the events.
+
+Why a cache and not a record: everything in it is derived from the trial events, so losing it, or
+finding it corrupt, written by another version or under another spec, costs one full read of the
+history and changes no decision. That is why it needs none of the events' protocol: it is written
+with an exclusive create under a new name (`keys.tally_key`: how many trials it covers, a random
+token), the newest name is the one read, and a writer deletes the others it saw but one. Two writers
+racing both write exact folds of their own cuts; a reader takes either.
+
+The object is a checksummed JSON record (schemas.encode_json, like the store's other small
+records) holding the tally version, the job, the store cursor the fold covers
+(cuts.read_trial_events) and the fold itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from zeus.store import keys
+from zeus.store.backend import Backend, ObjectNotFound
+from zeus.store.errors import CorruptObjectError, ObjectProblem
+from zeus.store.schemas import decode_json, encode_json
+
+
+@dataclass(frozen=True)
+class StoredTally:
+    """A kept fold as read back: its key, the cursor it covers, its version and the fold's record."""
+
+    key: str
+    cursor: str
+    version: int
+    fold: dict[str, Any]
+
+
+def _covers(key: str) -> int | None:
+    parts = keys.basename(key).split(".")
+    return int(parts[0]) if len(parts) == 3 and parts[2] == "json" and parts[0].isdigit() else None
+
+
+def read_tally(backend: Backend, job_id: str, problems: list[ObjectProblem]) -> StoredTally | None:
+    """The newest kept fold of the job, or None (none stored, gone meanwhile, or corrupt: reported)."""
+    found = [key for key in backend.list(keys.tally_dir(job_id)) if _covers(key) is not None]
+    if not found:
+        return None
+    key = max(found, key=lambda k: (_covers(k), k))
+    try:
+        record = decode_json(key, backend.get(key))
+        return StoredTally(key, str(record["cursor"]), int(record["version"]), dict(record["fold"]))
+    except ObjectNotFound:  # a writer replaced it between the list and the get: a cache miss
+        return None
+    except CorruptObjectError as exc:
+        problems.append(ObjectProblem(key, exc.reason))
+    except (KeyError, TypeError, ValueError) as exc:
+        problems.append(ObjectProblem(key, f"not a kept fold ({type(exc).__name__}: {str(exc)[:80]})"))
+    return None
+
+
+def write_tally(backend: Backend, job_id: str, covers: int, cursor: str, version: int, fold: dict[str, Any]) -> str:
+    """Store a kept fold over `covers` trials at `cursor`, then delete every other one but the newest
+    below it (a reader that listed a moment ago may be fetching it). Returns its key.
+
+    Those above it are deleted too: a racing writer's (exact, merely newer: the next reader folds a few
+    more events) or garbage named like a newest one, which would otherwise shadow every later fold."""
+    key = keys.tally_key(job_id, covers, uuid.uuid4().hex[:12])
+    backend.put_new(key, encode_json({"version": version, "job": job_id, "cursor": cursor, "fold": fold}))
+    found = sorted((_covers(k), k) for k in backend.list(keys.tally_dir(job_id)) if _covers(k) is not None)
+    below = [k for n, k in found if (n, k) < (covers, key)][-1:]
+    backend.delete([k for _, k in found if k != key and k not in below])
+    return key
