@@ -1,4 +1,4 @@
-"""`default`: this project's batch-size policy. A walk that stops where the cost turns, then
+"""`turning-walk` (alias `default`): this project's batch-size policy. A walk that stops where the cost turns, then
 Thompson sampling with a pooled noise model over the sizes that can still be the cheapest.
 
 Measured against `zeus-nsdi23` in the same simulator, under the same rules (benchmarks/policy.py):
