@@ -8,8 +8,8 @@ import pytest
 from tests.policy.helpers import make_spec, record
 from zeus.job import TrialRecord, TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
-from zeus.policy.default import DefaultPolicy
 from zeus.policy.history import retry_charges
+from zeus.policy.turning_walk import TurningWalkPolicy
 
 
 def test_names_and_unknown_name_error():
@@ -73,9 +73,9 @@ def test_default_gives_a_close_single_trial_a_second_look_when_trials_are_noisy(
     # freedom, shrunk toward 0.1 with weight 2: cv^2 = (2 * 0.01 + 3 * 0.05333) / 5 = 0.036, cv = 0.1897.
     # 256's one trial (12) is 20 % over 128's mean (10), outside the 1.1 contender band, but within one
     # noise level: 12 * (1 - 0.1897) = 9.72 <= 10. So it is tried again; 64 (13 * 0.81 = 10.5) is not.
-    d = DefaultPolicy().decide(spec, h, 0)
+    d = TurningWalkPolicy().decide(spec, h, 0)
     assert (d.batch_size, d.stage) == (256, "exploitation") and "one observation" in d.reason
-    picks = {DefaultPolicy(contend_z=0.0).decide(spec, h, seed).batch_size for seed in range(20)}
+    picks = {TurningWalkPolicy(contend_z=0.0).decide(spec, h, seed).batch_size for seed in range(20)}
     assert picks == {128}
 
 

@@ -10,16 +10,16 @@ that actually decided.
 from __future__ import annotations
 
 from zeus.policy.base import ArmState, Decision, Policy
-from zeus.policy.default import DefaultPolicy
 from zeus.policy.history import NoFeasibleBatchSizeError
 from zeus.policy.nsdi23 import ZeusNSDI23Policy
+from zeus.policy.turning_walk import TurningWalkPolicy
 
 _POLICIES: dict[str, type] = {
-    DefaultPolicy.name: DefaultPolicy,
+    TurningWalkPolicy.name: TurningWalkPolicy,
     ZeusNSDI23Policy.name: ZeusNSDI23Policy,
 }
 POLICY_NAMES: tuple[str, ...] = tuple(sorted(_POLICIES))  # the algorithms
-ALIASES: dict[str, str] = {"default": DefaultPolicy.name}
+ALIASES: dict[str, str] = {"default": TurningWalkPolicy.name}
 ALLOWED_POLICIES = ", ".join([*POLICY_NAMES, *(f"{alias} (= {name})" for alias, name in ALIASES.items())])
 
 

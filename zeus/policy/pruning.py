@@ -169,7 +169,7 @@ def concurrent_exploration(spec: JobSpec, view: HistoryView, expected: int) -> D
     """Zeus's rule for a recurrence that overlaps an exploration trial (zeus-nsdi23): while the size the
     walk waits for is in flight elsewhere, run the cheapest converged size (or the default) rather than
     a duplicate exploration slot. None when `expected` is not in flight. (`default` has its own rule,
-    which also explores meanwhile: zeus.policy.default.)"""
+    which also explores meanwhile: zeus.policy.turning_walk.)"""
     if not view.in_flight(expected):
         return None
     fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)

@@ -75,7 +75,7 @@ class _Plan:
     candidates: tuple[int, ...]  # exploitation's arms; every other size is pruned once the walk is over
 
 
-class DefaultPolicy:
+class TurningWalkPolicy:
     """A one-pass walk that stops where the cost turns, then pooled-noise Thompson sampling over contenders.
 
     The constructor's knobs exist so benchmarks can measure alternatives; the defaults are the winners.
