@@ -1,49 +1,36 @@
-"""`turning-walk` (alias `default`): this project's batch-size policy. A walk that stops where the cost turns, then
-Thompson sampling with a pooled noise model over the sizes that can still be the cheapest.
+"""`turning-walk` (alias `default`): this project's batch-size policy. A walk that stops where the
+cost turns, then Thompson sampling with a pooled noise model over the sizes that can still be the
+cheapest.
 
-Measured against `zeus-nsdi23` in the same simulator, under the same rules (benchmarks/policy.py):
-36 cells (6 workloads x V100, A40 x eta 0.25, 0.5, 0.75), Zeus's number of recurrences, mean regret
-over cells, seeds 1-20 and, as a check against tuning to those seeds, 21-40. zeus-nsdi23: 7.233 and
-7.168. This policy: 3.248 and 3.258 (55 % less on both), cheaper on all 36 cells on both. Before
-issue 8 it was 3.931 and 4.497 (46 % and 37 % less). What it does, and what each part is worth
-(the regret without it, the rest unchanged; benchmarks/RESULTS.md has the development history):
+It is measured against `zeus-nsdi23` in the same simulator, under the same rules
+(benchmarks/policy.py); what each rule below is worth, and what was tried and dropped, is in
+benchmarks/RESULTS.md ("Policies in the trace simulator").
 
-1. One exploration pass from the default size, down then up (Zeus runs two rounds, the second
-   re-running every survivor; it cost more on 9 of 12 cells).
+1. One exploration pass from the default size, down then up. Zeus runs two rounds, the second
+   re-running every survivor, which costs more than it learns.
 2. The pass stops where the cost turns (zeus.policy.walk): a size costing more than 1.5x the cheapest
-   step before it ends its direction (without: 3.969 and 3.926), so does one costing 1.2x once past
-   the minimum (without: 3.495 and 3.451), and the up direction is skipped when a smaller size beat
-   the default by 5 % (without: 3.629 and 3.602). With none of it, Zeus's one pass: 4.714, 4.635.
+   step before it ends its direction, so does one costing 1.2x once past the minimum, and the up
+   direction is skipped when a smaller size beat the default by 5 %.
 3. No exploration trial is cut short beyond the job's own early stop (beta x the cheapest
-   recurrence, as in Zeus). Before, a trial stopped at 1.5x the cheapest reached trial, to end its
-   direction; that stopped trial costs its spend plus the retry, more than letting a size that is
-   merely worse finish. With the walk above, a stop at 1.5x measured 3.334 and 3.396.
+   recurrence, as in Zeus): a stopped trial costs its spend plus the retry, more than letting a size
+   that is merely worse finish.
 4. Contenders: sizes whose mean cost (a miss charged the retry it forced, zeus.policy.history) is
-   within 1.1x of the best mean, or within one noise level of it (mean x (1 - cv / sqrt(n)) <= best:
-   one unlucky first trial must not rule a size out for good; without: 3.323 and 3.384, with two
-   noise levels 3.58 and 3.69). A contender seen once is tried again first: a first trial also pays
-   for profiling and reads high.
+   within 1.1x of the best mean, or within one noise level of it (mean x (1 - cv / sqrt(n)) <= best):
+   one unlucky first trial must not rule a size out for good. A contender seen once is tried again
+   first: a first trial also pays for profiling and reads high.
 5. Thompson sampling with one relative noise level for all sizes (coefficient of variation from
    repeat trials that reached, shrunk toward 0.1): N(mean, (0.3 cv mean)^2 / n). Zeus estimates each
    arm's variance from its own two or three trials, which makes posteriors erratically sharp or
-   flat. 0.3 samples more greedily than the posterior (0.5: 3.361 and 3.296; 1.0: 3.414 and 3.390).
+   flat; 0.3 samples more greedily than the posterior.
 6. Once any size has reached the target, only sizes that have reached it are exploited.
 
-Dropped (measured, more regret): confirming a turn by re-running the size, turning one step
-later everywhere, a turn margin of 0.1, 0.15, 0.25 or 0.3, and a hard turn at 1.3x or 1.4x, which
-is a cliff (5.4 and 5.8; movielens-1m ends its walk short of the optimum: one 7-epoch run among
-4-epoch ones costs 1.75x, so two single trials can differ by 1.34x with the same mean).
-
-Overlapping recurrences (K in flight, eta-0.5 cells, seeds 1-20): 3.20, 4.17, 5.76, 9.88 at K = 1,
-2, 4, 8 (zeus-nsdi23: 7.24, 9.62, 14.78, 25.18). While nothing has finished (the first wave), the
-recurrences that start alongside the default's first trial explore the walk's next two sizes down and
-the first one up, with no early stop since no recurrence has a cost yet (running the default K times
-instead: 4.92, 8.84, 16.36; that can get no lower than 3.90, 5.30, 8.11, as the default's first trial
-costs 0.70 oracle recurrences over the oracle here). Later, while the walk's next size is in flight,
-another recurrence explores the size after it when costs are falling, or the up direction's next size
-once the down direction has shown it is needed or its in-flight trial has been outlasted (slow, so
-costly); otherwise the cheapest explored size, never a pruned one (without this: 5.51, 9.81, 18.88).
-K = 4 is 1.80x K = 1; the issue's bar of 1.25x is not met.
+Overlapping recurrences. While nothing has finished (the first wave), the recurrences that start
+alongside the default's first trial explore the walk's next two sizes down and the first one up,
+with no early stop since no recurrence has a cost yet: running the default K times instead would
+pay its first (profiling) trial K times. Later, while the walk's next size is in flight, another
+recurrence explores the size after it when costs are falling, or the up direction's next size once
+the down direction has shown it is needed or its in-flight trial has been outlasted (slow, so
+costly); otherwise the cheapest explored size, never a pruned one.
 
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used folds trial by trial (zeus.policy.tally): per size its first result,
