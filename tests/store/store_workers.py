@@ -15,8 +15,12 @@ def job_spec(job_id: str) -> JobSpec:
     return JobSpec(job_id=job_id, batch_sizes=(16, 32, 64), default_batch_size=32, target_metric=0.5, max_epochs=5)
 
 
-def append_trials(uri: str, env: dict[str, str], job_id: str, worker: int, count: int, barrier: Any, out: Any) -> None:
-    """One recurrence appending `count` trials (dispatch + finish each), started with the others at once."""
+def append_trials(
+    uri: str, env: dict[str, str], job_id: str, worker: int, count: int, barrier: Any, halfway: Any, out: Any
+) -> None:
+    """One recurrence appending `count` trials (dispatch + finish each), started with the others at once;
+    after half of them it waits at `halfway` with the others and the compactor, so the compactor's rounds
+    overlap the second half whatever the machine's speed."""
     try:
         os.environ.update(env)
         from zeus.store import open_store
@@ -29,6 +33,8 @@ def append_trials(uri: str, env: dict[str, str], job_id: str, worker: int, count
         recurrence = store.begin_recurrence(job_id, rid)
         trials = []
         for attempt in range(1, count + 1):
+            if attempt == count // 2 + 1:
+                halfway.wait()
             batch = spec.batch_sizes[attempt % 3]
             decision = Decision(batch, None, "exploration", f"worker {worker} attempt {attempt}")
             trials.append(store.dispatch_trial(job_id, rid, attempt, decision))
@@ -42,16 +48,20 @@ def append_trials(uri: str, env: dict[str, str], job_id: str, worker: int, count
         out.put(("error", worker, traceback.format_exc(), None))
 
 
-def compact_until_done(uri: str, env: dict[str, str], job_id: str, barrier: Any, stop: Any, out: Any) -> None:
-    """Compact the job over and over while the workers append; report how much it merged."""
+def compact_until_done(
+    uri: str, env: dict[str, str], job_id: str, barrier: Any, halfway: Any, stop: Any, out: Any
+) -> None:
+    """Compact the job over and over while the workers append their second half, at least twice (the
+    first round meets every first-half record loose); report how much it merged."""
     try:
         os.environ.update(env)
         from zeus.store import open_store
 
         store = open_store(uri)
         barrier.wait()
+        halfway.wait()
         rounds = merged = 0
-        while not stop.is_set():
+        while rounds < 2 or not stop.is_set():
             merged += sum(result.merged for result in store.compact_streams(job_id))
             rounds += 1
             time.sleep(0.1)

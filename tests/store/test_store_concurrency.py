@@ -26,13 +26,14 @@ JOB = "concurrent-job"
 def test_eight_appenders_and_a_compactor_lose_nothing(store_uri):
     ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs the S3 server threads
     env = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
-    barrier = ctx.Barrier(WORKERS + 1)
+    barrier, halfway = ctx.Barrier(WORKERS + 1), ctx.Barrier(WORKERS + 1)
     stop = ctx.Event()
     out = ctx.Queue()
     workers = [
-        ctx.Process(target=append_trials, args=(store_uri, env, JOB, w, TRIALS, barrier, out)) for w in range(WORKERS)
+        ctx.Process(target=append_trials, args=(store_uri, env, JOB, w, TRIALS, barrier, halfway, out))
+        for w in range(WORKERS)
     ]
-    compactor = ctx.Process(target=compact_until_done, args=(store_uri, env, JOB, barrier, stop, out))
+    compactor = ctx.Process(target=compact_until_done, args=(store_uri, env, JOB, barrier, halfway, stop, out))
     for process in [*workers, compactor]:
         process.start()
     reports = [out.get(timeout=240) for _ in workers]
@@ -58,7 +59,7 @@ def test_eight_appenders_and_a_compactor_lose_nothing(store_uri):
         assert set(mine["recurrence"]) == {recurrence} and mine["trial"].tolist() == numbers
         assert mine["energy_j"].tolist() == [worker * 1000.0 + a for a in range(1, TRIALS + 1)]
     _, rounds, merged, _ = next(r for r in reports if r[0] == "compactor")
-    assert rounds >= 2 and merged > 0  # the compactor really ran alongside the appenders
+    assert rounds >= 2 and merged > 0  # the compactor really ran alongside the appenders' second half
     store.compact(JOB)
     assert store.trials(JOB).equals(trials)
     assert store.problems == []
