@@ -58,7 +58,9 @@ def test_reaching_the_target_stops_a_script_that_would_run_on(tmp_path):
     assert out.result.energy_j > 0
     # Zeus's cost at eta 0.5 and 250 W, worked out: 0.5 E + 0.5 x 250 W x t.
     assert out.result.cost == pytest.approx(0.5 * out.result.energy_j + 125.0 * out.result.time_s)
-    assert time.monotonic() - started < 10
+    # The script would print for 50 s more: it was stopped once the target was reached (the bound is
+    # loose on purpose: CI runs at load 10-25, and the outcome must not hang on timing).
+    assert time.monotonic() - started < 40
     # An epoch counter and no step counter: one power limit per epoch, from the second report on
     # (epochs 2 and 3 ran at 250 W and 225 W), on the wall clock, and the reason says how.
     assert out.profile["power_limit_w"].tolist() == [250.0, 225.0]
@@ -99,7 +101,7 @@ def test_cost_threshold_stops_the_script_and_sigkill_follows_an_ignored_sigterm(
     )
     assert out.result.status is TrialStatus.COST_EXCEEDED
     assert out.result.cost > 100.0 and "threshold" in out.result.reason
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 40  # ignoring SIGTERM did not keep it running: killed after the grace
 
 
 def test_cuda_oom_text_is_status_oom(tmp_path):

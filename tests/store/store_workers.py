@@ -106,8 +106,9 @@ def dispatch_same_attempts(
         out.put(("error", worker, traceback.format_exc(), None))
 
 
-def compact_jobs_until_done(uri: str, env: dict[str, str], job_ids: list[str], stop: Any, out: Any) -> None:
-    """Like compact_until_done, over several jobs (one per round), round-robin, from the moment it starts."""
+def compact_jobs_until_done(uri: str, env: dict[str, str], job_ids: list[str], ready: Any, stop: Any, out: Any) -> None:
+    """Like compact_until_done, over several jobs (one per round), round-robin; it says `ready` before
+    its first round, and the workers start only then, so the loop overlaps them however slow the start."""
     try:
         os.environ.update(env)
         from zeus.store import open_store
@@ -116,6 +117,7 @@ def compact_jobs_until_done(uri: str, env: dict[str, str], job_ids: list[str], s
         rounds = merged = 0
         for job_id in job_ids:
             store.ensure_job(job_spec(job_id))
+        ready.wait()
         while not stop.is_set():
             merged += sum(result.merged for job_id in job_ids for result in store.compact_streams(job_id))
             rounds += 1
@@ -182,20 +184,25 @@ def cycle_trials(uri: str, env: dict[str, str], job_ids: list[str], worker: int,
 def run_with_compactors(
     target, worker_args: list[tuple], job_ids: list[str], uri: str, compactors: int, timeout_s: float = 3600
 ) -> tuple[list, list, float]:
-    """Start `compactors` compaction loops, then one process per worker_args running `target`; wait for
-    the workers, stop the loops. Returns (worker reports, compactor reports, seconds)."""
+    """Start `compactors` compaction loops and, once they are ready, one process per worker_args running
+    `target`; wait for the workers, stop the loops. Returns (worker reports, compactor reports, seconds)."""
     import multiprocessing
     import time
 
     context = multiprocessing.get_context("spawn")  # no fork of a process that runs the S3 server threads
     env = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
     barrier, stop, out = context.Barrier(len(worker_args)), context.Event(), context.Queue()
+    ready = context.Barrier(compactors + 1)
     workers = [context.Process(target=target, args=(uri, env, job_ids, *a, barrier, out)) for a in worker_args]
     loops = [
-        context.Process(target=compact_jobs_until_done, args=(uri, env, job_ids, stop, out)) for _ in range(compactors)
+        context.Process(target=compact_jobs_until_done, args=(uri, env, job_ids, ready, stop, out))
+        for _ in range(compactors)
     ]
     started = time.perf_counter()
-    for process in [*loops, *workers]:
+    for process in loops:
+        process.start()
+    ready.wait(timeout=timeout_s)
+    for process in workers:
         process.start()
     reports = [out.get(timeout=timeout_s) for _ in workers]
     stop.set()

