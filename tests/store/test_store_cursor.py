@@ -6,11 +6,13 @@ events of one full read at the end, each once, whatever compactions happened in 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
-from zeus.store import Store, StoreInputError, keys, open_store
+from zeus.store import Store, StoreInputError, events, keys, open_store, snapshots
+from zeus.store.schemas import META_NAMES_CHECKSUM
 
 DECISION = Decision(batch_size=64, cost_threshold=None, stage="exploration", reason="test")
 
@@ -105,3 +107,71 @@ def test_a_cursor_of_another_job_is_refused(tmp_path, spec):
     store.ensure_job(other)
     with pytest.raises(StoreInputError):
         store.trial_events(other.job_id, after=store.trial_events(spec.job_id).cursor)
+
+
+# A cursor read of an unchanged snapshot decodes only its names (streams._read_past_unchanged): the
+# cases where that shortcut could count an event twice or trust damaged names.
+
+
+def _compacted_with_cursor(store, spec) -> tuple[Store, str]:
+    lazy = Store(store.backend, auto_compact_after=None)
+    lazy.ensure_job(spec)
+    lazy.begin_recurrence(spec.job_id, "run-a")
+    _trial(lazy, spec, "run-a", 1)
+    lazy.compact(spec.job_id)
+    return lazy, lazy.trial_events(spec.job_id).cursor
+
+
+def test_a_hint_put_again_for_a_compacted_record_does_not_return_its_event_again(store, spec):
+    lazy, cursor = _compacted_with_cursor(store, spec)
+    # A duplicated step (a KFP retry while the first pod runs) writes the same attempt after compaction
+    # deleted its hint: create_record puts the hint again, then finds the record taken.
+    for stream in ("dispatched", "finished"):
+        record = lazy.backend.get(keys.record_key(spec.job_id, stream, "run-a.0001"))
+        assert events.create_record(lazy.backend, spec.job_id, stream, "run-a", 1, record) == record
+        assert lazy.backend.list(keys.events_dir(spec.job_id, stream))  # the hint is back
+    _trial(lazy, spec, "run-a", 2)
+    found = lazy.trial_events(spec.job_id, after=cursor)
+    assert not found.reset and lazy.problems == []
+    assert _names(found.dispatched) == _names(found.finished) == ["run-a.0002"]
+    again = lazy.trial_events(spec.job_id, after=found.cursor)
+    assert again.dispatched.num_rows == again.finished.num_rows == 0
+
+
+def _rewrite_snapshot(store, spec, stream: str, change) -> str:
+    """Replace the stream's committed snapshot object by `change(table, metadata)`, keeping its key."""
+    mark = snapshots.latest_mark(store.backend, spec.job_id, stream)
+    table = pq.read_table(pa.BufferReader(store.backend.get(mark.snapshot)))
+    table, metadata = change(table, dict(table.schema.metadata))
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(metadata), sink)
+    store.backend.delete([mark.snapshot])
+    assert store.backend.put_new(mark.snapshot, sink.getvalue().to_pybytes())
+    return mark.snapshot
+
+
+def test_damaged_names_in_an_unchanged_snapshot_are_reported_and_the_cut_read_from_the_records(store, spec):
+    lazy, cursor = _compacted_with_cursor(store, spec)
+
+    def rename(table, metadata):  # every other column and the metadata (both checksums) as written
+        index = table.schema.get_field_index("_event")
+        return table.set_column(index, "_event", pa.array(["run-a.0002"] * table.num_rows)), metadata
+
+    damaged = _rewrite_snapshot(lazy, spec, "finished", rename)
+    _trial(lazy, spec, "run-a", 2)
+    with pytest.warns(match="not what was written"):
+        found = lazy.trial_events(spec.job_id, after=cursor)
+    assert damaged in {problem.key for problem in lazy.problems}
+    assert found.reset and _names(found.finished) == _names(found.dispatched) == ["run-a.0001", "run-a.0002"]
+
+
+def test_a_snapshot_written_without_a_names_checksum_is_read_whole(store, spec):
+    lazy, cursor = _compacted_with_cursor(store, spec)
+    for stream in ("dispatched", "finished"):
+        _rewrite_snapshot(lazy, spec, stream, lambda table, meta: (table, {k: v for k, v in meta.items()
+                                                                          if k != META_NAMES_CHECKSUM}))  # fmt: skip
+        events.create_record(lazy.backend, spec.job_id, stream, "run-a", 1, b"")  # its hint again, as above
+    _trial(lazy, spec, "run-a", 2)
+    found = lazy.trial_events(spec.job_id, after=cursor)
+    assert not found.reset and lazy.problems == []
+    assert _names(found.dispatched) == _names(found.finished) == ["run-a.0002"]

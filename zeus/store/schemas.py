@@ -33,6 +33,9 @@ SCHEMA_VERSION = 2  # 2: every object carries META_CHECKSUM (version 1 objects a
 META_TABLE = b"zeus.table"
 META_VERSION = b"zeus.schema_version"
 META_CHECKSUM = b"zeus.checksum"
+# A snapshot's `_event` column alone, checksummed on its own: a cursor read whose snapshot is unchanged
+# needs only its names (which listed hints it holds), and can check them without decoding every column.
+META_NAMES_CHECKSUM = b"zeus.names_checksum"
 ROW_GROUP_ROWS = 4096  # snapshots in several row groups: a reader can slice without one huge group
 EVENT_COLUMN = "_event"  # in snapshots: the name of the event object each row came from
 
@@ -155,6 +158,14 @@ def table_checksum(arrow: pa.Table) -> str:
     return digest.hexdigest()
 
 
+def names_checksum(arrow: pa.Table) -> str:
+    """A digest of the `_event` column alone (names_checksum of a snapshot, see META_NAMES_CHECKSUM)."""
+    digest = _Crc()
+    digest.update(f"{arrow.num_rows}:{EVENT_COLUMN}".encode())
+    _column_digest(digest, arrow.column(EVENT_COLUMN))
+    return digest.hexdigest()
+
+
 def to_arrow(table: str, data: list[dict[str, Any]] | pa.Table, *, snapshot: bool = False) -> pa.Table:
     """Rows or a table in the stored schema of `table` (column order and types as stored)."""
     schema = snapshot_schema(table) if snapshot else SCHEMAS[table]
@@ -166,7 +177,10 @@ def to_arrow(table: str, data: list[dict[str, Any]] | pa.Table, *, snapshot: boo
 def encode(table: str, data: list[dict[str, Any]] | pa.Table, *, snapshot: bool = False) -> bytes:
     arrow = to_arrow(table, data, snapshot=snapshot)
     meta = {META_TABLE: table.encode(), META_VERSION: str(SCHEMA_VERSION).encode()}
-    arrow = arrow.replace_schema_metadata(meta | {META_CHECKSUM: table_checksum(arrow).encode()})
+    meta[META_CHECKSUM] = table_checksum(arrow).encode()
+    if snapshot:
+        meta[META_NAMES_CHECKSUM] = names_checksum(arrow).encode()
+    arrow = arrow.replace_schema_metadata(meta)
     sink = io.BytesIO()
     pq.write_table(arrow, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     return sink.getvalue()
@@ -186,14 +200,8 @@ def decode(key: str, data: bytes, table: str, *, snapshot: bool = False) -> pa.T
         raise CorruptObjectError(key, f"not a readable Parquet file ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
-def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
-    try:
-        # ParquetFile.read is lighter than read_table for small objects, and one thread: a pool costs more
-        # than it saves here (benchmarks/RESULTS.md, "Figures behind choices in the code")
-        arrow = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise CorruptObjectError(key, f"not a Parquet file ({str(exc)[:120]})") from None
-    meta = arrow.schema.metadata or {}
+def _check_meta(key: str, meta: dict[bytes, bytes], table: str) -> int:
+    """The object's schema version, once its metadata says it holds `table` in a version this reads."""
     found = meta.get(META_TABLE, b"").decode(errors="replace")
     if found != table:
         raise CorruptObjectError(key, f"wrong schema: table {found or '<none>'!r}, expected {table!r}")
@@ -204,6 +212,18 @@ def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
         raise NewerSchemaError(
             key, f"schema version {version_raw} is newer than this zeus-kfp reads ({SCHEMA_VERSION}); upgrade zeus-kfp"
         )
+    return int(version_raw)
+
+
+def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
+    try:
+        # ParquetFile.read is lighter than read_table for small objects, and one thread: a pool costs more
+        # than it saves here (benchmarks/RESULTS.md, "Figures behind choices in the code")
+        arrow = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptObjectError(key, f"not a Parquet file ({str(exc)[:120]})") from None
+    meta = arrow.schema.metadata or {}
+    version = _check_meta(key, meta, table)
     expected = snapshot_schema(table) if snapshot else SCHEMAS[table]
     for name in expected.names:
         if (table, name) in ADDED_COLUMNS and name not in arrow.column_names:
@@ -218,11 +238,32 @@ def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise CorruptObjectError(key, f"wrong schema: {str(exc)[:160]}") from None
     stored_sum = meta.get(META_CHECKSUM)
-    if stored_sum is None and int(version_raw) >= 2:
+    if stored_sum is None and version >= 2:
         raise CorruptObjectError(key, "no checksum (a version 2 object always has one)")
     if stored_sum is not None and stored_sum.decode(errors="replace") != table_checksum(arrow):
         raise CorruptObjectError(key, "checksum mismatch: the content is not what was written")
     return arrow.replace_schema_metadata({META_CHECKSUM: stored_sum} if stored_sum is not None else None)
+
+
+def decode_names(key: str, data: bytes, table: str) -> tuple[pa.Array, str] | None:
+    """A snapshot's `_event` column alone, checked against its own checksum, and the snapshot's whole-table
+    checksum as stored (unverified: the caller compares it with the mark that committed the object).
+    None for a snapshot written without a names checksum (read it whole). CorruptObjectError as `decode`."""
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        meta = parquet.schema_arrow.metadata or {}
+        _check_meta(key, meta, table)
+        stored, whole = meta.get(META_NAMES_CHECKSUM), meta.get(META_CHECKSUM)
+        if stored is None or whole is None:
+            return None
+        arrow = parquet.read(columns=[EVENT_COLUMN], use_threads=False).cast(pa.schema([(EVENT_COLUMN, pa.string())]))
+    except CorruptObjectError:
+        raise
+    except Exception as exc:
+        raise CorruptObjectError(key, f"not a readable Parquet file ({type(exc).__name__}: {str(exc)[:120]})") from None
+    if stored.decode(errors="replace") != names_checksum(arrow):
+        raise CorruptObjectError(key, "checksum mismatch: the snapshot's names are not what was written")
+    return arrow.column(EVENT_COLUMN).combine_chunks(), whole.decode(errors="replace")
 
 
 def verified_checksum(arrow: pa.Table) -> str | None:

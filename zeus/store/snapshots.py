@@ -33,7 +33,7 @@ from zeus.store import keys
 from zeus.store.backend import Backend, create_or_confirm
 from zeus.store.errors import CorruptObjectError
 from zeus.store.ledger import top_number
-from zeus.store.schemas import EVENT_COLUMN, decode, decode_json, encode, encode_json, verified_checksum
+from zeus.store.schemas import EVENT_COLUMN, decode, decode_json, decode_names, encode, encode_json, verified_checksum
 
 GRACE_S = 120.0  # a superseded snapshot is kept this long after its successor's commit (storage clock)
 COMMIT_WITHIN_S = 60.0  # GRACE_S / 2: a compactor slower than this does not commit (its base may be gone)
@@ -88,6 +88,21 @@ def load(backend: Backend, stream: str, mark: Mark) -> pa.Table:
     return table
 
 
+def load_names(backend: Backend, stream: str, mark: Mark) -> pa.Array | None:
+    """Only the committed snapshot's event names, checked against its mark (None: the object has no
+    names checksum, load it whole). ObjectNotFound if the object is gone. Several times cheaper than
+    `load` (one column decoded and checked): what a cursor read of an unchanged snapshot needs."""
+    found = decode_names(mark.snapshot, backend.get(mark.snapshot), stream)
+    if found is None:
+        return None
+    names, checksum = found
+    if len(names) != mark.rows or checksum != mark.checksum:
+        raise CorruptObjectError(
+            mark.snapshot, f"is not the snapshot its mark committed ({len(names)} rows, the mark says {mark.rows})"
+        )
+    return names
+
+
 def commit(
     backend: Backend, job_id: str, stream: str, generation: int, table: pa.Table, since: int, token: str, started: float
 ) -> tuple[Mark | None, str]:
@@ -138,10 +153,12 @@ def retire(backend: Backend, job_id: str, stream: str, committed: Mark) -> tuple
     return old, now
 
 
-def held(table: pa.Table | None, candidates: set[str]) -> set[str]:
-    """Which of a few names the snapshot holds, without turning all its names into Python strings."""
-    if table is None or not candidates:
+def held(snapshot: pa.Table | pa.Array | None, candidates: set[str]) -> set[str]:
+    """Which of a few names the snapshot (or its names, `load_names`) holds, without turning all its
+    names into Python strings."""
+    if snapshot is None or not candidates:
         return set()
+    names = snapshot.column(EVENT_COLUMN).combine_chunks() if isinstance(snapshot, pa.Table) else snapshot
     asked = pa.array(sorted(candidates), pa.string())
-    found = pc.is_in(asked, value_set=table.column(EVENT_COLUMN).combine_chunks())
+    found = pc.is_in(asked, value_set=names)
     return set(asked.filter(found).to_pylist())

@@ -45,10 +45,12 @@ Cursors. A read returns a Position: the generation read, how many of its rows, a
 of the records read on top of it. Generation g+1 is g's rows with new ones appended (a mark
 says from which generation that chain is unbroken), so "the events after a position" are the
 rows of the newest snapshot past that many rows, plus loose records, minus the names the
-position already had: exact, and only the new rows are returned. The snapshot object is still
-fetched and checked whole (a loose hint may name a record it already holds, so the names are
-needed); where the chain was broken (a lost snapshot rebuilt from records) the read says
-`reset` and returns every row.
+position already had: exact, and only the new rows are returned. The snapshot's names are still
+needed (a listed hint may name a record it already holds: a compactor has not deleted it yet, or
+a duplicated writer put it again after). When the snapshot is the position's own, unchanged, the
+common case between compactions, only its `_event` column is decoded, checked by a checksum of
+its own (schemas.META_NAMES_CHECKSUM); otherwise it is fetched and checked whole. Where the chain
+was broken (a lost snapshot rebuilt from records) the read says `reset` and returns every row.
 """
 
 from __future__ import annotations
@@ -190,7 +192,13 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     except CorruptObjectError as exc:
         problems.append(ObjectProblem(exc.key, f"{exc.reason}; read the records instead"))
         return _rebuild(backend, job_id, stream, problems)
+    # `same`: the snapshot a cursor read already covers whole (same generation, same rows): only its names are
+    # needed, to know which listed hints it holds; no row of it is new.
+    same = after is not None and mark is not None and (mark.generation, mark.rows) == (after.generation, after.rows)
     try:
+        names = snapshots.load_names(backend, stream, mark) if same and mark is not None else None
+        if names is not None:
+            return _read_past_unchanged(backend, job_id, stream, after, mark, names, listed, problems)
         snapshot = snapshots.load(backend, stream, mark) if mark is not None else None
     except ObjectNotFound:
         assert mark is not None
@@ -211,13 +219,7 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     reset = after is not None and mark is not None and after.generation > 0 and mark.since > after.generation
     if reset:
         after = None
-    hints: dict[str, str] = {}
-    for key in listed:
-        name = keys.basename(key)
-        if keys.parse_event_name(name) is None:
-            problems.append(ObjectProblem(key, "not a zeus-kfp event hint (a foreign object); ignored"))
-        else:
-            hints[name] = key
+    hints = _hints(listed, problems)
     had = after.loose if after is not None else frozenset()
     covered = snapshots.held(snapshot, set(hints) | had)
     todo = sorted(n for n in hints if n not in covered and n not in had)
@@ -234,6 +236,40 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     position = Position(generation, rows, loose)
     whole = after is None
     return StreamRead(table, generation, len(read), problems, position, reset, snapshot, fresh, hints, whole=whole)
+
+
+def _hints(listed: list[str], problems: list[ObjectProblem]) -> dict[str, str]:
+    """Event name -> hint key of the listed hints; a foreign object is reported and ignored."""
+    hints: dict[str, str] = {}
+    for key in listed:
+        name = keys.basename(key)
+        if keys.parse_event_name(name) is None:
+            problems.append(ObjectProblem(key, "not a zeus-kfp event hint (a foreign object); ignored"))
+        else:
+            hints[name] = key
+    return hints
+
+
+def _read_past_unchanged(
+    backend: Backend,
+    job_id: str,
+    stream: str,
+    after: Position,
+    mark: snapshots.Mark,
+    names: pa.Array,
+    listed: list[str],
+    problems: list[ObjectProblem],
+) -> StreamRead:
+    """A cursor read whose snapshot is the cursor's, unchanged: the new events are the records of listed
+    hints that neither the snapshot nor the cursor's loose records hold. The records the cursor had
+    loose are still loose (a snapshot never changes), so the position keeps them."""
+    hints = _hints(listed, problems)
+    covered = snapshots.held(names, set(hints) - after.loose)
+    todo = sorted(n for n in hints if n not in covered and n not in after.loose)
+    parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
+    fresh = _concat(stream, parts)
+    position = Position(mark.generation, mark.rows, after.loose | frozenset(read))
+    return StreamRead(merge_cut(None, fresh), mark.generation, len(read), problems, position, hints=hints, whole=False)
 
 
 def read_stream(backend: Backend, job_id: str, stream: str, after: Position | None = None) -> StreamRead:
