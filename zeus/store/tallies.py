@@ -7,21 +7,26 @@ with an exclusive create under a new name (`keys.tally_key`: how many trials it 
 token), the newest name is the one read, and a writer deletes the others it saw but one. Two writers
 racing both write exact folds of their own cuts; a reader takes either.
 
-The object is a checksummed JSON record (schemas.encode_json, like the store's other small
-records) holding the tally version, the job, the store cursor the fold covers
-(cuts.read_trial_events) and the fold itself.
+The object is one header line, `zeus-kfp tally <crc32 of the body> <body length>`, then a JSON body
+holding the tally version, the job, the store cursor the fold covers (cuts.read_trial_events) and
+the fold itself. Not schemas.encode_json, which the store's other small records use: that checksum
+is over a canonical re-serialization of the record, and a fold (its recurrence tables, hundreds of
+kB at 10,000 trials) is read by every step, so checking its exact bytes instead saves serializing
+it again on each read. An object in the older form is read as a cache miss (the next step keeps a
+new one), never reported as damaged.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from zeus.store import keys
 from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.errors import CorruptObjectError, ObjectProblem
-from zeus.store.schemas import decode_json, encode_json
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,34 @@ def _covers(key: str) -> int | None:
     return int(parts[0]) if len(parts) == 3 and parts[2] == "json" and parts[0].isdigit() else None
 
 
+HEADER = b"zeus-kfp tally"
+
+
+def encode_tally(record: dict[str, Any]) -> bytes:
+    body = json.dumps(record, separators=(",", ":")).encode()
+    return b"%s %08x %d\n%s" % (HEADER, zlib.crc32(body), len(body), body)
+
+
+def decode_tally(key: str, data: bytes) -> dict[str, Any] | None:
+    """The record `encode_tally` wrote; None for an object in the older form (a cache miss);
+    CorruptObjectError naming the key for anything else."""
+    if data.startswith(b'{"record"'):  # written by zeus-kfp before this form (schemas.encode_json)
+        return None
+    header, _, body = data.partition(b"\n")
+    fields = header.split(b" ")
+    try:
+        if b" ".join(fields[:2]) != HEADER or len(fields) != 4:
+            raise ValueError("no zeus-kfp tally header")
+        if int(fields[3]) != len(body) or int(fields[2], 16) != zlib.crc32(body):
+            raise ValueError("checksum mismatch")
+        record = json.loads(body)
+        if not isinstance(record, dict):
+            raise ValueError("not a record")
+        return record
+    except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CorruptObjectError(key, f"not a readable kept fold ({str(exc)[:80]})") from None
+
+
 def read_tally(backend: Backend, job_id: str, problems: list[ObjectProblem]) -> StoredTally | None:
     """The newest kept fold of the job, or None (none stored, gone meanwhile, or corrupt: reported)."""
     found = [key for key in backend.list(keys.tally_dir(job_id)) if _covers(key) is not None]
@@ -46,7 +79,9 @@ def read_tally(backend: Backend, job_id: str, problems: list[ObjectProblem]) -> 
         return None
     key = max(found, key=lambda k: (_covers(k), k))
     try:
-        record = decode_json(key, backend.get(key))
+        record = decode_tally(key, backend.get(key))
+        if record is None:
+            return None
         return StoredTally(key, str(record["cursor"]), int(record["version"]), dict(record["fold"]))
     except ObjectNotFound:  # a writer replaced it between the list and the get: a cache miss
         return None
@@ -64,7 +99,7 @@ def write_tally(backend: Backend, job_id: str, covers: int, cursor: str, version
     Those above it are deleted too: a racing writer's (exact, merely newer: the next reader folds a few
     more events) or garbage named like a newest one, which would otherwise shadow every later fold."""
     key = keys.tally_key(job_id, covers, uuid.uuid4().hex[:12])
-    backend.put_new(key, encode_json({"version": version, "job": job_id, "cursor": cursor, "fold": fold}))
+    backend.put_new(key, encode_tally({"version": version, "job": job_id, "cursor": cursor, "fold": fold}))
     found = sorted((_covers(k), k) for k in backend.list(keys.tally_dir(job_id)) if _covers(k) is not None)
     below = [k for n, k in found if (n, k) < (covers, key)][-1:]
     backend.delete([k for _, k in found if k != key and k not in below])
