@@ -5,13 +5,16 @@ events of one full read at the end, each once, whatever compactions happened in 
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
-from zeus.store import Store, StoreInputError, events, keys, open_store, snapshots
+from zeus.store import Store, StoreInputError, events, keys, ledger, open_store, snapshots
 from zeus.store.schemas import META_NAMES_CHECKSUM
 
 DECISION = Decision(batch_size=64, cost_threshold=None, stage="exploration", reason="test")
@@ -175,3 +178,26 @@ def test_a_snapshot_written_without_a_names_checksum_is_read_whole(store, spec):
     found = lazy.trial_events(spec.job_id, after=cursor)
     assert not found.reset and lazy.problems == []
     assert _names(found.dispatched) == _names(found.finished) == ["run-a.0002"]
+
+
+def test_a_cursor_from_before_positions_named_their_snapshot_reads_the_same_events(store, spec):
+    lazy, cursor = _compacted_with_cursor(store, spec)
+    body = json.loads(base64.urlsafe_b64decode(cursor))
+    older = {"v": 1, "job": body["job"]} | {stream: body[stream][:3] for stream in ("finished", "dispatched")}
+    older_cursor = base64.urlsafe_b64encode(json.dumps(older).encode()).decode()
+    _trial(lazy, spec, "run-a", 2)
+    for after in (cursor, older_cursor):
+        found = lazy.trial_events(spec.job_id, after=after)
+        assert not found.reset and _names(found.dispatched) == _names(found.finished) == ["run-a.0002"]
+
+
+@pytest.mark.parametrize("numbers", [range(1, 6), range(995, 1006)])  # within one folder, and across two
+def test_the_top_number_after_a_known_one_is_the_top_of_a_full_listing(store, numbers):
+    directory = keys.seq_dir("resnet-nightly", "trial")
+    for number in numbers:
+        assert store.backend.put_new(keys.seq_key("resnet-nightly", "trial", number), b"{}")
+    assert ledger.top_number(store.backend, directory) == numbers[-1]
+    for known in numbers:
+        assert ledger.top_number(store.backend, directory, at_least=known) == numbers[-1]
+    claimed = ledger.claim_number(store.backend, "resnet-nightly", "trial", {}, claimed=numbers[0])
+    assert claimed == numbers[-1] + 1

@@ -48,6 +48,11 @@ class JobHistory:
         return self.fold.view()
 
     @property
+    def max_trial(self) -> int:
+        """The highest trial number folded (a claimed number: the next claim looks only after it)."""
+        return max([self.fold.tally.max_trial or 0, *(entry.record.trial for entry in self.fold.tail)])
+
+    @property
     def covers(self) -> int:
         return self.fold.tally.num_records + len(self.fold.tail)
 

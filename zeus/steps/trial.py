@@ -124,7 +124,9 @@ def bandit(
             history = update(history, store, job_id)
         seed = decision_seed(spec.seed, recurrence, attempt)
         decision = get_policy(policy).decide_from(spec, history.view(), seed)
-        trial = store.dispatch_trial(job_id, recurrence_id, attempt, decision, kfp_run_id=kfp_run_id)
+        trial = store.dispatch_trial(
+            job_id, recurrence_id, attempt, decision, kfp_run_id=kfp_run_id, seen_trial=history.max_trial
+        )
         keep(history, store, job_id, min_events=BANDIT_KEEP_AFTER)
     book = ProfileBook.from_frame(store.profiles(job_id))
     reuse = book.to_reuse(decision.batch_size, recurrence, reprofile_after=spec.reprofile_after, force=reprofile)

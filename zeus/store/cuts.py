@@ -26,7 +26,8 @@ from zeus.store.backend import Backend
 from zeus.store.errors import ObjectProblem, StoreInputError
 from zeus.store.streams import Position, StreamRead, read_stream
 
-CURSOR_VERSION = 1
+CURSOR_VERSION = 2  # 2: each position names its snapshot object and checksum
+READ_VERSIONS = (1, 2)  # a version-1 cursor (kept in an older kept fold) reads the usual way
 CUT_STREAMS = ("finished", "dispatched")  # read in this order (see the module doc)
 CURSOR_ALLOWED = "a cursor returned by Store.trial_events for this job, or None to read everything"
 
@@ -48,7 +49,7 @@ class TrialEvents:
 
 def encode_cursor(job_id: str, positions: dict[str, Position]) -> str:
     body = {"v": CURSOR_VERSION, "job": job_id} | {
-        stream: [p.generation, p.rows, sorted(p.loose)] for stream, p in positions.items()
+        stream: [p.generation, p.rows, sorted(p.loose), p.snapshot, p.checksum] for stream, p in positions.items()
     }
     return base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode()
 
@@ -56,16 +57,22 @@ def encode_cursor(job_id: str, positions: dict[str, Position]) -> str:
 def decode_cursor(job_id: str, cursor: str) -> dict[str, Position]:
     try:
         body = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if body["v"] != CURSOR_VERSION or body["job"] != job_id:
+        if body["v"] not in READ_VERSIONS or body["job"] != job_id:
             raise ValueError("another version or job")
         positions = {}
         for stream in CUT_STREAMS:
-            generation, rows, loose = body[stream]
+            generation, rows, loose, *known = body[stream]
+            snapshot, checksum = known if body["v"] >= 2 else ("", "")
             if not all(isinstance(n, int) and n >= 0 for n in (generation, rows)):
                 raise ValueError("negative position")
             if not all(isinstance(name, str) and keys.parse_event_name(name) for name in loose):
                 raise ValueError("bad event name")
-            positions[stream] = Position(generation, rows, frozenset(loose))
+            if not (
+                isinstance(checksum, str)
+                and (snapshot == "" or str(snapshot).startswith(keys.snapshots_dir(job_id, stream)))
+            ):
+                raise ValueError("bad snapshot")
+            positions[stream] = Position(generation, rows, frozenset(loose), snapshot, checksum)
         return positions
     except Exception:
         shown = cursor if isinstance(cursor, str) and len(cursor) <= 40 else f"{str(cursor)[:40]}..."

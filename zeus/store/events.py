@@ -122,16 +122,19 @@ def dispatch(
     known: Known,
     recurrence: int,
     looked_up: bool = False,
+    seen_trial: int = 0,
 ) -> int:
     """Record the dispatch (claiming a trial number) unless this attempt already has one.
-    `looked_up`: the caller just found no dispatch (the record's exclusive create still settles a race)."""
+    `looked_up`: the caller just found no dispatch (the record's exclusive create still settles a race);
+    `seen_trial`: a trial number the caller has read (the claim lists only the claims after it)."""
     if not isinstance(decision, Decision):
         raise StoreInputError("decision", type(decision).__name__, "a zeus.policy.base.Decision")
     existing = known.get((job_id, recurrence_id, attempt))
     if existing is None and not looked_up:
         existing = find_dispatch(backend, job_id, recurrence_id, attempt)
     if existing is None:
-        trial = ledger.claim_number(backend, job_id, "trial", {"recurrence_id": recurrence_id, "attempt": attempt})
+        owner = {"recurrence_id": recurrence_id, "attempt": attempt}
+        trial = ledger.claim_number(backend, job_id, "trial", owner, claimed=seen_trial)
         row = {
             "job_id": job_id,
             "recurrence_id": recurrence_id,

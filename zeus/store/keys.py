@@ -95,8 +95,13 @@ def seq_dir(job_id: str, kind: str) -> str:
 SEQ_BUCKET = 1000  # claims per folder: the top claim is found with two small listings, not one of every claim
 
 
+def numbered_key(directory: str, number: int) -> str:
+    """A numbered key (claims, marks), in folders of SEQ_BUCKET: listing order is number order."""
+    return f"{directory}{number // SEQ_BUCKET:09d}/{number:0{SEQ_WIDTH}d}"
+
+
 def seq_key(job_id: str, kind: str, number: int) -> str:
-    return f"{seq_dir(job_id, kind)}{number // SEQ_BUCKET:09d}/{number:0{SEQ_WIDTH}d}"
+    return numbered_key(seq_dir(job_id, kind), number)
 
 
 def seq_number(key: str) -> int | None:
@@ -175,7 +180,7 @@ def marks_dir(job_id: str, stream: str) -> str:
 
 
 def mark_key(job_id: str, stream: str, generation: int) -> str:
-    return f"{marks_dir(job_id, stream)}{generation // SEQ_BUCKET:09d}/{generation:0{SEQ_WIDTH}d}"
+    return numbered_key(marks_dir(job_id, stream), generation)
 
 
 def tally_dir(job_id: str) -> str:

@@ -29,8 +29,15 @@ MAX_CLAIM_TRIES = 10_000
 RELIST_EVERY = 8
 
 
-def top_number(backend: Backend, directory: str) -> int:
-    """The highest number under a folder of numbered, bucketed keys (claims, marks): two small listings."""
+def top_number(backend: Backend, directory: str, at_least: int = 0) -> int:
+    """The highest number under a folder of numbered, bucketed keys (claims, marks): two small listings,
+    or one when the caller knows a number that exists (`at_least`: a claim or mark it has read), by
+    listing only the keys after it."""
+    if at_least > 0:
+        above = (
+            keys.seq_number(k) for k in backend.list(directory, start_after=keys.numbered_key(directory, at_least))
+        )
+        return max((n for n in above if n is not None), default=at_least)
     folders = backend.list_dirs(directory)
     for folder in reversed(folders):  # the last folder holds the top number
         numbers = [keys.seq_number(k) for k in backend.list(folder)]
@@ -40,8 +47,8 @@ def top_number(backend: Backend, directory: str) -> int:
     return 0
 
 
-def _max_claimed(backend: Backend, job_id: str, kind: str) -> int:
-    return top_number(backend, keys.seq_dir(job_id, kind))
+def _max_claimed(backend: Backend, job_id: str, kind: str, at_least: int = 0) -> int:
+    return top_number(backend, keys.seq_dir(job_id, kind), at_least)
 
 
 def _claimed_by(backend: Backend, key: str, token: str) -> bool:
@@ -51,13 +58,14 @@ def _claimed_by(backend: Backend, key: str, token: str) -> bool:
         return False
 
 
-def claim_number(backend: Backend, job_id: str, kind: str, owner: dict[str, object]) -> int:
-    """The next free number of this kind for the job, claimed for `owner` (kept in the claim for people)."""
+def claim_number(backend: Backend, job_id: str, kind: str, owner: dict[str, object], claimed: int = 0) -> int:
+    """The next free number of this kind for the job, claimed for `owner` (kept in the claim for people).
+    `claimed`: a number the caller has seen claimed (0: none), which saves a listing."""
     # The token tells our own claim from a rival's when a create that reached the server is
     # retried after its answer was lost (the retry is refused: the key exists, and it is ours).
     token = uuid.uuid4().hex
     payload = json.dumps(owner | {"token": token}, sort_keys=True).encode()
-    number = _max_claimed(backend, job_id, kind) + 1
+    number = _max_claimed(backend, job_id, kind, claimed) + 1
     for tries in range(1, MAX_CLAIM_TRIES + 1):
         key = keys.seq_key(job_id, kind, number)
         if backend.put_new(key, payload) or _claimed_by(backend, key, token):

@@ -54,8 +54,9 @@ class Mark:
         return {name: getattr(self, name) for name in fields}
 
 
-def top_generation(backend: Backend, job_id: str, stream: str) -> int:
-    return top_number(backend, keys.marks_dir(job_id, stream))
+def top_generation(backend: Backend, job_id: str, stream: str, at_least: int = 0) -> int:
+    """The newest committed generation (`at_least`: one known committed, which saves a listing)."""
+    return top_number(backend, keys.marks_dir(job_id, stream), at_least)
 
 
 def read_mark(backend: Backend, job_id: str, stream: str, generation: int) -> Mark:
@@ -88,17 +89,18 @@ def load(backend: Backend, stream: str, mark: Mark) -> pa.Table:
     return table
 
 
-def load_names(backend: Backend, stream: str, mark: Mark) -> pa.Array | None:
-    """Only the committed snapshot's event names, checked against its mark (None: the object has no
-    names checksum, load it whole). ObjectNotFound if the object is gone. Several times cheaper than
-    `load` (one column decoded and checked): what a cursor read of an unchanged snapshot needs."""
-    found = decode_names(mark.snapshot, backend.get(mark.snapshot), stream)
+def load_names(backend: Backend, stream: str, snapshot: str, rows: int, checksum: str) -> pa.Array | None:
+    """Only the event names of committed snapshot `snapshot`, checked against what its mark said (rows,
+    checksum); None when the object has no names checksum (load it whole). ObjectNotFound if it is
+    gone. Several times cheaper than `load` (one column decoded and checked): what a cursor read of
+    an unchanged snapshot needs."""
+    found = decode_names(snapshot, backend.get(snapshot), stream)
     if found is None:
         return None
-    names, checksum = found
-    if len(names) != mark.rows or checksum != mark.checksum:
+    names, stored = found
+    if len(names) != rows or stored != checksum:
         raise CorruptObjectError(
-            mark.snapshot, f"is not the snapshot its mark committed ({len(names)} rows, the mark says {mark.rows})"
+            snapshot, f"is not the snapshot its mark committed ({len(names)} rows, the mark says {rows})"
         )
     return names
 

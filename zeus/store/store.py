@@ -133,10 +133,18 @@ class Store:
         return number
 
     def dispatch_trial(
-        self, job_id: str, recurrence_id: str, attempt: int, decision: Decision, kfp_run_id: str = ""
+        self,
+        job_id: str,
+        recurrence_id: str,
+        attempt: int,
+        decision: Decision,
+        kfp_run_id: str = "",
+        seen_trial: int = 0,
     ) -> int:
         """Record a dispatched trial; returns its job-wide trial number. Idempotent on
-        (recurrence_id, attempt); a different decision for a dispatched trial is an EventConflictError."""
+        (recurrence_id, attempt); a different decision for a dispatched trial is an EventConflictError.
+        `seen_trial`: the highest trial number in the history the caller read (0: none); the claim of the
+        next number then lists only the claims after it."""
         self._check_trial(job_id, recurrence_id, attempt)
         recurrence = self.recurrence_number(job_id, recurrence_id)
         # Right after get_dispatch found none (the bandit step's order), skip looking again: a racer
@@ -144,8 +152,9 @@ class Store:
         looked_up = (job_id, recurrence_id, attempt) in self._looked_up
         self._looked_up.discard((job_id, recurrence_id, attempt))
         return events.dispatch(
-            self.backend, job_id, recurrence_id, attempt, decision, kfp_run_id, self._known, recurrence, looked_up
-        )
+            self.backend, job_id, recurrence_id, attempt, decision, kfp_run_id, self._known, recurrence, looked_up,
+            seen_trial,
+        )  # fmt: skip
 
     def get_dispatch(self, job_id: str, recurrence_id: str, attempt: int) -> tuple[int, Decision] | None:
         """(trial number, decision) if this attempt was dispatched: a retried bandit step reuses it."""

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,11 +76,15 @@ TRIAL_STREAMS = ("dispatched", "finished")
 
 @dataclass(frozen=True)
 class Position:
-    """Where a read of one stream ended: `rows` rows of snapshot `generation`, plus `loose` records."""
+    """Where a read of one stream ended: `rows` rows of snapshot `generation`, plus `loose` records.
+    `snapshot` and `checksum`: that generation's snapshot object as its mark committed it ("" for none),
+    so that a later read finding the generation unchanged needs no second look at the mark."""
 
     generation: int = 0
     rows: int = 0
     loose: frozenset[str] = frozenset()
+    snapshot: str = ""
+    checksum: str = ""
 
 
 @dataclass
@@ -187,18 +191,16 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     """One attempt at a consistent cut; None if the chosen snapshot was retired meanwhile (read again)."""
     problems: list[ObjectProblem] = []
     listed = backend.list(keys.events_dir(job_id, stream))  # hints first (see module doc)
+    if after is not None and after.snapshot:
+        unchanged = _read_past_unchanged(backend, job_id, stream, after, listed, problems)
+        if unchanged is not None:
+            return unchanged
     try:
         mark = snapshots.latest_mark(backend, job_id, stream)
     except CorruptObjectError as exc:
         problems.append(ObjectProblem(exc.key, f"{exc.reason}; read the records instead"))
         return _rebuild(backend, job_id, stream, problems)
-    # `same`: the snapshot a cursor read already covers whole (same generation, same rows): only its names are
-    # needed, to know which listed hints it holds; no row of it is new.
-    same = after is not None and mark is not None and (mark.generation, mark.rows) == (after.generation, after.rows)
     try:
-        names = snapshots.load_names(backend, stream, mark) if same and mark is not None else None
-        if names is not None:
-            return _read_past_unchanged(backend, job_id, stream, after, mark, names, listed, problems)
         snapshot = snapshots.load(backend, stream, mark) if mark is not None else None
     except ObjectNotFound:
         assert mark is not None
@@ -233,7 +235,7 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     table = merge_cut(new, fresh)
     loose = frozenset(read) | frozenset(n for n in had if n not in covered)
     rows = snapshot.num_rows if snapshot is not None else 0
-    position = Position(generation, rows, loose)
+    position = Position(generation, rows, loose, mark.snapshot, mark.checksum) if mark else Position(0, 0, loose)
     whole = after is None
     return StreamRead(table, generation, len(read), problems, position, reset, snapshot, fresh, hints, whole=whole)
 
@@ -251,25 +253,30 @@ def _hints(listed: list[str], problems: list[ObjectProblem]) -> dict[str, str]:
 
 
 def _read_past_unchanged(
-    backend: Backend,
-    job_id: str,
-    stream: str,
-    after: Position,
-    mark: snapshots.Mark,
-    names: pa.Array,
-    listed: list[str],
-    problems: list[ObjectProblem],
-) -> StreamRead:
-    """A cursor read whose snapshot is the cursor's, unchanged: the new events are the records of listed
-    hints that neither the snapshot nor the cursor's loose records hold. The records the cursor had
-    loose are still loose (a snapshot never changes), so the position keeps them."""
+    backend: Backend, job_id: str, stream: str, after: Position, listed: list[str], problems: list[ObjectProblem]
+) -> StreamRead | None:
+    """A cursor read whose snapshot is still the newest: only the snapshot's names are needed (which
+    listed hints it holds; none of its rows is new), and the new events are the records of listed hints
+    that neither the snapshot nor the cursor's loose records hold. The cursor's loose records stay loose
+    (a committed snapshot never changes). None when the generation moved on, or the snapshot is lost,
+    damaged or has no names checksum: then read the usual way (which reports what is wrong)."""
+    if snapshots.top_generation(backend, job_id, stream, at_least=after.generation) != after.generation:
+        return None
+    try:
+        names = snapshots.load_names(backend, stream, after.snapshot, after.rows, after.checksum)
+    except NewerSchemaError:
+        raise
+    except (ObjectNotFound, CorruptObjectError):
+        return None
+    if names is None:
+        return None
     hints = _hints(listed, problems)
     covered = snapshots.held(names, set(hints) - after.loose)
     todo = sorted(n for n in hints if n not in covered and n not in after.loose)
     parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
-    fresh = _concat(stream, parts)
-    position = Position(mark.generation, mark.rows, after.loose | frozenset(read))
-    return StreamRead(merge_cut(None, fresh), mark.generation, len(read), problems, position, hints=hints, whole=False)
+    position = replace(after, loose=after.loose | frozenset(read))
+    table = merge_cut(None, _concat(stream, parts))
+    return StreamRead(table, after.generation, len(read), problems, position, hints=hints, whole=False)
 
 
 def read_stream(backend: Backend, job_id: str, stream: str, after: Position | None = None) -> StreamRead:
