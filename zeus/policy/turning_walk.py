@@ -30,11 +30,11 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
    first trial explore up to three sizes next to the default, in this order of preference: one
    down, one up, two up, two down, three down, three up (the first three the job has). They run
    with no early stop, since no recurrence has a cost yet. Running the default K times instead
-   would pay its first (profiling) trial K times. The one size down and the one size up are each
-   walk's step in its direction whenever that direction is walked. Past them, two up comes before two
-   down: a size too large tends to miss the target (cut off at max_epochs), while one too small can
-   reach it at many times the best cost, which on the NSDI'23 traces costs more. Further recurrences
-   run the default (more blind sizes cost more than the default's profiling does).
+   would pay its first (profiling) trial K times. The one size down and the one size up are each the
+   walk's step in its direction whenever that direction is walked. Past them, two up comes before
+   two down: a size too large tends to miss the target (cut off at max_epochs), while one too small
+   can reach it at many times the best cost, which on the NSDI'23 traces costs more. Further
+   recurrences run the default (more blind sizes cost more than the default's profiling does).
 8. Afterwards, while the walk's next size is in flight, a recurrence explores the size each walker
    would need next if the in-flight sizes changed nothing (zeus.policy.walk.look_past), but only a
    size right after an observed step: results that came back out of order (a first-wave size
