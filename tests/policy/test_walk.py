@@ -7,7 +7,7 @@ import pytest
 
 from tests.policy.helpers import SIZES, make_spec, record
 from zeus.policy import get_policy
-from zeus.policy.walk import replay_walk
+from zeus.policy.walk import look_past, replay_walk
 
 
 def walk(costs: dict[int, float | None], default: int = 128, **margins):
@@ -72,26 +72,69 @@ def test_steps_are_judged_in_walk_order_whatever_order_they_finished_in():
     assert state.ruled_out == {256}  # and 32 beat 128 by far: the up direction is skipped
 
 
-def test_what_the_walk_offers_an_overlapping_recurrence():
-    state = walk({128: 30.0, 64: 20.0})  # falling: 32 is next, 16 after it
-    assert state.expected == 32 and state.ahead[0] == 16
-    assert not state.other_needed  # 64 beat 128 clearly: the minimum is below, the up walker is not needed
-    state = walk({128: 10.0, 64: 12.0})  # 64 did not beat 128: the up direction will be walked
-    assert state.expected == 32 and state.ahead == () and state.other_needed and state.other[0] == 256
+def look(costs: dict[int, float | None], pending: set[int], default: int = 128):
+    first = {b: (1.0 if c is None else c, c is not None) for b, c in costs.items()}
+    return look_past(SIZES, default, first, frozenset(pending))
+
+
+def test_looking_past_in_flight_sizes_goes_on_after_the_steps_that_came_back():
+    # 128 (the default) is in flight; 64 and 32 came back, falling: the down walker goes on to 16.
+    ahead = look({64: 20.0, 32: 10.0}, {128})
+    assert (ahead.down, ahead.down_open) == (16, True)
+    # The up walker's first size is 256; it is not needed (128 has no result to compare with).
+    assert (ahead.up, ahead.up_needed) == (256, False)
+
+
+def test_looking_past_never_picks_a_size_right_behind_a_pending_one():
+    ahead = look({128: 30.0, 64: 20.0}, {32})  # 32 in flight, nothing after it came back
+    assert ahead.down is None and ahead.down_open  # waiting, not ended
+    ahead = look({}, {128, 64})  # the first wave: nothing finished
+    assert ahead.down is None and ahead.up == 256
+
+
+def test_looking_past_keeps_the_walks_turns_and_misses():
+    # 16 costs 5 x 32: a hard turn ends the down direction. Skipping the up direction needs 128's cost,
+    # which is in flight: the up walker's first size, 256, stays open.
+    ahead = look({64: 20.0, 32: 10.0, 16: 50.0}, {128})
+    assert (ahead.down, ahead.up, ahead.down_open) == (None, 256, False)
+    ahead = look({64: 20.0, 32: 10.0, 16: 50.0, 128: 30.0}, set())  # 32 beat 128 by far: up skipped
+    assert (ahead.down, ahead.up, ahead.down_open) == (None, None, False)
+    # 64 missed: the down direction is over; 256, the only size up, is in flight: nothing is left.
+    ahead = look({128: 10.0, 64: None}, {256})
+    assert (ahead.down, ahead.down_open, ahead.up) == (None, False, None)
+    # 128 reached, 64 did not beat it by 5 %: the up direction will be walked.
+    ahead = look({128: 10.0, 64: 9.8}, {32})
+    assert ahead.up_needed and ahead.up == 256 and ahead.down is None
 
 
 def history(*rows):
     return [record(rec, trial, b, status, cost) for trial, (rec, b, status, cost) in enumerate(rows)]
 
 
-def test_default_explores_ahead_while_the_next_step_is_in_flight_and_costs_fall():
+def test_default_does_not_run_past_an_in_flight_step_with_nothing_after_it():
+    """128 (30) and 64 (20) came back, 32 is in flight. 16 would be a guess on 32's result: the
+    concurrent recurrence runs the cheapest size so far, 64. (64 beat 128 by a third: no up walk.)"""
     spec, policy = make_spec(), get_policy("default")
     h = history((0, 128, "reached", 30.0), (1, 64, "reached", 20.0), (2, 32, "dispatched", None))
     d = policy.decide(spec, h, 0)
-    assert (d.batch_size, d.stage) == (16, "exploration")
-    h.append(record(3, 3, 16, "dispatched"))
-    d = policy.decide(spec, h, 0)  # 32 and 16 in flight: run the cheapest explored size
     assert (d.batch_size, d.stage) == (64, "exploration-concurrent")
+
+
+def test_default_goes_on_from_results_that_came_back_while_the_default_is_in_flight():
+    """The first wave ran 128 (the default), 64 and 32; 64 (20) and 32 (10) finished first. Had 128
+    come back, the walk would go 128, 64, 32, then 16: it explores 16. With 16 in flight too, the up
+    walker may run, since 128 was outlasted (64, dispatched after it, finished first): 256."""
+    spec, policy = make_spec(), get_policy("turning-walk")
+    h = history((1, 128, "dispatched", None), (2, 64, "reached", 20.0), (3, 32, "reached", 10.0))
+    d = policy.decide(spec, h, 0)
+    assert (d.batch_size, d.stage) == (16, "exploration")
+    assert d.cost_threshold == 2.0 * 10.0  # beta x the cheapest recurrence: the early stop is back
+    h.append(record(4, 3, 16, "dispatched"))
+    assert policy.decide(spec, h, 0).batch_size == 256
+    # With 256 in flight as well: the cheapest size that reached, 32 (mean 10), not the default.
+    h.append(record(5, 4, 256, "dispatched"))
+    d = policy.decide(spec, h, 0)
+    assert (d.batch_size, d.stage) == (32, "exploration-concurrent")
 
 
 def test_default_walks_up_alongside_once_the_in_flight_step_is_outlasted():
@@ -121,18 +164,35 @@ def test_default_reports_what_the_walk_ruled_out_while_exploring(overlap):
     assert policy.decide(spec, h, 0).batch_size == 256
 
 
-def test_the_first_wave_explores_two_sizes_down_then_one_up_while_nothing_has_finished():
-    spec, policy = make_spec(), get_policy("turning-walk")
-    h = history((0, 128, "dispatched", None))
+def first_wave(spec, policy, n: int) -> list[tuple[int, str]]:
+    """What `n` recurrences that start while the default's trial is in flight and nothing has finished run."""
+    h = history((0, spec.default_batch_size, "dispatched", None))
     picks = []
-    for recurrence in range(1, 5):  # four more recurrences start before any trial finishes
+    for recurrence in range(1, n + 1):
         d = policy.decide(spec, h, 0)
         picks.append((d.batch_size, d.stage))
         h.append(record(recurrence, recurrence, d.batch_size, "dispatched"))
-    assert picks == [(64, "exploration"), (32, "exploration"), (256, "exploration"), (128, "exploration-concurrent")]
-    assert policy.decide(spec, h[:1], 0).cost_threshold is None  # no recurrence has a cost to stop at yet
-    off = type(policy)(first_wave_down=0, first_wave_up=0)
-    assert off.decide(spec, h[:1], 0).batch_size == 128  # without the first wave: the default again
+    return picks
+
+
+def test_the_first_wave_explores_one_down_one_up_then_two_up_or_two_down_while_nothing_has_finished():
+    spec, policy = make_spec(), get_policy("turning-walk")
+    # From 128 in (8 .. 256): one down 64, one up 256, two up (none), two down 32; then the default.
+    assert first_wave(spec, policy, 4) == [
+        (64, "exploration"), (256, "exploration"), (32, "exploration"), (128, "exploration-concurrent"),
+    ]  # fmt: skip
+    h = history((0, 128, "dispatched", None))
+    assert policy.decide(spec, h, 0).cost_threshold is None  # no recurrence has a cost to stop at yet
+    off = type(policy)(first_wave=())
+    assert off.decide(spec, h, 0).batch_size == 128  # without the first wave: the default again
+
+
+def test_the_first_wave_takes_the_sizes_the_job_has():
+    policy = get_policy("turning-walk")
+    # Default 32 in (8 .. 256): one down 16, one up 64, two up 128 (three sizes: the wave is full).
+    assert [b for b, _ in first_wave(make_spec(default_batch_size=32), policy, 3)] == [16, 64, 128]
+    # Default 256, the largest: one down 128, two down 64, three down 32.
+    assert [b for b, _ in first_wave(make_spec(default_batch_size=256), policy, 3)] == [128, 64, 32]
 
 
 def test_a_concurrent_recurrence_never_runs_a_pruned_size():

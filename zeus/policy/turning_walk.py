@@ -24,13 +24,27 @@ benchmarks/RESULTS.md ("Policies in the trace simulator").
    flat; 0.3 samples more greedily than the posterior.
 6. Once any size has reached the target, only sizes that have reached it are exploited.
 
-Overlapping recurrences. While nothing has finished (the first wave), the recurrences that start
-alongside the default's first trial explore the walk's next two sizes down and the first one up,
-with no early stop since no recurrence has a cost yet: running the default K times instead would
-pay its first (profiling) trial K times. Later, while the walk's next size is in flight, another
-recurrence explores the size after it when costs are falling, or the up direction's next size once
-the down direction has shown it is needed or its in-flight trial has been outlasted (slow, so
-costly); otherwise the cheapest explored size, never a pruned one.
+Overlapping recurrences (a decision sees the other recurrences' dispatched, unfinished trials):
+
+7. While nothing has finished (the first wave), the recurrences that start alongside the default's
+   first trial explore up to three sizes next to the default, in this order of preference: one
+   down, one up, two up, two down, three down, three up (the first three the job has). They run
+   with no early stop, since no recurrence has a cost yet. Running the default K times instead
+   would pay its first (profiling) trial K times. The one size down and the one size up are each the
+   walk's step in its direction whenever that direction is walked. Past them, two up comes before
+   two down: a size too large tends to miss the target (cut off at max_epochs), while one too small
+   can reach it at many times the best cost, which on the NSDI'23 traces costs more. Further
+   recurrences run the default (more blind sizes cost more than the default's profiling does).
+8. Afterwards, while the walk's next size is in flight, a recurrence explores the size each walker
+   would need next if the in-flight sizes changed nothing (zeus.policy.walk.look_past), but only a
+   size right after an observed step: results that came back out of order (a first-wave size
+   below an in-flight default, say) tell the walk where to go on. The up walker's size only once
+   it is needed (the down direction did not beat the default), the down walker has ended, or the
+   in-flight trial was outlasted (a trial dispatched after it finished first: it is slow, and in a
+   recurring job a slow trial is a costly one). Never without an early stop.
+9. Otherwise the concurrent recurrence runs the cheapest size that has reached the target (by mean
+   charged cost, wherever its trials came from, not only walk steps), never a pruned one; the
+   default while nothing has reached.
 
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used folds trial by trial (zeus.policy.tally): per size its first result,
@@ -50,7 +64,7 @@ from zeus.job import JobSpec, TrialRecord
 from zeus.policy.base import ArmState, Decision
 from zeus.policy.history import HistoryView, decision_rng, read_history
 from zeus.policy.pruning import feasible_default
-from zeus.policy.walk import WalkState, replay_walk
+from zeus.policy.walk import WalkState, look_past, replay_walk
 
 
 @dataclass(frozen=True)
@@ -76,8 +90,8 @@ class TurningWalkPolicy:
         hard_turn: float | None = 1.5,
         skip_margin: float | None = 0.05,
         overlap: bool = True,
-        first_wave_down: int = 2,
-        first_wave_up: int = 1,
+        first_wave: tuple[int, ...] = (-1, 1, 2, -2, -3, 3),
+        first_wave_size: int = 3,
         prior_cv: float = 0.1,
         prior_weight: float = 2.0,
         contend_factor: float = 1.1,
@@ -88,7 +102,7 @@ class TurningWalkPolicy:
         self.hard_turn = hard_turn
         self.skip_margin = skip_margin
         self.overlap = overlap
-        self.first_wave_down, self.first_wave_up = first_wave_down, first_wave_up
+        self.first_wave, self.first_wave_size = first_wave, first_wave_size  # offsets from the default size
         self.prior_cv = prior_cv
         self.prior_weight = prior_weight
         self.contend_factor = contend_factor
@@ -126,19 +140,40 @@ class TurningWalkPolicy:
         expected = walk.expected
         if not view.in_flight(expected):
             return Decision(expected, threshold, "exploration", f"exploring batch size {expected}")
-        if self.overlap and not walk.steps:  # the first wave: nothing has finished yet
-            for b in _first_wave(view, expected, self.first_wave_down, self.first_wave_up):
+        default = feasible_default(view.feasible, spec.default_batch_size)
+        if self.overlap and view.max_trial is None:  # the first wave: nothing has finished yet
+            for b in _first_wave(view, default, self.first_wave, self.first_wave_size):
                 why = f"exploration of {expected} is in flight and nothing has finished: exploring {b} meanwhile"
                 return Decision(b, threshold, "exploration", why)
-        if self.overlap and threshold is not None:  # never without an early stop: it could run max_epochs
-            for b in _meanwhile(view, walk):
+        elif self.overlap and threshold is not None:  # never without an early stop: it could run max_epochs
+            for b in self._meanwhile(view, walk, default):
                 why = f"exploration of {expected} is in flight: exploring {b} meanwhile"
                 return Decision(b, threshold, "exploration", why)
-        fallback = walk.best_size or feasible_default(view.feasible, spec.default_batch_size)
-        why = f"exploration of {expected} is in flight; running the cheapest explored size {fallback}"
+        fallback = _cheapest_reached(spec, view, walk) or walk.best_size or default
+        why = f"exploration of {expected} is in flight; running the cheapest size so far, {fallback}"
         if fallback in walk.ruled_out:  # e.g. the default missed and nothing reached yet: never run a pruned size
             fallback, why = expected, f"exploration of {expected} is in flight and no explored size is left: {expected}"
         return Decision(fallback, threshold, "exploration-concurrent", why)
+
+    def _meanwhile(self, view: HistoryView, walk: WalkState, default: int) -> list[int]:
+        """What an overlapping recurrence explores while the walk's next size is in flight (rule 8), best
+        first: the down walker's next size past the in-flight ones, then the up walker's once it may run.
+        Sizes in flight or ruled out are left out."""
+        pending = frozenset(r.batch_size for r in view.dispatched)
+        ahead = look_past(
+            view.feasible,
+            default,
+            view.first_observations(),
+            pending,
+            turn_margin=self.turn_margin,
+            hard_turn=self.hard_turn,
+            skip_margin=self.skip_margin,
+        )
+        started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
+        outlasted = view.max_trial is not None and view.max_trial > started
+        up_may_run = ahead.up_needed or outlasted or not ahead.down_open
+        options = [ahead.down, ahead.up if up_may_run else None]
+        return [b for b in options if b is not None and b not in pending and b not in walk.ruled_out]
 
     def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
         return self.decide_from(spec, read_history(spec, history), seed)
@@ -197,28 +232,23 @@ class TurningWalkPolicy:
         return out
 
 
-def _first_wave(view: HistoryView, default: int, down: int, up: int) -> list[int]:
-    """What overlapping recurrences explore while the default size's first trial is in flight and nothing
-    has finished: the walk's first `down` sizes below the default, nearest first, then its first `up`
-    sizes above it. None of them has an early stop (no recurrence has a cost yet), but each is a size the
-    sequential walk would most likely try next, and waiting for the default's result would run the
-    default size K times. Sizes already in flight are left out."""
-    sizes = sorted(view.feasible)
+def _first_wave(view: HistoryView, default: int, offsets: tuple[int, ...], size: int) -> list[int]:
+    """What overlapping recurrences explore while nothing has finished (rule 7): the first `size` of the
+    sizes at `offsets` from the default size (in the feasible sizes) that the job has, in that order,
+    less those in flight."""
+    sizes = view.feasible
     i = sizes.index(default)
-    options = [*reversed(sizes[max(0, i - down) : i]), *sizes[i + 1 : i + 1 + up]]
+    options = [sizes[i + k] for k in offsets if 0 <= i + k < len(sizes)][:size]
     return [b for b in options if not view.in_flight(b)]
 
 
-def _meanwhile(view: HistoryView, walk: WalkState) -> list[int]:
-    """What an overlapping recurrence explores while the walk's next size is in flight, best first: the
-    size after it, while the costs in that direction are falling; the up direction's next size, once it
-    is needed or once the in-flight trial has been outlasted (a trial dispatched after it finished
-    first: it is slow, and in a recurring job a slow trial is a costly one, so the down direction is
-    likely ending). Sizes already in flight are left out."""
-    started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
-    outlasted = view.max_trial is not None and view.max_trial > started
-    options = [*walk.ahead[:1], *(walk.other[:1] if walk.other_needed or outlasted else ())]
-    return [b for b in options if not view.in_flight(b)]
+def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:
+    """The size with the lowest mean charged cost among those that reached the target and are not ruled
+    out (rule 9); None while none has. Ties go to the smaller size."""
+    reached = [b for b in view.feasible if view.has_reached(b) and b not in walk.ruled_out]
+    if not reached:
+        return None
+    return min(reached, key=lambda b: view.charged(b, spec.window_size)[1])
 
 
 def _candidates(view: HistoryView, walk: WalkState) -> tuple[int, ...]:

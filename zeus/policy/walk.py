@@ -25,10 +25,16 @@ power limits, so the comparison is like for like. Everything is a function of ea
 finished observation, so the state folds trial by trial: a size's first result, once, per size.
 
 The two directions are two walkers from the default size; run one after the other they are the
-sequential walk above. When recurrences overlap, the up walker may run while the down walker waits
-for a result (`other`), and a walker whose costs are falling can run one size ahead (`ahead`).
-Every size's first finished observation is its walk step, wherever it came from, so a result that
-finishes out of order or a trial dispatched ahead is used when its walker gets there, never rerun.
+sequential walk above. Every size's first finished observation is its walk step, wherever it came from,
+so a result that finishes out of order or a trial dispatched ahead is used when its walker gets there,
+never rerun.
+
+When recurrences overlap, the walk's next size is often in flight. `look_past` replays the walk with the
+in-flight sizes as pending steps that change nothing (as if each came back neither turning the walk nor
+becoming the cheapest), and says which size each walker would need next, if any: only a size right after
+an observed step (or the first of its direction), never one right behind a pending step. Observed steps
+past a pending one say where the curve goes; a size chosen past a pending step with nothing observed
+after it is a guess about the curve, and where the curve is steep a wrong guess costs a whole run.
 """
 
 from __future__ import annotations
@@ -54,19 +60,12 @@ class WalkStep:
 class WalkState:
     """Where the walk stands.
 
-    `expected` is the size the sequential walk needs next (None once it is over). While it waits for
-    it, an overlapping recurrence can explore `ahead` (the next sizes in its direction while the costs
-    there are falling, nearest first) or, while the walk is still going down, `other` (the up walker's
-    next size and its `ahead`; `other_needed` once the down direction has shown the up direction will
-    be walked). `survivors` are the sizes whose walk step reached; `ruled_out` the sizes the walk will
-    never try (a miss, past the end of a direction, a skipped direction); `best_size`/`best_cost` the
-    cheapest walk step.
+    `expected` is the size the sequential walk needs next (None once it is over). `survivors` are the
+    sizes whose walk step reached; `ruled_out` the sizes the walk will never try (a miss, past the end
+    of a direction, a skipped direction); `best_size`/`best_cost` the cheapest walk step.
     """
 
     expected: int | None
-    ahead: tuple[int, ...]
-    other: tuple[int, ...]
-    other_needed: bool
     survivors: tuple[int, ...]
     ruled_out: frozenset[int]
     steps: tuple[WalkStep, ...]
@@ -78,12 +77,27 @@ class WalkState:
         return self.expected is None
 
 
+@dataclass(frozen=True)
+class Lookahead:
+    """What each walker would need next if the in-flight (pending) sizes changed nothing (`look_past`).
+
+    `down`/`up`: that size, or None when the walker has ended or waits behind a pending step that is not
+    right before it. `down_open`: the down walker has not ended (it may be waiting). `up_needed`: the
+    observed steps show the up direction will be walked (the default size reached, and a step below it
+    came back without beating it by skip_margin, or there is nothing below it)."""
+
+    down: int | None
+    up: int | None
+    down_open: bool
+    up_needed: bool
+
+
 @dataclass
 class _Walker:
     """One direction's progress."""
 
     frontier: int | None = None  # the next size it needs; None once it has ended
-    ahead: tuple[int, ...] = ()  # the sizes after the frontier, while its costs are falling
+    waiting: bool = False  # it has not ended, but its next size lies behind a pending step
 
 
 def replay_walk(
@@ -101,6 +115,28 @@ def replay_walk(
     return _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin).run()
 
 
+def look_past(
+    sizes: tuple[int, ...],
+    default: int,
+    first: Mapping[int, Observation],
+    pending: frozenset[int],
+    *,
+    turn_margin: float | None = 0.2,
+    hard_turn: float | None = 1.5,
+    skip_margin: float | None = 0.05,
+) -> Lookahead:
+    """The walk replayed as `replay_walk` does, with the `pending` sizes (in flight, no result yet) passed
+    over as if they changed nothing: which size each walker would need next."""
+    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending)
+    down, needed, up = replay.walkers()
+    return Lookahead(
+        down=None if down.waiting else down.frontier,
+        up=None if up.waiting else up.frontier,
+        down_open=down.frontier is not None,
+        up_needed=needed,
+    )
+
+
 class _Replay:
     def __init__(
         self,
@@ -110,6 +146,7 @@ class _Replay:
         turn_margin: float | None,
         hard_turn: float | None,
         skip_margin: float | None,
+        pending: frozenset[int] = frozenset(),
     ) -> None:
         idx = sizes.index(default)
         self.down, self.up = list(reversed(sizes[: idx + 1])), list(sizes[idx + 1 :])
@@ -117,28 +154,33 @@ class _Replay:
         self.turn = math.inf if turn_margin is None else 1.0 + turn_margin
         self.hard_turn = math.inf if hard_turn is None else hard_turn
         self.skip_margin = skip_margin
+        self.pending = pending
         self.steps: list[WalkStep] = []
         self.closed: set[int] = set()  # misses, the rest of an ended direction, a skipped direction
         self.cheapest = math.inf  # the cheapest step so far, in walk order: what the next one is compared with
 
     def _walk(self, plan: list[int], skipped: bool) -> _Walker:
-        """Replay one direction over `plan`; a `skipped` direction ends at its frontier."""
+        """Replay one direction over `plan`; a `skipped` direction ends at its frontier. Pending sizes are
+        passed over; a frontier behind one is marked `waiting`."""
         walker = _Walker()
-        falling, after_best = False, True
+        after_best, behind_pending = True, False
         for k, b in enumerate(plan):
             if b not in self.first:
                 if skipped:
                     self.closed.update(plan[k:])
-                else:
-                    walker.frontier, walker.ahead = b, tuple(plan[k + 1 :]) if falling else ()
+                    return walker
+                if b in self.pending:
+                    behind_pending = True
+                    continue
+                walker.frontier, walker.waiting = b, behind_pending
                 return walker
+            behind_pending = False
             cost, reached = self.first[b]
             self.steps.append(WalkStep(b, cost, reached))
             if not reached:
                 self.closed.update(plan[k:])
                 return walker
             reference, self.cheapest = self.cheapest, min(self.cheapest, cost)
-            falling = cost < reference < math.inf
             worse = cost > self.turn * reference
             # Clearly worse; or worse, and past the minimum already (a worse step right after the cheapest
             # one may be noise or a bump at the minimum: the next step decides).
@@ -163,26 +205,21 @@ class _Replay:
             return False
         return len(self.down) == 1 or any(s.batch_size < self.default for s in self.steps)
 
-    def run(self) -> WalkState:
+    def walkers(self) -> tuple[_Walker, bool, _Walker]:
+        """(the down walker, whether the up direction is needed, the up walker)."""
         down = self._walk(self.down, skipped=False)
         needed = self._up_needed()
-        up = self._walk(self.up, skipped=self._below_default())
-        if down.frontier is not None:
-            # The sequential walk is still going down; the up walker may run alongside once it is needed.
-            other = (up.frontier, *up.ahead) if up.frontier is not None else ()
-            return self._state(down.frontier, down.ahead, other, needed)
-        return self._state(up.frontier, up.ahead, (), False)
+        return down, needed, self._walk(self.up, skipped=self._below_default())
 
-    def _state(
-        self, expected: int | None, ahead: tuple[int, ...], other: tuple[int, ...], other_needed: bool
-    ) -> WalkState:
+    def run(self) -> WalkState:
+        down, _, up = self.walkers()
+        return self._state(down.frontier if down.frontier is not None else up.frontier)
+
+    def _state(self, expected: int | None) -> WalkState:
         reached = [s for s in self.steps if s.reached]
         best = min(reached, key=lambda s: (s.cost, s.batch_size)) if reached else None
         return WalkState(
             expected=expected,
-            ahead=ahead,
-            other=other,
-            other_needed=other_needed,
             survivors=tuple(sorted(s.batch_size for s in reached)),
             ruled_out=frozenset(self.closed),
             steps=tuple(self.steps),
