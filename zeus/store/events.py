@@ -151,8 +151,9 @@ def dispatch(
         key = keys.event_key(job_id, "dispatched", recurrence_id, attempt)
         # A simultaneous dispatch of this attempt may win the record: then ours is refused, we are
         # told its trial, and our claimed number stays a gap.
-        kept = create_record(backend, job_id, "dispatched", recurrence_id, attempt, encode("dispatched", [row]))
-        existing = _dispatch_of(key, decode(key, kept, "dispatched").to_pylist()[0])
+        data = encode("dispatched", [row])
+        kept = create_record(backend, job_id, "dispatched", recurrence_id, attempt, data)
+        existing = _dispatch_of(key, row if kept == data else decode(key, kept, "dispatched").to_pylist()[0])
     known[(job_id, recurrence_id, attempt)] = existing
     conflicts.settle_dispatch(existing, decision, kfp_run_id)
     return existing.trial
