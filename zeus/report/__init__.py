@@ -2,12 +2,35 @@
 
 The pipeline's report step, `zeus-kfp run`, `zeus-kfp show` and the notebook all draw from
 these functions, so every view of a job shows the same numbers.
+
+The names below are loaded on first use (PEP 562), not when the package is imported: a bandit
+step formats a duration with zeus.report.units, and importing a submodule imports this package
+first, which must not load matplotlib (0.5 s on an idle machine, seconds under load, paid by
+every bandit step that saw a trial in flight).
 """
 
-from zeus.report.frames import Baseline, default_config_cost, per_recurrence
-from zeus.report.markdown import markdown_report
-from zeus.report.plots import PLOT_NAMES, write_plots
-from zeus.report.recurrence import RecurrenceReport, recurrence_metrics, recurrence_report
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zeus.report.frames import Baseline, default_config_cost, per_recurrence
+    from zeus.report.markdown import markdown_report
+    from zeus.report.plots import PLOT_NAMES, write_plots
+    from zeus.report.recurrence import RecurrenceReport, recurrence_metrics, recurrence_report
+
+_SOURCES = {
+    "Baseline": "frames",
+    "default_config_cost": "frames",
+    "per_recurrence": "frames",
+    "markdown_report": "markdown",
+    "PLOT_NAMES": "plots",
+    "write_plots": "plots",
+    "RecurrenceReport": "recurrence",
+    "recurrence_metrics": "recurrence",
+    "recurrence_report": "recurrence",
+}
 
 __all__ = [
     "PLOT_NAMES",
@@ -20,3 +43,12 @@ __all__ = [
     "recurrence_report",
     "write_plots",
 ]
+assert sorted(__all__) == sorted(_SOURCES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SOURCES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_SOURCES[name]}"), name)
+    globals()[name] = value
+    return value

@@ -122,7 +122,7 @@ def fail_stale(
         return []
     ages = (pd.Timestamp(now) - rows["started_at"]).dt.total_seconds()
     stale = rows[ages >= timeout_s]
-    from zeus.report.units import duration  # here: zeus.report loads matplotlib, which a bandit step must not pay for
+    from zeus.report.units import duration  # here, not at the top: pandas-free callers of this module stay light
 
     reasons = [
         f"no result {duration(float(age))} after it was dispatched (dispatch_timeout_s={timeout_s:g}): "
