@@ -19,7 +19,8 @@ import hashlib
 import io
 import json
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,8 @@ import pyarrow.parquet as pq
 
 from zeus.profiles import PROFILE_SCHEMA
 from zeus.store.errors import CorruptObjectError
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 2  # 2: every object carries META_CHECKSUM (version 1 objects are read without one)
 META_TABLE = b"zeus.table"
@@ -159,11 +162,8 @@ def table_checksum(arrow: pa.Table) -> str:
 
 
 def names_checksum(arrow: pa.Table) -> str:
-    """A digest of the `_event` column alone (names_checksum of a snapshot, see META_NAMES_CHECKSUM)."""
-    digest = _Crc()
-    digest.update(f"{arrow.num_rows}:{EVENT_COLUMN}".encode())
-    _column_digest(digest, arrow.column(EVENT_COLUMN))
-    return digest.hexdigest()
+    """The checksum of the `_event` column alone, as a table of its own (see META_NAMES_CHECKSUM)."""
+    return table_checksum(arrow.select([EVENT_COLUMN]))
 
 
 def to_arrow(table: str, data: list[dict[str, Any]] | pa.Table, *, snapshot: bool = False) -> pa.Table:
@@ -192,8 +192,13 @@ def decode(key: str, data: bytes, table: str, *, snapshot: bool = False) -> pa.T
     Whatever garbled bytes make pyarrow raise (ArrowInvalid, ArrowNotImplementedError, an
     OSError, a UnicodeDecodeError from metadata, ...) becomes a CorruptObjectError naming the key:
     a reader skips and reports it instead of crashing."""
+    return _readable(key, lambda: _decode(key, data, table, snapshot))
+
+
+def _readable(key: str, read: Callable[[], T]) -> T:
+    """`read()`, with whatever else than a CorruptObjectError it raises turned into one naming the key."""
     try:
-        return _decode(key, data, table, snapshot)
+        return read()
     except CorruptObjectError:
         raise
     except Exception as exc:
@@ -249,18 +254,17 @@ def decode_names(key: str, data: bytes, table: str) -> tuple[pa.Array, str] | No
     """A snapshot's `_event` column alone, checked against its own checksum, and the snapshot's whole-table
     checksum as stored (unverified: the caller compares it with the mark that committed the object).
     None for a snapshot written without a names checksum (read it whole). CorruptObjectError as `decode`."""
-    try:
-        parquet = pq.ParquetFile(pa.BufferReader(data))
-        meta = parquet.schema_arrow.metadata or {}
-        _check_meta(key, meta, table)
-        stored, whole = meta.get(META_NAMES_CHECKSUM), meta.get(META_CHECKSUM)
-        if stored is None or whole is None:
-            return None
-        arrow = parquet.read(columns=[EVENT_COLUMN], use_threads=False).cast(pa.schema([(EVENT_COLUMN, pa.string())]))
-    except CorruptObjectError:
-        raise
-    except Exception as exc:
-        raise CorruptObjectError(key, f"not a readable Parquet file ({type(exc).__name__}: {str(exc)[:120]})") from None
+    return _readable(key, lambda: _decode_names(key, data, table))
+
+
+def _decode_names(key: str, data: bytes, table: str) -> tuple[pa.Array, str] | None:
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    meta = parquet.schema_arrow.metadata or {}
+    _check_meta(key, meta, table)
+    stored, whole = meta.get(META_NAMES_CHECKSUM), meta.get(META_CHECKSUM)
+    if stored is None or whole is None:
+        return None
+    arrow = parquet.read(columns=[EVENT_COLUMN], use_threads=False).cast(pa.schema([(EVENT_COLUMN, pa.string())]))
     if stored.decode(errors="replace") != names_checksum(arrow):
         raise CorruptObjectError(key, "checksum mismatch: the snapshot's names are not what was written")
     return arrow.column(EVENT_COLUMN).combine_chunks(), whole.decode(errors="replace")
