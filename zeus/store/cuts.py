@@ -67,11 +67,10 @@ def decode_cursor(job_id: str, cursor: str) -> dict[str, Position]:
                 raise ValueError("negative position")
             if not all(isinstance(name, str) and keys.parse_event_name(name) for name in loose):
                 raise ValueError("bad event name")
-            if not (
-                isinstance(checksum, str)
-                and (snapshot == "" or str(snapshot).startswith(keys.snapshots_dir(job_id, stream)))
-            ):
+            if not (isinstance(snapshot, str) and isinstance(checksum, str)):
                 raise ValueError("bad snapshot")
+            if snapshot and not snapshot.startswith(keys.snapshots_dir(job_id, stream)):
+                raise ValueError("a snapshot of another job or stream")
             positions[stream] = Position(generation, rows, frozenset(loose), snapshot, checksum)
         return positions
     except Exception:

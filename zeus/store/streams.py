@@ -221,12 +221,8 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     reset = after is not None and mark is not None and after.generation > 0 and mark.since > after.generation
     if reset:
         after = None
-    hints = _hints(listed, problems)
     had = after.loose if after is not None else frozenset()
-    covered = snapshots.held(snapshot, set(hints) | had)
-    todo = sorted(n for n in hints if n not in covered and n not in had)
-    parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
-    fresh = _concat(stream, parts)
+    hints, covered, fresh, read = _records_on_top(backend, job_id, stream, listed, snapshot, had, problems)
     new = snapshot  # the snapshot's rows the caller has not had yet (after a cursor: those past it)
     if snapshot is not None and after is not None:
         new = snapshot.slice(after.rows)
@@ -240,8 +236,18 @@ def _read_once(backend: Backend, job_id: str, stream: str, after: Position | Non
     return StreamRead(table, generation, len(read), problems, position, reset, snapshot, fresh, hints, whole=whole)
 
 
-def _hints(listed: list[str], problems: list[ObjectProblem]) -> dict[str, str]:
-    """Event name -> hint key of the listed hints; a foreign object is reported and ignored."""
+def _records_on_top(
+    backend: Backend,
+    job_id: str,
+    stream: str,
+    listed: list[str],
+    snapshot: pa.Table | pa.Array | None,
+    had: frozenset[str],
+    problems: list[ObjectProblem],
+) -> tuple[dict[str, str], set[str], pa.Table, list[str]]:
+    """What a read finds on top of its snapshot (the table, or only its names): the listed hints (event
+    name -> key; a foreign object is reported and ignored), which of them and of `had` the snapshot
+    holds, and the records of the others not `had` already, fetched (and the names read)."""
     hints: dict[str, str] = {}
     for key in listed:
         name = keys.basename(key)
@@ -249,7 +255,10 @@ def _hints(listed: list[str], problems: list[ObjectProblem]) -> dict[str, str]:
             problems.append(ObjectProblem(key, "not a zeus-kfp event hint (a foreign object); ignored"))
         else:
             hints[name] = key
-    return hints
+    covered = snapshots.held(snapshot, set(hints) | had)
+    todo = sorted(n for n in hints if n not in covered and n not in had)
+    parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
+    return hints, covered, _concat(stream, parts), read
 
 
 def _read_past_unchanged(
@@ -270,13 +279,9 @@ def _read_past_unchanged(
         return None
     if names is None:
         return None
-    hints = _hints(listed, problems)
-    covered = snapshots.held(names, set(hints) - after.loose)
-    todo = sorted(n for n in hints if n not in covered and n not in after.loose)
-    parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
+    hints, _, fresh, read = _records_on_top(backend, job_id, stream, listed, names, after.loose, problems)
     position = replace(after, loose=after.loose | frozenset(read))
-    table = merge_cut(None, _concat(stream, parts))
-    return StreamRead(table, after.generation, len(read), problems, position, hints=hints, whole=False)
+    return StreamRead(merge_cut(None, fresh), after.generation, len(read), problems, position, hints=hints, whole=False)
 
 
 def read_stream(backend: Backend, job_id: str, stream: str, after: Position | None = None) -> StreamRead:
