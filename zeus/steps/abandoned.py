@@ -26,6 +26,7 @@ import pandas as pd
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialResult, TrialStatus
+from zeus.report.units import duration
 
 # The default `dispatch_timeout_s`: a day. A recurring job's trial that runs longer than its own
 # period (nightly at most, as a rule) would overlap the next recurrence anyway; raise it for longer ones.
@@ -122,8 +123,6 @@ def fail_stale(
         return []
     ages = (pd.Timestamp(now) - rows["started_at"]).dt.total_seconds()
     stale = rows[ages >= timeout_s]
-    from zeus.report.units import duration  # here, not at the top: pandas-free callers of this module stay light
-
     reasons = [
         f"no result {duration(float(age))} after it was dispatched (dispatch_timeout_s={timeout_s:g}): "
         "its process was killed or lost"
