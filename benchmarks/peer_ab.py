@@ -19,26 +19,15 @@ import uuid
 
 import numpy as np
 import pandas as pd
-from peer_bso import SPEC, measure_kfp, outcome
+from peer_bso import SPEC, history_frame, measure_kfp, outcome
 from store import start_moto
 
 
 def history(count: int, seed: int = 0) -> pd.DataFrame:
-    """`count` finished trials, recurrence by recurrence (a new one after a reach or max_attempts)."""
+    """`count` finished trials at uniformly drawn batch sizes, results from peer_bso's outcome model."""
     rng = np.random.default_rng(seed)
-    rows, recurrence, attempt = [], 1, 0
-    for _ in range(count):
-        batch = int(rng.choice(SPEC.batch_sizes))
-        reached, time_s, energy_j, epochs = outcome(batch, rng)
-        attempt += 1
-        rows.append(
-            {"recurrence": recurrence, "recurrence_id": f"hist-{recurrence}", "attempt": attempt,
-             "batch_size": batch, "status": "reached" if reached else "not_reached", "time_s": time_s,
-             "energy_j": energy_j, "num_epochs": epochs}
-        )  # fmt: skip
-        if reached or attempt == SPEC.max_attempts:
-            recurrence, attempt = recurrence + 1, 0
-    return pd.DataFrame(rows)
+    batches = (int(rng.choice(SPEC.batch_sizes)) for _ in range(count))
+    return history_frame((batch, *outcome(batch, rng)) for batch in batches)
 
 
 def main() -> None:

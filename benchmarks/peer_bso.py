@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +63,14 @@ def seed_bso(server: BsoServer, count: int, seed: int = 0) -> pd.DataFrame:
     """BSO decides `count` trials and is told each result; the same trials as a frame for zeus-kfp."""
     rng = np.random.default_rng(seed)
     outcomes = {b: [list(outcome(b, rng)) for _ in range(count)] for b in SPEC.batch_sizes}
+    return history_frame(server.seed(SPEC.job_id, SPEC.target_metric, outcomes, count))
+
+
+def history_frame(trials: Iterable[tuple[int, bool, float, float, int]]) -> pd.DataFrame:
+    """(batch size, reached, time_s, energy_j, epochs) of each trial in order, as the rows bulk import
+    takes: a new recurrence after a reach or after max_attempts."""
     rows, recurrence, attempt = [], 1, 0
-    for batch, reached, time_s, energy_j, epochs in server.seed(SPEC.job_id, SPEC.target_metric, outcomes, count):
+    for batch, reached, time_s, energy_j, epochs in trials:
         attempt += 1
         rows.append(
             {"recurrence": recurrence, "recurrence_id": f"hist-{recurrence}", "attempt": attempt,
