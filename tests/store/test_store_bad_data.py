@@ -9,14 +9,23 @@ import warnings
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 from store_keys import hints
 
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
-from zeus.store import CorruptObjectError, NewerSchemaError, Store, StoreWarning, keys
-from zeus.store.schemas import META_TABLE, META_VERSION, decode, encode, snapshot_schema
+from zeus.store import CorruptObjectError, NewerSchemaError, Store, StoreWarning, framing, keys
+from zeus.store.schemas import (
+    META_CHECKSUM,
+    META_TABLE,
+    META_VERSION,
+    decode,
+    encode,
+    snapshot_schema,
+    table_checksum,
+)
 
 DECISION = Decision(batch_size=64, cost_threshold=None, stage="exploration", reason="test")
 
@@ -34,6 +43,22 @@ def _parquet(table: pa.Table) -> bytes:
     sink = io.BytesIO()
     pq.write_table(table, sink)
     return sink.getvalue()
+
+
+def _framed_arrow(table: pa.Table) -> bytes:
+    """A small table in the framed Arrow IPC encoding, built here with pyarrow and the frame's header."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return framing.frame(b"arrow", sink.getvalue().to_pybytes())
+
+
+def _legacy_record(store, key: str, table: str) -> bytes:
+    """The object at `key` as zeus-kfp wrote small tables before framed Arrow IPC: Parquet, with the
+    table, schema version 2 and the checksum of its columns in the metadata."""
+    arrow = decode(key, store.backend.get(key), table)
+    meta = {META_TABLE: table.encode(), META_VERSION: b"2", META_CHECKSUM: table_checksum(arrow).encode()}
+    return _parquet(arrow.replace_schema_metadata(meta))
 
 
 def _finished_row(spec) -> dict:
@@ -67,6 +92,16 @@ BAD_OBJECTS = {
         ),
         "missing columns",
     ),
+    "framed, not Arrow": (lambda spec: framing.frame(b"arrow", b"this is not an Arrow stream"), "not readable"),
+    "framed, truncated": (lambda spec: encode("finished", [_finished_row(spec)])[:-7], "truncated"),
+    "framed, wrong table": (
+        lambda spec: _framed_arrow(
+            pa.Table.from_pylist([_finished_row(spec)]).replace_schema_metadata(
+                {META_TABLE: b"phases", META_VERSION: b"2"}
+            )
+        ),
+        "wrong schema",
+    ),
 }
 
 
@@ -94,12 +129,13 @@ def test_a_bad_record_is_reported_and_skipped_and_left_in_place(store, spec, kin
         assert store.trials(spec.job_id)["trial"].tolist() == [1, 2]
 
 
-def test_a_newer_schema_version_is_refused_not_half_read(store, spec):
+@pytest.mark.parametrize("encoding", [_parquet, _framed_arrow])
+def test_a_newer_schema_version_is_refused_not_half_read(store, spec, encoding):
     _two_trials(store, spec)
     newer = pa.Table.from_pylist([_finished_row(spec)]).replace_schema_metadata(
         {META_TABLE: b"finished", META_VERSION: b"99"}
     )
-    key = _plant(store, spec, "finished", "run-a.0003", _parquet(newer))
+    key = _plant(store, spec, "finished", "run-a.0003", encoding(newer))
     with pytest.raises(NewerSchemaError) as info:
         store.trials(spec.job_id)
     assert info.value.key == key and "upgrade zeus-kfp" in str(info.value)
@@ -155,9 +191,12 @@ def test_garbage_named_like_a_newer_snapshot_is_ignored(store, spec):
         pd.testing.assert_frame_equal(store.trials(spec.job_id), before)
 
 
-def test_garbled_bytes_are_skipped_by_key_or_read_exactly_never_misread(tmp_path, spec):
+@pytest.mark.parametrize("encoding", ["framed", "legacy parquet"])
+def test_garbled_bytes_are_skipped_by_key_or_read_exactly_never_misread(tmp_path, spec, encoding):
     """Flip bits all over a valid record: each read either gets the true row or skips the record,
     naming its key (never a UnicodeDecodeError, ArrowNotImplementedError or a different value).
+    A framed record's every byte is under its CRC, so every flip is caught; a Parquet record (as
+    written before framing, and still read) has bytes no value depends on, so some reads are exact.
     Decoding does not depend on the backend: a local directory only, to keep it quick."""
     import random
 
@@ -166,8 +205,11 @@ def test_garbled_bytes_are_skipped_by_key_or_read_exactly_never_misread(tmp_path
     store = open_store(str(tmp_path / "store"))
     _two_trials(store, spec)
     key = keys.event_key(spec.job_id, "finished", "run-a", 2)
-    good = store.backend.get(key)
     truth = store.trials(spec.job_id)
+    if encoding == "legacy parquet":
+        _replace(store, key, _legacy_record(store, key, "finished"))
+        pd.testing.assert_frame_equal(Store(store.backend, auto_compact_after=None).trials(spec.job_id), truth)
+    good = store.backend.get(key)
     rng = random.Random(11)
     outcomes = {"exact": 0, "skipped": 0}
     lazy = Store(store.backend, auto_compact_after=None)
@@ -186,7 +228,10 @@ def test_garbled_bytes_are_skipped_by_key_or_read_exactly_never_misread(tmp_path
         else:
             pd.testing.assert_frame_equal(trials, truth)
             outcomes["exact"] += 1
-    assert outcomes["skipped"] > 0 and outcomes["exact"] > 0, outcomes
+    if encoding == "framed":
+        assert outcomes == {"exact": 0, "skipped": 120}
+    else:
+        assert outcomes["skipped"] > 0 and outcomes["exact"] > 0, outcomes
 
 
 def test_corrupt_side_tables_never_block_a_step_that_writes_them(store, spec):

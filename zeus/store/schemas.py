@@ -1,16 +1,25 @@
-"""Parquet schemas of the store's tables, and the one place objects are encoded and checked.
+"""Schemas of the store's tables, and the one place objects are encoded and checked.
 
-Each object carries its table name, schema version and a checksum of its content in the
-Parquet metadata. A reader refuses a newer version (rows it does not understand must not be
-half-read) and reports any object that does not decode to exactly what was written (not
-Parquet, wrong columns, garbled bytes that still parse, a checksum that does not match), by
-key and reason, instead of failing deep inside pyarrow or pandas. Small JSON records (number
-claims aside) carry a checksum the same way (`encode_json` / `decode_json`).
+Two encodings, one per kind of object:
+- **Snapshots and bulk imports** (tables people and tools read, up to 10,000s of rows) are Parquet.
+  The table name, schema version and a checksum of the content are in the Parquet metadata. The
+  checksum is over the decoded columns in a canonical form (values, null masks, string bytes), not
+  over the file bytes: Parquet's footer (types, offsets, metadata) is half of a small object, and a
+  garble there can decode to different values while the data pages are intact. Hashing what the
+  reader actually got catches both.
+- **Small tables** (a trial's record, a job's spec, a phase: one row each, written and read on every
+  step) are an Arrow IPC stream, framed (framing.py): the CRC-32 of the exact bytes is checked
+  before Arrow parses anything, so no garble reaches the parser, and reading one row costs about a
+  twentieth of a Parquet read (benchmarks/RESULTS.md, "Small objects as framed Arrow IPC"). Their
+  keys keep the `.parquet` suffix of store layout 2: a record's key is the arbiter of its trial
+  (streams.py), so renaming it would let a writer of the older version win the same trial again.
+  Objects written before this encoding (Parquet) are still read.
 
-The checksum is over the decoded columns in a canonical form (values, null masks, string
-bytes), not over the file bytes: Parquet's footer (types, offsets, metadata) is half of a
-one-row object, and a garble there can decode to different values while the data pages are
-intact. Hashing what the reader actually got catches both.
+A reader refuses a newer schema version (rows it does not understand must not be half-read) and
+reports any object that does not decode to exactly what was written (not Parquet or not framed,
+wrong columns, garbled bytes, a checksum that does not match), by key and reason, instead of failing
+deep inside pyarrow or pandas. Small JSON records (number claims aside) carry a checksum the same way
+(`encode_json` / `decode_json`).
 """
 
 from __future__ import annotations
@@ -25,9 +34,11 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from zeus.profiles import PROFILE_SCHEMA
+from zeus.store import framing
 from zeus.store.errors import CorruptObjectError
 
 T = TypeVar("T")
@@ -40,6 +51,7 @@ META_CHECKSUM = b"zeus.checksum"
 # needs only its names (which listed hints it holds), and can check them without decoding every column.
 META_NAMES_CHECKSUM = b"zeus.names_checksum"
 ROW_GROUP_ROWS = 4096  # snapshots in several row groups: a reader can slice without one huge group
+ARROW_KIND = b"arrow"  # the framing kind of a small table (see the module doc)
 EVENT_COLUMN = "_event"  # in snapshots: the name of the event object each row came from
 
 TS = pa.timestamp("us", tz="UTC")
@@ -175,23 +187,30 @@ def to_arrow(table: str, data: list[dict[str, Any]] | pa.Table, *, snapshot: boo
 
 
 def encode(table: str, data: list[dict[str, Any]] | pa.Table, *, snapshot: bool = False) -> bytes:
+    """A snapshot as Parquet, any other table as framed Arrow IPC (see the module doc)."""
     arrow = to_arrow(table, data, snapshot=snapshot)
     meta = {META_TABLE: table.encode(), META_VERSION: str(SCHEMA_VERSION).encode()}
+    if not snapshot:
+        sink = pa.BufferOutputStream()
+        with ipc.new_stream(sink, arrow.schema.with_metadata(meta)) as writer:
+            writer.write_table(arrow)
+        return framing.frame(ARROW_KIND, sink.getvalue().to_pybytes())
     meta[META_CHECKSUM] = table_checksum(arrow).encode()
-    if snapshot:
-        meta[META_NAMES_CHECKSUM] = names_checksum(arrow).encode()
-    arrow = arrow.replace_schema_metadata(meta)
+    meta[META_NAMES_CHECKSUM] = names_checksum(arrow).encode()
     sink = io.BytesIO()
-    pq.write_table(arrow, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+    pq.write_table(arrow.replace_schema_metadata(meta), sink, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     return sink.getvalue()
 
 
 def decode(key: str, data: bytes, table: str, *, snapshot: bool = False) -> pa.Table:
-    """Parse and check one object. Raises CorruptObjectError (or NewerSchemaError) naming the key.
+    """Parse and check one object, in either encoding. Raises CorruptObjectError (or NewerSchemaError)
+    naming the key.
 
     Whatever garbled bytes make pyarrow raise (ArrowInvalid, ArrowNotImplementedError, an
     OSError, a UnicodeDecodeError from metadata, ...) becomes a CorruptObjectError naming the key:
     a reader skips and reports it instead of crashing."""
+    if framing.is_framed(ARROW_KIND, data):
+        return _readable(key, lambda: _decode_framed(key, data, table, snapshot))
     return _readable(key, lambda: _decode(key, data, table, snapshot))
 
 
@@ -202,7 +221,7 @@ def _readable(key: str, read: Callable[[], T]) -> T:
     except CorruptObjectError:
         raise
     except Exception as exc:
-        raise CorruptObjectError(key, f"not a readable Parquet file ({type(exc).__name__}: {str(exc)[:120]})") from None
+        raise CorruptObjectError(key, f"not readable ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
 def _check_meta(key: str, meta: dict[bytes, bytes], table: str) -> int:
@@ -229,6 +248,29 @@ def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
         raise CorruptObjectError(key, f"not a Parquet file ({str(exc)[:120]})") from None
     meta = arrow.schema.metadata or {}
     version = _check_meta(key, meta, table)
+    arrow = _as_stored(key, arrow, table, snapshot)
+    stored_sum = meta.get(META_CHECKSUM)
+    if stored_sum is None and version >= 2:
+        raise CorruptObjectError(key, "no checksum (a version 2 object always has one)")
+    if stored_sum is not None and stored_sum.decode(errors="replace") != table_checksum(arrow):
+        raise CorruptObjectError(key, "checksum mismatch: the content is not what was written")
+    return arrow.replace_schema_metadata({META_CHECKSUM: stored_sum} if stored_sum is not None else None)
+
+
+def _decode_framed(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
+    """A small table `encode` framed: its bytes checked first (framing.unframe), then parsed."""
+    try:
+        body = framing.unframe(ARROW_KIND, data)
+    except ValueError as exc:
+        raise CorruptObjectError(key, str(exc)) from None
+    arrow = ipc.open_stream(pa.BufferReader(body)).read_all()
+    _check_meta(key, arrow.schema.metadata or {}, table)
+    return _as_stored(key, arrow, table, snapshot).replace_schema_metadata(None)
+
+
+def _as_stored(key: str, arrow: pa.Table, table: str, snapshot: bool) -> pa.Table:
+    """The table in the schema this version reads: columns added since it was written filled with nulls,
+    in the stored order and types; CorruptObjectError when columns are missing or do not convert."""
     expected = snapshot_schema(table) if snapshot else SCHEMAS[table]
     for name in expected.names:
         if (table, name) in ADDED_COLUMNS and name not in arrow.column_names:
@@ -239,15 +281,9 @@ def _decode(key: str, data: bytes, table: str, snapshot: bool) -> pa.Table:
     if missing:
         raise CorruptObjectError(key, f"wrong schema: missing columns {missing}")
     try:
-        arrow = arrow.select(expected.names).cast(expected)
+        return arrow.select(expected.names).cast(expected)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise CorruptObjectError(key, f"wrong schema: {str(exc)[:160]}") from None
-    stored_sum = meta.get(META_CHECKSUM)
-    if stored_sum is None and version >= 2:
-        raise CorruptObjectError(key, "no checksum (a version 2 object always has one)")
-    if stored_sum is not None and stored_sum.decode(errors="replace") != table_checksum(arrow):
-        raise CorruptObjectError(key, "checksum mismatch: the content is not what was written")
-    return arrow.replace_schema_metadata({META_CHECKSUM: stored_sum} if stored_sum is not None else None)
 
 
 def decode_names(key: str, data: bytes, table: str) -> tuple[pa.Array, str] | None:

@@ -7,7 +7,7 @@ with an exclusive create under a new name (`keys.tally_key`: how many trials it 
 token), the newest name is the one read, and a writer deletes the others it saw but one. Two writers
 racing both write exact folds of their own cuts; a reader takes either.
 
-The object is one header line, `zeus-kfp tally <crc32 of the body> <body length>`, then a JSON body
+The object is framed (framing.py: a header line `zeus-kfp tally <crc32> <length>`), its body JSON
 holding the tally version, the job, the store cursor the fold covers (cuts.read_trial_events) and
 the fold itself. Not schemas.encode_json, which the store's other small records use: that checksum
 is over a canonical re-serialization of the record, and a fold (its recurrence tables, hundreds of
@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import json
 import uuid
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from zeus.store import keys
+from zeus.store import framing, keys
 from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.errors import CorruptObjectError, ObjectProblem
 
@@ -44,12 +43,11 @@ def _covers(key: str) -> int | None:
     return int(parts[0]) if len(parts) == 3 and parts[2] == "json" and parts[0].isdigit() else None
 
 
-HEADER = b"zeus-kfp tally"
+KIND = b"tally"
 
 
 def encode_tally(record: dict[str, Any]) -> bytes:
-    body = json.dumps(record, separators=(",", ":")).encode()
-    return b"%s %08x %d\n%s" % (HEADER, zlib.crc32(body), len(body), body)
+    return framing.frame(KIND, json.dumps(record, separators=(",", ":")).encode())
 
 
 def decode_tally(key: str, data: bytes) -> dict[str, Any] | None:
@@ -57,14 +55,8 @@ def decode_tally(key: str, data: bytes) -> dict[str, Any] | None:
     CorruptObjectError naming the key for anything else."""
     if data.startswith(b'{"record"'):  # written by zeus-kfp before this form (schemas.encode_json)
         return None
-    header, _, body = data.partition(b"\n")
-    fields = header.split(b" ")
     try:
-        if b" ".join(fields[:2]) != HEADER or len(fields) != 4:
-            raise ValueError("no zeus-kfp tally header")
-        if int(fields[3]) != len(body) or int(fields[2], 16) != zlib.crc32(body):
-            raise ValueError("checksum mismatch")
-        record = json.loads(body)
+        record = json.loads(framing.unframe(KIND, data))
         if not isinstance(record, dict):
             raise ValueError("not a record")
         return record

@@ -1,0 +1,39 @@
+"""One header line in front of an object's body, so that a read checks the exact bytes before parsing.
+
+The form is `zeus-kfp <kind> <crc32 of the body, 8 hex digits> <body length>\\n<body>`. A reader
+checks the length and the CRC-32 first and only then parses: garbled bytes are refused before any
+parser (JSON, Arrow IPC) sees them, and the check costs one pass of zlib over the body. The store
+uses it for its kept folds (kind "tally") and its small tables (kind "arrow": records, job specs,
+phases; schemas.encode). A checksum against accidental damage, which is all a store's objects need,
+not a signature.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+PREFIX = b"zeus-kfp "
+HEADER_MAX = 64  # the header line is well under this; a longer one is not ours
+
+
+def frame(kind: bytes, body: bytes) -> bytes:
+    return b"%s%s %08x %d\n%s" % (PREFIX, kind, zlib.crc32(body), len(body), body)
+
+
+def is_framed(kind: bytes, data: bytes) -> bool:
+    """Whether `data` starts like an object `frame(kind, ...)` wrote (checked or not)."""
+    return data.startswith(PREFIX + kind + b" ")
+
+
+def unframe(kind: bytes, data: bytes) -> bytes:
+    """The body `frame(kind, body)` wrote; ValueError saying what does not hold for anything else."""
+    end = data.find(b"\n", 0, HEADER_MAX)
+    if end < 0 or not is_framed(kind, data):
+        raise ValueError(f"no zeus-kfp {kind.decode()} header")
+    fields = data[:end].split(b" ")
+    body = data[end + 1 :]
+    if len(fields) != 4 or not fields[3].isdigit() or int(fields[3]) != len(body):
+        raise ValueError(f"body is {len(body)} bytes, not what the header says (truncated or garbled)")
+    if fields[2] != b"%08x" % zlib.crc32(body):
+        raise ValueError("checksum mismatch: the content is not what was written")
+    return body
