@@ -141,6 +141,25 @@ def test_a_hint_put_again_for_a_compacted_record_does_not_return_its_event_again
     assert again.dispatched.num_rows == again.finished.num_rows == 0
 
 
+def test_a_cursor_read_with_nothing_new_over_its_unchanged_snapshot_does_not_fetch_the_snapshot(store, spec):
+    """Every listed hint is a record the cursor already read: nothing to check against the snapshot, so
+    it is not fetched. Shown by deleting the snapshots behind the store's back: a read that fetched one
+    would report it lost and rebuild (`reset`). The next read that needs it reports the loss."""
+    lazy, cursor = _compacted_with_cursor(store, spec)
+    _trial(lazy, spec, "run-a", 2)
+    found = lazy.trial_events(spec.job_id, after=cursor)
+    assert _names(found.dispatched) == _names(found.finished) == ["run-a.0002"]
+    marks = {stream: snapshots.latest_mark(lazy.backend, spec.job_id, stream) for stream in ("dispatched", "finished")}
+    lazy.backend.delete([mark.snapshot for mark in marks.values()])
+    again = lazy.trial_events(spec.job_id, after=found.cursor)
+    assert not again.reset and lazy.problems == []
+    assert again.dispatched.num_rows == again.finished.num_rows == 0
+    _trial(lazy, spec, "run-a", 3)
+    with pytest.warns(match="missing"):
+        later = lazy.trial_events(spec.job_id, after=again.cursor)
+    assert later.reset and {p.key for p in lazy.problems} == {mark.snapshot for mark in marks.values()}
+
+
 def _rewrite_snapshot(store, spec, stream: str, change) -> str:
     """Replace the stream's committed snapshot object by `change(table, metadata)`, keeping its key."""
     mark = snapshots.latest_mark(store.backend, spec.job_id, stream)

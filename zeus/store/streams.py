@@ -49,7 +49,9 @@ position already had: exact, and only the new rows are returned. The snapshot's 
 needed (a listed hint may name a record it already holds: a compactor has not deleted it yet, or
 a duplicated writer put it again after). When the snapshot is the position's own, unchanged, the
 common case between compactions, only its `_event` column is decoded, checked by a checksum of
-its own (schemas.META_NAMES_CHECKSUM); otherwise it is fetched and checked whole. Where the chain
+its own (schemas.META_NAMES_CHECKSUM), and only if a listed hint is not one of the position's
+loose records (else nothing is new, and the snapshot is not fetched at all); otherwise it is
+fetched and checked whole. Where the chain
 was broken (a lost snapshot rebuilt from records) the read says `reset` and returns every row.
 """
 
@@ -264,21 +266,23 @@ def _records_on_top(
 def _read_past_unchanged(
     backend: Backend, job_id: str, stream: str, after: Position, listed: list[str], problems: list[ObjectProblem]
 ) -> StreamRead | None:
-    """A cursor read whose snapshot is still the newest: only the snapshot's names are needed (which
+    """A cursor read whose snapshot is still the newest: at most the snapshot's names are needed (which
     listed hints it holds; none of its rows is new), and the new events are the records of listed hints
     that neither the snapshot nor the cursor's loose records hold. The cursor's loose records stay loose
     (a committed snapshot never changes). None when the generation moved on, or the snapshot is lost,
     damaged or has no names checksum: then read the usual way (which reports what is wrong)."""
     if snapshots.top_generation(backend, job_id, stream, at_least=after.generation) != after.generation:
         return None
-    try:
-        names = snapshots.load_names(backend, stream, after.snapshot, after.rows, after.checksum)
-    except NewerSchemaError:
-        raise
-    except (ObjectNotFound, CorruptObjectError):
-        return None
-    if names is None:
-        return None
+    names = None  # every listed hint is one of the cursor's loose records: nothing new, no names needed
+    if any(keys.basename(key) not in after.loose for key in listed):
+        try:
+            names = snapshots.load_names(backend, stream, after.snapshot, after.rows, after.checksum)
+        except NewerSchemaError:
+            raise
+        except (ObjectNotFound, CorruptObjectError):
+            return None
+        if names is None:
+            return None
     hints, _, fresh, read = _records_on_top(backend, job_id, stream, listed, names, after.loose, problems)
     position = replace(after, loose=after.loose | frozenset(read))
     return StreamRead(merge_cut(None, fresh), after.generation, len(read), problems, position, hints=hints, whole=False)
