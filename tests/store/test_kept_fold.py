@@ -9,6 +9,7 @@ recurrences, and whatever happens to the kept fold (deleted, corrupt, another ve
 
 from __future__ import annotations
 
+import json
 import random
 import warnings
 
@@ -20,7 +21,7 @@ from zeus.policy.tally import TALLY_VERSION
 from zeus.seeds import decision_seed
 from zeus.steps import bandit, feedback
 from zeus.steps.job_history import read_job_history
-from zeus.store import StoreWarning, keys
+from zeus.store import StoreWarning, framing, keys
 from zeus.store.schemas import encode_json
 
 POLICY = "default"
@@ -98,19 +99,30 @@ def _damage(store, job_id: str, how: str) -> None:
     elif how == "older-form":  # kept by a zeus-kfp before the tally's own header: a cache miss, not damage
         record = {"version": TALLY_VERSION, "job": job_id, "cursor": "", "fold": {}}
         store.backend.put_new(keys.tally_key(job_id, 10**9, "older"), encode_json(record))
+    elif how == "base64-form":  # framed, but arrays as base64 in the JSON (before they went as bytes)
+        record = {"version": TALLY_VERSION, "job": job_id, "cursor": "", "fold": {"arrays": {}}}
+        store.backend.put_new(
+            keys.tally_key(job_id, 10**9, "b64"), framing.frame(b"tally", json.dumps(record).encode())
+        )
+    elif how == "arrays-cut-short":  # a well-framed object whose arrays are shorter than its JSON says
+        head = {"version": TALLY_VERSION, "job": job_id, "cursor": "", "fold": {}, "arrays": [["rec_id", "<i8", 4]]}
+        body = json.dumps(head).encode() + b"\n" + bytes(8 * 3)
+        store.backend.put_new(keys.tally_key(job_id, 10**9, "short"), framing.frame(b"tally", body))
     elif how == "other-version":  # a newer zeus-kfp's kept fold, of an empty history: must not be used
         fold = read_job_history(store, store.get_job(job_id), job_id).fold
         empty = type(fold).empty(fold.tally.spec)
-        store.keep_tally(job_id, 10**9, store.trial_events(job_id).cursor, TALLY_VERSION + 1, empty.to_record())
+        store.keep_tally(job_id, 10**9, store.trial_events(job_id).cursor, TALLY_VERSION + 1, *empty.to_parts())
 
 
-@pytest.mark.parametrize("how", ["deleted", "corrupt", "garbage-newest", "older-form", "other-version"])
+@pytest.mark.parametrize(
+    "how", ["deleted", "corrupt", "garbage-newest", "arrays-cut-short", "older-form", "base64-form", "other-version"]
+)
 def test_a_lost_or_damaged_kept_fold_changes_no_decision(store, spec, how):
     store.ensure_job(spec)
     rng = random.Random(11)
     _run(store, spec, rng, cycles=4, prefix="a")
     _damage(store, spec.job_id, how)
-    if how in ("corrupt", "garbage-newest"):
+    if how in ("corrupt", "garbage-newest", "arrays-cut-short"):
         with pytest.warns(StoreWarning, match="tally"):  # reported by key, then read as no kept fold
             assert read_job_history(store, spec, spec.job_id).full
             _run(store, spec, rng, cycles=3, prefix="b")  # its first step finds it too, then replaces it

@@ -14,13 +14,13 @@ last trial, and its dispatch became visible only now) cannot be folded in order:
 (returns None) and the caller folds the whole history again. So the kept fold is only a cache: any
 doubt, and it is rebuilt from the history.
 
-`to_record` / `from_record` turn a fold into JSON-able values and back, exactly (floats round-trip
-through JSON's repr, arrays go as their bytes); the store keeps them as a checksummed side object (zeus.store.tallies).
+`to_parts` / `from_parts` turn a fold into JSON-able values plus numpy arrays and back, exactly (floats
+round-trip through JSON's repr, arrays go as their bytes); the store keeps them as a checksummed side
+object (zeus.store.tallies).
 """
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -122,40 +122,25 @@ class Fold:
 
     # -- storing ---------------------------------------------------------------------------------
 
-    def to_record(self) -> dict[str, Any]:
+    def to_parts(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-able values, numpy arrays): what `from_parts` rebuilds this fold from, exactly. The arrays
+        (a recurrence table has a row per recurrence, thousands) are kept apart so that the store can keep
+        them as their bytes (zeus.store.tallies): as JSON numbers or base64 they would cost more to write,
+        check and parse than the rest of the fold."""
         meta, arrays = self.tally.to_parts()
-        return {
+        record = {
             "tally": meta,
-            "arrays": {name: _pack(values) for name, values in arrays.items()},
             "tail": [entry.to_list() for entry in self.tail],
             "last_key": None if self.last_key is None else list(self.last_key),
             "orphans": {name: [r[0].value, *r[1:]] for name, r in (self.orphans or {}).items()},
         }
+        return record, {name: np.asarray(values) for name, values in arrays.items()}
 
     @classmethod
-    def from_record(cls, spec: JobSpec, record: dict[str, Any]) -> Fold:
-        """The fold `to_record` described; ValueError (or KeyError/TypeError) when it does not fit `spec`."""
-        arrays = {name: _unpack(packed) for name, packed in record["arrays"].items()}
-        tally = Tally.from_parts(spec, record["tally"], arrays)
+    def from_parts(cls, spec: JobSpec, record: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> Fold:
+        """The fold `to_parts` described; ValueError (or KeyError/TypeError) when it does not fit `spec`."""
+        tally = Tally.from_parts(spec, record["tally"], dict(arrays))
         tail = [Entry.from_list(values) for values in record["tail"]]
         last_key = None if record["last_key"] is None else tuple(record["last_key"])
         orphans = {name: (TrialStatus(r[0]), *r[1:]) for name, r in record["orphans"].items()}
         return cls(tally, tail, last_key, orphans)  # type: ignore[arg-type]
-
-
-def _pack(values: np.ndarray) -> list[str]:
-    """[dtype, base64 of the little-endian bytes]: a recurrence table has a row per recurrence (thousands),
-    and as JSON numbers it would cost more to write, checksum and parse than the rest of the fold."""
-    values = np.ascontiguousarray(values)
-    kind = values.dtype.newbyteorder("<") if values.dtype.byteorder not in "|" else values.dtype
-    return [kind.str, base64.b64encode(values.astype(kind).tobytes()).decode()]
-
-
-def _unpack(packed: list[str]) -> np.ndarray:
-    kind, data = packed
-    if kind not in _PACKED_KINDS:
-        raise ValueError(f"not a stored array type: {kind!r}")
-    return np.frombuffer(base64.b64decode(data, validate=True), dtype=np.dtype(kind)).copy()
-
-
-_PACKED_KINDS = frozenset({"<i8", "<f8", "|b1"})

@@ -71,7 +71,7 @@ def _kept(store: Store, spec: JobSpec, job_id: str) -> tuple[Fold, str] | None:
     if stored is None or stored.version != TALLY_VERSION:
         return None
     try:
-        return Fold.from_record(spec, stored.fold), stored.cursor
+        return Fold.from_parts(spec, stored.fold, stored.arrays), stored.cursor
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         log.info("zeus-kfp: kept fold %s not used (%s): folding the whole history", stored.key, exc)
         return None
@@ -120,6 +120,6 @@ def keep(history: JobHistory, store: Store, job_id: str, min_events: int = 1) ->
     if not (history.full or history.events >= min_events):
         return
     try:
-        store.keep_tally(job_id, history.covers, history.cursor, TALLY_VERSION, history.fold.to_record())
+        store.keep_tally(job_id, history.covers, history.cursor, TALLY_VERSION, *history.fold.to_parts())
     except Exception as exc:  # never fail a step over a cache
         log.warning("zeus-kfp: could not keep the policy's fold of %s: %s", job_id, exc)

@@ -261,9 +261,10 @@ class Store:
         finally:
             self._report(problems)
 
-    def keep_tally(self, job_id: str, covers: int, cursor: str, version: int, fold: dict) -> str:
-        """Store a fold of the job's history over `covers` trials at `cursor` (a cache); its key."""
-        return tallies.write_tally(self.backend, keys.check_job_id(job_id), covers, cursor, version, fold)
+    def keep_tally(self, job_id: str, covers: int, cursor: str, version: int, fold: dict, arrays: dict) -> str:
+        """Store a fold of the job's history over `covers` trials at `cursor` (a cache): its JSON-able
+        values and its numpy arrays (tallies.write_tally). Returns its key."""
+        return tallies.write_tally(self.backend, keys.check_job_id(job_id), covers, cursor, version, fold, arrays)
 
     def profiles(self, job_id: str) -> pd.DataFrame:
         keys.check_job_id(job_id)
