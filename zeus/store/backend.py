@@ -95,6 +95,8 @@ class LocalBackend:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
+        self._root = str(self.root)  # string forms: keys are joined and checked on every call
+        self._inside = os.path.join(self._root, "")
         self.uri = self.root.as_uri()
         self.location = str(self.root)
         self._honoured: bool | None = None
@@ -102,10 +104,10 @@ class LocalBackend:
     def _path(self, key: str) -> Path:
         # Keys are built from validated segments (keys.py); this is the last line of defence. Lexical,
         # not resolve(): a symbolic link inside the store is reported by get(), not followed out of it.
-        path = Path(os.path.normpath(self.root / key))
-        if self.root not in path.parents:
+        path = os.path.normpath(os.path.join(self._root, key))
+        if not path.startswith(self._inside):
             raise ValueError(f"key {key!r} leaves the store root {self.root}")
-        return path
+        return Path(path)
 
     def put_new(self, key: str, data: bytes) -> bool:
         path = self._path(key)
@@ -156,16 +158,16 @@ class LocalBackend:
     def _walk(self, prefix: str, temp: bool = False) -> list[str]:
         """Keys under `prefix`; temp files of writers in progress are left out (or, with temp, only they)."""
         directory, _, _ = prefix.rpartition("/")
-        base = self._path(directory) if directory else self.root
-        if not base.is_dir() or base.is_symlink():
+        base = str(self._path(directory)) if directory else self._root
+        if not os.path.isdir(base) or os.path.islink(base):
             return []
         keys = []
         for dirpath, _dirs, files in os.walk(base):  # does not descend into symbolic links to directories
-            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            rel_dir = dirpath[len(self._inside) :].replace(os.sep, "/") if dirpath != self._root else ""
             for name in files:
                 if name.startswith(TEMP_MARK) != temp:
                     continue
-                key = name if rel_dir == "." else f"{rel_dir}/{name}"
+                key = f"{rel_dir}/{name}" if rel_dir else name
                 if key.startswith(prefix):
                     keys.append(key)
         keys.sort()
