@@ -86,7 +86,7 @@ def test_after_a_lost_snapshot_the_read_says_reset_and_returns_the_whole_cut(sto
         _trial(store, spec, "run-a", attempt)
     store.compact(spec.job_id)
     cursor = store.trial_events(spec.job_id).cursor
-    (snapshot,) = store.backend.list(keys.snapshots_dir(spec.job_id, "finished"))
+    (snapshot,) = [k for k in store.backend.list(keys.snapshots_dir(spec.job_id, "finished")) if k.endswith(".parquet")]
     store.backend.delete([snapshot])
     with pytest.warns(match="missing"):
         store.trials(spec.job_id)  # a reader repairs it: a new chain rebuilt from the records
@@ -143,14 +143,15 @@ def test_a_hint_put_again_for_a_compacted_record_does_not_return_its_event_again
 
 def test_a_cursor_read_with_nothing_new_over_its_unchanged_snapshot_does_not_fetch_the_snapshot(store, spec):
     """Every listed hint is a record the cursor already read: nothing to check against the snapshot, so
-    it is not fetched. Shown by deleting the snapshots behind the store's back: a read that fetched one
-    would report it lost and rebuild (`reset`). The next read that needs it reports the loss."""
+    nothing of it is fetched. Shown by deleting the snapshots and their names objects behind the store's
+    back: a read that fetched either would report the snapshot lost and rebuild (`reset`). The next read
+    that needs it reports the loss."""
     lazy, cursor = _compacted_with_cursor(store, spec)
     _trial(lazy, spec, "run-a", 2)
     found = lazy.trial_events(spec.job_id, after=cursor)
     assert _names(found.dispatched) == _names(found.finished) == ["run-a.0002"]
     marks = {stream: snapshots.latest_mark(lazy.backend, spec.job_id, stream) for stream in ("dispatched", "finished")}
-    lazy.backend.delete([mark.snapshot for mark in marks.values()])
+    lazy.backend.delete([key for m in marks.values() for key in (m.snapshot, keys.snapshot_names_key(m.snapshot))])
     again = lazy.trial_events(spec.job_id, after=found.cursor)
     assert not again.reset and lazy.problems == []
     assert again.dispatched.num_rows == again.finished.num_rows == 0
@@ -180,11 +181,46 @@ def test_damaged_names_in_an_unchanged_snapshot_are_reported_and_the_cut_read_fr
         return table.set_column(index, "_event", pa.array(["run-a.0002"] * table.num_rows)), metadata
 
     damaged = _rewrite_snapshot(lazy, spec, "finished", rename)
+    lazy.backend.delete([keys.snapshot_names_key(damaged)])  # as written before names objects: its column is read
     _trial(lazy, spec, "run-a", 2)
     with pytest.warns(match="not what was written"):
         found = lazy.trial_events(spec.job_id, after=cursor)
     assert damaged in {problem.key for problem in lazy.problems}
     assert found.reset and _names(found.finished) == _names(found.dispatched) == ["run-a.0001", "run-a.0002"]
+
+
+@pytest.mark.parametrize("damage", ["garbled", "another snapshot's"])
+def test_a_damaged_names_object_is_reported_and_the_snapshot_read_instead(store, spec, damage):
+    lazy, cursor = _compacted_with_cursor(store, spec)
+    mark = snapshots.latest_mark(lazy.backend, spec.job_id, "finished")
+    names_key = keys.snapshot_names_key(mark.snapshot)
+    if damage == "garbled":
+        data = bytearray(lazy.backend.get(names_key))
+        data[-3] ^= 0x01
+        replacement = bytes(data)
+    else:  # well formed, but for a snapshot of other rows than the mark committed
+        replacement = snapshots.encode_names(pa.table({"_event": ["run-a.0001", "run-a.0002"]}), mark.checksum)
+    lazy.backend.delete([names_key])
+    assert lazy.backend.put_new(names_key, replacement)
+    _trial(lazy, spec, "run-a", 2)
+    with pytest.warns(match="names"):
+        found = lazy.trial_events(spec.job_id, after=cursor)
+    assert [p.key for p in lazy.problems] == [names_key]
+    assert not found.reset and _names(found.dispatched) == _names(found.finished) == ["run-a.0002"]
+
+
+def test_a_names_object_answers_which_names_its_snapshot_holds_exactly():
+    """No name is found by being a part of another (the lines are whole names), and an empty snapshot
+    holds nothing."""
+    names = ["run-a.0001", "run-ab.0001", "b.0012"]
+    _, _, held = snapshots.decode_names_object("k", snapshots.encode_names(pa.table({"_event": names}), "sum"))
+    assert [held.holds(n) for n in [*names, "run-a.000", "un-a.0001", "b.001", "run-a.0001\nrun-ab.0001"]] == [
+        True, True, True, False, False, False, False,
+    ]  # fmt: skip
+    _, _, empty = snapshots.decode_names_object(
+        "k", snapshots.encode_names(pa.table({"_event": pa.array([], pa.string())}), "")
+    )
+    assert not empty.holds("run-a.0001") and not empty.holds("")
 
 
 def test_a_snapshot_written_without_a_names_checksum_is_read_whole(store, spec):

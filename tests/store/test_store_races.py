@@ -152,6 +152,8 @@ def test_a_reader_whose_snapshot_is_retired_under_it_reads_again_quietly(store, 
     trials = reader.trials(spec.job_id)
     assert races == [1] and reader.problems == []
     assert trials["energy_j"].tolist() == [1.0, 2.0, 3.0, 4.0]
+    left = store.backend.list(keys.snapshots_dir(spec.job_id, "finished"))  # generation 1 retired, names too
+    assert sorted((keys.snapshot_generation(k), k.rsplit(".", 1)[1]) for k in left) == [(2, "names"), (2, "parquet")]
 
 
 def test_a_reader_that_never_catches_a_snapshot_fails_once_clearly(store, spec, monkeypatch):

@@ -170,9 +170,15 @@ def snapshot_key(job_id: str, stream: str, generation: int, token: str) -> str:
     return f"{snapshots_dir(job_id, stream)}{generation:0{SEQ_WIDTH}d}.{token}.parquet"
 
 
+def snapshot_names_key(snapshot: str) -> str:
+    """The names object beside snapshot `snapshot` (snapshots.load_names): the same stem, `.names`."""
+    return f"{snapshot.removesuffix('.parquet')}.names"
+
+
 def snapshot_generation(key: str) -> int | None:
+    """The generation of a snapshot object or of its names object (None for anything else)."""
     parts = basename(key).split(".")
-    return int(parts[0]) if len(parts) == 3 and parts[2] == "parquet" and parts[0].isdigit() else None
+    return int(parts[0]) if len(parts) == 3 and parts[2] in ("parquet", "names") and parts[0].isdigit() else None
 
 
 def marks_dir(job_id: str, stream: str) -> str:

@@ -14,6 +14,12 @@ normally snapshot g with new rows appended (g's rows are a prefix of g+1's), whi
 lets a cursor name "the first n rows of generation g" (streams.py). A snapshot rebuilt from
 the records (after a lost one) or written by bulk import starts a new chain.
 
+Beside each snapshot its compactor writes the snapshot's event names alone (`{g}.{token}.names`,
+framed: one JSON line naming the snapshot's row count and checksum, then the names one per line).
+A cursor read over an unchanged snapshot only needs to know which of a few listed hints the snapshot
+holds (streams.py); that object answers it for a fraction of decoding the snapshot's `_event`
+column, which remains the way for a snapshot without one (written before it, or lost).
+
 Retention, by the storage's clock (never a pod's): a superseded snapshot object is deleted
 only once its successor's mark is GRACE_S old. A reader that listed the marks before the
 successor existed therefore has GRACE_S to fetch the snapshot it chose; a compactor that
@@ -23,14 +29,15 @@ may be gone).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus.store import keys
-from zeus.store.backend import Backend, create_or_confirm
+from zeus.store import framing, keys
+from zeus.store.backend import Backend, ObjectNotFound, create_or_confirm
 from zeus.store.errors import CorruptObjectError
 from zeus.store.ledger import top_number
 from zeus.store.schemas import EVENT_COLUMN, decode, decode_json, decode_names, encode, encode_json, verified_checksum
@@ -89,20 +96,65 @@ def load(backend: Backend, stream: str, mark: Mark) -> pa.Table:
     return table
 
 
-def load_names(backend: Backend, stream: str, snapshot: str, rows: int, checksum: str) -> pa.Array | None:
+NAMES_KIND = b"names"
+
+
+@dataclass(frozen=True)
+class SnapshotNames:
+    """A snapshot's event names as its names object holds them: newline-separated, with one in front."""
+
+    lines: bytes
+
+    def holds(self, name: str) -> bool:
+        return "\n" not in name and b"\n%s\n" % name.encode() in self.lines  # whole lines only
+
+
+def encode_names(table: pa.Table, checksum: str) -> bytes:
+    """The names object of snapshot `table` (its checksum as the mark will name it)."""
+    names = table.column(EVENT_COLUMN).to_pylist()
+    head = json.dumps({"rows": len(names), "checksum": checksum}).encode()
+    return framing.frame(NAMES_KIND, b"\n".join([head, *(name.encode() for name in names), b""]))
+
+
+def decode_names_object(key: str, data: bytes) -> tuple[int, str, SnapshotNames]:
+    """(rows, snapshot checksum, names) from a names object; CorruptObjectError naming the key."""
+    try:
+        head, newline, lines = framing.unframe(NAMES_KIND, data).partition(b"\n")
+        record = json.loads(head)
+        rows, checksum = int(record["rows"]), str(record["checksum"])
+        count = lines.count(b"\n")
+        if not newline or count != rows:
+            raise ValueError(f"{count} names, its header says {rows}")
+        return rows, checksum, SnapshotNames(b"\n" + lines)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptObjectError(key, f"not a snapshot's names object ({str(exc)[:80]})") from None
+
+
+def load_names(
+    backend: Backend, stream: str, snapshot: str, rows: int, checksum: str
+) -> SnapshotNames | pa.Array | None:
     """Only the event names of committed snapshot `snapshot`, checked against what its mark said (rows,
-    checksum); None when the object has no names checksum (load it whole). ObjectNotFound if it is
-    gone. Several times cheaper than `load` (one column decoded and checked): what a cursor read of
-    an unchanged snapshot needs."""
+    checksum): from its names object, else from the snapshot's `_event` column (decoded and checked
+    alone); None when neither can be had that way (load the snapshot whole). ObjectNotFound if the
+    snapshot is gone. What a cursor read of an unchanged snapshot needs."""
+    names_key = keys.snapshot_names_key(snapshot)
+    try:
+        stored_rows, stored_sum, names = decode_names_object(names_key, backend.get(names_key))
+    except ObjectNotFound:  # a snapshot written before names objects, or its names object lost
+        pass
+    else:
+        if stored_rows != rows or stored_sum != checksum:
+            raise CorruptObjectError(names_key, f"names {stored_rows} rows of another snapshot than its mark's")
+        return names
     found = decode_names(snapshot, backend.get(snapshot), stream)
     if found is None:
         return None
-    names, stored = found
-    if len(names) != rows or stored != checksum:
+    column, stored = found
+    if len(column) != rows or stored != checksum:
         raise CorruptObjectError(
-            snapshot, f"is not the snapshot its mark committed ({len(names)} rows, the mark says {rows})"
+            snapshot, f"is not the snapshot its mark committed ({len(column)} rows, the mark says {rows})"
         )
-    return names
+    return column
 
 
 def commit(
@@ -114,16 +166,18 @@ def commit(
     data = encode(stream, table, snapshot=True)
     stored = decode(snapshot_key, data, stream, snapshot=True)  # what readers will get back
     mark = Mark(generation, snapshot_key, stored.num_rows, verified_checksum(stored) or "", since)
-    if not create_or_confirm(backend, snapshot_key, data):
-        raise CorruptObjectError(snapshot_key, "a snapshot name chosen with a fresh random token already exists")
+    written = [snapshot_key, keys.snapshot_names_key(snapshot_key)]
+    for key, content in zip(written, (data, encode_names(stored, mark.checksum)), strict=True):
+        if not create_or_confirm(backend, key, content):
+            raise CorruptObjectError(key, "a snapshot name chosen with a fresh random token already exists")
     if time.monotonic() - started > COMMIT_WITHIN_S:
-        backend.delete([snapshot_key])
+        backend.delete(written)
         return None, f"compaction took over {COMMIT_WITHIN_S:.0f} s; not committed"
     mark_data = encode_json(mark.record())
     mark_key = keys.mark_key(job_id, stream, generation)
     if create_or_confirm(backend, mark_key, mark_data):
         return mark, ""
-    backend.delete([snapshot_key])
+    backend.delete(written)
     return None, "another compactor committed this generation first"
 
 
@@ -155,11 +209,13 @@ def retire(backend: Backend, job_id: str, stream: str, committed: Mark) -> tuple
     return old, now
 
 
-def held(snapshot: pa.Table | pa.Array | None, candidates: set[str]) -> set[str]:
+def held(snapshot: pa.Table | pa.Array | SnapshotNames | None, candidates: set[str]) -> set[str]:
     """Which of a few names the snapshot (or its names, `load_names`) holds, without turning all its
     names into Python strings."""
     if snapshot is None or not candidates:
         return set()
+    if isinstance(snapshot, SnapshotNames):
+        return {name for name in candidates if snapshot.holds(name)}
     names = snapshot.column(EVENT_COLUMN).combine_chunks() if isinstance(snapshot, pa.Table) else snapshot
     asked = pa.array(sorted(candidates), pa.string())
     found = pc.is_in(asked, value_set=names)

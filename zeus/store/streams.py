@@ -49,9 +49,9 @@ position already had: exact, and only the new rows are returned. The snapshot's 
 needed (a listed hint may name a record it already holds: a compactor has not deleted it yet, or
 a duplicated writer put it again after). When the snapshot is the position's own, unchanged, the
 common case between compactions, only its `_event` column is decoded, checked by a checksum of
-its own (schemas.META_NAMES_CHECKSUM), and only if a listed hint is not one of the position's
-loose records (else nothing is new, and the snapshot is not fetched at all); otherwise it is
-fetched and checked whole. Where the chain
+its own (schemas.META_NAMES_CHECKSUM), or rather its names object is read (snapshots.py says what
+that is), and only if a listed hint is not one of the position's loose records (else nothing is
+new, and nothing of the snapshot is fetched); otherwise it is fetched and checked whole. Where the chain
 was broken (a lost snapshot rebuilt from records) the read says `reset` and returns every row.
 """
 
@@ -279,7 +279,11 @@ def _read_past_unchanged(
             names = snapshots.load_names(backend, stream, after.snapshot, after.rows, after.checksum)
         except NewerSchemaError:
             raise
-        except (ObjectNotFound, CorruptObjectError):
+        except CorruptObjectError as exc:  # the usual read reports a damaged snapshot; only it sees names objects
+            if exc.key != after.snapshot:
+                problems.append(ObjectProblem(exc.key, f"{exc.reason}; read the snapshot instead"))
+            return None
+        except ObjectNotFound:
             return None
         if names is None:
             return None
