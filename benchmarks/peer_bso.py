@@ -248,8 +248,8 @@ def table(results: dict[str, dict[str, float]], trials: int) -> str:
     names = list(results)
     lines = [f"| at {trials:,} trials of history | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     rows = [
-        ("decision (`bandit` vs `GET /jobs/batch_size`), median", "decision_ms", "{:.0f} ms"),
-        ("whole cycle (decide + record), median", "cycle_ms", "{:.0f} ms"),
+        ("decision (`bandit` vs `GET /jobs/batch_size`), median", "decision_ms", "{:.1f} ms"),
+        ("whole cycle (decide + record), median", "cycle_ms", "{:.1f} ms"),
         ("8 clients, one job, cycles/s", "clients_per_s", "{:.2f}"),
         ("memory a decision adds", "memory_mb", "{:.1f} MB"),
         ("process start to first decision (`python -c` running `bandit`)", "cold_start_s", "{:.2f} s"),
