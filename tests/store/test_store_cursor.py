@@ -217,6 +217,10 @@ def test_a_names_object_answers_which_names_its_snapshot_holds_exactly():
     assert [held.holds(n) for n in [*names, "run-a.000", "un-a.0001", "b.001", "run-a.0001\nrun-ab.0001"]] == [
         True, True, True, False, False, False, False,
     ]  # fmt: skip
+    asked = {*names, "run-a.000", "un-a.0001", "b.001", "run-a.0001\nrun-ab.0001"}
+    assert len(asked) > snapshots.SEARCH_AT_MOST  # held() splits the object into a set here, searches below
+    assert snapshots.held(held, asked) == set(names)
+    assert snapshots.held(held, {"run-a.0001", "un-a.0001"}) == {"run-a.0001"}
     _, _, empty = snapshots.decode_names_object(
         "k", snapshots.encode_names(pa.table({"_event": pa.array([], pa.string())}), "")
     )

@@ -246,10 +246,13 @@ def _records_on_top(
     snapshot: pa.Table | pa.Array | None,
     had: frozenset[str],
     problems: list[ObjectProblem],
+    *,
+    had_on_top: bool = False,
 ) -> tuple[dict[str, str], set[str], pa.Table, list[str]]:
     """What a read finds on top of its snapshot (the table, or only its names): the listed hints (event
     name -> key; a foreign object is reported and ignored), which of them and of `had` the snapshot
-    holds, and the records of the others not `had` already, fetched (and the names read)."""
+    holds, and the records of the others not `had` already, fetched (and the names read). `had_on_top`:
+    `had` was read on top of this very snapshot, so it holds none of them (and is not asked)."""
     hints: dict[str, str] = {}
     for key in listed:
         name = keys.basename(key)
@@ -257,7 +260,7 @@ def _records_on_top(
             problems.append(ObjectProblem(key, "not a zeus-kfp event hint (a foreign object); ignored"))
         else:
             hints[name] = key
-    covered = snapshots.held(snapshot, set(hints) | had)
+    covered = snapshots.held(snapshot, set(hints) - had if had_on_top else set(hints) | had)
     todo = sorted(n for n in hints if n not in covered and n not in had)
     parts, read, _ = _fetch_records(backend, job_id, stream, todo, problems)
     return hints, covered, _concat(stream, parts), read
@@ -287,7 +290,9 @@ def _read_past_unchanged(
             return None
         if names is None:
             return None
-    hints, _, fresh, read = _records_on_top(backend, job_id, stream, listed, names, after.loose, problems)
+    hints, _, fresh, read = _records_on_top(
+        backend, job_id, stream, listed, names, after.loose, problems, had_on_top=True
+    )
     position = replace(after, loose=after.loose | frozenset(read))
     return StreamRead(merge_cut(None, fresh), after.generation, len(read), problems, position, hints=hints, whole=False)
 
