@@ -47,12 +47,13 @@ says from which generation that chain is unbroken), so "the events after a posit
 rows of the newest snapshot past that many rows, plus loose records, minus the names the
 position already had: exact, and only the new rows are returned. The snapshot's names are still
 needed (a listed hint may name a record it already holds: a compactor has not deleted it yet, or
-a duplicated writer put it again after). When the snapshot is the position's own, unchanged, the
-common case between compactions, only its `_event` column is decoded, checked by a checksum of
-its own (schemas.META_NAMES_CHECKSUM), or rather its names object is read (snapshots.py says what
-that is), and only if a listed hint is not one of the position's loose records (else nothing is
-new, and nothing of the snapshot is fetched); otherwise it is fetched and checked whole. Where the chain
-was broken (a lost snapshot rebuilt from records) the read says `reset` and returns every row.
+a duplicated writer put it again after). When the snapshot is the position's own, unchanged (the
+common case between compactions), only that is needed: if every listed hint is one of the
+position's loose records, nothing is new and nothing of the snapshot is fetched; else its names
+object answers (snapshots.py), or for a snapshot without one its `_event` column alone, checked by
+a checksum of its own (schemas.META_NAMES_CHECKSUM). Otherwise the snapshot is fetched and checked
+whole. Where the chain was broken (a lost snapshot rebuilt from records) the read says `reset` and
+returns every row.
 """
 
 from __future__ import annotations
