@@ -3,14 +3,20 @@
 The form is `zeus-kfp <kind> <crc32 of the body, 8 hex digits> <body length>\\n<body>`. A reader
 checks the length and the CRC-32 first and only then parses: garbled bytes are refused before any
 parser (JSON, Arrow IPC) sees them, and the check costs one pass of zlib over the body. The store
-uses it for its kept folds (kind "tally") and its small tables (kind "arrow": records, job specs,
-phases; schemas.encode). A checksum against accidental damage, which is all a store's objects need,
-not a signature.
+uses it for its kept folds (kind "tally"), its small tables (kind "arrow": records, job specs,
+phases; schemas.encode) and its snapshots' names objects (kind "names"). A checksum against
+accidental damage, which is all a store's objects need, not a signature.
+
+Kept folds and names objects put a line of JSON (what the rest is) in front of bytes of their own:
+`frame_headed` / `unframe_headed`. JSON as `json.dumps` writes it never holds a raw newline, so the
+first newline of the body ends the head.
 """
 
 from __future__ import annotations
 
+import json
 import zlib
+from typing import Any
 
 PREFIX = b"zeus-kfp "
 HEADER_MAX = 64  # the header line is well under this; a longer one is not ours
@@ -37,3 +43,15 @@ def unframe(kind: bytes, data: bytes) -> bytes:
     if fields[2] != b"%08x" % zlib.crc32(body):
         raise ValueError("checksum mismatch: the content is not what was written")
     return body
+
+
+def frame_headed(kind: bytes, head: dict[str, Any], body: bytes) -> bytes:
+    """A JSON head line, then `body`, framed."""
+    return frame(kind, b"%s\n%s" % (json.dumps(head, separators=(",", ":")).encode(), body))
+
+
+def unframe_headed(kind: bytes, data: bytes) -> tuple[Any, bytes | None]:
+    """(head, body) `frame_headed` wrote; body None for a framed body of JSON alone (no line after it).
+    ValueError (JSONDecodeError included) for anything else."""
+    head, newline, body = unframe(kind, data).partition(b"\n")
+    return json.loads(head), (body if newline else None)

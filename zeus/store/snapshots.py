@@ -29,7 +29,6 @@ may be gone).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
@@ -115,18 +114,17 @@ class SnapshotNames:
 def encode_names(table: pa.Table, checksum: str) -> bytes:
     """The names object of snapshot `table` (its checksum as the mark will name it)."""
     names = table.column(EVENT_COLUMN).to_pylist()
-    head = json.dumps({"rows": len(names), "checksum": checksum}).encode()
-    return framing.frame(NAMES_KIND, b"\n".join([head, *(name.encode() for name in names), b""]))
+    lines = b"".join(b"%s\n" % name.encode() for name in names)
+    return framing.frame_headed(NAMES_KIND, {"rows": len(names), "checksum": checksum}, lines)
 
 
 def decode_names_object(key: str, data: bytes) -> tuple[int, str, SnapshotNames]:
     """(rows, snapshot checksum, names) from a names object; CorruptObjectError naming the key."""
     try:
-        head, newline, lines = framing.unframe(NAMES_KIND, data).partition(b"\n")
-        record = json.loads(head)
+        record, lines = framing.unframe_headed(NAMES_KIND, data)
         rows, checksum = int(record["rows"]), str(record["checksum"])
-        count = lines.count(b"\n")
-        if not newline or count != rows:
+        count = lines.count(b"\n") if lines is not None else None
+        if count != rows:
             raise ValueError(f"{count} names, its header says {rows}")
         return rows, checksum, SnapshotNames(b"\n" + lines)
     except (ValueError, TypeError, KeyError) as exc:

@@ -20,7 +20,6 @@ cache miss (the next step keeps a new one), never reported as damaged.
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,8 +60,7 @@ def encode_tally(record: dict[str, Any], arrays: dict[str, np.ndarray]) -> bytes
             raise ValueError(f"array {name!r} of type {kind.str}: a kept fold holds {sorted(ARRAY_KINDS)}")
         parts.append(np.ascontiguousarray(values, dtype=kind).tobytes())
         layout.append([name, kind.str, int(values.size)])
-    head = json.dumps(record | {"arrays": layout}, separators=(",", ":")).encode()  # no raw newline in it
-    return framing.frame(KIND, b"\n".join([head, b"".join(parts)]))
+    return framing.frame_headed(KIND, record | {"arrays": layout}, b"".join(parts))
 
 
 def decode_tally(key: str, data: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
@@ -71,11 +69,10 @@ def decode_tally(key: str, data: bytes) -> tuple[dict[str, Any], dict[str, np.nd
     if data.startswith(b'{"record"'):  # written by zeus-kfp before its own header (schemas.encode_json)
         return None
     try:
-        head, newline, body = framing.unframe(KIND, data).partition(b"\n")
-        record = json.loads(head)
+        record, body = framing.unframe_headed(KIND, data)
         if not isinstance(record, dict):
             raise ValueError("not a record")
-        if not newline:  # the form before arrays went as bytes (base64 in the JSON)
+        if body is None:  # the form before arrays went as bytes (base64 in the JSON)
             return None
         arrays, at = {}, 0
         for name, kind, size in record.pop("arrays"):
