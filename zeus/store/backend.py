@@ -101,13 +101,16 @@ class LocalBackend:
         self.location = str(self.root)
         self._honoured: bool | None = None
 
-    def _path(self, key: str) -> Path:
+    def _location(self, key: str) -> str:
         # Keys are built from validated segments (keys.py); this is the last line of defence. Lexical,
         # not resolve(): a symbolic link inside the store is reported by get(), not followed out of it.
         path = os.path.normpath(os.path.join(self._root, key))
         if not path.startswith(self._inside):
             raise ValueError(f"key {key!r} leaves the store root {self.root}")
-        return Path(path)
+        return path
+
+    def _path(self, key: str) -> Path:
+        return Path(self._location(key))
 
     def put_new(self, key: str, data: bytes) -> bool:
         path = self._path(key)
@@ -158,7 +161,7 @@ class LocalBackend:
     def _walk(self, prefix: str, temp: bool = False) -> list[str]:
         """Keys under `prefix`; temp files of writers in progress are left out (or, with temp, only they)."""
         directory, _, _ = prefix.rpartition("/")
-        base = str(self._path(directory)) if directory else self._root
+        base = self._location(directory) if directory else self._root
         if not os.path.isdir(base) or os.path.islink(base):
             return []
         keys = []
