@@ -10,7 +10,7 @@ Two encodings, one per kind of object:
 - **Small tables** (a trial's record, a job's spec, a phase: one row each, written and read on every
   step) are an Arrow IPC stream, framed (framing.py): the CRC-32 of the exact bytes is checked
   before Arrow parses anything, so no garble reaches the parser, and reading one row costs about a
-  twentieth of a Parquet read (benchmarks/RESULTS.md, "Small objects as framed Arrow IPC"). Their
+  twentieth of a Parquet read (benchmarks/RESULTS.md, "Small records, folds as bytes, names objects"). Their
   keys keep the `.parquet` suffix of store layout 2: a record's key is the arbiter of its trial
   (streams.py), so renaming it would let a writer of the older version win the same trial again.
   Objects written before this encoding (Parquet) are still read.
