@@ -9,9 +9,10 @@ import pytest
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
 from zeus.store import keys
+from zeus.store.compaction import compact_stream
 from zeus.store.conflicts import merge_cut
 from zeus.store.schemas import snapshot_schema
-from zeus.store.streams import compact_stream, read_stream
+from zeus.store.streams import read_stream
 
 
 def finished_rows(*trials: tuple[str, float]) -> pa.Table:

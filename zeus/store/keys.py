@@ -14,6 +14,7 @@ validated before they become key segments, so no job or recurrence id can leave 
     jobs/{job}/events/{stream}/{rid}.{attempt}          an empty hint: "this record may be newer than the snapshot"
     jobs/{job}/snapshots/{stream}/{g}.{token}.parquet   compacted records (generation g, written by one compactor)
     jobs/{job}/marks/{stream}/{g // 1000}/{g}           the commit of generation g: which snapshot, rows, checksum
+    jobs/{job}/compacting/{stream}/{g}                  a compactor's lease on committing generation g (advisory)
     jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}     files a cluster trial's pods hand to the train step
     jobs/{job}/tensorboard/{name}                       TensorBoard event files, one per recurrence (first wins)
     jobs/{job}/tally/{n}.{token}.json                   the policy's kept fold over n trials (a cache, JSON)
@@ -23,6 +24,7 @@ Every key above except the phase events is written with an exclusive create (`pu
 Records, claims and marks are never deleted, so an exclusive create on them decides once and
 for all; hints and old snapshots are what compaction deletes (see streams.py). Tallies are a
 cache (zeus.store.tallies): the newest is read, older ones are deleted by whoever writes a newer.
+Leases only spare work (zeus.store.leases): their holder deletes them.
 """
 
 from __future__ import annotations
@@ -187,6 +189,14 @@ def marks_dir(job_id: str, stream: str) -> str:
 
 def mark_key(job_id: str, stream: str, generation: int) -> str:
     return numbered_key(marks_dir(job_id, stream), generation)
+
+
+def leases_dir(job_id: str, stream: str) -> str:
+    return _stream_dir(job_id, "compacting", stream)
+
+
+def lease_key(job_id: str, stream: str, generation: int) -> str:
+    return f"{leases_dir(job_id, stream)}{generation:0{SEQ_WIDTH}d}"
 
 
 def tally_dir(job_id: str) -> str:

@@ -38,8 +38,9 @@ from urllib.parse import unquote, urlparse
 
 from zeus.store import catalog, cuts, events, frames, keys, ledger, tallies
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound
+from zeus.store.compaction import CompactResult, compact_stream
 from zeus.store.errors import EventConflictError, ObjectProblem, StoreError, StoreInputError, StoreWarning
-from zeus.store.streams import CompactResult, StreamRead, compact_stream, read_stream
+from zeus.store.streams import StreamRead, read_stream
 
 if TYPE_CHECKING:  # pandas only for the functions that return frames (a cold step imports less)
     import pandas as pd

@@ -1,4 +1,5 @@
-"""Event streams: how a trial's event is kept, read back in a consistent cut, and compacted.
+"""Event streams: how a trial's event is kept, read back in a consistent cut, and compacted
+(the compactor itself is compaction.py).
 
 A stream (dispatched, finished, profiles, bandit) keeps each trial's event in three kinds of
 object (keys.py):
@@ -59,7 +60,6 @@ returns every row.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -314,71 +314,3 @@ def read_stream(backend: Backend, job_id: str, stream: str, after: Position | No
         f"no stable read of {stream} for job {job_id!r} in {backend.location}: {rounds} times the snapshot "
         f"chosen was retired (after {snapshots.GRACE_S:.0f} s) before it could be fetched. Is the store very slow?"
     )
-
-
-@dataclass
-class CompactResult:
-    stream: str
-    generation: int  # the snapshot generation now latest as far as this call knows
-    merged: int  # records merged into a new snapshot by this call
-    deleted: int  # hints and snapshot objects removed
-    note: str = ""
-    problems: list[ObjectProblem] = field(default_factory=list)  # bad records left in place
-
-
-def compact_stream(
-    backend: Backend, job_id: str, stream: str, *, repair: bool = False, read: StreamRead | None = None
-) -> CompactResult:
-    """Commit the stream's cut as the next generation; then delete the hints it holds and retire old
-    snapshots, only where the server honours exclusive creates (elsewhere two compactors could both "win").
-    Without hints there is nothing to merge and nothing is read, unless `repair` (a read found the
-    snapshot lost or damaged: commit one rebuilt from the records). `read`: a full read just made (a
-    reader that compacts after reading reuses it instead of reading again)."""
-    started = time.monotonic()
-    if read is None:
-        if not repair and not backend.list(keys.events_dir(job_id, stream)):  # nothing newer than the snapshot
-            return CompactResult(stream, snapshots.top_generation(backend, job_id, stream), 0, 0, "nothing to merge")
-        read = read_stream(backend, job_id, stream)
-    if not read.whole:
-        raise ValueError("compaction commits a whole cut: pass a read made without a cursor")
-    if not read.rebuilt and snapshots.top_generation(backend, job_id, stream) != read.generation:
-        return CompactResult(stream, read.generation, 0, 0, "another compactor is ahead", read.problems)
-    merged = read.fresh.num_rows if read.fresh is not None else 0
-    generation = read.generation
-    names = set(read.position.loose) | snapshots.held(read.snapshot, set(read.hints))
-    committed = None
-    if read.position.loose:  # records not in the snapshot (or, rebuilt, every record): commit the read's cut
-        generation = (snapshots.top_generation(backend, job_id, stream) if read.rebuilt else generation) + 1
-        mark = snapshots.latest_mark(backend, job_id, stream) if not read.rebuilt else None
-        since = generation if read.rebuilt or mark is None else mark.since
-        token = uuid.uuid4().hex[:16]
-        committed, note = snapshots.commit(backend, job_id, stream, generation, read.table, since, token, started)
-        if committed is None:
-            return CompactResult(stream, read.generation, 0, 0, note, read.problems)
-    if not backend.conditional_writes_honoured():
-        return CompactResult(stream, generation, merged, 0, "server ignores If-None-Match: hints kept", read.problems)
-    done = [key for name, key in read.hints.items() if name in names]
-    backend.delete(done)
-    deleted = len(done)
-    if committed is not None:
-        retired, now = snapshots.retire(backend, job_id, stream, committed)
-        deleted += len(retired) + _drop_orphan_hints(backend, job_id, stream, read, names, now)
-        collect = getattr(backend, "collect_temp", None)  # a local directory: temp files of killed writers
-        if collect is not None:
-            collect(keys.job_dir(job_id))
-    return CompactResult(stream, generation, merged, deleted, problems=read.problems)
-
-
-def _drop_orphan_hints(
-    backend: Backend, job_id: str, stream: str, read: StreamRead, held: set[str], now: float | None
-) -> int:
-    """Hints whose record never appeared (their writer died between the two creates), once old."""
-    waiting = [name for name in read.hints if name not in held]
-    if not waiting or now is None:
-        return 0
-    times = backend.list_times(keys.events_dir(job_id, stream))
-    old = [name for name in waiting if times.get(read.hints[name], now) + ORPHAN_HINT_AGE_S <= now]
-    present = backend.get_many([keys.record_key(job_id, stream, name) for name in old]) if old else {}
-    orphans = [read.hints[name] for name in old if present.get(keys.record_key(job_id, stream, name)) is None]
-    backend.delete(orphans)
-    return len(orphans)
