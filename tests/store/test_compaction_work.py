@@ -10,8 +10,9 @@ from store_keys import hints
 
 from zeus.job import TrialResult
 from zeus.policy.base import Decision
+from zeus.store import Store, keys, leases, snapshots
 from zeus.store import compaction as compaction_module
-from zeus.store import keys, leases, snapshots
+from zeus.store.bulk import import_trials
 from zeus.store.compaction import compact_stream
 
 BIG = Decision(batch_size=128, cost_threshold=None, stage="exploration", reason="test")
@@ -103,3 +104,23 @@ def test_a_commit_collects_the_leases_of_generations_already_committed(store, sp
     store.compact(spec.job_id)
     assert snapshots.top_generation(store.backend, spec.job_id, "finished") == 2
     assert _leases(store, spec) == []
+
+
+def _history(count: int) -> pd.DataFrame:
+    one = {"attempt": 1, "batch_size": 128, "status": "reached", "time_s": 60.0, "num_epochs": 4}
+    rows = [one | {"recurrence": r + 1, "recurrence_id": f"hist-{r + 1}", "energy_j": 100.0 + r} for r in range(count)]
+    return pd.DataFrame(rows)
+
+
+def test_reads_compact_after_about_sqrt_rows_loose_records(store, spec):
+    """Over a 100-row snapshot a reader with a floor of 3 waits for more than 10 loose records."""
+    import_trials(store, spec, _history(100))
+    eager = Store(store.backend, auto_compact_after=3)
+    eager.trials(spec.job_id)  # the import's snapshot is generation 1
+    _trials(store, spec, "run-a", 10)
+    eager.trials(spec.job_id)
+    assert snapshots.top_generation(store.backend, spec.job_id, "finished") == 1  # 10 loose: not yet
+    _trials(store, spec, "run-b", 1)
+    found = eager.trials(spec.job_id)
+    assert snapshots.top_generation(store.backend, spec.job_id, "finished") == 2  # 11 loose: compacted
+    assert len(found) == 111 and hints(store, spec.job_id) == []

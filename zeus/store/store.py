@@ -28,6 +28,7 @@ the events as a cache that names its cursor (`kept_tally` / `keep_tally`, tallie
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import warnings
@@ -52,9 +53,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_STORE = "./.zeus-kfp/store"
 STORE_ENV = "ZEUS_KFP_STORE"
-# Loose records a read may fetch before it compacts the stream. Each costs a GET and a decode on
-# every read (twice a cycle); a compaction rewrites the snapshot. About sqrt(compaction / record) is
-# cheapest (the figures: benchmarks/RESULTS.md, "Figures behind choices in the code").
+# Loose records a read may find before it compacts the stream: at least this many, and at least the
+# square root of the snapshot's rows. A loose record costs every read a listed name (its record is
+# fetched once: a cursor keeps it); a compaction rewrites the whole snapshot. With the compaction's
+# cost growing with the rows, waiting for about sqrt(rows) records balances the two, each then about
+# sqrt(rows) per record (the figures: benchmarks/RESULTS.md, "Figures behind choices in the code").
 AUTO_COMPACT_AFTER = 32
 STORE_FORMS = "a directory path, file:///absolute/path, or s3://bucket[/prefix] (S3 settings from ZEUS_S3_* env)"
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -65,8 +68,9 @@ class Store:
 
     def __init__(self, backend: Backend, auto_compact_after: int | None = AUTO_COMPACT_AFTER) -> None:
         self.backend = backend
-        # A read that had to fetch more loose events than this compacts that stream afterwards
-        # (best effort), so reads stay fast even if no step ever calls compact(). None: never.
+        # A read that found more loose events than this (or than sqrt of the snapshot's rows) compacts
+        # that stream afterwards (best effort), so reads stay fast even if no step ever calls compact().
+        # None: never.
         self.auto_compact_after = auto_compact_after
         self.uri = backend.uri
         self.problems: list[ObjectProblem] = []  # objects the last read skipped, key + reason
@@ -288,7 +292,10 @@ class Store:
     def _maybe_compact(self, job_id: str, stream: str, read: StreamRead, full: bool = True) -> None:
         """Compact after a read that fetched many loose records (or had to rebuild), reusing that read
         when it was a full one; a reader that finds another compactor ahead of it leaves it be."""
-        if self.auto_compact_after is None or not (len(read.position.loose) > self.auto_compact_after or read.rebuilt):
+        if self.auto_compact_after is None:
+            return
+        threshold = max(self.auto_compact_after, math.isqrt(read.position.rows))
+        if not (read.rebuilt or len(read.position.loose) > threshold):
             return
         try:
             compact_stream(self.backend, job_id, stream, repair=read.rebuilt, read=read if full else None)
