@@ -4,6 +4,8 @@ stored objects and the rows read back, never through the code's own word."""
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
 from store_keys import hints
@@ -12,6 +14,7 @@ from zeus.job import TrialResult
 from zeus.policy.base import Decision
 from zeus.store import Store, keys, leases, snapshots
 from zeus.store import compaction as compaction_module
+from zeus.store.backend import LocalBackend
 from zeus.store.bulk import import_trials
 from zeus.store.compaction import compact_stream
 
@@ -124,3 +127,22 @@ def test_reads_compact_after_about_sqrt_rows_loose_records(store, spec):
     found = eager.trials(spec.job_id)
     assert snapshots.top_generation(store.backend, spec.job_id, "finished") == 2  # 11 loose: compacted
     assert len(found) == 111 and hints(store, spec.job_id) == []
+
+
+def test_only_objects_with_bytes_to_lose_are_flushed_to_disk(tmp_path, monkeypatch):
+    """A record is flushed before it is linked; an empty hint and a cache are not."""
+    backend = LocalBackend(tmp_path)
+    flushed: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        flushed.append(os.fstat(fd).st_size)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    assert backend.put_new("a/record", b"12345")
+    assert backend.put_new("a/hint", b"")
+    assert backend.put_cache("a/cache", b"678")
+    assert not backend.put_cache("a/cache", b"other")  # still an exclusive create
+    assert flushed == [5]
+    assert [backend.get(k) for k in ("a/record", "a/hint", "a/cache")] == [b"12345", b"", b"678"]

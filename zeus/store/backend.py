@@ -36,6 +36,11 @@ class Backend(Protocol):
         """Create `key` with `data` unless it exists. True if this call created it."""
         ...
 
+    def put_cache(self, key: str, data: bytes) -> bool:
+        """`put_new` for a cache (a kept fold): it may be lost or cut short by a crash of the machine,
+        which its reader sees as a miss or a damaged object (a checksum), never as wrong data."""
+        ...
+
     def get(self, key: str) -> bytes:
         """The object's bytes; raises ObjectNotFound."""
         ...
@@ -113,6 +118,15 @@ class LocalBackend:
         return Path(self._location(key))
 
     def put_new(self, key: str, data: bytes) -> bool:
+        """Write a temp file, flush it to disk, link it to `key`: a name that survives a crash has all
+        its bytes. An empty object (a hint) has no bytes to lose, so it is not flushed (a flush waits
+        for the file system's journal: about 0.2 ms alone, several ms with 8 writers at once)."""
+        return self._create(key, data, durable=bool(data))
+
+    def put_cache(self, key: str, data: bytes) -> bool:
+        return self._create(key, data, durable=False)
+
+    def _create(self, key: str, data: bytes, durable: bool) -> bool:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
@@ -121,8 +135,9 @@ class LocalBackend:
         try:
             with open(tmp, "wb") as handle:
                 handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
             try:
                 # link() fails if the target exists: an atomic, exclusive create of a complete file.
                 os.link(tmp, path)

@@ -251,6 +251,9 @@ class S3Backend:
             raise
         return True
 
+    def put_cache(self, key: str, data: bytes) -> bool:
+        return self.put_new(key, data)  # an acknowledged PUT is durable already
+
     def get(self, key: str) -> bytes:
         self._ensure_bucket()
 

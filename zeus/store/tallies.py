@@ -127,7 +127,7 @@ def write_tally(
     Those above it are deleted too: a racing writer's (exact, merely newer: the next reader folds a few
     more events) or garbage named like a newest one, which would otherwise shadow every later fold."""
     key = keys.tally_key(job_id, covers, uuid.uuid4().hex[:12])
-    backend.put_new(key, encode_tally({"version": version, "job": job_id, "cursor": cursor, "fold": fold}, arrays))
+    backend.put_cache(key, encode_tally({"version": version, "job": job_id, "cursor": cursor, "fold": fold}, arrays))
     found = sorted((_covers(k), k) for k in backend.list(keys.tally_dir(job_id)) if _covers(k) is not None)
     below = [k for n, k in found if (n, k) < (covers, key)][-1:]
     backend.delete([k for _, k in found if k != key and k not in below])
