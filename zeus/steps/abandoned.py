@@ -78,6 +78,8 @@ def _fail(store, job_id: str, rows: pd.DataFrame, reasons: list[str]) -> list[Ab
     """Finish each row's trial as failed; a trial whose real result got in first keeps it."""
     from zeus.store import EventConflictError
 
+    if rows.empty:  # nothing to record: not even the spec is read
+        return []
     spec = store.get_job(job_id)
     done = []
     for row, reason in zip(rows.itertuples(index=False), reasons, strict=True):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
@@ -28,6 +29,7 @@ from zeus.store.errors import StoreInputError
 from zeus.store.frames import fold_events
 
 log = logging.getLogger(__name__)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The bandit step keeps the fold only after folding this many new events (or everything): the feedback
 # step that follows keeps it anyway, and a write in the decision's path costs it a PUT.
 BANDIT_KEEP_AFTER = 32
@@ -100,15 +102,21 @@ def update(history: JobHistory, store: Store, job_id: str) -> JobHistory:
     return JobHistory(fold, cursor, history.full, history.events + count)
 
 
-def in_flight(history: JobHistory) -> pd.DataFrame:
+def in_flight(history: JobHistory, dispatched_by: datetime | None = None) -> pd.DataFrame | None:
     """The job's dispatched, unfinished trials, as zeus.steps.abandoned.fail_stale reads them (the
-    fold's tail holds every one: no need to read the whole trials table)."""
+    fold's tail holds every one: no need to read the whole trials table); only those dispatched at or
+    before `dispatched_by`, if given. None when there is none: most decisions have none old enough,
+    and building an empty frame alone costs about 0.3 ms."""
+    latest = None if dispatched_by is None else (dispatched_by - EPOCH) // timedelta(microseconds=1)  # exact
     rows = [
         {"status": TrialStatus.DISPATCHED.value, "recurrence_id": e.key[2], "attempt": e.key[3],
          "recurrence": e.record.recurrence, "trial": e.record.trial, "batch_size": e.record.batch_size,
          "started_at": e.started_at}
         for e in history.fold.in_flight()
+        if latest is None or e.started_at <= latest
     ]  # fmt: skip
+    if not rows:
+        return None
     frame = pd.DataFrame(rows, columns=IN_FLIGHT_COLUMNS)
     frame["started_at"] = pd.to_datetime(frame["started_at"].astype("int64"), unit="us", utc=True)
     return frame

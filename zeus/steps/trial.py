@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -116,10 +116,10 @@ def bandit(
     else:
         when = now or datetime.now(UTC)
         history = read_job_history(store, spec, job_id)
-        if history.fold.in_flight():
+        old_enough = in_flight(history, dispatched_by=when - timedelta(seconds=timeout_s))
+        if old_enough is not None:
             current = (recurrence_id, attempt)
-            trials = in_flight(history)
-            abandoned = fail_stale(store, job_id, timeout_s=timeout_s, now=when, current=current, trials=trials)
+            abandoned = fail_stale(store, job_id, timeout_s=timeout_s, now=when, current=current, trials=old_enough)
         if abandoned:
             history = update(history, store, job_id)
         seed = decision_seed(spec.seed, recurrence, attempt)
