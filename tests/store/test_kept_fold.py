@@ -145,3 +145,27 @@ def test_a_reset_cut_refolds_the_whole_history(store, spec):
         store.trials(spec.job_id)  # a reader rebuilds the streams from their records
     assert read_job_history(store, spec, spec.job_id).full
     _run(store, spec, rng, cycles=3, prefix="b")
+
+
+def test_a_kept_fold_deleted_under_its_reader_gives_way_to_the_one_below(store, spec, monkeypatch):
+    """A writer deletes the newest kept fold between a reader's listing and its fetch (write_tally keeps
+    only its own and the newest below it): the reader takes the one below, not a fold of everything."""
+    store.ensure_job(spec)
+    _run(store, spec, random.Random(3), cycles=6, prefix="a")
+    listed = store.backend.list(keys.tally_dir(spec.job_id))
+    assert len(listed) == 2
+    real_get = store.backend.get
+
+    def a_writer_deletes_the_newest_first(key: str) -> bytes:
+        if key == listed[-1]:
+            store.backend.delete([key])
+        return real_get(key)
+
+    monkeypatch.setattr(store.backend, "get", a_writer_deletes_the_newest_first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StoreWarning)
+        history = read_job_history(store, spec, spec.job_id)
+    monkeypatch.undo()
+    assert not history.full and store.backend.list(keys.tally_dir(spec.job_id)) == listed[:1]
+    finished = store.trials(spec.job_id)
+    assert history.fold.tally.num_records + len(history.fold.tail) == len(finished) == 6
