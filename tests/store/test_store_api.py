@@ -11,6 +11,7 @@ from store_keys import hints
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.policy.base import ArmState, Decision
 from zeus.store import (
+    CorruptObjectError,
     EventConflictError,
     JobSpecMismatchError,
     StoreInputError,
@@ -291,6 +292,32 @@ def test_imported_history_reads_back_and_numbering_continues(store, spec):
     with pytest.raises(StoreInputError) as info:
         import_trials(store, spec.with_changes(job_id="other"), history.assign(status="dispatched"))
     assert info.value.field == "status"
+
+
+def test_imported_ids_are_matched_whole_in_both_manifest_forms(store, spec):
+    """An imported id is closed; an id it is only part of, or that is part of it, is not. The JSON
+    manifest of earlier versions closes its ids the same way."""
+    from zeus.store.bulk import import_trials
+    from zeus.store.schemas import encode_json
+
+    one = {"recurrence": 1, "attempt": 1, "batch_size": 64, "status": "reached", "time_s": 1.0, "energy_j": 1.0}
+    import_trials(store, spec, pd.DataFrame([one | {"recurrence_id": "old-1", "num_epochs": 3}]))
+    earlier = spec.with_changes(job_id="earlier-job")
+    store.ensure_job(earlier)
+    record = {"digest": "d", "trials": 1, "at": "2026-01-01T00:00:00+00:00", "recurrence_ids": ["old-1"]}
+    store.backend.put_new(keys.import_key(earlier.job_id), encode_json(record))
+    for job_id in (spec.job_id, earlier.job_id):
+        with pytest.raises(StoreInputError, match="imported"):
+            store.begin_recurrence(job_id, "old-1")
+        for other in ("old-10", "old-", "ld-1"):
+            store.begin_recurrence(job_id, other)
+    key = keys.import_key(spec.job_id)
+    garbled = store.backend.get(key).replace(b"old-1", b"old-2")  # the CRC no longer matches
+    store.backend.delete([key])
+    store.backend.put_new(key, garbled)
+    with pytest.raises(CorruptObjectError) as info:  # never read as "nothing imported"
+        store.begin_recurrence(spec.job_id, "old-2")
+    assert info.value.key == key
 
 
 def test_two_first_recurrences_with_different_specs_settle_on_one(store, spec):

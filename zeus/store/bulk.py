@@ -25,11 +25,11 @@ import pandas as pd
 import pyarrow as pa
 
 from zeus.job import JobSpec, TrialStatus
-from zeus.store import keys, snapshots
-from zeus.store.backend import Backend, ObjectNotFound
+from zeus.store import keys, ledger, snapshots
+from zeus.store.backend import Backend
 from zeus.store.catalog import now
 from zeus.store.errors import StoreError, StoreInputError
-from zeus.store.schemas import EVENT_COLUMN, SCHEMAS, decode, decode_json, encode, encode_json, table_checksum, to_arrow
+from zeus.store.schemas import EVENT_COLUMN, SCHEMAS, decode, encode, table_checksum, to_arrow
 from zeus.store.store import Store
 
 REQUIRED = ("recurrence", "recurrence_id", "attempt", "batch_size", "status", "time_s", "energy_j", "num_epochs")
@@ -97,28 +97,20 @@ def _tables(spec: JobSpec, frame: pd.DataFrame, at: datetime) -> dict[str, pa.Ta
     }
 
 
-def _manifest(backend: Backend, job_id: str, digest: str, frame: pd.DataFrame) -> dict:
+def _manifest(backend: Backend, job_id: str, digest: str, frame: pd.DataFrame) -> ledger.ImportManifest:
     """The import's manifest: ours (created now, or by an earlier try of this same import), else refused."""
     key = keys.import_key(job_id)
-    record = {
-        "digest": digest,
-        "trials": len(frame),
-        "at": now().isoformat(),
-        "recurrence_ids": sorted(set(frame["recurrence_id"].astype(str))),
-    }
-    try:
-        existing = decode_json(key, backend.get(key))
-    except ObjectNotFound:
-        existing = None
+    existing = ledger.read_manifest(backend, job_id)
     if existing is None:
         if any(snapshots.top_generation(backend, job_id, s) for s in ("dispatched", "finished")) or any(
             backend.list(keys.events_dir(job_id, s)) for s in ("dispatched", "finished")
         ):
             raise StoreError(f"job {job_id!r} already has trials in {backend.location}; import only into a new job")
-        if backend.put_new(key, encode_json(record)):
-            return record
-        existing = decode_json(key, backend.get(key))  # a racing import, or ours whose answer was lost
-    if existing.get("digest") != digest:
+        ids = sorted(set(frame["recurrence_id"].astype(str)))
+        backend.put_new(key, ledger.encode_manifest(digest, len(frame), now().isoformat(), ids))
+        existing = ledger.read_manifest(backend, job_id)  # ours, a racing import's, or ours whose answer was lost
+        assert existing is not None  # created, or the create was refused: it exists
+    if existing.digest != digest:
         raise StoreError(f"job {job_id!r} already has trials (another imported history) in {backend.location}")
     return existing
 
@@ -145,7 +137,7 @@ def import_trials(store: Store, spec: JobSpec, trials: pd.DataFrame) -> int:
     digest = table_checksum(probe["dispatched"].drop_columns(["started_at"]))
     digest += table_checksum(probe["finished"].drop_columns(["ended_at"]))
     manifest = _manifest(backend, job_id, digest, frame)
-    tables = _tables(spec, frame, datetime.fromisoformat(manifest["at"]))
+    tables = _tables(spec, frame, datetime.fromisoformat(manifest.at))
     if count:
         backend.put_new(keys.seq_key(job_id, "trial", count), b'{"imported": true}')  # claims first
     top_recurrence = int(frame["recurrence"].max()) if count else 0

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 
-from zeus.store import keys
+from zeus.store import framing, keys
 from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.errors import CorruptObjectError, StoreError, StoreInputError, UnknownTrialError
 from zeus.store.schemas import decode_json, encode_json
@@ -91,13 +92,52 @@ def find_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int | 
     return number
 
 
-def imported_recurrence_ids(backend: Backend, job_id: str) -> set[str]:
-    """Recurrence ids a bulk import stored for the job (closed: no new trials may use them)."""
+MANIFEST_KIND = b"import"
+
+
+@dataclass(frozen=True)
+class ImportManifest:
+    """What a bulk import stored (zeus.store.bulk): its content's digest, trial count, timestamp, and its
+    recurrence ids, newline-separated with one in front (every new recurrence asks whether its id is
+    one of them: a search of these bytes, where parsing and checking thousands of ids as JSON took
+    about 1 ms)."""
+
+    digest: str
+    trials: int
+    at: str
+    ids: bytes
+
+    def holds(self, recurrence_id: str) -> bool:
+        return "\n" not in recurrence_id and b"\n%s\n" % recurrence_id.encode() in self.ids  # whole lines only
+
+
+def encode_manifest(digest: str, trials: int, at: str, recurrence_ids: list[str]) -> bytes:
+    lines = b"".join(b"%s\n" % rid.encode() for rid in sorted(recurrence_ids))
+    head = {"digest": digest, "trials": trials, "at": at, "ids": len(recurrence_ids)}
+    return framing.frame_headed(MANIFEST_KIND, head, lines)
+
+
+def read_manifest(backend: Backend, job_id: str) -> ImportManifest | None:
+    """The job's import manifest, None if nothing was imported; CorruptObjectError naming it if unreadable.
+    Reads both forms: framed with the ids as lines, and the JSON record of earlier versions."""
     key = keys.import_key(job_id)
     try:
-        return set(decode_json(key, backend.get(key)).get("recurrence_ids", []))
+        data = backend.get(key)
     except ObjectNotFound:
-        return set()
+        return None
+    if not framing.is_framed(MANIFEST_KIND, data):
+        record = decode_json(key, data)
+        ids = b"".join(b"\n%s" % str(rid).encode() for rid in record.get("recurrence_ids", [])) + b"\n"
+        return ImportManifest(str(record.get("digest")), int(record.get("trials", 0)), str(record.get("at")), ids)
+    try:
+        head, lines = framing.unframe_headed(MANIFEST_KIND, data)
+        lines = lines or b""
+        count = lines.count(b"\n")
+        if count != int(head["ids"]):
+            raise ValueError(f"{count} ids, its header says {head['ids']}")
+        return ImportManifest(str(head["digest"]), int(head["trials"]), str(head["at"]), b"\n" + lines)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptObjectError(key, f"not a readable import manifest ({str(exc)[:80]})") from None
 
 
 def begin_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int:
@@ -109,7 +149,8 @@ def begin_recurrence(backend: Backend, job_id: str, recurrence_id: str) -> int:
     existing = find_recurrence(backend, job_id, recurrence_id)
     if existing is not None:
         return existing
-    if recurrence_id in imported_recurrence_ids(backend, job_id):
+    manifest = read_manifest(backend, job_id)
+    if manifest is not None and manifest.holds(recurrence_id):
         raise StoreInputError(
             "recurrence_id", recurrence_id, "an id the job's imported history does not use (imported ones are closed)"
         )
