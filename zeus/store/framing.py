@@ -7,9 +7,10 @@ uses it for its kept folds (kind "tally"), its small tables (kind "arrow": recor
 phases; schemas.encode) and its snapshots' names objects (kind "names"). A checksum against
 accidental damage, which is all a store's objects need, not a signature.
 
-Kept folds and names objects put a line of JSON (what the rest is) in front of bytes of their own:
-`frame_headed` / `unframe_headed`. JSON as `json.dumps` writes it never holds a raw newline, so the
-first newline of the body ends the head.
+Kept folds, names objects and import manifests put a line of JSON (what the rest is) in front of
+bytes of their own: `frame_headed` / `unframe_headed`. JSON as `json.dumps` writes it never holds a
+raw newline, so the first newline of the body ends the head. Names objects and import manifests keep
+names one per line (`as_lines`), and ask for one by a search of those bytes (`has_line`).
 """
 
 from __future__ import annotations
@@ -55,3 +56,14 @@ def unframe_headed(kind: bytes, data: bytes) -> tuple[Any, bytes | None]:
     ValueError (JSONDecodeError included) for anything else."""
     head, newline, body = unframe(kind, data).partition(b"\n")
     return json.loads(head), (body if newline else None)
+
+
+def as_lines(items: list[str]) -> bytes:
+    """Names one per line, each ending with a newline (names hold no newline: keys.py's patterns)."""
+    return b"".join(b"%s\n" % item.encode() for item in items)
+
+
+def has_line(lines: bytes, item: str) -> bool:
+    """Whether `item` is a whole line of `lines` (as_lines' bytes with a newline in front): a search of
+    the bytes, with no list of thousands of strings built; never a part of a longer name."""
+    return "\n" not in item and b"\n%s\n" % item.encode() in lines

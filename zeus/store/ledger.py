@@ -108,11 +108,11 @@ class ImportManifest:
     ids: bytes
 
     def holds(self, recurrence_id: str) -> bool:
-        return "\n" not in recurrence_id and b"\n%s\n" % recurrence_id.encode() in self.ids  # whole lines only
+        return framing.has_line(self.ids, recurrence_id)
 
 
 def encode_manifest(digest: str, trials: int, at: str, recurrence_ids: list[str]) -> bytes:
-    lines = b"".join(b"%s\n" % rid.encode() for rid in sorted(recurrence_ids))
+    lines = framing.as_lines(sorted(recurrence_ids))
     head = {"digest": digest, "trials": trials, "at": at, "ids": len(recurrence_ids)}
     return framing.frame_headed(MANIFEST_KIND, head, lines)
 

@@ -108,13 +108,13 @@ class SnapshotNames:
     lines: bytes
 
     def holds(self, name: str) -> bool:
-        return "\n" not in name and b"\n%s\n" % name.encode() in self.lines  # whole lines only
+        return framing.has_line(self.lines, name)
 
 
 def encode_names(table: pa.Table, checksum: str) -> bytes:
     """The names object of snapshot `table` (its checksum as the mark will name it)."""
     names = table.column(EVENT_COLUMN).to_pylist()
-    lines = b"".join(b"%s\n" % name.encode() for name in names)
+    lines = framing.as_lines(names)
     return framing.frame_headed(NAMES_KIND, {"rows": len(names), "checksum": checksum}, lines)
 
 
