@@ -169,3 +169,27 @@ def test_a_kept_fold_deleted_under_its_reader_gives_way_to_the_one_below(store, 
     assert not history.full and store.backend.list(keys.tally_dir(spec.job_id)) == listed[:1]
     finished = store.trials(spec.job_id)
     assert history.fold.tally.num_records + len(history.fold.tail) == len(finished) == 6
+
+
+def test_when_every_kept_fold_listed_is_gone_the_reader_lists_again(store, spec, monkeypatch):
+    """Racing writers replace both kept folds the reader listed before it fetches either: it lists
+    again and takes the new one, not a fold of everything."""
+    store.ensure_job(spec)
+    _run(store, spec, random.Random(3), cycles=6, prefix="a")
+    listed = store.backend.list(keys.tally_dir(spec.job_id))
+    assert len(listed) == 2
+    newest = store.backend.get(listed[-1])
+    replaced = keys.tally_key(spec.job_id, 6, "racer")
+    real_get = store.backend.get
+
+    def racing_writers_replace_both(key: str) -> bytes:
+        if key in listed and store.backend.list(keys.tally_dir(spec.job_id)) == listed:
+            store.backend.put_new(replaced, newest)
+            store.backend.delete(listed)
+        return real_get(key)
+
+    monkeypatch.setattr(store.backend, "get", racing_writers_replace_both)
+    history = read_job_history(store, spec, spec.job_id)
+    monkeypatch.undo()
+    assert not history.full and store.backend.list(keys.tally_dir(spec.job_id)) == [replaced]
+    assert history.fold.tally.num_records + len(history.fold.tail) == len(store.trials(spec.job_id)) == 6

@@ -90,28 +90,35 @@ def decode_tally(key: str, data: bytes) -> tuple[dict[str, Any], dict[str, np.nd
         raise CorruptObjectError(key, f"not a readable kept fold ({str(exc)[:80]})") from None
 
 
+LISTINGS = 3  # a reader lists the kept folds again if every one listed was deleted before it fetched it
+
+
 def read_tally(backend: Backend, job_id: str, problems: list[ObjectProblem]) -> StoredTally | None:
     """The newest kept fold of the job, or None (none stored, or corrupt: reported). One that a writer
     deleted between our listing and our fetch (write_tally) gives way to the next one down, which that
-    writer keeps: with overlapping recurrences this happens every few cycles, and a miss costs the
-    reader a fold of the whole history (about 0.1 s at 10,000 trials)."""
-    found = [key for key in backend.list(keys.tally_dir(job_id)) if _covers(key) is not None]
-    for key in sorted(found, key=lambda k: (_covers(k), k), reverse=True):
-        try:
-            decoded = decode_tally(key, backend.get(key))
-        except ObjectNotFound:
-            continue
-        except CorruptObjectError as exc:
-            problems.append(ObjectProblem(key, exc.reason))
+    writer keeps; if every one listed is gone, they are listed again (a few times). With overlapping
+    recurrences this happens every few cycles, and a miss costs the reader a fold of the whole history
+    (about 0.1 s at 10,000 trials)."""
+    for _ in range(LISTINGS):
+        found = [key for key in backend.list(keys.tally_dir(job_id)) if _covers(key) is not None]
+        if not found:
             return None
-        if decoded is None:
-            return None
-        record, arrays = decoded
-        try:
-            return StoredTally(key, str(record["cursor"]), int(record["version"]), dict(record["fold"]), arrays)
-        except (KeyError, TypeError, ValueError) as exc:
-            problems.append(ObjectProblem(key, f"not a kept fold ({type(exc).__name__}: {str(exc)[:80]})"))
-            return None
+        for key in sorted(found, key=lambda k: (_covers(k), k), reverse=True):
+            try:
+                decoded = decode_tally(key, backend.get(key))
+            except ObjectNotFound:
+                continue
+            except CorruptObjectError as exc:
+                problems.append(ObjectProblem(key, exc.reason))
+                return None
+            if decoded is None:
+                return None
+            record, arrays = decoded
+            try:
+                return StoredTally(key, str(record["cursor"]), int(record["version"]), dict(record["fold"]), arrays)
+            except (KeyError, TypeError, ValueError) as exc:
+                problems.append(ObjectProblem(key, f"not a kept fold ({type(exc).__name__}: {str(exc)[:80]})"))
+                return None
     return None
 
 
