@@ -22,7 +22,7 @@ from tests.policy.helpers import make_spec, record
 from tests.policy.test_properties import FAST, histories, specs
 from zeus.job import TrialRecord, TrialStatus
 from zeus.policy import POLICY_NAMES, NoFeasibleBatchSizeError, get_policy
-from zeus.policy.fold import Entry, Fold
+from zeus.policy.fold import GAP_WAIT, Entry, Fold
 from zeus.policy.history import HistoryView, fold_history
 from zeus.policy.tally import Tally
 from zeus.store.tallies import decode_tally, encode_tally
@@ -125,16 +125,41 @@ def test_folding_in_chunks_equals_the_full_replay(data):
         full = fold_history(spec, now)
         assert _fields(_view_tally(fold)) == _fields(full)
         assert _decisions(spec, _view(fold), seed) == _decisions(spec, _view(full), seed)
-        assert not fold.tail or fold.tail[0].record.status is TrialStatus.DISPATCHED  # the prefix is all finished
+        # The prefix is all finished; it stops at a trial in flight, or waits at a number not seen yet.
+        last = fold.last_key[0] if fold.last_key is not None else 0
+        assert not fold.tail or fold.tail[0].record.status is TrialStatus.DISPATCHED or fold.tail[0].key[0] > last + 1
 
 
-def test_a_trial_dispatched_behind_the_prefix_is_refused():
-    """Trial 2 claimed its number before trial 3, but its dispatch shows up after trial 3 finished."""
+def test_a_trial_dispatched_after_a_later_one_finished_is_folded_in_order():
+    """Trial 2 claimed its number before trial 3, but its dispatch shows up after trial 3 finished: the
+    prefix waits at number 2, so trial 2 arrives in the tail and both are folded in order."""
     spec = make_spec()
-    three = record(1, 3, 64, "reached", 10.0)
-    fold = Fold.empty(spec).advance([_dispatched(three)], {_dispatched(three).name: (three.status, 10.0, 0.1, 10.0)})
-    assert fold is not None and fold.last_key == (3, 1, "r1", 3) and fold.tail == []
-    assert fold.advance([_dispatched(record(2, 2, 32, "dispatched"))], {}) is None
+    one, two, three = (
+        record(1, 1, 128, "reached", 20.0),
+        record(2, 2, 32, "dispatched"),
+        record(1, 3, 64, "reached", 10.0),
+    )
+    results = {_dispatched(r).name: (r.status, r.cost, r.time_s, r.energy_j) for r in (one, three)}
+    fold = Fold.empty(spec).advance([_dispatched(one), _dispatched(three)], results)
+    assert fold is not None and fold.last_key == (1, 1, "r1", 1) and [e.record.trial for e in fold.tail] == [3]
+    later = fold.advance([_dispatched(two)], {_dispatched(two).name: (TrialStatus.REACHED, 15.0, 0.15, 15.0)})
+    assert later is not None and later.tail == [] and later.last_key == (3, 1, "r1", 3)
+    assert later.tally.num_records == 3 and later.tally.arm(32).total == 15.0
+
+
+def test_a_number_skipped_for_good_is_passed_once_many_trials_wait_behind_it():
+    """Number 1 is never dispatched (its claimer died): the prefix waits at it while at most GAP_WAIT
+    trials are behind it, then passes it; a trial 1 that shows up after that is refused (fold again)."""
+    spec = make_spec()
+    behind = [record(1, n, 64, "reached", 10.0) for n in range(2, GAP_WAIT + 3)]
+    results = {_dispatched(r).name: (r.status, r.cost, r.time_s, r.energy_j) for r in behind}
+    waiting = Fold.empty(spec).advance([_dispatched(r) for r in behind[:-1]], {})
+    assert waiting is not None
+    waiting = waiting.advance([], {n: v for n, v in results.items() if n != _dispatched(behind[-1]).name})
+    assert waiting is not None and waiting.last_key is None and len(waiting.tail) == GAP_WAIT
+    passed = waiting.advance([_dispatched(behind[-1])], results)
+    assert passed is not None and passed.tail == [] and passed.tally.num_records == GAP_WAIT + 1
+    assert passed.advance([_dispatched(record(1, 1, 32, "dispatched"))], {}) is None
 
 
 def test_the_prefix_stops_at_the_first_trial_in_flight():
