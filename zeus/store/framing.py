@@ -63,6 +63,17 @@ def as_lines(items: list[str]) -> bytes:
     return b"".join(b"%s\n" % item.encode() for item in items)
 
 
+def unframe_lines(kind: bytes, data: bytes, count_field: str) -> tuple[Any, bytes]:
+    """(head, names) of a `frame_headed` object whose body is `as_lines` names, counted in the head's
+    `count_field`; the names with a newline in front, as `has_line` searches them. ValueError when the
+    count does not match (or for anything `unframe_headed` refuses)."""
+    head, lines = unframe_headed(kind, data)
+    count = lines.count(b"\n") if lines is not None else None
+    if count != int(head[count_field]):
+        raise ValueError(f"{count} names, its header says {head[count_field]}")
+    return head, b"\n" + (lines or b"")
+
+
 def has_line(lines: bytes, item: str) -> bool:
     """Whether `item` is a whole line of `lines` (as_lines' bytes with a newline in front): a search of
     the bytes, with no list of thousands of strings built; never a part of a longer name."""

@@ -127,15 +127,11 @@ def read_manifest(backend: Backend, job_id: str) -> ImportManifest | None:
         return None
     if not framing.is_framed(MANIFEST_KIND, data):
         record = decode_json(key, data)
-        ids = b"".join(b"\n%s" % str(rid).encode() for rid in record.get("recurrence_ids", [])) + b"\n"
+        ids = b"\n" + framing.as_lines([str(rid) for rid in record.get("recurrence_ids", [])])
         return ImportManifest(str(record.get("digest")), int(record.get("trials", 0)), str(record.get("at")), ids)
     try:
-        head, lines = framing.unframe_headed(MANIFEST_KIND, data)
-        lines = lines or b""
-        count = lines.count(b"\n")
-        if count != int(head["ids"]):
-            raise ValueError(f"{count} ids, its header says {head['ids']}")
-        return ImportManifest(str(head["digest"]), int(head["trials"]), str(head["at"]), b"\n" + lines)
+        head, ids = framing.unframe_lines(MANIFEST_KIND, data, "ids")
+        return ImportManifest(str(head["digest"]), int(head["trials"]), str(head["at"]), ids)
     except (ValueError, TypeError, KeyError) as exc:
         raise CorruptObjectError(key, f"not a readable import manifest ({str(exc)[:80]})") from None
 

@@ -121,12 +121,8 @@ def encode_names(table: pa.Table, checksum: str) -> bytes:
 def decode_names_object(key: str, data: bytes) -> tuple[int, str, SnapshotNames]:
     """(rows, snapshot checksum, names) from a names object; CorruptObjectError naming the key."""
     try:
-        record, lines = framing.unframe_headed(NAMES_KIND, data)
-        rows, checksum = int(record["rows"]), str(record["checksum"])
-        count = lines.count(b"\n") if lines is not None else None
-        if count != rows:
-            raise ValueError(f"{count} names, its header says {rows}")
-        return rows, checksum, SnapshotNames(b"\n" + lines)
+        record, lines = framing.unframe_lines(NAMES_KIND, data, "rows")
+        return int(record["rows"]), str(record["checksum"]), SnapshotNames(lines)
     except (ValueError, TypeError, KeyError) as exc:
         raise CorruptObjectError(key, f"not a snapshot's names object ({str(exc)[:80]})") from None
 
