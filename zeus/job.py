@@ -62,6 +62,37 @@ def zeus_cost_rate(power_w: float, throughput: float, *, eta: float, max_power_w
     return zeus_cost(power_w / throughput, 1.0 / throughput, eta=eta, max_power_w=max_power_w, num_gpus=num_gpus)
 
 
+COST_REL_TOL = 1e-9  # a cost that went through JSON or another float order, not a different cost
+COST_ABS_TOL = 1e-9
+
+
+def check_result_for(spec: JobSpec, result: TrialResult) -> TrialResult:
+    """`result`, checked to belong to `spec`'s job: its batch size is one of the job's, and its cost is the
+    job's cost of its energy and time. Returns it unchanged, else raises JobSpecError naming the field.
+
+    Why: a result arrives as JSON from a pipeline step (TrialResult.from_json), so its own fields are
+    checked (TrialResult.__post_init__) but not that it was priced by this job's cost function. The store
+    keeps a trial's first result for good and the bandit learns from its cost, so the store calls this
+    in finish_trial, before anything is written: a cost made up (or priced under another eta or
+    max_power_w) would otherwise skew, or with a huge negative one break, every later decision.
+    """
+    _require(isinstance(result, TrialResult), "result", type(result).__name__, "a zeus.job.TrialResult")
+    _require(
+        result.batch_size in spec.batch_sizes,
+        "batch_size",
+        result.batch_size,
+        f"one of the job's batch_sizes {list(spec.batch_sizes)}",
+    )
+    expected = spec.cost(result.energy_j, result.time_s)
+    _require(
+        math.isclose(result.cost, expected, rel_tol=COST_REL_TOL, abs_tol=COST_ABS_TOL),
+        "cost",
+        result.cost,
+        f"{expected!r}, the job's cost of energy_j={result.energy_j!r} and time_s={result.time_s!r}",
+    )
+    return result
+
+
 def _require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
     if not ok:
         raise JobSpecError(field_name, value, allowed)
@@ -73,6 +104,24 @@ def _is_int(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _figure(field_name: str, value: Any) -> float:
+    """A measured amount (seconds, joules, a cost) as a float: finite and >= 0, else JobSpecError. One
+    rule for each of them, because one NaN or negative cost stored for good breaks every later bandit step."""
+    _require(_is_number(value) and math.isfinite(value) and value >= 0, field_name, value, "a finite number >= 0")
+    return float(value)
+
+
+def _finished_status(value: Any) -> TrialStatus:
+    """A finished TrialStatus from itself or its value; a result of a trial that has not ended is no result."""
+    finished = [s.value for s in TrialStatus if s.finished]
+    try:
+        status = TrialStatus(value)
+    except (TypeError, ValueError):
+        raise JobSpecError("status", value, f"one of {finished}") from None
+    _require(status.finished, "status", status.value, f"a finished status, one of {finished} (not 'dispatched')")
+    return status
 
 
 @dataclass(frozen=True)
@@ -253,6 +302,37 @@ class TrialResult:
     # "simulated (trace: cifar100/v100)". `simulated` says the same for machines.
     source: str = ""
 
+    def __post_init__(self) -> None:
+        """Every way a result is made (build, from_dict/from_json, dataclasses.replace) passes here, so a
+        result that exists is well-formed: the store keeps the first one for good and the bandit learns
+        from its cost. Numbers are stored as floats (a JSON 300 becomes 300.0), so equal results compare equal."""
+        _require(_is_int(self.batch_size) and self.batch_size > 0, "batch_size", self.batch_size, "a positive integer")
+        object.__setattr__(self, "status", _finished_status(self.status))
+        object.__setattr__(self, "time_s", _figure("time_s", self.time_s))
+        object.__setattr__(self, "energy_j", _figure("energy_j", self.energy_j))
+        _require(_is_int(self.num_epochs) and self.num_epochs >= 0, "num_epochs", self.num_epochs, "an integer >= 0")
+        object.__setattr__(self, "cost", _figure("cost", self.cost))
+        limit = self.power_limit_w
+        _require(
+            limit is None or (_is_number(limit) and math.isfinite(limit) and limit > 0),
+            "power_limit_w",
+            limit,
+            "null or a finite number of watts > 0",
+        )
+        _require(
+            self.metric is None or (_is_number(self.metric) and math.isfinite(self.metric)),
+            "metric",
+            self.metric,
+            "null or a finite number",
+        )
+        _require(isinstance(self.simulated, bool), "simulated", self.simulated, "true or false")
+        _require(isinstance(self.reason, str), "reason", self.reason, "a string")
+        _require(isinstance(self.source, str), "source", self.source, "a string")
+        if limit is not None:
+            object.__setattr__(self, "power_limit_w", float(limit))
+        if self.metric is not None:
+            object.__setattr__(self, "metric", float(self.metric))
+
     @classmethod
     def build(
         cls,
@@ -269,16 +349,22 @@ class TrialResult:
         reason: str = "",
         source: str = "",
     ) -> TrialResult:
-        status = TrialStatus(status)
-        _require(status.finished, "status", status.value, "a finished status (not 'dispatched')")
-        _require(_is_number(time_s) and time_s >= 0, "time_s", time_s, "a number >= 0")
-        _require(_is_number(energy_j) and energy_j >= 0, "energy_j", energy_j, "a number >= 0")
-        _require(_is_int(num_epochs) and num_epochs >= 0, "num_epochs", num_epochs, "an integer >= 0")
+        """A result from a trial's measurements, priced by `spec`'s cost function.
+
+        A non-finite metric (a script that diverged reports a NaN loss) is a trial that ran, not bad
+        input: it is kept as no metric, with a note in `reason`, so its energy and time still count.
+        """
+        time_s, energy_j = _figure("time_s", time_s), _figure("energy_j", energy_j)  # before pricing them
+        if _is_number(metric) and not math.isfinite(metric):
+            note = f"the last {spec.metric_name} was {metric!r}, not a number to compare with the target"
+            metric = None
+            if isinstance(reason, str):  # else __post_init__ refuses it
+                reason = f"{reason}; {note}" if reason else note
         return cls(
             batch_size=batch_size,
-            status=status,
-            time_s=float(time_s),
-            energy_j=float(energy_j),
+            status=_finished_status(status),
+            time_s=time_s,
+            energy_j=energy_j,
             num_epochs=num_epochs,
             cost=spec.cost(energy_j, time_s),
             power_limit_w=power_limit_w,
@@ -300,10 +386,15 @@ class TrialResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:
-        """From `to_dict`'s shape; keys that are not fields (`reached`, derived) are ignored."""
-        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        values["status"] = TrialStatus(values["status"])
-        return cls(**values)
+        """From `to_dict`'s shape; keys that are not fields (`reached`, derived; a result file's extras)
+        are ignored. Checked like every result (__post_init__); whether it is this job's result (its
+        batch size, its cost) is `check_result_for`'s question."""
+        _require(isinstance(data, dict), "result", type(data).__name__, "a JSON object of TrialResult fields")
+        required = [f.name for f in fields(cls) if f.default is MISSING]
+        absent = [name for name in required if name not in data]
+        if absent:
+            raise JobSpecError(absent[0], None, "a value (required field of a trial result)")
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
     def to_json(self) -> str:
         """How a result travels between pipeline steps (train's `result_json` output) and files."""
@@ -311,7 +402,12 @@ class TrialResult:
 
     @classmethod
     def from_json(cls, text: str) -> TrialResult:
-        return cls.from_dict(json.loads(text))
+        """From `to_json`'s text (a pipeline step's output): checked as `from_dict` checks."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError):
+            raise JobSpecError("result", str(text)[:80], "a JSON object of TrialResult fields") from None
+        return cls.from_dict(data)
 
 
 @dataclass(frozen=True)
@@ -325,6 +421,18 @@ class TrialOutcome:
     profile: pd.DataFrame | None
     model_path: Path | None = None
     log_tail: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The next trial as a policy decided it and the store records it: its batch size, the early-stop
+    cost threshold (None: no early stop), the policy's stage ("exploration", "exploitation", ...) and
+    why, for people. Here, not in zeus.policy, because the store keeps it and imports no policy."""
+
+    batch_size: int
+    cost_threshold: float | None
+    stage: str
+    reason: str
 
 
 @dataclass(frozen=True)

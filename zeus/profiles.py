@@ -11,6 +11,14 @@ paths (the bandit step) do not pay for pandas.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from numbers import Real
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("phase", "string"),  # one of PROFILE_PHASES
     ("power_limit_w", "float64"),
@@ -20,3 +28,71 @@ PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
 )
 PROFILE_COLUMNS = tuple(name for name, _ in PROFILE_SCHEMA)
 PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the chosen one
+
+
+def _is_flag(value: Any) -> bool:
+    import numpy as np
+
+    return isinstance(value, (bool, np.bool_))
+
+
+def _number_rule(low: float, inclusive: bool) -> Callable[[Any], bool]:
+    def ok(value: Any) -> bool:
+        number = isinstance(value, Real) and not _is_flag(value)
+        return number and math.isfinite(value) and (value >= low if inclusive else value > low)
+
+    return ok
+
+
+# Each column's rule: whether a value is allowed, and the rule in words for the error.
+PROFILE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "phase": (lambda value: isinstance(value, str) and value in PROFILE_PHASES, f"one of {list(PROFILE_PHASES)}"),
+    "power_limit_w": (_number_rule(0.0, False), "finite numbers of watts > 0 (the limit the row was measured at)"),
+    "average_power_w": (_number_rule(0.0, True), "finite numbers of watts >= 0"),
+    "throughput": (
+        _number_rule(0.0, False),
+        "finite numbers > 0 (work per second: a row that did no work measured nothing)",
+    ),
+    "simulated": (_is_flag, "true or false"),
+}
+assert set(PROFILE_RULES) == set(PROFILE_COLUMNS)
+
+
+def check_profile(frame: Any) -> pd.DataFrame:
+    """`frame` as a clean profile table: PROFILE_COLUMNS in order (extra columns dropped), typed per
+    PROFILE_SCHEMA; else JobSpecError naming the column, the first bad value and what is allowed.
+
+    Why here: the store keeps a trial's first profile for good, and every later power-limit choice, reuse
+    and report reads it, so a profile is checked where it enters (the store calls this before it writes),
+    against the one schema this module declares, and zeus.profiles stays free of the store.
+
+    The rules keep what the producers make. A JIT profiler row (zeus.power.profiler) has a positive
+    throughput (a window closes only after steps that did work) and a power >= 0: zero only for a
+    window whose clock did not move, which zeus.power.selection.valid_rows already skips when choosing,
+    so it is kept rather than failing the trial's feedback. A trace's rows (zeus.simulate.trial) are
+    positive. No producer writes a marker row: a trial that measured nothing hands over no rows, and
+    callers skip an empty profile, so an empty table is refused. Values are checked as they are, not
+    coerced: the text "False" is not a flag, nor "300" a number.
+    """
+    import pandas as pd
+
+    from zeus.job import JobSpecError
+
+    columns = list(PROFILE_COLUMNS)
+    if not isinstance(frame, pd.DataFrame):
+        raise JobSpecError("profile", type(frame).__name__, f"a pandas DataFrame with columns {columns}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise JobSpecError("profile", list(frame.columns), f"columns {columns} (missing {missing})")
+    doubled = sorted({c for c in frame.columns if c in columns and list(frame.columns).count(c) > 1})
+    if doubled:
+        raise JobSpecError("profile", list(frame.columns), f"each of the columns {columns} once (twice: {doubled})")
+    if frame.empty:
+        raise JobSpecError("profile", "no rows", "at least one row (a trial that measured nothing stores no profile)")
+    out = frame.loc[:, columns].reset_index(drop=True)
+    for column in columns:
+        ok, allowed = PROFILE_RULES[column]
+        bad = [value for value in out[column].tolist() if not ok(value)]
+        if bad:
+            raise JobSpecError(column, bad[0], allowed)
+    return out.astype(dict(PROFILE_SCHEMA))
