@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from s3_standins import KUBEFLOW_BUCKET, StandIn, StartStandIn, Upstream, start_standin
 
 S3_ENV_KEYS = ("ZEUS_S3_ENDPOINT", "ZEUS_S3_ACCESS_KEY", "ZEUS_S3_SECRET_KEY", "ZEUS_S3_SECURE", "ZEUS_S3_REGION")
 
@@ -129,3 +130,93 @@ def s3_store_uri(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("ZEUS_S3_CREATE_BUCKET", "true")
     return f"s3://zeus-test-{uuid.uuid4().hex[:16]}/store"
+
+
+# --- Stand-ins for the object stores Kubeflow ships (tests/s3_standins.py) -----------------------
+
+S3_FLAVOURS = ("atomic", "racy", "ignored", "least-privilege")  # the params of s3_flavour_uri
+
+
+def _upstream(server: S3Server) -> Upstream:
+    """The S3 server of `s3_server` as the stand-ins' upstream (their own probes use this key)."""
+    env = server.env
+    return Upstream(
+        endpoint=server.endpoint,
+        access_key=env["ZEUS_S3_ACCESS_KEY"],
+        secret_key=env["ZEUS_S3_SECRET_KEY"],
+        secure=env["ZEUS_S3_SECURE"] == "true",
+        region=env["ZEUS_S3_REGION"],
+    )
+
+
+@pytest.fixture(scope="session")
+def s3_standin(s3_server: S3Server) -> Iterator[StartStandIn]:
+    """`start(flavour, **options) -> StandIn`: a stand-in in front of `s3_server`, one per (flavour, options)
+    for the session, all stopped at its end. Flavours: "atomic" (the server itself), "racy" (SeaweedFS
+    4.00; options delay_s, barrier), "ignored" (MinIO 2019), "least-privilege" (the Kubeflow 1.11
+    per-namespace key; options namespace="ns1", allow_delete=False). The same call returns the same
+    StandIn, so a test reads `start("least-privilege").refused` of the proxy its store used."""
+    upstream = _upstream(s3_server)
+    started: dict[tuple[str, tuple[tuple[str, object], ...]], StandIn] = {}
+
+    def start(flavour: str, **options: object) -> StandIn:
+        key = (flavour, tuple(sorted(options.items())))
+        if key not in started:
+            started[key] = start_standin(flavour, upstream, **options)
+        return started[key]
+
+    try:
+        yield start
+    finally:
+        for standin in started.values():
+            standin.stop()
+
+
+def _set_s3_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """Every ZEUS_S3_* variable removed, then `env` set: no ZEUS_S3_CREATE_BUCKET, the store must not create."""
+    for key in [name for name in os.environ if name.startswith("ZEUS_S3_")]:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
+def _flavour_uri(flavour: str, server: S3Server, start: StartStandIn, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh store URI on one stand-in, with ZEUS_S3_* pointing at it (ZEUS_S3_CREATE_BUCKET unset).
+
+    least-privilege: `s3://mlpipeline/private/ns1/<random>` (its key may not create buckets; the
+    bucket is made on the server behind it, and its `refused` list is cleared for this test); the
+    others: `s3://zeus-test-<random>/store`, the bucket created on the server itself, not via a proxy.
+    """
+    standin = start(flavour)
+    _set_s3_env(monkeypatch, standin.env)
+    upstream = _upstream(server)
+    if flavour == "least-privilege":
+        upstream.ensure_bucket(KUBEFLOW_BUCKET)  # again: a moto reset would have dropped it
+        standin.refused.clear()
+        return f"s3://{KUBEFLOW_BUCKET}/private/ns1/{uuid.uuid4().hex[:16]}"
+    bucket = f"zeus-test-{uuid.uuid4().hex[:16]}"
+    upstream.ensure_bucket(bucket)
+    return f"s3://{bucket}/store"
+
+
+@pytest.fixture(params=S3_FLAVOURS)
+def s3_flavour_uri(
+    request: pytest.FixtureRequest, s3_server: S3Server, s3_standin: StartStandIn, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """A fresh store URI on each stand-in (`_flavour_uri`)."""
+    return _flavour_uri(request.param, s3_server, s3_standin, monkeypatch)
+
+
+@pytest.fixture(params=("local", *S3_FLAVOURS))
+def any_store_uri(request: pytest.FixtureRequest, tmp_path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh store on every kind of server the store may meet: a local directory, then each stand-in."""
+    if request.param == "local":
+        return str(tmp_path / "store")
+    return _flavour_uri(request.param, request.getfixturevalue("s3_server"), request.getfixturevalue("s3_standin"),
+                        monkeypatch)  # fmt: skip
+
+
+@pytest.fixture
+def s3_flavour_standin(s3_flavour_uri: str, s3_standin: StartStandIn, request: pytest.FixtureRequest) -> StandIn:
+    """The StandIn behind this test's `s3_flavour_uri` (its `.flavour`, `.env`, `.refused`)."""
+    return s3_standin(request.node.callspec.params["s3_flavour_uri"])

@@ -83,3 +83,45 @@ def test_the_cli_may_import_kfp_inside_a_command(tmp_path):
     (tmp_path / "zeus/cli").mkdir(parents=True)
     (tmp_path / "zeus/cli/ok.py").write_text("def run():\n    from pipelines.local import run_local\n")
     assert violations(tmp_path) == []
+
+
+def _store_imports() -> dict[str, set[str]]:
+    """Each zeus/store module's imports of zeus modules, lazy ones too (`from zeus.store import keys` is an
+    import of zeus.store.keys; `from zeus.store import Store`, of the package itself)."""
+    here = ROOT / "zeus" / "store"
+    graph = {}
+    for path in sorted(here.glob("*.py")):
+        name = "zeus.store" if path.stem == "__init__" else f"zeus.store.{path.stem}"
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zeus"):
+                for alias in node.names:
+                    submodule = node.module == "zeus.store" and (here / f"{alias.name}.py").exists()
+                    found.add(f"zeus.store.{alias.name}" if submodule else node.module)
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names if alias.name.startswith("zeus")}
+        graph[name] = found
+    return graph
+
+
+def test_the_store_imports_no_policy_and_its_modules_form_no_circle():
+    graph = _store_imports()
+    assert sorted(m for deps in graph.values() for m in deps if m.startswith("zeus.policy")) == []
+    inside = {name: {d for d in deps if d in graph} for name, deps in graph.items()}
+    visiting, done, circle = set(), set(), []
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in done or circle:
+            return
+        if module in visiting:
+            circle.extend([*path[path.index(module) :], module])
+            return
+        visiting.add(module)
+        for dep in sorted(inside[module]):
+            visit(dep, [*path, module])
+        visiting.discard(module)
+        done.add(module)
+
+    for module in sorted(inside):
+        visit(module, [])
+    assert circle == []

@@ -6,12 +6,9 @@ import threading
 
 import pandas as pd
 import pytest
-from store_keys import hints
 
-from zeus.job import JobSpec, TrialResult, TrialStatus
-from zeus.policy.base import ArmState, Decision
+from zeus.job import Decision, JobSpec, JobSpecError, TrialResult, TrialStatus
 from zeus.store import (
-    CorruptObjectError,
     EventConflictError,
     JobSpecMismatchError,
     StoreInputError,
@@ -86,21 +83,23 @@ def test_recurrence_numbers_are_idempotent_and_unique_when_started_together(stor
     assert {rid: store.begin_recurrence(spec.job_id, rid) for rid in got} == got
 
 
-def test_dispatch_is_idempotent_and_refuses_a_different_decision(store, spec):
+def test_dispatch_is_idempotent_and_hands_out_the_recorded_decision(store, spec):
     store.ensure_job(spec)
     with pytest.raises(UnknownTrialError):
         store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE)  # recurrence not begun
     store.begin_recurrence(spec.job_id, "run-a")
     assert store.get_dispatch(spec.job_id, "run-a", 1) is None
-    assert store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE, kfp_run_id="kfp-1") == 1
-    assert store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE, kfp_run_id="kfp-1") == 1
+    assert store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE, kfp_run_id="kfp-1") == (1, EXPLORE)
+    assert store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE, kfp_run_id="kfp-1") == (1, EXPLORE)
     assert store.get_dispatch(spec.job_id, "run-a", 1) == (1, EXPLORE)
     other = Decision(batch_size=64, cost_threshold=10.0, stage="exploration", reason="smaller")
-    with pytest.raises(EventConflictError) as info:
-        store.dispatch_trial(spec.job_id, "run-a", 1, other, kfp_run_id="kfp-1")
-    assert info.value.key == keys.event_key(spec.job_id, "dispatched", "run-a", 1)
-    assert store.dispatch_trial(spec.job_id, "run-a", 2, other) == 2
+    # A twin bandit step that decided otherwise is handed what was recorded first, not an error.
+    assert open_store(store.uri).dispatch_trial(spec.job_id, "run-a", 1, other, kfp_run_id="kfp-1") == (1, EXPLORE)
+    assert store.dispatch_trial(spec.job_id, "run-a", 2, other) == (2, other)
     assert store.trials(spec.job_id)["batch_size"].tolist() == [128, 64]
+    with pytest.raises(StoreInputError) as info:
+        store.dispatch_trial(spec.job_id, "run-a", 3, {"batch_size": 64})
+    assert info.value.field == "decision"
 
 
 def test_finish_is_idempotent_and_never_overwrites(store, spec):
@@ -113,14 +112,13 @@ def test_finish_is_idempotent_and_never_overwrites(store, spec):
     store.finish_trial(spec.job_id, "run-a", 1, result(spec))  # retried step: no-op
     with pytest.raises(EventConflictError) as info:
         store.finish_trial(spec.job_id, "run-a", 1, result(spec, energy_j=9_999.0))
-    assert info.value.key == keys.event_key(spec.job_id, "finished", "run-a", 1)
-    assert "energy_j: 5000.0 -> 9999.0" in str(info.value)
+    assert "run-a attempt 1" in info.value.key
+    assert "energy_j: 5000.0 -> 9999.0" in str(info.value) and "cost:" in str(info.value)
     with pytest.raises(StoreInputError) as bad:
         store.finish_trial(spec.job_id, "run-a", 1, result(spec, batch_size=64))
     assert bad.value.field == "batch_size"
     trials = store.trials(spec.job_id)
     assert len(trials) == 1 and trials.loc[0, "energy_j"] == 5_000.0
-    assert len(store.backend.list(keys.events_dir(spec.job_id, "finished"))) == 1
 
 
 def test_trials_frame_marks_unfinished_and_history_follows_it(store, spec):
@@ -155,7 +153,7 @@ def test_trials_frame_marks_unfinished_and_history_follows_it(store, spec):
     assert history[1].cost == pytest.approx(10_500.0) and history[2].cost is None
 
 
-def test_profiles_and_bandit_state_round_trip(store, spec):
+def test_profiles_round_trip_and_the_first_one_stands(store, spec):
     store.ensure_job(spec)
     store.begin_recurrence(spec.job_id, "run-a")
     store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE)
@@ -173,22 +171,16 @@ def test_profiles_and_bandit_state_round_trip(store, spec):
     got = store.profiles(spec.job_id)
     assert len(got) == 3 and set(got["batch_size"]) == {128} and set(got["trial"]) == {1}
     assert got.loc[got["phase"] == "eval", "throughput"].tolist() == [2400.0]
-    with pytest.raises(StoreInputError) as info:
+    with pytest.raises(JobSpecError) as info:
         store.write_profile(spec.job_id, "run-a", 1, profile.assign(phase=["train", "warmup", "eval"]))
     assert info.value.field == "phase" and info.value.value == "warmup"
-    with pytest.raises(StoreInputError) as info:
+    with pytest.raises(JobSpecError) as info:
         store.write_profile(spec.job_id, "run-a", 1, profile.drop(columns=["throughput"]))
     assert "throughput" in str(info.value)
 
-    arms = [ArmState(b, "exploration", 0, None, None, False) for b in spec.batch_sizes]
-    store.write_bandit_state(spec.job_id, "run-a", 1, arms, None)
-    store.dispatch_trial(spec.job_id, "run-a", 2, Decision(64, 1e4, "exploration", "down"))
-    later = [ArmState(128, "exploitation", 2, -5_000.0, 0.5, False), ArmState(256, "exploitation", 0, None, None, True)]
-    store.write_bandit_state(spec.job_id, "run-a", 2, later, 5_000.0)
-    state = store.bandit_state(spec.job_id)
-    assert state["batch_size"].tolist() == [128, 256] and state["pruned"].tolist() == [False, True]
-    assert set(state["lowest_cost"]) == {5_000.0}
-    assert len(store.bandit_state(spec.job_id, latest_only=False)) == 6
+    later = profile.assign(average_power_w=[1.0, 2.0, 3.0])
+    open_store(store.uri).write_profile(spec.job_id, "run-a", 1, later)  # a retried step's later one: first stands
+    assert store.profiles(spec.job_id)["average_power_w"].tolist() == [280.0, 251.5, 240.0]
 
 
 def _fill(store, spec, recurrences: int, attempts: int) -> None:
@@ -204,21 +196,24 @@ def test_compaction_keeps_every_row_once_and_later_appends_show(store, spec):
     store.ensure_job(spec)
     _fill(store, spec, recurrences=3, attempts=3)
     before = store.trials(spec.job_id)
-    store.compact(spec.job_id)
-    assert hints(store, spec.job_id) == []  # merged into snapshots
-    pd.testing.assert_frame_equal(store.trials(spec.job_id), before)
-    store.compact(spec.job_id)  # nothing new: no-op
-    pd.testing.assert_frame_equal(store.trials(spec.job_id), before)
+    first = store.compact(spec.job_id)
+    assert first.written is not None and first.upto == 3 * 7  # 3 begins, 9 dispatches, 9 results
+    fresh = open_store(store.uri)  # reads the snapshot, then only the slots after it
+    pd.testing.assert_frame_equal(fresh.trials(spec.job_id), before)
+    again = store.compact(spec.job_id)  # only the first one's `snapshot` entry is new: nothing to write
+    assert again.written is None and again.upto == first.upto + 1 and again.deleted == 0
+    pd.testing.assert_frame_equal(open_store(store.uri).trials(spec.job_id), before)
     store.begin_recurrence(spec.job_id, "run-late")
     store.dispatch_trial(spec.job_id, "run-late", 1, EXPLORE)
     after = store.trials(spec.job_id)
     assert len(after) == 10 and after["trial"].tolist() == list(range(1, 11))
+    third = store.compact(spec.job_id)
+    assert third.written is not None and third.deleted == 1  # the first snapshot, superseded
     assert after.iloc[-1]["status"] == "dispatched"
     # Retries of compacted trials: the same content is still a no-op, different content still refused.
-    assert store.dispatch_trial(spec.job_id, "run-0", 1, EXPLORE) == 1
+    assert store.dispatch_trial(spec.job_id, "run-0", 1, EXPLORE) == (1, EXPLORE)
     store.finish_trial(spec.job_id, "run-0", 1, result(spec, energy_j=1_000.0))
-    with pytest.raises(EventConflictError):
-        store.dispatch_trial(spec.job_id, "run-0", 1, Decision(32, None, "x", "y"))
+    assert store.dispatch_trial(spec.job_id, "run-0", 1, Decision(32, None, "x", "y")) == (1, EXPLORE)
     with pytest.raises(EventConflictError):
         store.finish_trial(spec.job_id, "run-0", 1, result(spec, energy_j=7.0))
     assert len(store.trials(spec.job_id)) == 10
@@ -246,7 +241,7 @@ def test_recurrence_ids_cannot_escape_their_prefix(store, spec, bad):
     with pytest.raises(StoreInputError) as info:
         store.dispatch_trial(spec.job_id, "run-a", 0, EXPLORE)
     assert info.value.field == "attempt"
-    assert store.backend.list(keys.JOBS_DIR) == []  # nothing written anywhere
+    assert store.backend.list(keys.log_dir(spec.job_id)) == []  # nothing written to the log
 
 
 def test_a_job_without_trials_reads_as_empty_frames(store, spec):
@@ -254,70 +249,9 @@ def test_a_job_without_trials_reads_as_empty_frames(store, spec):
     trials = store.trials(spec.job_id)
     assert trials.empty and "status" in trials.columns and "cost" in trials.columns
     assert store.history(spec.job_id) == []
-    assert store.profiles(spec.job_id).empty and store.bandit_state(spec.job_id).empty
+    assert store.profiles(spec.job_id).empty
     store.compact(spec.job_id)  # nothing to do, no error
     assert store.trials(spec.job_id).empty
-
-
-def test_imported_history_reads_back_and_numbering_continues(store, spec):
-    from zeus.store.bulk import import_trials
-
-    history = pd.DataFrame(
-        {
-            "recurrence": [1, 1, 2],
-            "recurrence_id": ["old-1", "old-1", "old-2"],
-            "attempt": [1, 2, 1],
-            "batch_size": [128, 64, 64],
-            "status": ["not_reached", "reached", "reached"],
-            "time_s": [10.0, 20.0, 30.0],
-            "energy_j": [100.0, 200.0, 300.0],
-            "num_epochs": [5, 3, 3],
-        }
-    )
-    assert import_trials(store, spec, history) == 3
-    store.begin_recurrence(spec.job_id, "new-run")
-    assert store.begin_recurrence(spec.job_id, "new-run") == 3
-    assert store.dispatch_trial(spec.job_id, "new-run", 1, EXPLORE) == 4
-    trials = store.trials(spec.job_id)
-    assert trials["trial"].tolist() == [1, 2, 3, 4]
-    assert trials["status"].tolist() == ["not_reached", "reached", "reached", "dispatched"]
-    assert trials.loc[2, "cost"] == pytest.approx(4_650.0)  # 0.5 x 300 J + 0.5 x 300 W x 30 s, recomputed
-    assert import_trials(store, spec, history) == 3  # the same import again: a no-op
-    assert store.trials(spec.job_id)["trial"].tolist() == [1, 2, 3, 4]
-    with pytest.raises(Exception, match="already has trials"):
-        import_trials(store, spec, history.assign(energy_j=1.0))
-    with pytest.raises(StoreInputError) as closed:
-        store.begin_recurrence(spec.job_id, "old-2")  # an imported recurrence takes no new trials
-    assert closed.value.field == "recurrence_id"
-    with pytest.raises(StoreInputError) as info:
-        import_trials(store, spec.with_changes(job_id="other"), history.assign(status="dispatched"))
-    assert info.value.field == "status"
-
-
-def test_imported_ids_are_matched_whole_in_both_manifest_forms(store, spec):
-    """An imported id is closed; an id it is only part of, or that is part of it, is not. The JSON
-    manifest of earlier versions closes its ids the same way."""
-    from zeus.store.bulk import import_trials
-    from zeus.store.schemas import encode_json
-
-    one = {"recurrence": 1, "attempt": 1, "batch_size": 64, "status": "reached", "time_s": 1.0, "energy_j": 1.0}
-    import_trials(store, spec, pd.DataFrame([one | {"recurrence_id": "old-1", "num_epochs": 3}]))
-    earlier = spec.with_changes(job_id="earlier-job")
-    store.ensure_job(earlier)
-    record = {"digest": "d", "trials": 1, "at": "2026-01-01T00:00:00+00:00", "recurrence_ids": ["old-1"]}
-    store.backend.put_new(keys.import_key(earlier.job_id), encode_json(record))
-    for job_id in (spec.job_id, earlier.job_id):
-        with pytest.raises(StoreInputError, match="imported"):
-            store.begin_recurrence(job_id, "old-1")
-        for other in ("old-10", "old-", "ld-1"):
-            store.begin_recurrence(job_id, other)
-    key = keys.import_key(spec.job_id)
-    garbled = store.backend.get(key).replace(b"old-1", b"old-2")  # the CRC no longer matches
-    store.backend.delete([key])
-    store.backend.put_new(key, garbled)
-    with pytest.raises(CorruptObjectError) as info:  # never read as "nothing imported"
-        store.begin_recurrence(spec.job_id, "old-2")
-    assert info.value.key == key
 
 
 def test_two_first_recurrences_with_different_specs_settle_on_one(store, spec):
@@ -366,53 +300,21 @@ def test_racing_different_results_first_wins_the_other_is_refused(store, spec):
         thread.join()
     winners = [e for e, outcome in outcomes.items() if outcome == "stored"]
     assert len(winners) == 1, outcomes
-    assert all(
-        keys.event_key(spec.job_id, "finished", "run-a", 1) in str(o) for o in outcomes.values() if o != "stored"
-    )
+    assert all("run-a attempt 1" in str(o) for o in outcomes.values() if o != "stored")
     assert store.trials(spec.job_id)["energy_j"].tolist() == winners
 
 
-def test_a_foreign_object_among_the_hints_is_reported_and_changes_nothing(store, spec):
-    """A copy of an event under another name (a manual copy, a stray tool) is not a trial: every
-    reader names it and ignores it, before and after compaction, which leaves it for a person."""
-    from zeus.store import StoreWarning
-
+def test_a_foreign_object_in_the_log_is_ignored_and_changes_nothing(store, spec):
+    """A stray object in a slot folder (a manual copy, a tool) is no block and no value: every reader
+    ignores it, before and after compaction, and the slot's entry reads as agreed."""
     store.ensure_job(spec)
     store.begin_recurrence(spec.job_id, "run-a")
     store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE)
     store.finish_trial(spec.job_id, "run-a", 1, result(spec, energy_j=1_000.0))
-    stray = keys.events_dir(spec.job_id, "finished") + "run-a.0001.copy.parquet"
-    assert store.backend.put_new(stray, b"anything")
+    stray = keys.slot_dir(spec.job_id, 3) + "v.copy.json"
+    store.backend.put(stray, b"anything")
     for _ in ("loose", "compacted"):
-        with pytest.warns(StoreWarning, match="foreign object"):
-            trials = store.trials(spec.job_id)
+        trials = open_store(store.uri).trials(spec.job_id)
         assert len(trials) == 1 and trials.loc[0, "energy_j"] == 1_000.0
-        assert [p.key for p in store.problems] == [stray]
-        with pytest.warns(StoreWarning):
-            store.compact(spec.job_id)
-        assert store.backend.list(keys.events_dir(spec.job_id, "finished")) == [stray]
-
-
-def test_reads_compact_a_stream_once_it_has_many_loose_events(store, spec):
-    from zeus.store import Store
-
-    _fill(store, spec, recurrences=1, attempts=5)
-    lazy = Store(store.backend, auto_compact_after=None)
-    before = lazy.trials(spec.job_id)
-    assert len(hints(lazy, spec.job_id)) == 10  # never compacts by itself
-    eager = Store(store.backend, auto_compact_after=3)
-    pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
-    assert hints(eager, spec.job_id) == []  # both trial streams compacted
-    pd.testing.assert_frame_equal(eager.trials(spec.job_id), before)
-
-
-def test_a_job_in_the_old_layout_is_refused_not_read_as_empty(store, spec):
-    """A store written before records and marks: a clear error, never an empty history."""
-    from zeus.store import StoreError
-
-    store.ensure_job(spec)
-    old = keys.snapshots_dir(spec.job_id, "finished") + f"{3:012d}.parquet"  # layout 1: no token in the name
-    store.backend.put_new(old, b"an old snapshot")
-    with pytest.raises(StoreError, match="store layout 2") as info:
-        store.history(spec.job_id)
-    assert old in str(info.value)
+        store.compact(spec.job_id)
+    assert stray in store.backend.list(keys.log_dir(spec.job_id))

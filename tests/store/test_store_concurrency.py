@@ -1,82 +1,54 @@
-"""8 processes x 25 trials append to one job at once while a ninth compacts: exactly 200 finished
-trials come back, none lost, none twice, with unique trial and recurrence numbers. Both backends."""
+"""Many clients on one store at once: nothing lost or doubled, dense unique numbers, each client told
+what is stored, no warning. Run on a local directory, on a SeaweedFS-like server whose conditional PUT
+is a racy check-then-write, and through Kubeflow 1.11's per-namespace key (object-level GET/PUT/LIST
+only). The store sends no conditional request at all (test_store_s3.py shows it), so an atomic server
+(AWS S3, MinIO since 2024) and one that ignores the condition (MinIO 2019) see exactly the requests
+the racy one sees; benchmarks/store_races.py runs every stand-in at full size (16 clients x 3 rounds,
+8 processes x 300 attempts) and benchmarks/RESULTS.md has the figures. Through an S3 server every
+request is moto's CPU in this process, so the S3 runs here are smaller."""
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-
 import pytest
-from store_workers import (
-    append_trials,
-    compact_until_done,
-    dispatch_same_attempts,
-    run_with_compactors,
-    told_versus_stored,
-)
+from store_workers import cycle_trials, dispatch_same_attempts, run_clients, told_versus_stored
 
 from zeus.store import open_store
 
-WORKERS = 8
-TRIALS = 25
-JOB = "concurrent-job"
+STORES = ["local", "racy", "least-privilege"]
 
 
 @pytest.mark.slow
-def test_eight_appenders_and_a_compactor_lose_nothing(store_uri):
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs the S3 server threads
-    env = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
-    barrier, halfway = ctx.Barrier(WORKERS + 1), ctx.Barrier(WORKERS + 1)
-    stop = ctx.Event()
-    out = ctx.Queue()
-    workers = [
-        ctx.Process(target=append_trials, args=(store_uri, env, JOB, w, TRIALS, barrier, halfway, out))
-        for w in range(WORKERS)
-    ]
-    compactor = ctx.Process(target=compact_until_done, args=(store_uri, env, JOB, barrier, halfway, stop, out))
-    for process in [*workers, compactor]:
-        process.start()
-    reports = [out.get(timeout=240) for _ in workers]
-    stop.set()
-    reports.append(out.get(timeout=60))
-    for process in [*workers, compactor]:
-        process.join(timeout=60)
-    errors = [r[2] for r in reports if r[0] == "error"]
+@pytest.mark.parametrize("any_store_uri", STORES, indirect=True)
+def test_sixteen_clients_and_a_compactor_three_rounds_lose_nothing(any_store_uri):
+    uri = any_store_uri
+    jobs, clients, trials_each = [f"round-{r}" for r in range(3)], 16, 3 if "://" not in any_store_uri else 1
+    reports, compactors = run_clients(cycle_trials, [(w, trials_each) for w in range(clients)], jobs, uri, 1, True)
+    errors = [r[2] for r in reports if r[0] == "error"] + [r[2] for r in compactors if r[0] == "error"]
     assert not errors, errors[0]
-
-    store = open_store(store_uri)
-    trials = store.trials(JOB)
-    assert len(trials) == WORKERS * TRIALS
-    assert trials["finished"].all() and (trials["status"] == "reached").all()
-    assert not trials.duplicated(["recurrence_id", "attempt"]).any()
-    numbers = trials["trial"].tolist()
-    duplicated = sorted(n for n in set(numbers) if numbers.count(n) > 1)
-    gaps = sorted(set(range(1, max(numbers) + 1)) - set(numbers))
-    assert (duplicated, gaps) == ([], []), f"duplicated trial numbers {duplicated}, gaps {gaps}"
-    assert sorted(set(trials["recurrence"])) == list(range(1, WORKERS + 1))
-    for _kind, worker, recurrence, numbers in (r for r in reports if r[0] == "worker"):
-        mine = trials[trials["recurrence_id"] == f"worker-{worker}"]
-        assert set(mine["recurrence"]) == {recurrence} and mine["trial"].tolist() == numbers
-        assert mine["energy_j"].tolist() == [worker * 1000.0 + a for a in range(1, TRIALS + 1)]
-    _, rounds, merged, _ = next(r for r in reports if r[0] == "compactor")
-    assert rounds >= 2 and merged > 0  # the compactor really ran alongside the appenders' second half
-    store.compact(JOB)
-    assert store.trials(JOB).equals(trials)
+    store = open_store(uri)
+    for job_id in jobs:
+        trials = store.trials(job_id)
+        assert len(trials) == clients * trials_each and trials["finished"].all()
+        assert not trials.duplicated(["recurrence_id", "attempt"]).any()
+        assert trials["trial"].tolist() == list(range(1, clients * trials_each + 1))  # dense, unique
+        assert sorted(set(trials["recurrence"])) == list(range(1, clients + 1))
+        for _kind, worker, given in reports:
+            mine = trials[trials["recurrence_id"] == f"client-{worker}"]
+            assert mine["trial"].tolist() == given[job_id]
+            assert mine["energy_j"].tolist() == [worker * 1000.0 + a for a in range(1, trials_each + 1)]
     assert store.problems == []
+    assert sum(r[1] for r in compactors) >= 1
 
 
 @pytest.mark.slow
-def test_eight_processes_dispatching_the_same_attempts_with_two_compactors_agree(store_uri):
-    """8 processes dispatch the same attempts of one recurrence while 2 compactors loop, 3 rounds:
-    every process is told what the store keeps, and no read warns. (300 attempts: benchmarks/store_races.py.)"""
-    job_ids = [f"same-attempts-{r}" for r in range(3)]
-    attempts = 8
-    workers = [(w, attempts) for w in range(WORKERS)]
-    reports, compactors, _ = run_with_compactors(dispatch_same_attempts, workers, job_ids, store_uri, 2, 240)
-    errors = [r[2] for r in reports if r[0] == "error"]
+@pytest.mark.parametrize("any_store_uri", STORES, indirect=True)
+def test_eight_processes_dispatching_the_same_attempts_are_each_told_what_is_stored(any_store_uri):
+    uri = any_store_uri
+    jobs, attempts = ["same-attempts"], 6
+    reports, compactors = run_clients(dispatch_same_attempts, [(w, attempts) for w in range(8)], jobs, uri, 1, True)
+    errors = [r[2] for r in reports if r[0] == "error"] + [r[2] for r in compactors if r[0] == "error"]
     assert not errors, errors[0]
-    store = open_store(store_uri)
-    disagreements, rows = told_versus_stored(store, job_ids, [r for r in reports if r[0] == "worker"])
-    assert disagreements == [] and rows == len(job_ids) * attempts
+    store = open_store(uri)
+    disagreements, rows = told_versus_stored(store, reports)
+    assert disagreements == [] and rows == attempts
     assert store.problems == []
-    assert sum(r[2] for r in compactors) > 0  # the compactors really merged meanwhile

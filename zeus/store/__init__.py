@@ -1,12 +1,14 @@
-"""The state store: Parquet tables in a local directory or a MinIO/S3 bucket.
+"""The state store: a job's events as an agreed log of small JSON objects, with Parquet snapshots.
 
-The only module that knows object keys and Parquet schemas. Append-only, one object per
-event, safe under overlapping recurrences; see store.py for the API and streams.py for why
-compaction is safe while others append.
+The only module that knows object keys and encodings. It needs object-level GET, PUT and LIST under
+its prefix and nothing else (backend.py), and trusts no conditional write: each log slot's entry is
+agreed by Disk Paxos over plain objects (consensus.py), so overlapping recurrences get one answer per
+attempt on every store Kubeflow ships. store.py has the API, log.py the protocol.
 """
 
 from zeus.store.errors import (
     CorruptObjectError,
+    DeleteRefusedError,
     EventConflictError,
     JobSpecMismatchError,
     ObjectProblem,
@@ -19,15 +21,15 @@ from zeus.store.errors import (
     UnknownJobError,
     UnknownTrialError,
 )
-from zeus.store.schemas import SCHEMA_VERSION, NewerSchemaError
+from zeus.store.frames import JobTrials, Unfinished
 from zeus.store.store import Store, open_store
 
 __all__ = [
-    "SCHEMA_VERSION",
     "CorruptObjectError",
+    "DeleteRefusedError",
     "EventConflictError",
     "JobSpecMismatchError",
-    "NewerSchemaError",
+    "JobTrials",
     "ObjectProblem",
     "Store",
     "StoreAccessError",
@@ -36,6 +38,7 @@ __all__ = [
     "StoreInputError",
     "StoreUnavailableError",
     "StoreWarning",
+    "Unfinished",
     "UnknownJobError",
     "UnknownTrialError",
     "open_store",

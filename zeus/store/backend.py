@@ -1,102 +1,89 @@
-"""The object store the tables live in: a small create-only interface, and the local-directory backend.
+"""What the store needs from an object store, and the local-directory backend.
 
-Why create-only: the store is append-only (DESIGN.md), so the one write primitive is
-"create this key if it does not exist" (`put_new`). It is atomic and exclusive on both
-backends: here by a hard link from a finished temp file (readers never see half a file, and
-two writers of one key cannot both win); on S3 by `If-None-Match: *` (see s3.py). Deletion
-exists only for compaction, which removes hints it has already merged and old snapshots.
+Five requests, all object-level, because that is all a Kubeflow 1.11 namespace key may do
+(TESTING.md): GET, PUT, LIST under a prefix (and its one-level form), and DELETE, which may be
+refused. No request is conditional: the store trusts no `If-None-Match`, because SeaweedFS
+(Kubeflow 1.11) checks it without a lock and MinIO 2019 (Kubeflow 1.10) ignores it. What the
+store does trust, and every server it runs on gives: a GET or LIST that starts after a PUT was
+answered sees that PUT (read-after-write consistency; consensus.py says why that is enough).
 
-`list_times` gives each key's last-modified time by the storage's own clock (S3 LastModified,
-file mtime): compaction compares times of objects on one server, never a pod's clock.
+`put` creates or overwrites. The store only overwrites a key with the same bytes (a value
+every writer agrees on) or a key no one else writes (one writer's own Paxos block), so a lost
+answer retried, or two writers of one agreed value, change nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
-from zeus.store.errors import CorruptObjectError
+from zeus.store.errors import CorruptObjectError, StoreError
 
 
 class ObjectNotFound(KeyError):
-    """The key does not exist (or was removed by compaction between a list and a get)."""
+    """The key does not exist (or was deleted between a list and a get)."""
 
 
 class Backend(Protocol):
-    """What the store needs from an object store. Keys are '/'-separated and relative to the root."""
+    """Objects under one root. Keys are '/'-separated and relative to it."""
 
     uri: str
     location: str  # where, for messages: a directory, or endpoint + bucket; never credentials
-
-    def put_new(self, key: str, data: bytes) -> bool:
-        """Create `key` with `data` unless it exists. True if this call created it."""
-        ...
-
-    def put_cache(self, key: str, data: bytes) -> bool:
-        """`put_new` for a cache (a kept fold): it may be lost or cut short by a crash of the machine,
-        which its reader sees as a miss or a damaged object (a checksum), never as wrong data."""
-        ...
+    parallel: int  # how many GETs at once pay off (1: a local directory)
 
     def get(self, key: str) -> bytes:
-        """The object's bytes; raises ObjectNotFound."""
+        """The object's bytes; ObjectNotFound if absent, CorruptObjectError if it must not be read."""
         ...
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | CorruptObjectError | None]:
-        """Several objects at once (in parallel where it helps); None for a key that is gone, a
-        CorruptObjectError for one that exists but must not be read (a symbolic link in a directory)."""
+    def put(self, key: str, data: bytes) -> None:
+        """Create or overwrite `key`; a reader sees the old bytes or the new, never a mix."""
         ...
 
     def list(self, prefix: str, start_after: str | None = None) -> list[str]:
-        """Every key under `prefix` (recursively), sorted, optionally only those after `start_after`."""
-        ...
-
-    def list_times(self, prefix: str) -> dict[str, float]:
-        """Every key under `prefix` with its last-modified time (seconds since the epoch, storage clock)."""
+        """Every key under `prefix` (recursively), sorted; only those after `start_after` if given."""
         ...
 
     def list_dirs(self, prefix: str) -> list[str]:
         """The sorted "folders" directly under `prefix` (which ends with '/'), each ending with '/'."""
         ...
 
-    def delete(self, keys: list[str]) -> None:
-        """Remove keys; keys already gone are fine."""
-        ...
-
-    def conditional_writes_honoured(self) -> bool:
-        """Whether `put_new` really is exclusive here (compaction deletes only if it is)."""
+    def delete(self, key: str) -> None:
+        """Remove `key` (gone already is fine); DeleteRefusedError where the server refuses it."""
         ...
 
 
-def create_or_confirm(backend: Backend, key: str, data: bytes) -> bool:
-    """Create `key` with `data`, or find it already holding exactly `data`: our own create whose answer
-    was lost (the retry is refused: the key exists, and it is ours). False if it holds something else."""
-    if backend.put_new(key, data):
-        return True
-    try:
-        return backend.get(key) == data
-    except ObjectNotFound:
-        return False
+def get_many(backend: Backend, keys: list[str]) -> dict[str, bytes | CorruptObjectError | None]:
+    """Several objects, in parallel where the backend gains by it: None for a key that is gone, the
+    CorruptObjectError for one that must not be read."""
+
+    def one(key: str) -> bytes | CorruptObjectError | None:
+        try:
+            return backend.get(key)
+        except ObjectNotFound:
+            return None
+        except CorruptObjectError as exc:
+            return exc
+
+    if backend.parallel <= 1 or len(keys) <= 1:
+        return {key: one(key) for key in keys}
+    with ThreadPoolExecutor(max_workers=min(backend.parallel, len(keys))) as pool:
+        return dict(zip(keys, pool.map(one, keys), strict=True))
 
 
 TEMP_MARK = ".tmp-"
-TEMP_MAX_AGE_S = 3600.0  # a temp file this old belongs to a writer that was killed (put_new takes ms)
-
-
-def probe_exclusive_create(backend: Backend) -> bool:
-    """Ask the storage itself, don't assume: create a scratch key twice; the second must be refused."""
-    probe = f"_probe/{uuid.uuid4().hex}"
-    try:
-        return backend.put_new(probe, b"1") and not backend.put_new(probe, b"2")
-    finally:
-        backend.delete([probe])
+TEMP_MAX_AGE_S = 3600.0  # a temp file this old belongs to a writer that was killed (a put takes ms)
 
 
 class LocalBackend:
     """A directory on a local or shared file system: zero setup, the embedded default."""
+
+    parallel = 1
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -104,9 +91,8 @@ class LocalBackend:
         self._inside = os.path.join(self._root, "")
         self.uri = self.root.as_uri()
         self.location = str(self.root)
-        self._honoured: bool | None = None
 
-    def _location(self, key: str) -> str:
+    def _path(self, key: str) -> str:
         # Keys are built from validated segments (keys.py); this is the last line of defence. Lexical,
         # not resolve(): a symbolic link inside the store is reported by get(), not followed out of it.
         path = os.path.normpath(os.path.join(self._root, key))
@@ -114,38 +100,26 @@ class LocalBackend:
             raise ValueError(f"key {key!r} leaves the store root {self.root}")
         return path
 
-    def _path(self, key: str) -> Path:
-        return Path(self._location(key))
-
-    def put_new(self, key: str, data: bytes) -> bool:
-        """Write a temp file, flush it to disk, link it to `key`: a name that survives a crash has all
-        its bytes. An empty object (a hint) has no bytes to lose, so it is not flushed (a flush waits
-        for the file system's journal: about 0.2 ms alone, several ms with 8 writers at once)."""
-        return self._create(key, data, durable=bool(data))
-
-    def put_cache(self, key: str, data: bytes) -> bool:
-        return self._create(key, data, durable=False)
-
-    def _create(self, key: str, data: bytes, durable: bool) -> bool:
+    def put(self, key: str, data: bytes) -> None:
+        """A temp file flushed to disk, then renamed over `key`: a name that survives a crash has all its
+        bytes (empty objects have none to lose and are not flushed: a flush waits for the journal)."""
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            return False
-        tmp = path.parent / f"{TEMP_MARK}{uuid.uuid4().hex}"
+        tmp = os.path.join(os.path.dirname(path), f"{TEMP_MARK}{uuid.uuid4().hex}")
         try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(tmp, "wb") as handle:
                 handle.write(data)
-                if durable:
+                if data:
                     handle.flush()
                     os.fsync(handle.fileno())
-            try:
-                # link() fails if the target exists: an atomic, exclusive create of a complete file.
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-            return True
+            os.replace(tmp, path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StoreError(f"no space left writing {key} in the store {self.location}") from None
+            raise
         finally:
-            tmp.unlink(missing_ok=True)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
     def get(self, key: str) -> bytes:
         path = self._path(key)
@@ -153,6 +127,8 @@ class LocalBackend:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError as exc:
             raise ObjectNotFound(key) from exc
+        except PermissionError:
+            raise CorruptObjectError(key, "not readable (permission denied)") from None
         except OSError:  # ELOOP: the key is a symbolic link
             if os.path.islink(path):
                 raise CorruptObjectError(key, "a symbolic link (zeus-kfp never writes one); not followed") from None
@@ -162,72 +138,56 @@ class LocalBackend:
                 raise CorruptObjectError(key, "not a regular file")
             return handle.read()
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | CorruptObjectError | None]:
-        out: dict[str, bytes | CorruptObjectError | None] = {}
-        for key in keys:
-            try:
-                out[key] = self.get(key)
-            except ObjectNotFound:
-                out[key] = None
-            except CorruptObjectError as exc:
-                out[key] = exc
-        return out
-
-    def _walk(self, prefix: str, temp: bool = False) -> list[str]:
-        """Keys under `prefix`; temp files of writers in progress are left out (or, with temp, only they)."""
-        directory, _, _ = prefix.rpartition("/")
-        base = self._location(directory) if directory else self._root
-        if not os.path.isdir(base) or os.path.islink(base):
-            return []
-        keys = []
-        for dirpath, _dirs, files in os.walk(base):  # does not descend into symbolic links to directories
-            rel_dir = dirpath[len(self._inside) :].replace(os.sep, "/") if dirpath != self._root else ""
-            for name in files:
-                if name.startswith(TEMP_MARK) != temp:
-                    continue
-                key = f"{rel_dir}/{name}" if rel_dir else name
-                if key.startswith(prefix):
-                    keys.append(key)
+    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
+        keys: list[str] = []
+        self._walk("", prefix, start_after, keys)
         keys.sort()
         return keys
 
-    def list(self, prefix: str, start_after: str | None = None) -> list[str]:
-        return [k for k in self._walk(prefix) if start_after is None or k > start_after]
-
-    def list_times(self, prefix: str) -> dict[str, float]:
-        times = {}
-        for key in self._walk(prefix):
-            try:
-                times[key] = os.lstat(self._path(key)).st_mtime
-            except FileNotFoundError:
-                continue
-        return times
-
-    def collect_temp(self, prefix: str, older_than_s: float = TEMP_MAX_AGE_S) -> int:
-        """Delete temp files that writers killed inside put_new left behind (older than any live write)."""
-        removed = 0
-        for key in self._walk(prefix, temp=True):
-            path = self._path(key)
-            try:
-                if time.time() - os.lstat(path).st_mtime > older_than_s:
-                    path.unlink()
-                    removed += 1
-            except FileNotFoundError:
-                continue
-        return removed
+    def _walk(self, rel: str, prefix: str, start_after: str | None, out: list[str]) -> None:
+        """Keys under the folder `rel`, pruning folders outside `prefix` or wholly before `start_after` (a
+        log read lists only the slots after its snapshot, not every folder of the job)."""
+        try:
+            entries = list(os.scandir(os.path.join(self._root, rel) if rel else self._root))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            key = rel + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                folder = key + "/"
+                if not (folder.startswith(prefix) or prefix.startswith(folder)):
+                    continue
+                if start_after is not None and folder < start_after and not start_after.startswith(folder):
+                    continue  # every key in it sorts before start_after
+                self._walk(folder, prefix, start_after, out)
+            elif (
+                not entry.name.startswith(TEMP_MARK)
+                and key.startswith(prefix)
+                and (start_after is None or key > start_after)
+            ):
+                out.append(key)
 
     def list_dirs(self, prefix: str) -> list[str]:
-        base = self._path(prefix.rstrip("/"))
-        if not base.is_dir():
+        base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self._root
+        if not os.path.isdir(base) or os.path.islink(base):
             return []
-        return sorted(f"{prefix}{entry.name}/" for entry in os.scandir(base) if entry.is_dir())
+        return sorted(f"{prefix}{entry.name}/" for entry in os.scandir(base) if entry.is_dir(follow_symlinks=False))
 
-    def delete(self, keys: list[str]) -> None:
-        for key in keys:
-            self._path(key).unlink(missing_ok=True)
+    def delete(self, key: str) -> None:
+        Path(self._path(key)).unlink(missing_ok=True)
 
-    def conditional_writes_honoured(self) -> bool:
-        # Hard links are exclusive on POSIX file systems, but some network file systems emulate them.
-        if self._honoured is None:
-            self._honoured = probe_exclusive_create(self)
-        return self._honoured
+    def collect_temp(self, older_than_s: float = TEMP_MAX_AGE_S) -> int:
+        """Delete the temp files that writers killed inside `put` left anywhere in the store."""
+        removed = 0
+        for dirpath, _dirs, files in os.walk(self._root):
+            for name in files:
+                if not name.startswith(TEMP_MARK):
+                    continue
+                path = os.path.join(dirpath, name)
+                try:
+                    if time.time() - os.lstat(path).st_mtime > older_than_s:
+                        os.unlink(path)
+                        removed += 1
+                except FileNotFoundError:
+                    continue
+        return removed

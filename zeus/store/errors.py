@@ -56,25 +56,41 @@ class StoreAnswerError(StoreError):
 
 
 class StoreAccessError(StoreError):
-    """The server answered but refused these credentials or this prefix. Names where, never the keys.
+    """The server answered but refused this request. Names where, the request and the permission it
+    needed, never the keys.
 
     On Kubeflow in multi-user mode (KFP 2.15+) a profile's key may use only some prefixes of the
     `mlpipeline` bucket, so a refusal there is most often the prefix, not the key: the message
     says which prefixes are allowed (MULTI_USER_PREFIXES) and which one the store asked for.
     """
 
-    def __init__(self, endpoint: str, bucket: str, code: str, prefix: str = "") -> None:
+    def __init__(self, endpoint: str, bucket: str, code: str, prefix: str = "", request: str = "") -> None:
         self.endpoint = endpoint
         self.bucket = bucket
         self.code = code
         self.prefix = prefix
+        self.request = request
         where = f"s3://{bucket}/{prefix}".rstrip("/")
+        asked = f"{request} under {where}" if request else where
         super().__init__(
-            f"store refused access: endpoint {endpoint!r}, {where} ({code}). Check the access key and "
-            "secret (ZEUS_S3_ACCESS_KEY / ZEUS_S3_SECRET_KEY, usually from a Kubernetes Secret) and the bucket "
+            f"store refused {asked}: endpoint {endpoint!r} ({code}). The store needs s3:GetObject, "
+            "s3:PutObject and s3:ListBucket (with this prefix) there. Check the access key and secret "
+            "(ZEUS_S3_ACCESS_KEY / ZEUS_S3_SECRET_KEY, usually from a Kubernetes Secret) and the bucket "
             f"policy. On Kubeflow in multi-user mode a namespace's key may only use {MULTI_USER_PREFIXES}: "
-            "use a store under s3://mlpipeline/private-artifacts/<namespace>/ (the default of "
+            "use a store under s3://mlpipeline/private/<namespace>/ (the default of "
             "`zeus-kfp compile --namespace <namespace>`)."
+        )
+
+
+class DeleteRefusedError(StoreError):
+    """The server refused a DELETE (a Kubeflow 1.11 namespace key may not delete). The store never needs
+    one to stay correct: compaction then keeps what it would have reclaimed, and says so once."""
+
+    def __init__(self, key: str, location: str, code: str = "AccessDenied") -> None:
+        self.key = key
+        super().__init__(
+            f"store refused DeleteObject of {key} in {location} ({code}): s3:DeleteObject is not granted; "
+            "nothing is lost, superseded snapshots are kept"
         )
 
 
@@ -114,7 +130,7 @@ class UnknownJobError(LookupError):
 
 
 class CorruptObjectError(StoreError):
-    """A stored object is not Parquet, has the wrong schema, or a newer schema version."""
+    """A stored object cannot be read as what its key says (checksum, encoding, schema, permissions)."""
 
     def __init__(self, key: str, reason: str) -> None:
         self.key = key

@@ -1,44 +1,34 @@
-"""The object-key layout, in one place. Every key the store reads or writes is built here.
+"""The object-key layout, in one place. Every key the store reads or writes is built or parsed here.
 
 Keys are relative to the store's root (a directory or `s3://bucket/prefix`). Identifiers are
-validated before they become key segments, so no job or recurrence id can leave its prefix
-(no '/', no '..', no '.': '.' separates fields inside a file name).
+validated before they become key segments, so no job or recurrence id can leave its prefix.
 
-    catalog/specs/{job}.parquet                         jobs table: the spec, owner, created_at (first wins)
-    catalog/phases/{job}.{ns}.{phase}.{rand}.parquet    phase events (latest wins)
-    jobs/{job}/seq/{recurrence|trial}/{n // 1000}/{n}   number claims (never deleted)
-    jobs/{job}/recurrence-ids/{rid}                     recurrence id -> number (first wins, JSON)
-    jobs/{job}/imported/manifest                        what bulk import stored (JSON; once per job)
-    jobs/{job}/imported/{stream}.parquet                the imported rows (never deleted: snapshots are caches)
-    jobs/{job}/records/{stream}/{rid}.{attempt}.parquet the trial's event in that stream (first wins, never deleted)
-    jobs/{job}/events/{stream}/{rid}.{attempt}          an empty hint: "this record may be newer than the snapshot"
-    jobs/{job}/snapshots/{stream}/{g}.{token}.parquet   compacted records (generation g, written by one compactor)
-    jobs/{job}/marks/{stream}/{g // 1000}/{g}           the commit of generation g: which snapshot, rows, checksum
-    jobs/{job}/compacting/{stream}/{g}                  a compactor's lease on committing generation g (advisory)
-    jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}     files a cluster trial's pods hand to the train step
-    jobs/{job}/tensorboard/{name}                       TensorBoard event files, one per recurrence (first wins)
-    jobs/{job}/tally/{n}.{token}.json                   the policy's kept fold over n trials (a cache, JSON)
+    jobs/{job}/spec/                                   a register (consensus.py): the job's spec
+    jobs/{job}/log/{slot // 1000:06d}/{slot:012d}/     a register per slot: one event of the job (log.py)
+    jobs/{job}/snapshots/{upto:012d}.{crc}.parquet     slots 1..upto as one table (a cache; compaction.py)
+    jobs/{job}/phases/{ns:020d}.{phase}.{rand}         an empty object: the job's phase then (latest wins)
+    jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}    files a cluster trial's pods hand to the train step
+    jobs/{job}/tensorboard/{name}                      TensorBoard event files, one per recurrence
 
-Every key above except the phase events is written with an exclusive create (`put_new`):
-"first wins" means a second, different write is refused and reported, never applied.
-Records, claims and marks are never deleted, so an exclusive create on them decides once and
-for all; hints and old snapshots are what compaction deletes (see streams.py). Tallies are a
-cache (zeus.store.tallies): the newest is read, older ones are deleted by whoever writes a newer.
-Leases only spare work (zeus.store.leases): their holder deletes them.
+Inside a register: `b.{round:06d}.{token}.1` (a proposer's phase-1 block, empty),
+`b.{round:06d}.{token}.2.{crc}.json` (its phase-2 block: the value it accepted) and
+`v.{crc}.json` (the decided value). One checksum for every object that holds data: the CRC-32 of
+its exact bytes, in its key, so a listing names what each object must hash to; the extension is
+its real encoding (JSON, Parquet).
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 
 from zeus.job import JOB_ID_ALLOWED, JOB_ID_PATTERN
-from zeus.store.errors import StoreInputError
+from zeus.store.errors import CorruptObjectError, StoreInputError
 
 RECURRENCE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")  # used with fullmatch: no "$" newline
 RECURRENCE_ID_ALLOWED = "1-128 letters, digits, '_' or '-', starting with a letter or digit (a KFP run id)"
 MAX_ATTEMPT = 9999
-STREAMS = ("dispatched", "finished", "profiles", "bandit")
-SEQ_WIDTH = 12
+SLOTS_PER_FOLDER = 1000  # a log read lists the folders after its snapshot, never every slot of the job
 
 
 def check_job_id(job_id: object) -> str:
@@ -59,153 +49,90 @@ def check_attempt(attempt: object) -> int:
     return attempt
 
 
-SPECS_DIR = "catalog/specs/"
-PHASES_DIR = "catalog/phases/"
+# -- checksums --------------------------------------------------------------------------------------
+
+
+def crc(data: bytes) -> str:
+    return f"{zlib.crc32(data):08x}"
+
+
+def verified(key: str, data: bytes, expected: str) -> bytes:
+    """`data`, if it hashes to the checksum its key names; CorruptObjectError naming the key else."""
+    if crc(data) != expected:
+        raise CorruptObjectError(key, f"checksum {crc(data)} is not the {expected} its key names ({len(data)} bytes)")
+    return data
+
+
+# -- layout -----------------------------------------------------------------------------------------
+
 JOBS_DIR = "jobs/"
 
 
 def job_dir(job_id: str) -> str:
-    """Everything of one job but its catalog entries."""
     return f"{JOBS_DIR}{check_job_id(job_id)}/"
 
 
-def spec_key(job_id: str) -> str:
-    return f"{SPECS_DIR}{check_job_id(job_id)}.parquet"
+def job_of_dir(folder: str) -> str | None:
+    """The job id of a `jobs/{job}/` folder from a listing, None for a foreign folder."""
+    name = folder[len(JOBS_DIR) :].rstrip("/")
+    return name if JOB_ID_PATTERN.fullmatch(name) else None
+
+
+def spec_dir(job_id: str) -> str:
+    return f"{job_dir(job_id)}spec/"
+
+
+def log_dir(job_id: str) -> str:
+    return f"{job_dir(job_id)}log/"
+
+
+def slot_dir(job_id: str, slot: int) -> str:
+    return f"{log_dir(job_id)}{slot // SLOTS_PER_FOLDER:06d}/{slot:012d}/"
+
+
+def after_slot(job_id: str, slot: int) -> str | None:
+    """The `start_after` that lists only the slots after `slot` (None: every slot)."""
+    return f"{slot_dir(job_id, slot)}~" if slot > 0 else None  # '~' sorts after every key in a slot
+
+
+def slot_of(key: str) -> int | None:
+    """The slot number of a key inside a slot folder, None for anything else."""
+    parts = key.split("/")
+    if len(parts) < 6 or parts[2] != "log" or len(parts[4]) != 12 or not parts[4].isdigit():
+        return None
+    return int(parts[4])
+
+
+def snapshots_dir(job_id: str) -> str:
+    return f"{job_dir(job_id)}snapshots/"
+
+
+def snapshot_key(job_id: str, upto: int, checksum: str) -> str:
+    return f"{snapshots_dir(job_id)}{upto:012d}.{checksum}.parquet"
+
+
+def parse_snapshot_key(key: str) -> tuple[int, str] | None:
+    """(upto, checksum) of a snapshot key, None for a foreign object."""
+    parts = basename(key).split(".")
+    if len(parts) != 3 or parts[2] != "parquet" or len(parts[0]) != 12 or not parts[0].isdigit():
+        return None
+    return int(parts[0]), parts[1]
+
+
+PHASES = ("running", "completed")
+
+
+def phases_dir(job_id: str) -> str:
+    return f"{job_dir(job_id)}phases/"
 
 
 def phase_key(job_id: str, at_ns: int, phase: str, rand: str) -> str:
-    return f"{PHASES_DIR}{check_job_id(job_id)}.{at_ns:020d}.{phase}.{rand}.parquet"
+    return f"{phases_dir(job_id)}{at_ns:020d}.{phase}.{rand}"
 
 
-def parse_phase_key(key: str) -> tuple[str, int, str] | None:
-    """(job_id, at_ns, phase) from a phase key, or None for a foreign object."""
-    parts = key[len(PHASES_DIR) :].split(".")
-    if len(parts) != 5 or parts[-1] != "parquet" or not parts[1].isdigit():
-        return None
-    return parts[0], int(parts[1]), parts[2]
-
-
-def job_id_of_spec_key(key: str) -> str | None:
-    parts = key[len(SPECS_DIR) :].split(".")
-    return parts[0] if len(parts) == 2 and parts[-1] == "parquet" else None
-
-
-def seq_dir(job_id: str, kind: str) -> str:
-    return f"{job_dir(job_id)}seq/{kind}/"
-
-
-SEQ_BUCKET = 1000  # claims per folder: the top claim is found with two small listings, not one of every claim
-
-
-def numbered_key(directory: str, number: int) -> str:
-    """A numbered key (claims, marks), in folders of SEQ_BUCKET: listing order is number order."""
-    return f"{directory}{number // SEQ_BUCKET:09d}/{number:0{SEQ_WIDTH}d}"
-
-
-def seq_key(job_id: str, kind: str, number: int) -> str:
-    return numbered_key(seq_dir(job_id, kind), number)
-
-
-def seq_number(key: str) -> int | None:
-    tail = key.rsplit("/", 1)[-1]
-    return int(tail) if tail.isdigit() else None
-
-
-def recurrence_index_key(job_id: str, recurrence_id: str) -> str:
-    return f"{job_dir(job_id)}recurrence-ids/{check_recurrence_id(recurrence_id)}"
-
-
-def import_key(job_id: str) -> str:
-    return f"{job_dir(job_id)}imported/manifest"
-
-
-def import_table_key(job_id: str, stream: str) -> str:
-    assert stream in STREAMS, stream
-    return f"{job_dir(job_id)}imported/{stream}.parquet"
-
-
-def _stream_dir(job_id: str, kind: str, stream: str) -> str:
-    assert stream in STREAMS, stream
-    return f"{job_dir(job_id)}{kind}/{stream}/"
-
-
-def events_dir(job_id: str, stream: str) -> str:
-    """Where the hints of a stream are (one empty object per record not yet known to be compacted)."""
-    return _stream_dir(job_id, "events", stream)
-
-
-def records_dir(job_id: str, stream: str) -> str:
-    return _stream_dir(job_id, "records", stream)
-
-
-def event_name(recurrence_id: str, attempt: int) -> str:
-    """A trial's name within a stream: `_event` in snapshots, the hint's and the record's stem."""
-    return f"{check_recurrence_id(recurrence_id)}.{check_attempt(attempt):04d}"
-
-
-def parse_event_name(name: str) -> tuple[str, int] | None:
-    """(recurrence_id, attempt) from an event name, or None for a foreign object."""
-    rid, _, attempt = name.rpartition(".")
-    if len(attempt) != 4 or not attempt.isdigit() or not RECURRENCE_ID_PATTERN.fullmatch(rid):
-        return None
-    return (rid, int(attempt)) if 1 <= int(attempt) <= MAX_ATTEMPT else None
-
-
-def hint_key(job_id: str, stream: str, name: str) -> str:
-    return f"{events_dir(job_id, stream)}{name}"
-
-
-def record_key(job_id: str, stream: str, name: str) -> str:
-    return f"{records_dir(job_id, stream)}{name}.parquet"
-
-
-def event_key(job_id: str, stream: str, recurrence_id: str, attempt: int) -> str:
-    """The key that holds a trial's event in a stream (its record)."""
-    return record_key(job_id, stream, event_name(recurrence_id, attempt))
-
-
-def snapshots_dir(job_id: str, stream: str) -> str:
-    return _stream_dir(job_id, "snapshots", stream)
-
-
-def snapshot_key(job_id: str, stream: str, generation: int, token: str) -> str:
-    return f"{snapshots_dir(job_id, stream)}{generation:0{SEQ_WIDTH}d}.{token}.parquet"
-
-
-def snapshot_names_key(snapshot: str) -> str:
-    """The names object beside snapshot `snapshot` (snapshots.load_names): the same stem, `.names`."""
-    return f"{snapshot.removesuffix('.parquet')}.names"
-
-
-def snapshot_generation(key: str) -> int | None:
-    """The generation of a snapshot object or of its names object (None for anything else)."""
+def phase_of_key(key: str) -> str | None:
     parts = basename(key).split(".")
-    return int(parts[0]) if len(parts) == 3 and parts[2] in ("parquet", "names") and parts[0].isdigit() else None
-
-
-def marks_dir(job_id: str, stream: str) -> str:
-    return _stream_dir(job_id, "marks", stream)
-
-
-def mark_key(job_id: str, stream: str, generation: int) -> str:
-    return numbered_key(marks_dir(job_id, stream), generation)
-
-
-def leases_dir(job_id: str, stream: str) -> str:
-    return _stream_dir(job_id, "compacting", stream)
-
-
-def lease_key(job_id: str, stream: str, generation: int) -> str:
-    return f"{leases_dir(job_id, stream)}{generation:0{SEQ_WIDTH}d}"
-
-
-def tally_dir(job_id: str) -> str:
-    return f"{job_dir(job_id)}tally/"
-
-
-def tally_key(job_id: str, covers: int, token: str) -> str:
-    """A kept fold of the job's history over `covers` trials (the newest sorts last)."""
-    return f"{tally_dir(job_id)}{covers:0{SEQ_WIDTH}d}.{token}.json"
+    return parts[1] if len(parts) == 3 and parts[1] in PHASES and parts[0].isdigit() else None
 
 
 TENSORBOARD_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")

@@ -1,50 +1,63 @@
-"""The MinIO / S3 backend, through the `minio` client.
+"""The MinIO / S3 backend, through the `minio` client: object-level GET, PUT, LIST and DELETE only.
 
-Settings come from environment variables, which a Kubernetes Secret fills
-(`kubernetes.use_secret_as_env`); they never travel as pipeline parameters and are never
+GetObject, PutObject (plain, unconditional: backend.py says why), ListObjectsV2 under a prefix
+(recursive, or one level with delimiter '/') and DeleteObject of one key. Never HeadBucket,
+GetBucketLocation, ListBuckets or a multi-object delete: a Kubeflow 1.11 namespace key is refused all
+four (TESTING.md). The client is given the region, so minio-py 7.2.20 never asks where the bucket is
+(`Minio._get_region` returns it before any request); its HeadBucket is `bucket_exists`, never called.
+The bucket is assumed to exist: a NoSuchBucket answer creates it once, only if ZEUS_S3_CREATE_BUCKET.
+Settings come from environment variables (a Kubernetes Secret fills them); credentials are never
 logged or put in messages.
 
-Conditional create: minio-py 7.2.20 has no public way to send `If-None-Match` (`put_object`
-turns extra headers into `X-Amz-Meta-*`, silently dropping the condition), so `put_new` uses
-the client's own signed request path (`Minio._put_object`, which sends headers verbatim and
-signs them). MinIO (since 2024) and AWS S3 refuse a second create with 412.
-
-Bounded waits: every request has a connect and a read timeout, and a request is retried (on
-network errors, timeouts and 5xx answers, with exponential backoff) only while another try
-could still finish within the retry budget. A hung server (it accepts the connection, then
-never answers) therefore fails a step within ZEUS_S3_RETRY_BUDGET_S (30 s by default), with
-the same one-line StoreUnavailableError as a refused connection. An answer that is not S3 (a
-proxy's HTML page, say) with a 4xx status is not retried: StoreAnswerError says what came back.
-
-On a server that ignores the header, a second `put_new` would overwrite. The store is built
-so that this cannot lose rows: event keys are unique per trial and content-derived, number
-claims that collide are settled by deterministic ordering on read, and compaction probes the
-server (`conditional_writes_honoured`) and deletes nothing where the condition is ignored.
+Bounded waits: one request's tries all end within ZEUS_S3_RETRY_BUDGET_S (30 s). Network errors,
+timeouts and 5xx are retried with exponential backoff; a 4xx that is not S3 (a proxy's HTML page) is
+StoreAnswerError at once. urllib3's timeouts bound one socket operation, not a request: a server
+that answers 200 and then drips a byte every few seconds, or takes a PUT and never answers, would
+hold a step for ever. So each try runs in a thread of its own, waited on for what is left of the
+budget, and abandoned when it runs out (StoreUnavailableError). A fresh daemon thread per try, not a
+pool: concurrent.futures joins its workers at interpreter exit (one hung try would hang the step's
+exit) and hung tries would fill a small pool and starve the requests after them; a thread start is
+~0.1 ms beside a request's milliseconds. An abandoned try's thread ends with its socket (read
+timeout, or the server closing); an abandoned PUT may still land later, like any PUT whose answer
+was lost. A listing is one request per page of 1,000 keys: its budget starts again whenever a page
+arrives, and a retry resumes after the last key received.
 """
 
 from __future__ import annotations
 
+import http.client
+import io
 import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar
 
 import urllib3
 from minio import Minio
-from minio.deleteobjects import DeleteObject
-from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
+from minio.error import InvalidResponseError, S3Error, ServerError
+from minio.helpers import MAX_PART_SIZE, MIN_PART_SIZE
 
-from zeus.store.backend import ObjectNotFound, probe_exclusive_create
-from zeus.store.errors import StoreAccessError, StoreAnswerError, StoreInputError, StoreUnavailableError
+from zeus.store.backend import ObjectNotFound
+from zeus.store.errors import (
+    DeleteRefusedError,
+    StoreAccessError,
+    StoreAnswerError,
+    StoreError,
+    StoreInputError,
+    StoreUnavailableError,
+)
 
 T = TypeVar("T")
 ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "ExpiredToken"}
-RETRYABLE_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "ConditionalRequestConflict"}
+RETRYABLE_CODES = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout"}
 RETRYABLE_STATUS = {408, 429}  # besides 5xx: the server asks to be tried again
-CALLER_CODES = {"NoSuchKey", "PreconditionFailed", "BucketAlreadyOwnedByYou", "BucketAlreadyExists"}  # handled above
+NETWORK_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
+BUCKET_MADE = frozenset({"BucketAlreadyOwnedByYou", "BucketAlreadyExists"})
+NO_KEY = frozenset({"NoSuchKey"})
 
 
 def _seconds(name: str, default: float) -> float:
@@ -118,19 +131,19 @@ def endpoint_url(endpoint: str, secure: bool) -> str:
 
 @dataclass(frozen=True)
 class S3Settings:
-    """Where the bucket is and how to reach it. `secret_key` is kept out of repr on purpose."""
+    """Where the bucket is and how to reach it. The credentials are kept out of repr on purpose."""
 
     endpoint: str  # host:port
     secure: bool
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     region: str = "us-east-1"
-    create_bucket: bool = True
+    create_bucket: bool = False  # a namespace key may not create buckets; KFP's `mlpipeline` exists
     max_attempts: int = 5
     backoff_s: float = 0.25
     connect_timeout_s: float = 5.0
-    read_timeout_s: float = 10.0  # a request whose answer stalls this long is abandoned (and retried)
-    retry_budget_s: float = 30.0  # no retry starts that could not finish within this
+    read_timeout_s: float = 10.0  # one socket read that stalls this long fails the try (and is retried)
+    retry_budget_s: float = 30.0  # all tries of one request end within this
 
     @classmethod
     def from_env(cls) -> S3Settings:
@@ -144,7 +157,7 @@ class S3Settings:
             access_key=os.environ.get("ZEUS_S3_ACCESS_KEY") or os.environ.get("AWS_ACCESS_KEY_ID"),
             secret_key=os.environ.get("ZEUS_S3_SECRET_KEY") or os.environ.get("AWS_SECRET_ACCESS_KEY"),
             region=os.environ.get("ZEUS_S3_REGION") or "us-east-1",
-            create_bucket=_flag("ZEUS_S3_CREATE_BUCKET", True),
+            create_bucket=_flag("ZEUS_S3_CREATE_BUCKET", False),
             max_attempts=int(attempts),
             connect_timeout_s=_seconds("ZEUS_S3_CONNECT_TIMEOUT_S", cls.connect_timeout_s),
             read_timeout_s=_seconds("ZEUS_S3_READ_TIMEOUT_S", cls.read_timeout_s),
@@ -152,21 +165,40 @@ class S3Settings:
         )
 
 
+def _in_thread(attempt: Callable[[], T]) -> Future[T]:
+    """Start one try in a daemon thread of its own (the module doc says why not a pool)."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(attempt())
+        except BaseException as exc:  # handed to the waiting caller, who decides
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="zeus-s3-request", daemon=True).start()
+    return future
+
+
+def _no_progress() -> int:
+    return 0
+
+
 class S3Backend:
-    """Objects under `s3://bucket/prefix` on a MinIO or S3 server."""
+    """Objects under `s3://bucket/prefix` on a MinIO, SeaweedFS or S3 server (the Backend protocol)."""
+
+    parallel = 16  # GETs at once that pay off against a server; also the connection pool's size
 
     def __init__(self, bucket: str, prefix: str, settings: S3Settings) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.settings = settings
         self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
-        self.location = f"endpoint {settings.endpoint}, bucket {bucket}"
         self.endpoint_url = endpoint_url(settings.endpoint, settings.secure)
-        # Our own pool: no urllib3 retries (we retry with backoff and then name the endpoint),
-        # short connect timeout, enough connections for parallel gets.
+        self.location = f"{self.uri} at {self.endpoint_url}"
+        # Our own pool: no urllib3 retries (we retry with backoff and then name the endpoint).
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=settings.connect_timeout_s, read=settings.read_timeout_s),
-            maxsize=16,
+            maxsize=self.parallel,
             retries=urllib3.Retry(total=0, connect=0, read=0, redirect=0, status=0),
         )
         self.client = Minio(
@@ -174,161 +206,182 @@ class S3Backend:
             access_key=settings.access_key,
             secret_key=settings.secret_key,
             secure=settings.secure,
-            region=settings.region,
+            region=settings.region,  # never GetBucketLocation
             http_client=http,
         )
-        self._ready = False
         self._lock = threading.Lock()
-        self._honoured: bool | None = None
+        self._made_bucket = False
+
+    def __repr__(self) -> str:
+        return f"S3Backend({self.location})"
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    def _call(self, what: Callable[[], T]) -> T:
-        """Run one request with bounded exponential backoff on network errors, timeouts and 5xx
-        answers, starting no retry that could not finish within the retry budget."""
-        started, last, attempt = time.monotonic(), "", 0
-        settings = self.settings
-        while attempt < settings.max_attempts:
-            attempt += 1
+    def _call(
+        self,
+        request: str,
+        attempt: Callable[[], T],
+        passes: frozenset[str] = frozenset(),
+        progress: Callable[[], int] = _no_progress,
+    ) -> T:
+        """Run `attempt` until it succeeds, fails in a way no retry changes, or the budget is spent.
+
+        An S3 error whose code is in `passes` goes to the caller as is (NoSuchKey, NoSuchBucket). A
+        `progress` that grows (keys listed) starts the budget and the count of tries again.
+        """
+        settings, operation = self.settings, request.split(" ", 1)[0]
+        budget = settings.retry_budget_s
+        deadline, seen, tries = time.monotonic() + budget, progress(), 0
+        while True:
+            tries += 1
+            future = _in_thread(attempt)
+            while not wait([future], timeout=max(0.0, deadline - time.monotonic())).done:
+                if progress() == seen:  # abandoned: its thread ends with its socket
+                    cause = f"{operation} not answered in full; gave up within the {budget:g} s retry budget"
+                    raise StoreUnavailableError(self.endpoint_url, self.bucket, tries, cause)
+                deadline, seen, tries = time.monotonic() + budget, progress(), 1
             try:
-                return what()
+                return future.result()
             except S3Error as exc:
-                if exc.code in ACCESS_CODES:
-                    raise StoreAccessError(self.endpoint_url, self.bucket, exc.code, self.prefix) from None
-                status = exc.response.status if exc.response is not None else 0
-                if exc.code not in RETRYABLE_CODES and status < 500 and status not in RETRYABLE_STATUS:
-                    if exc.code in CALLER_CODES or status == 412:
-                        raise
-                    raise StoreAnswerError(self.endpoint_url, self.bucket, status, f"S3 {exc.code}") from None
-                last = f"S3 {exc.code}"
-            except (ServerError, InvalidResponseError) as exc:
-                status = exc.status_code if isinstance(exc, ServerError) else int(getattr(exc, "_code", 0) or 0)
-                if status < 500 and status not in RETRYABLE_STATUS:
-                    raise StoreAnswerError(self.endpoint_url, self.bucket, status, str(exc)) from None
-                last = f"HTTP {status}"
-            except (urllib3.exceptions.HTTPError, OSError, MinioException) as exc:
-                reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError wraps what happened
-                last = type(reason if isinstance(reason, Exception) else exc).__name__
-            pause = min(settings.backoff_s * 2 ** (attempt - 1), 5.0)
-            if time.monotonic() - started + pause + settings.read_timeout_s > settings.retry_budget_s:
-                last += f"; gave up within the {settings.retry_budget_s:g} s retry budget"
-                break
-            if attempt < settings.max_attempts:
-                time.sleep(pause)
-        raise StoreUnavailableError(self.endpoint_url, self.bucket, attempt, last)
+                if exc.code in passes:
+                    raise
+                last = f"{operation}: {self._retryable(request, exc)}"
+            except Exception as exc:
+                last = f"{operation}: {self._retryable(request, exc)}"
+            if progress() != seen:  # this try got a page further before it failed: a new page's first
+                deadline, seen, tries = time.monotonic() + budget, progress(), 1
+            pause = min(settings.backoff_s * 2 ** (tries - 1), 5.0)
+            if tries >= settings.max_attempts or time.monotonic() + pause >= deadline:
+                if tries < settings.max_attempts:
+                    last += f"; gave up within the {budget:g} s retry budget"
+                raise StoreUnavailableError(self.endpoint_url, self.bucket, tries, last)
+            time.sleep(pause)
 
-    def _ensure_bucket(self) -> None:
-        if self._ready:
-            return
+    def _retryable(self, request: str, exc: Exception) -> str:
+        """What went wrong, if another try may help ("S3 SlowDown", "HTTP 503", "ReadTimeoutError");
+        otherwise the store's own error for it, raised."""
+        if isinstance(exc, S3Error):
+            status = exc.response.status if exc.response is not None else 0
+            if exc.code in ACCESS_CODES:
+                raise StoreAccessError(self.endpoint_url, self.bucket, exc.code, self.prefix, request) from None
+            if exc.code in RETRYABLE_CODES or status >= 500 or status in RETRYABLE_STATUS:
+                return f"S3 {exc.code}"
+            raise StoreAnswerError(self.endpoint_url, self.bucket, status, f"S3 {exc.code} to {request}") from None
+        if isinstance(exc, ServerError | InvalidResponseError):
+            status = exc.status_code if isinstance(exc, ServerError) else int(getattr(exc, "_code", 0) or 0)
+            if status < 500 and status not in RETRYABLE_STATUS:
+                raise StoreAnswerError(self.endpoint_url, self.bucket, status, f"{request}: {exc}") from None
+            return f"HTTP {status}"
+        if isinstance(exc, NETWORK_ERRORS):
+            reason = getattr(exc, "reason", None)  # urllib3's MaxRetryError wraps what happened
+            return type(reason if isinstance(reason, Exception) else exc).__name__
+        raise exc  # a bug, not the server: no retry
+
+    def _request(
+        self,
+        request: str,
+        attempt: Callable[[], T],
+        passes: frozenset[str] = frozenset(),
+        progress: Callable[[], int] = _no_progress,
+    ) -> T:
+        """`_call`, and what NoSuchBucket means: the bucket is made once where allowed, else an error."""
+        passes = passes | {"NoSuchBucket"}
+        try:
+            return self._call(request, attempt, passes, progress)
+        except S3Error as exc:
+            if exc.code != "NoSuchBucket":
+                raise
+        if self.settings.create_bucket:
+            self._make_bucket()
+            try:
+                return self._call(request, attempt, passes, progress)
+            except S3Error as exc:
+                if exc.code != "NoSuchBucket":
+                    raise
+        hint = "it was made and is gone again" if self._made_bucket else "or set ZEUS_S3_CREATE_BUCKET=true"
+        raise StoreError(
+            f"bucket {self.bucket!r} does not exist at endpoint {self.endpoint_url!r}: create it ({hint}; "
+            "a Kubeflow namespace key may not create buckets, KFP's bucket is mlpipeline)"
+        )
+
+    def _make_bucket(self) -> None:
+        """CreateBucket, once per backend (concurrent requests that all saw NoSuchBucket wait for it)."""
         with self._lock:
-            if self._ready:
+            if self._made_bucket:
                 return
-            if not self._call(lambda: self.client.bucket_exists(self.bucket)):
-                if not self.settings.create_bucket:
-                    raise StoreUnavailableError(
-                        self.endpoint_url, self.bucket, 1, "bucket does not exist and ZEUS_S3_CREATE_BUCKET is false"
-                    )
-                try:
-                    self._call(lambda: self.client.make_bucket(self.bucket, location=self.settings.region))
-                except S3Error as exc:
-                    if exc.code not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
-                        raise
-            self._ready = True
-
-    def _key(self, key: str) -> str:
-        return self.prefix + key
+            try:
+                make = partial(self.client.make_bucket, self.bucket, self.settings.region)
+                self._call(f"CreateBucket of {self.bucket}", make, BUCKET_MADE)
+            except S3Error as exc:
+                if exc.code not in BUCKET_MADE:
+                    raise
+            self._made_bucket = True
 
     # -- Backend ------------------------------------------------------------------------------
 
-    def put_new(self, key: str, data: bytes) -> bool:
-        self._ensure_bucket()
-        headers = {"If-None-Match": "*", "Content-Type": "application/octet-stream"}
-        try:
-            self._call(lambda: self.client._put_object(self.bucket, self._key(key), data, headers=headers))
-        except S3Error as exc:
-            if exc.code == "PreconditionFailed" or (exc.response is not None and exc.response.status == 412):
-                return False
-            raise
-        return True
-
-    def put_cache(self, key: str, data: bytes) -> bool:
-        return self.put_new(key, data)  # an acknowledged PUT is durable already
-
     def get(self, key: str) -> bytes:
-        self._ensure_bucket()
+        name = self.prefix + key
 
-        def fetch() -> bytes:
-            response = self.client.get_object(self.bucket, self._key(key))
+        def attempt() -> bytes:
+            response = self.client.get_object(self.bucket, name)
             try:
-                return response.read()
+                return response.read()  # a body cut short fails (urllib3 checks Content-Length)
             finally:
                 response.close()
                 response.release_conn()
 
         try:
-            return self._call(fetch)
+            return self._request(f"GetObject of {key}", attempt, NO_KEY)
         except S3Error as exc:
             if exc.code == "NoSuchKey":
                 raise ObjectNotFound(key) from None
             raise
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
-        def one(key: str) -> bytes | None:
-            try:
-                return self.get(key)
-            except ObjectNotFound:
-                return None
+    def put(self, key: str, data: bytes) -> None:
+        """One PutObject whatever the size up to 5 GiB (a part size of at least the object's), so a
+        reader sees the old bytes or the new, and no multipart upload is left behind by a failure."""
+        name, part_size = self.prefix + key, min(max(len(data), MIN_PART_SIZE), MAX_PART_SIZE)
 
-        if len(keys) <= 1:
-            return {key: one(key) for key in keys}
-        with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
-            return dict(zip(keys, pool.map(one, keys), strict=True))
+        def attempt() -> None:
+            self.client.put_object(self.bucket, name, io.BytesIO(data), len(data), part_size=part_size)
+
+        self._request(f"PutObject of {key}", attempt)
 
     def list(self, prefix: str, start_after: str | None = None) -> list[str]:
-        self._ensure_bucket()
-        full = self._key(prefix)
-        after = self._key(start_after) if start_after else None
+        names: list[str] = []
+        first = self.prefix + start_after if start_after else None
 
-        def listing() -> list[str]:
-            objects = self.client.list_objects(self.bucket, prefix=full, recursive=True, start_after=after)
-            return [obj.object_name[len(self.prefix) :] for obj in objects]
+        def attempt() -> None:  # a retry goes on after the last key received
+            after = names[-1] if names else first
+            objects = self.client.list_objects(self.bucket, self.prefix + prefix, recursive=True, start_after=after)
+            names.extend(obj.object_name for obj in objects)
 
-        return sorted(self._call(listing))
-
-    def list_times(self, prefix: str) -> dict[str, float]:
-        self._ensure_bucket()
-
-        def listing() -> dict[str, float]:
-            objects = self.client.list_objects(self.bucket, prefix=self._key(prefix), recursive=True)
-            return {obj.object_name[len(self.prefix) :]: obj.last_modified.timestamp() for obj in objects}
-
-        return self._call(listing)
+        self._request(f"ListObjectsV2 of prefix {prefix}", attempt, progress=names.__len__)
+        return sorted(name[len(self.prefix) :] for name in names)
 
     def list_dirs(self, prefix: str) -> list[str]:
-        self._ensure_bucket()
+        names: list[str] = []  # keys and folders, as listed
+        dirs: set[str] = set()
 
-        def listing() -> list[str]:
-            objects = self.client.list_objects(self.bucket, prefix=self._key(prefix), recursive=False)
-            return [obj.object_name[len(self.prefix) :] for obj in objects if obj.is_dir]
+        def attempt() -> None:  # resuming after a folder lists it again: `dirs` is a set
+            after = names[-1] if names else None
+            for obj in self.client.list_objects(self.bucket, self.prefix + prefix, start_after=after):
+                names.append(obj.object_name)
+                if obj.is_dir:
+                    dirs.add(obj.object_name[len(self.prefix) :])
 
-        return sorted(self._call(listing))
+        self._request(f"ListObjectsV2 of prefix {prefix} with delimiter /", attempt, progress=names.__len__)
+        return sorted(dirs)
 
-    def delete(self, keys: list[str]) -> None:
-        if not keys:
-            return
-        self._ensure_bucket()
-        for start in range(0, len(keys), 1000):
-            batch = [DeleteObject(self._key(k)) for k in keys[start : start + 1000]]
-
-            def remove(batch: list[DeleteObject] = batch) -> list[str]:
-                return [f"{err.name}: {err.code}" for err in self.client.remove_objects(self.bucket, batch)]
-
-            errors = self._call(remove)
-            if errors:
-                raise RuntimeError(f"could not delete {len(errors)} objects in {self.location}: {errors[:3]}")
-
-    def conditional_writes_honoured(self) -> bool:
-        """Probe once: create a scratch key twice; a server that honours If-None-Match refuses the second."""
-        if self._honoured is None:
-            self._honoured = probe_exclusive_create(self)
-        return self._honoured
+    def delete(self, key: str) -> None:
+        """DeleteObject of one key; refused (AccessDenied, a Kubeflow 1.11 key) is DeleteRefusedError."""
+        name = self.prefix + key
+        try:
+            self._request(f"DeleteObject of {key}", lambda: self.client.remove_object(self.bucket, name), NO_KEY)
+        except StoreAccessError as exc:
+            if exc.code != "AccessDenied":
+                raise
+            raise DeleteRefusedError(key, self.location, exc.code) from None
+        except S3Error as exc:
+            if exc.code != "NoSuchKey":  # gone already
+                raise

@@ -1,0 +1,123 @@
+"""The jobs: each job's spec (agreed once, in a register), owner, and phase events.
+
+The spec guard never fails open: the first spec proposed for a job is its spec for good
+(consensus.py), a later, different one is refused with JobSpecMismatchError naming every changed
+field, and a spec that is gone, damaged or another job's is reported, never replaced, while the
+job's log exists (a new spec over an old history would make the bandit learn across two jobs).
+Phases are empty objects whose key says when and which; the latest wins.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from zeus.job import JobSpec
+from zeus.store import consensus, entries, keys
+from zeus.store.backend import Backend
+from zeus.store.errors import (
+    CorruptObjectError,
+    JobSpecMismatchError,
+    ObjectProblem,
+    StoreInputError,
+    UnknownJobError,
+)
+
+if TYPE_CHECKING:  # pandas only where a frame is returned
+    import pandas as pd
+
+DEFAULT_PHASE = "running"
+
+
+def _decode(job_id: str, key: str, data: bytes) -> dict[str, Any]:
+    try:
+        record = json.loads(data)
+        record["spec"] = JobSpec.from_dict(record["spec"])
+    except (ValueError, TypeError, KeyError) as exc:  # JSON, or JobSpec's own validation
+        raise CorruptObjectError(key, f"not a readable job spec ({str(exc)[:120]})") from None
+    if record["spec"].job_id != job_id:
+        raise CorruptObjectError(key, f"holds job {record['spec'].job_id!r}'s spec, not {job_id!r}'s")
+    return record
+
+
+def stored(backend: Backend, job_id: str) -> dict[str, Any] | None:
+    """The job's spec record ('spec' a JobSpec, 'owner', 'created_at'), None for a new job; a record that
+    is gone while the job's log is not, or cannot be read, is CorruptObjectError naming it."""
+    directory = keys.spec_dir(job_id)
+    data = consensus.propose(backend, directory, None)  # learns, completing a proposal left half-way
+    if data is not None:
+        return _decode(job_id, consensus.value_key(directory, data), data)
+    if backend.list_dirs(keys.log_dir(job_id)):
+        raise CorruptObjectError(directory, "the job's spec is gone but its log is not; refusing to guess a spec")
+    return None
+
+
+def ensure_job(backend: Backend, spec: JobSpec, owner: str) -> JobSpec:
+    if not isinstance(spec, JobSpec):
+        raise StoreInputError("spec", type(spec).__name__, "a zeus.job.JobSpec")
+    if not isinstance(owner, str):
+        raise StoreInputError("owner", owner, "a string")
+    record = stored(backend, spec.job_id)
+    if record is None:
+        mine = {"job_id": spec.job_id, "owner": owner, "created_at": entries.now_us(), "spec": spec.to_dict()}
+        directory = keys.spec_dir(spec.job_id)
+        data = consensus.propose(backend, directory, entries.encode(mine))
+        assert data is not None
+        record = _decode(spec.job_id, consensus.value_key(directory, data), data)
+    changes = record["spec"].diff(spec)
+    if changes:
+        raise JobSpecMismatchError(spec.job_id, changes)
+    return record["spec"]
+
+
+def get_job(backend: Backend, job_id: str) -> JobSpec:
+    record = stored(backend, keys.check_job_id(job_id))
+    if record is None:
+        raise UnknownJobError(f"no job {job_id!r} in {backend.location}")
+    return record["spec"]
+
+
+def set_phase(backend: Backend, job_id: str, phase: str) -> None:
+    if phase not in keys.PHASES:
+        raise StoreInputError("phase", phase, f"one of {list(keys.PHASES)}")
+    backend.put(keys.phase_key(job_id, time.time_ns(), phase, uuid.uuid4().hex[:8]), b"")
+
+
+def phase_of(backend: Backend, job_id: str) -> str:
+    phases = [p for p in map(keys.phase_of_key, backend.list(keys.phases_dir(job_id))) if p is not None]
+    return phases[-1] if phases else DEFAULT_PHASE
+
+
+def list_jobs(backend: Backend, phase: str | None, owner: str | None, problems: list[ObjectProblem]) -> pd.DataFrame:
+    """One row per job: job_id, owner, created_at, phase, then the spec's fields."""
+    import pandas as pd
+
+    if phase is not None and phase not in keys.PHASES:
+        raise StoreInputError("phase", phase, f"one of {list(keys.PHASES)} or None for all")
+    records = []
+    for folder in backend.list_dirs(keys.JOBS_DIR):
+        job_id = keys.job_of_dir(folder)
+        if job_id is None:
+            continue
+        try:
+            record = stored(backend, job_id)
+        except CorruptObjectError as exc:
+            problems.append(ObjectProblem(exc.key, exc.reason))
+            continue
+        if record is None:
+            continue
+        created = datetime.fromtimestamp(record["created_at"] / 1e6, UTC)
+        records.append(
+            {"job_id": job_id, "owner": record["owner"], "created_at": created, "phase": phase_of(backend, job_id)}
+            | {k: v for k, v in record["spec"].to_dict().items() if k != "job_id"}
+        )
+    columns = ["job_id", "owner", "created_at", "phase"] + [f for f in JobSpec.__dataclass_fields__ if f != "job_id"]
+    frame = pd.DataFrame.from_records(records, columns=columns)
+    if phase is not None:
+        frame = frame[frame["phase"] == phase]
+    if owner is not None:
+        frame = frame[frame["owner"] == owner]
+    return frame.reset_index(drop=True)

@@ -1,0 +1,61 @@
+"""Compaction: write the job's decided log prefix as one snapshot, and reclaim what it supersedes.
+
+Run in one place only: the report step after each recurrence, and `zeus-kfp compact` (the CLI).
+Readers never compact (a stampede of compacting readers was the old design's problem). It needs no
+lease: a snapshot is a cache of slots that never change (snapshot.py), so two at once both write a
+correct one. After writing, it appends a `snapshot` entry naming it, so a reader that finds that
+snapshot gone can say so (log.py), and deletes the snapshots it supersedes where the server lets
+it. Where it does not (a Kubeflow 1.11 namespace key may not delete), nothing is wrong: they stay,
+and the store says so once per process. The log itself is never deleted: it is the truth.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from zeus.store import entries, keys, log, snapshot
+from zeus.store.backend import Backend, LocalBackend, ObjectNotFound
+from zeus.store.errors import DeleteRefusedError, ObjectProblem
+
+logger = logging.getLogger(__name__)
+QUIET_KINDS = ("snapshot", "noop")  # entries that change nothing a reader settles
+_said_refused: set[str] = set()  # locations whose refusal to delete was already said
+
+
+@dataclass
+class CompactResult:
+    job_id: str
+    upto: int  # slots the read covered
+    written: str | None = None  # the snapshot this call wrote (None: the newest already covered the log)
+    deleted: int = 0  # superseded snapshots (and stale temp files) removed
+    delete_refused: bool = False
+    problems: list[ObjectProblem] = field(default_factory=list)
+
+
+def compact(backend: Backend, job_id: str) -> CompactResult:
+    read = log.read(backend, job_id)
+    result = CompactResult(job_id, read.upto, problems=read.problems)
+    news = [e for slot, e in read.by_slot.items() if slot > read.snapshot_upto and e["kind"] not in QUIET_KINDS]
+    if news:  # (a compaction's own `snapshot` entry is no reason for the next one)
+        result.written = snapshot.write(backend, job_id, read.upto, read.table())
+        named = {"kind": "snapshot", "snapshot": keys.basename(result.written), "upto": read.upto}
+        log.append(backend, read, named | {"at": entries.now_us()})
+    newest = read.upto if result.written else read.snapshot_upto
+    for upto, key in snapshot.listed(backend, job_id):
+        if upto >= newest:
+            continue
+        try:
+            backend.delete(key)
+            result.deleted += 1
+        except ObjectNotFound:
+            continue
+        except DeleteRefusedError as exc:
+            result.delete_refused = True
+            if backend.location not in _said_refused:
+                _said_refused.add(backend.location)
+                logger.warning("zeus-kfp store: %s", exc)
+            break
+    if isinstance(backend, LocalBackend):
+        result.deleted += backend.collect_temp()
+    return result

@@ -1,0 +1,204 @@
+"""A job's log: numbered slots, one agreed entry each (consensus.py), read as a snapshot plus the rest.
+
+Everything about a job's trials is an entry in this one log, and the order of the slots is the
+order of events: a recurrence's number is its rank among first `begin`s, a trial's its rank among
+first `dispatched`s, and of two entries about one trial the first slot wins (frames.py). So the
+store needs one agreement, "what is in slot n", and nothing that must be atomic on the server.
+
+Appending: list the slots after the ones read, propose the entry for the next one, and go on to
+the following slot while another proposer holds it. A writer then reads up to its own slot before
+it answers, so it answers what every later reader reads: the slots before its own are decided.
+
+Reading: the newest snapshot (compaction.py) covers slots 1..upto; the slots after it are listed
+and their decided values fetched. A slot that shows blocks but no value is a proposer at work, or
+one that died: before a decided slot it is a *hole*, which the reader waits on briefly and then
+closes by proposing `noop` (Paxos keeps the entry if it was already accepted). Holes after the last
+decided slot are appends still in flight; the read leaves them out. So a read is always a prefix of
+the log: 1..upto, every slot decided, nothing in it ever changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from zeus.store import consensus, entries, keys, snapshot
+from zeus.store.backend import Backend, ObjectNotFound, get_many
+from zeus.store.errors import CorruptObjectError, ObjectProblem, StoreAccessError, StoreError
+
+HOLE_WAITS_S = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16)  # a live proposer decides in ms; then the reader closes it
+NOOP = entries.encode({"kind": "noop"})
+MAX_SLOTS_TRIED = 10_000
+
+
+@dataclass
+class LogRead:
+    """Slots 1..upto of a job's log, as row tables, with what the read had to skip or repair."""
+
+    job_id: str
+    upto: int = 0
+    tables: list[pa.Table] = field(default_factory=list)
+    by_slot: dict[int, dict[str, Any]] = field(default_factory=dict)  # the entries read after the snapshot
+    snapshot_upto: int = 0
+    seen: int = 0  # the highest slot the last listing showed anything in (appends in flight included)
+    mine: dict[int, dict[str, Any]] = field(default_factory=dict)  # entries this process got decided, by slot
+    problems: list[ObjectProblem] = field(default_factory=list)
+
+    def table(self) -> pa.Table:
+        """All rows read, as one table in one chunk (Arrow's kernels pay per chunk, and a Store's reads
+        add a chunk each)."""
+        if not self.tables:
+            return entries.table([])
+        if len(self.tables) > 1:
+            self.tables = [pa.concat_tables(self.tables).combine_chunks()]
+        return self.tables[0]
+
+
+def read(backend: Backend, job_id: str, base: LogRead | None = None, until: int | None = None) -> LogRead:
+    """The log's decided prefix (from `base` on, if given: what was read before never changes), up to
+    slot `until` at most."""
+    if base is not None:
+        base.problems = []  # what this read finds: the prefix's own problems were reported when it was read
+    else:
+        base = LogRead(job_id)
+        found = snapshot.read_snapshot(backend, job_id, base.problems)
+        if found is not None:
+            base.snapshot_upto, table = found
+            base.upto = base.snapshot_upto
+            base.tables.append(table)
+    listed = backend.list(keys.log_dir(job_id), start_after=keys.after_slot(job_id, base.upto))
+    by_slot: dict[int, list[str]] = {}
+    for key in listed:
+        slot = keys.slot_of(key)
+        if slot is not None and slot > base.upto and (until is None or slot <= until):
+            by_slot.setdefault(slot, []).append(key)
+    registers = {slot: consensus.parse(keys.slot_dir(job_id, slot), found) for slot, found in by_slot.items()}
+    base.seen = max([base.seen, base.upto, *by_slot])
+    decided = [slot for slot, register in registers.items() if register.values or slot in base.mine]
+    last = max(decided, default=base.upto)
+    values = get_many(
+        backend,
+        [
+            registers[s].values[0]
+            for s in range(base.upto + 1, last + 1)
+            if s in registers and registers[s].values and s not in base.mine
+        ],
+    )
+    new: list[dict[str, Any]] = []
+    named: dict[str, int] = {}  # snapshots the slots read now name
+    for slot in range(base.upto + 1, last + 1):
+        entry = base.mine.pop(slot, None) or _entry(backend, job_id, slot, registers.get(slot), values, base.problems)
+        if entry is None:
+            break  # a hole this reader may not close: the prefix ends before it
+        base.by_slot[slot] = entry
+        base.upto = slot
+        new.extend(entries.rows(slot, entry))
+        if entry["kind"] == "snapshot":
+            named[entry["snapshot"]] = entry["upto"]
+    if new:
+        base.tables.append(entries.table(new))
+    _check_snapshot(backend, base, named)
+    return base
+
+
+def _entry(
+    backend: Backend,
+    job_id: str,
+    slot: int,
+    register: consensus.Register | None,
+    values: dict[str, bytes | CorruptObjectError | None],
+    problems: list[ObjectProblem],
+) -> dict[str, Any] | None:
+    """The slot's entry: its decided value, else (a hole) what closing it decides."""
+    directory = keys.slot_dir(job_id, slot)
+    if register is not None and register.values:
+        key = register.values[0]
+        data = values.get(key)
+        if isinstance(data, bytes):
+            try:
+                return entries.decode(key, keys.verified(key, data, key.rsplit(".", 2)[-2]))
+            except CorruptObjectError as exc:
+                problems.append(ObjectProblem(exc.key, exc.reason))
+                return _recovered(backend, directory, register, problems)
+        if isinstance(data, CorruptObjectError):
+            problems.append(ObjectProblem(data.key, data.reason))
+            return _recovered(backend, directory, register, problems)
+    if register is None:  # no proposer is at work there: an appender takes a slot only after the last listed
+        problems.append(
+            ObjectProblem(directory, "a slot with no objects before decided ones (deleted?): closed as noop")
+        )
+        return _close(backend, directory, problems, waits=())
+    return _close(backend, directory, problems)
+
+
+def _recovered(
+    backend: Backend, directory: str, register: consensus.Register, problems: list[ObjectProblem]
+) -> dict[str, Any] | None:
+    """A damaged decided value read again from the highest phase-2 block, which holds the same value."""
+    accepted = register.accepted()
+    if accepted is not None:
+        try:
+            data = keys.verified(accepted.key, backend.get(accepted.key), accepted.checksum)
+            entry = entries.decode(accepted.key, data)
+        except (CorruptObjectError, ObjectNotFound):
+            pass
+        else:
+            if register.values and keys.crc(data) == register.values[0].rsplit(".", 2)[-2]:
+                with contextlib.suppress(StoreAccessError):  # the agreed bytes, back under their agreed name
+                    backend.put(register.values[0], data)
+            return entry
+    problems.append(ObjectProblem(directory, "its entry is unreadable and no copy of it is: skipped"))
+    return {"kind": "noop"}
+
+
+def _close(
+    backend: Backend, directory: str, problems: list[ObjectProblem], waits: tuple[float, ...] = HOLE_WAITS_S
+) -> dict[str, Any] | None:
+    """A hole's entry: the one its proposer gets decided while we wait, else noop (or the accepted entry)."""
+    for pause in waits:
+        time.sleep(pause)
+        register = consensus.parse(directory, backend.list(directory))
+        if register.values:
+            return entries.decode(register.values[0], consensus.decided(backend, register.values[0]))
+    try:
+        data = consensus.propose(backend, directory, NOOP)
+    except StoreAccessError as exc:  # a reader that may not write ends its prefix here
+        problems.append(ObjectProblem(directory, f"an entry in progress this reader may not close ({exc.code})"))
+        return None
+    assert data is not None
+    return entries.decode(directory, data)
+
+
+def _check_snapshot(backend: Backend, read: LogRead, named: dict[str, int]) -> None:
+    """The newest snapshot the log names, if it covers more than the one read, should be there: report it
+    if it is gone (older ones are deleted as they are superseded)."""
+    if not named:
+        return
+    newest = max(named, key=lambda name: named[name])
+    if named[newest] <= read.snapshot_upto:
+        return
+    if not any(upto >= named[newest] for upto, _key in snapshot.listed(backend, read.job_id)):  # else superseded
+        where = keys.snapshots_dir(read.job_id) + newest
+        read.problems.append(ObjectProblem(where, "a snapshot the log names is gone: its slots were read instead"))
+
+
+def append(backend: Backend, read: LogRead, entry: dict[str, Any]) -> int:
+    """Put `entry` in the first slot after everything `read` listed that it can get; returns that slot.
+    Its value may also end up in an earlier slot (a proposer that adopted it): readers take the first,
+    which says the same."""
+    data = entries.encode(entry)
+    slot = max(read.seen, read.upto) + 1  # after the read's listing: a slot taken since only makes it yield
+    for tries in range(MAX_SLOTS_TRIED):
+        directory = keys.slot_dir(read.job_id, slot)
+        if consensus.propose(backend, directory, data, yield_to_others=True, fresh=tries == 0) == data:
+            read.mine[slot] = entry
+            return slot
+        slot += 1
+        # Those who yielded with us all want the next slot: a jittered pause spreads them out.
+        time.sleep(random.uniform(0, consensus.BACKOFF_S * 2 ** min(tries, 6)))
+    raise StoreError(f"could not append to the log of {read.job_id} in {backend.location}")
