@@ -1,5 +1,5 @@
-"""feedback: writes the finished trial, its power profile and a bandit-state snapshot to the
-store. Safe to retry: every object it writes is keyed by (recurrence, attempt)."""
+"""feedback: writes the finished trial and its power profile to the store. Safe to retry: every
+object it writes is keyed by (recurrence, attempt)."""
 
 from kfp import dsl
 from kfp.dsl import Input
@@ -14,18 +14,16 @@ def feedback(
     job_id: str,
     recurrence_id: str,
     attempt: int,
-    policy: str,
     result_json: str,
     profile: Input[PowerProfile],
 ) -> bool:
-    """Records the finished trial, the power profile it measured and the bandit's new state in the store.
+    """Records the finished trial and the power profile it measured in the store.
 
     Args:
         store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
         job_id: The job the trial belongs to.
         recurrence_id: The trial's recurrence.
         attempt: The trial's attempt within the recurrence.
-        policy: The batch-size policy whose state (per batch size) is written for people to read.
         result_json: The trial's result (train's output, zeus.job.TrialResult as JSON).
         profile: The power profile train measured (empty when it reused a stored one).
 
@@ -41,5 +39,4 @@ def feedback(
         attempt=attempt,
         result_json=result_json,
         profile_path=profile.path,
-        policy=policy,
     )

@@ -14,6 +14,7 @@ def report(
     job_id: str,
     recurrence_id: str,
     reached: bool,
+    policy: str,
     markdown: Output[Markdown],
     metrics: Output[Metrics],
 ):
@@ -25,6 +26,7 @@ def report(
         job_id: The job.
         recurrence_id: The recurrence to report.
         reached: The last attempt's outcome (taking it orders the report after every attempt).
+        policy: The run's batch-size policy, whose view of the history (per batch size) the report shows.
         markdown: The report for the KFP UI: Markdown with its plots embedded.
         metrics: The recurrence's energy, time and cost (and whether it reached).
     """
@@ -37,4 +39,5 @@ def report(
         reached=reached,
         markdown_path=markdown.path,
         metrics=metrics,
+        policy=policy,
     )

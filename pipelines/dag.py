@@ -78,9 +78,10 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     so a new pipeline parameter an attempt needs is one edit where `shared` is built."""
     nested = k > 1
     # What the two store steps of an attempt both take: where the job is, and which attempt this is.
-    trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id", "policy")} | {"attempt": k}
+    trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id")} | {"attempt": k}
     choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(
         **trial_key,
+        policy=shared["policy"],
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         reprofile=shared["reprofile"],
         dispatch_timeout_s=shared["dispatch_timeout_s"],
@@ -117,7 +118,11 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
 
 def _report(comps: ZeusComponents, k: int, reached, shared: dict[str, Any], opts: ClusterOptions, nested: bool):
     task = renamed(comps.report, report_task_name(k))(
-        store_uri=shared["store_uri"], job_id=shared["job_id"], recurrence_id=shared["recurrence_id"], reached=reached
+        store_uri=shared["store_uri"],
+        job_id=shared["job_id"],
+        recurrence_id=shared["recurrence_id"],
+        reached=reached,
+        policy=shared["policy"],
     )
     return store_step(task, "report", opts, nested=nested)
 

@@ -37,7 +37,9 @@ def store(tmp_path):
 
 def _dispatch(store, recurrence_id: str, attempt: int, batch_size: int) -> int:
     store.begin_recurrence(SPEC.job_id, recurrence_id)
-    return store.dispatch_trial(SPEC.job_id, recurrence_id, attempt, Decision(batch_size, None, "exploration", "test"))
+    decision = Decision(batch_size, None, "exploration", "test")
+    trial, _ = store.dispatch_trial(SPEC.job_id, recurrence_id, attempt, decision)
+    return trial
 
 
 def _finish(store, recurrence_id: str, attempt: int, batch_size: int, status: TrialStatus, energy_j: float) -> None:

@@ -58,6 +58,19 @@ def test_attempts_nested_in_the_previous_attempts_not_reached_branch(tmp_path):
     assert {"job_id", "store_uri", "policy", "train_command", "recurrence_id"} <= set(loaded.component_spec.inputs)
 
 
+def test_the_runs_policy_reaches_the_steps_that_use_it(tmp_path):
+    """bandit decides with it and report shows its view of the history; feedback stores nothing it derives."""
+    _, spec, _ = _compile(tmp_path, attempts=2)
+    taking = {
+        name: task["inputs"]["parameters"]["policy"]
+        for name, task in _all_tasks(spec)
+        if "policy" in task.get("inputs", {}).get("parameters", {})
+    }
+    bandits, reports = [f"attempt-{k}-bandit" for k in (1, 2)], [f"report-after-attempt-{k}" for k in (1, 2)]
+    assert sorted(taking) == bandits + reports
+    assert {source["componentInputParameter"] for source in taking.values()} <= {"policy", "pipelinechannel--policy"}
+
+
 def test_caching_off_on_every_task(tmp_path):
     _, spec, _ = _compile(tmp_path, attempts=3)
     containers = [(n, t) for n, t in _all_tasks(spec) if not n.startswith("condition-")]

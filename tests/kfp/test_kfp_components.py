@@ -32,11 +32,13 @@ def test_preprocess_bandit_feedback_bodies(tmp_path):
     assert (tmp_path / "data" / "README.txt").is_file()
 
     # What bandit and feedback of one attempt both take, as pipelines/dag.py passes it to both.
-    trial_key = dict(store_uri=uri, job_id=SPEC.job_id, recurrence_id="run-1", attempt=1, policy="default")
+    trial_key = dict(store_uri=uri, job_id=SPEC.job_id, recurrence_id="run-1", attempt=1)
 
     def ask_bandit(name: str, reprofile: bool = False):
         reuse = dsl.Dataset(uri=str(tmp_path / name), name=name)
-        out = bandit.python_func(**trial_key, run_id="run-1", reprofile=reprofile, reuse_profile=reuse)
+        out = bandit.python_func(
+            **trial_key, policy="default", run_id="run-1", reprofile=reprofile, reuse_profile=reuse
+        )
         return (*out, pd.read_parquet(reuse.path))
 
     size, threshold, trial, trial_seed, reuse = ask_bandit("reuse-1")

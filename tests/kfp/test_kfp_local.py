@@ -9,6 +9,7 @@ from pipelines.local import LocalRunError, run_local
 from zeus.job import TrialStatus
 from zeus.power import PowerModel, SimulatedGPU, candidate_limits
 from zeus.power.selection import choose_limit
+from zeus.report import arm_frame
 from zeus.store import JobSpecMismatchError, keys, open_store
 from zeus.train import example_spec
 
@@ -52,8 +53,11 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
         batch = int(trials.set_index("trial").loc[trial, "batch_size"])
         assert ran_at[trial] == PowerModel().optimal_limit(measured, spec.cost, samples=batch), trial
         assert choose_limit(rows, spec.cost_rate) == ran_at[trial], trial
-    state = store.bandit_state(SPEC.job_id)
-    assert sorted(state["batch_size"]) == [128, 1024]
+    # Where the bandit stands, from the history (run_local's policy is the default): exploiting 128,
+    # the only size that reached; 1024 pruned.
+    state = arm_frame(spec, store.history(SPEC.job_id)).set_index("batch_size")
+    assert state["stage"].to_dict() == {128: "exploitation", 1024: "pruned"}
+    assert state["num_observations"].to_dict() == {128: 3, 1024: 1}
 
     # the report step wrote each recurrence's Markdown and Metrics from the store, once, after its last attempt
     for s in summaries:

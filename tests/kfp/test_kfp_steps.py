@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
+from zeus.report import arm_frame
 from zeus.steps import (
     NO_THRESHOLD,
     PASS_THROUGH_NOTE,
@@ -145,7 +146,6 @@ def _finish(uri: str, rid: str, attempt: int, batch_size: int, status: TrialStat
         attempt=attempt,
         result_json=result.to_json(),
         profile_path=str(path),
-        policy=POLICY,
     )
 
 
@@ -172,9 +172,30 @@ def test_bandit_is_the_policy_and_feedback_records_everything(tmp_path):
     assert list(trials["attempt"]) == [1, 2, 3]
     assert trials["finished"].all()
     assert len(store.profiles(SPEC.job_id)) == 3 * 2
-    state = store.bandit_state(SPEC.job_id)
-    assert sorted(state["batch_size"]) == list(SPEC.batch_sizes)
+    # The bandit's state is the policy's view of what the steps recorded (nothing derived is stored): the
+    # walk above, one round done: 16 missed and 8 was never walked to (pruned), 32 and 64 survive it.
+    state = arm_frame(SPEC, store.history(SPEC.job_id), POLICY).set_index("batch_size")
+    assert state.index.tolist() == list(SPEC.batch_sizes)
+    assert state["stage"].to_dict() == {8: "pruned", 16: "pruned", 32: "exploration", 64: "exploration"}
+    assert state["num_observations"].to_dict() == {8: 0, 16: 1, 32: 1, 64: 1}
     summary = summarize(trials, SPEC.job_id, "rec-a", wall_s=1.0)
     assert summary.recurrence == 1 and summary.batch_sizes == list(trials["batch_size"])
     assert summary.energy_j == pytest.approx(6000.0)
     assert summary.simulated is False  # simulated is a property of the result, which said False
+
+
+def test_a_twin_bandit_step_that_dispatched_first_has_its_decision_handed_out(tmp_path, monkeypatch):
+    """Two steps of one attempt (a step KFP started twice) both find no dispatch and decide: the store keeps
+    the first dispatch, and the second step must hand out that one, not its own, or train would run a trial
+    the store does not hold."""
+    from zeus.policy.base import Decision
+    from zeus.store import Store
+
+    uri = str(tmp_path / "store")
+    _prepare(uri, "rec-a", tmp_path)
+    twin = Decision(64, None, "exploration", "the twin's decision")
+    open_store(uri).dispatch_trial(SPEC.job_id, "rec-a", 1, twin)
+    monkeypatch.setattr(Store, "get_dispatch", lambda *args, **kwargs: None)  # looked before the twin wrote
+    choice = bandit(store_uri=uri, job_id=SPEC.job_id, recurrence_id="rec-a", attempt=1, policy=POLICY)
+    assert choice.decision == twin and choice.batch_size == 64 and choice.trial == 1
+    assert open_store(uri).trials(SPEC.job_id)["batch_size"].tolist() == [64]

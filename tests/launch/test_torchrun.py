@@ -101,7 +101,6 @@ def test_two_ranks_profile_in_lockstep_and_record_one_trial_with_both_ranks_ener
         attempt=1,
         result_json=json.dumps(result.to_dict()),
         profile_path=str(profile_path),
-        policy="default",
     )
     trials = open_store(store_uri).trials(SPEC.job_id)
     assert len(trials) == 1 and trials["energy_j"].iloc[0] == pytest.approx(result.energy_j)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from zeus.job import JobSpec
+from zeus.job import JobSpec, TrialRecord, TrialStatus
 
 SPEC = JobSpec(
     job_id="mnist-nightly",
@@ -101,7 +101,21 @@ def profiles_frame(simulated: bool = True) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def history(simulated: bool = True) -> list[TrialRecord]:
+    """trials_frame as the store's history gives it to the policies (trial order; no figures while dispatched)."""
+
+    def number(value: float) -> float | None:
+        return None if pd.isna(value) else float(value)
+
+    return [
+        TrialRecord(int(r.recurrence), int(r.trial), int(r.batch_size), TrialStatus(r.status), number(r.cost),
+                    number(r.time_s), number(r.energy_j))
+        for r in trials_frame(simulated).sort_values("trial").itertuples(index=False)
+    ]  # fmt: skip
+
+
 def bandit_frame() -> pd.DataFrame:
+    """Shaped like zeus.report.arms.arm_frame's output, with round numbers the plots and tables show."""
     return pd.DataFrame(
         {
             "batch_size": [32, 64, 128, 256],

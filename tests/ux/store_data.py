@@ -3,17 +3,16 @@ CLI and recurrence_report are tested on what the store really returns."""
 
 from __future__ import annotations
 
-import pandas as pd
-
-from ux.frames import SPEC, bandit_frame, profiles_frame, trials_frame
+from ux.frames import SPEC, profiles_frame, trials_frame
 from zeus.job import JobSpec, TrialResult
-from zeus.policy.base import ArmState, Decision
+from zeus.policy.base import Decision
 from zeus.store import Store
 
 
 def populate(store: Store, simulated: bool = True, spec: JobSpec = SPEC) -> None:
-    """The three recurrences of ux.frames.trials_frame, their profiles and a bandit snapshot (under
-    `spec`'s job id: the frames' numbers hold for any spec with SPEC's cost function)."""
+    """The three recurrences of ux.frames.trials_frame and their profiles (under `spec`'s job id: the
+    frames' numbers hold for any spec with SPEC's cost function). The bandit's state is not stored: the
+    views compute it from these trials (zeus.report.arms)."""
     store.ensure_job(spec, owner="alice")
     trials, profiles = trials_frame(simulated), profiles_frame(simulated)
     for row in trials.itertuples(index=False):
@@ -31,13 +30,3 @@ def populate(store: Store, simulated: bool = True, spec: JobSpec = SPEC) -> None
         if not profile.empty:
             columns = ["phase", "power_limit_w", "average_power_w", "throughput", "simulated"]
             store.write_profile(spec.job_id, row.recurrence_id, int(row.attempt), profile[columns])
-    arms = [
-        ArmState(int(a.batch_size), a.stage, int(a.num_observations), _opt(a.posterior_mean),
-                 _opt(a.posterior_precision), bool(a.pruned))
-        for a in bandit_frame().itertuples(index=False)
-    ]  # fmt: skip
-    store.write_bandit_state(spec.job_id, "run-3", 1, arms, lowest_cost=13750.0)
-
-
-def _opt(value: object) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)

@@ -82,10 +82,13 @@ def test_three_recurrences_synced_by_zeus_kfp_tensorboard(three_reports, tmp_pat
     assert tags["recurrence/simulated"] == [(1, 1.0), (2, 1.0), (3, 1.0)]
     assert [step for step, _ in tags["recurrence/default_cost"]] == [1, 2, 3]
     assert [value for _, value in tags["recurrence/default_cost"]] == pytest.approx([BASELINE] * 3, rel=1e-6)
-    # The only bandit snapshot was written in recurrence 3: earlier recurrences have no posterior to show.
-    assert tags["posterior_mean/batch_size_128"] == [(3, 25000.0)]
-    assert tags["posterior_mean/batch_size_256"] == [(3, 20000.0)]
-    assert not any(tag.endswith(("_32", "_64")) for tag in tags)  # arms without a posterior mean are left out
+    # The default policy's posterior after each recurrence, from the history through its last trial: 128
+    # from recurrence 1; 64's miss charged the retry at 256 it forced (7,000 + 15,000 J) and 256 from 2;
+    # 256 twice in 3, (15,000 + 13,750) / 2.
+    assert tags["posterior_mean/batch_size_128"] == [(1, 25000.0), (2, 25000.0), (3, 25000.0)]
+    assert tags["posterior_mean/batch_size_64"] == [(2, 22000.0), (3, 22000.0)]
+    assert tags["posterior_mean/batch_size_256"] == [(2, 15000.0), (3, 14375.0)]
+    assert not any(tag.endswith("_32") for tag in tags)  # an arm without a posterior mean is left out
     report = (Path(three_reports).parent / "run-3").read_text()
     assert f"{store.uri}/{keys.tensorboard_dir('example')}" in report and "zeus-kfp tensorboard example" in report
 

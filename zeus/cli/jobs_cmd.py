@@ -155,9 +155,11 @@ def show(
 ) -> None:
     """One job: its spec, trials, per-recurrence cost against the default config, power profile
     and bandit state; --plots writes the figures. Long histories show their last --last rows
-    (the totals and the plots always use all of them). Costs are in joules (README: glossary)."""
+    (the totals and the plots always use all of them). Costs are in joules (README: glossary).
+    The bandit state is the default policy's view of the history: the store does not record
+    which policy a run used (a run parameter)."""
     from zeus.cli.stores import open_for_reading
-    from zeus.report import default_config_cost, per_recurrence, write_plots
+    from zeus.report import arm_frame, default_config_cost, per_recurrence, write_plots
     from zeus.report.units import COST_UNIT, duration, si
     from zeus.store import UnknownJobError
 
@@ -166,7 +168,8 @@ def show(
         spec = opened.get_job(job)
     except UnknownJobError as err:
         raise UnknownJobError(f"{err} (`zeus-kfp jobs --store {opened.uri}` lists the jobs)") from None
-    trials, profiles, state = opened.trials(job), opened.profiles(job), opened.bandit_state(job)
+    trials, profiles = opened.trials(job), opened.profiles(job)
+    state = arm_frame(spec, opened.history(job))
     if as_json:
         typer.echo(_show_json(opened, spec, trials, profiles, state))
         return

@@ -270,9 +270,9 @@ def run(
 def _epilogue(out, opened, spec, job, policy, summaries, plots_dir: Path, wide: bool) -> None:
     """After the last recurrence: the bandit's state, the job against its baselines, the plots."""
     from zeus.cli.trial_view import print_bandit_state
-    from zeus.report import write_plots
+    from zeus.report import arm_frame, write_plots
 
-    trials, state = opened.trials(spec.job_id), opened.bandit_state(spec.job_id)
+    trials, state = opened.trials(spec.job_id), arm_frame(spec, opened.history(spec.job_id), policy)
     if not state.empty:
         print_bandit_state(out, state, wide=wide)
     if job.backend is not None:

@@ -129,7 +129,7 @@ def print_trials(
 
 
 def print_bandit_state(out: Console, state: Any, *, wide: bool = False) -> None:
-    """The latest bandit snapshot (zeus.store's bandit_state frame), one row per batch size."""
+    """Where the bandit stands after the history (zeus.report.arms.arm_frame), one row per batch size."""
     from zeus.report.units import COST_UNIT, si
 
     columns = [
@@ -146,4 +146,4 @@ def print_bandit_state(out: Console, state: Any, *, wide: bool = False) -> None:
          "yes" if r["pruned"] else "no", _number(r["posterior_precision"])]
         for r in state.sort_values("batch_size").to_dict("records")
     ]  # fmt: skip
-    print_table(out, "where the bandit stands (latest snapshot)", columns, rows, wide=wide)
+    print_table(out, "where the bandit stands", columns, rows, wide=wide)

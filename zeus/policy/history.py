@@ -11,9 +11,8 @@ and may be a penalty rather than money spent (the simulator's 0-epoch quirk repo
 threshold for a trial that never ran). The early-stop threshold is beta x the lowest spend of
 a recurrence that reached the target.
 
-The view is read off a `Tally` (zeus.policy.tally), the fold of the history record by record, so a
-decision costs the same whether the tally was just rebuilt from the whole history (`read_history`) or
-kept between decisions and brought up to date with the new records (zeus.policy.fold).
+The view is read off a `Tally` (zeus.policy.tally), the fold of the whole history record by record
+(`read_history`), made afresh for every decision.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ Faithful to ml-energy/zeus `PruningGTSBatchSizeOptimizer` (zeus/_legacy/policy/o
 Thompson sampling over the survivors, where each arm's rewards are every observation of that
 size (windowed to the last `window_size`), including the not-reached ones from exploration.
 Zeus keeps that as mutable optimizer state; here it is a fold of the history (zeus.policy.tally: the
-walk and each arm's count, sum and spread of costs), rebuilt by `decide` or kept between decisions
-and given to `decide_from`.
+walk and each arm's count, sum and spread of costs), rebuilt from the whole history on every call.
 
 Concurrency (Zeus's `concurrency=True` and its Alibaba-trace simulation): while an exploration
 trial is in flight, another recurrence gets the cheapest converged size so far (or the default),
@@ -47,10 +46,7 @@ class ZeusNSDI23Policy:
         return posterior_of(arm.n, -arm.total, -arm.mean, arm.m2 / arm.n if arm.n else 0.0)
 
     def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
-        return self.decide_from(spec, read_history(spec, history), seed)
-
-    def decide_from(self, spec: JobSpec, view: HistoryView, seed: int) -> Decision:
-        """The decision from a view of the job's history (zeus.policy.fold keeps one between decisions)."""
+        view = read_history(spec, history)
         threshold = view.threshold(spec)
         state = self._pruning(view)
         if not state.done:
@@ -70,9 +66,7 @@ class ZeusNSDI23Policy:
         return Decision(batch_size, threshold, "exploitation", f"Thompson sampling over {arms}: {why}")
 
     def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
-        return self.arm_states_from(spec, read_history(spec, history))
-
-    def arm_states_from(self, spec: JobSpec, view: HistoryView) -> list[ArmState]:
+        view = read_history(spec, history)
         state = self._pruning(view)
         stage = "exploitation" if state.done else "exploration"
         out = []

@@ -50,7 +50,7 @@ class PruningState:
 
 class PruningWalk:
     """The exploration order as explicit state, so it can be replayed step by step, or folded one
-    observation at a time and kept between decisions (`state`/`restore`: zeus.policy.tally)."""
+    observation at a time (zeus.policy.tally)."""
 
     def __init__(self, sizes: tuple[int, ...], default: int, num_rounds: int) -> None:
         self.num_rounds = num_rounds
@@ -93,32 +93,6 @@ class PruningWalk:
         """One observation, in trial order: used only if it is the size the walk waits for."""
         if self.expected is not None and batch_size == self.expected:
             self.report(batch_size, cost, reached)
-
-    def state(self) -> dict:
-        """Everything the walk holds, as JSON-able values (`restore` takes it back)."""
-        return {
-            "num_rounds": self.num_rounds, "round": self.round, "previous": list(self.previous),
-            "sizes": list(self.sizes), "directions": [list(d) for d in self.directions],
-            "direction": self.direction, "position": self.position, "good": list(self.good),
-            "best_cost": None if self.best_cost == math.inf else self.best_cost, "best_size": self.best_size,
-            "expected": self.expected, "steps": [[s.round, s.batch_size, s.reached, s.cost] for s in self.steps],
-        }  # fmt: skip
-
-    @classmethod
-    def restore(cls, state: dict) -> PruningWalk:
-        walk = cls.__new__(cls)
-        walk.num_rounds, walk.round, walk.direction, walk.position = (
-            state["num_rounds"],
-            state["round"],
-            state["direction"],
-            state["position"],
-        )
-        walk.previous, walk.sizes = tuple(state["previous"]), tuple(state["sizes"])
-        walk.directions = tuple(list(d) for d in state["directions"])
-        walk.good, walk.best_size, walk.expected = list(state["good"]), state["best_size"], state["expected"]
-        walk.best_cost = math.inf if state["best_cost"] is None else state["best_cost"]
-        walk.steps = [ExplorationStep(*step) for step in state["steps"]]
-        return walk
 
     def pruning_state(self) -> PruningState:
         return PruningState(

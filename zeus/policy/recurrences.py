@@ -17,24 +17,12 @@ a second reach in one recurrence is not something the pipeline does, but the cha
 any history, so it is kept exact).
 
 Recurrences can receive trials at any time (overlapping runs), so all of them are kept: a few numbers
-each, held as numpy arrays (cheap to store, load and search) plus the ones this fold has touched as
-small Python objects; `arrays()` merges the two.
+each, by recurrence number.
 """
 
 from __future__ import annotations
 
 import math
-
-import numpy as np
-
-# Column names of the two tables `arrays()` returns (and `Recurrences(base)` takes back).
-REC_COLUMNS = ("rec_id", "rec_spend", "rec_reached", "rec_last_trial", "rec_p_last")
-MISS_COLUMNS = ("miss_rec", "miss_size", "miss_settled", "miss_pending", "miss_pending_p")
-_DTYPES = {
-    "rec_id": np.int64, "rec_spend": np.float64, "rec_reached": np.bool_, "rec_last_trial": np.int64,
-    "rec_p_last": np.float64, "miss_rec": np.int64, "miss_size": np.int64, "miss_settled": np.int64,
-    "miss_pending": np.int64, "miss_pending_p": np.float64,
-}  # fmt: skip
 
 # What folding one trial changed in its sizes' charges: size -> (known charges added, pending misses added).
 Settled = dict[int, tuple[float, int]]
@@ -45,61 +33,16 @@ class _Rec:
 
     __slots__ = ("last_trial", "misses", "p_last", "reached", "spend")
 
-    def __init__(self, spend: float = 0.0, reached: bool = False, last_trial: int = 0, p_last: float = 0.0) -> None:
-        self.spend, self.reached, self.last_trial, self.p_last = spend, reached, last_trial, p_last
+    def __init__(self) -> None:
+        self.spend, self.reached, self.last_trial, self.p_last = 0.0, False, 0, 0.0
         self.misses: dict[int, list] = {}
-
-    def copy(self) -> _Rec:
-        twin = _Rec(self.spend, self.reached, self.last_trial, self.p_last)
-        twin.misses = {b: list(m) for b, m in self.misses.items()}
-        return twin
-
-
-def empty_arrays() -> dict[str, np.ndarray]:
-    return {name: np.zeros(0, dtype) for name, dtype in _DTYPES.items()}
 
 
 class Recurrences:
-    """Every recurrence's spend and miss charges. `base`: arrays from `arrays()` (sorted by recurrence)."""
+    """Every recurrence's spend and miss charges, by recurrence number."""
 
-    def __init__(self, base: dict[str, np.ndarray] | None = None) -> None:
-        self._base = base if base is not None else empty_arrays()
-        self._touched: dict[int, _Rec] = {}
-
-    def copy(self) -> Recurrences:
-        """An independent copy (the arrays are shared: they are never written)."""
-        twin = Recurrences(self._base)
-        twin._touched = {r: rec.copy() for r, rec in self._touched.items()}
-        return twin
-
-    def _find(self, recurrence: int) -> _Rec | None:
-        rec = self._touched.get(recurrence)
-        if rec is not None:
-            return rec
-        ids = self._base["rec_id"]
-        if not ids.size:  # folding from nothing: no stored recurrences to search
-            return None
-        i = int(ids.searchsorted(recurrence))
-        if i == ids.size or int(ids[i]) != recurrence:
-            return None
-        base = self._base
-        rec = _Rec(float(base["rec_spend"][i]), bool(base["rec_reached"][i]), int(base["rec_last_trial"][i]),
-                   float(base["rec_p_last"][i]))  # fmt: skip
-        lo, hi = np.searchsorted(base["miss_rec"], [recurrence, recurrence + 1])
-        for j in range(int(lo), int(hi)):
-            rec.misses[int(base["miss_size"][j])] = [
-                int(base["miss_settled"][j]),
-                int(base["miss_pending"][j]),
-                float(base["miss_pending_p"][j]),
-            ]
-        return rec
-
-    def _get(self, recurrence: int) -> _Rec:
-        rec = self._find(recurrence)
-        if rec is None:
-            rec = _Rec()
-        self._touched[recurrence] = rec
-        return rec
+    def __init__(self) -> None:
+        self._recs: dict[int, _Rec] = {}
 
     def add(
         self, recurrence: int, trial: int, spend: float, miss_size: int | None, reached: bool
@@ -107,7 +50,9 @@ class Recurrences:
         """Fold one finished trial (in trial order): its spend, a miss at `miss_size` (an observation that did
         not reach), or a reach. Returns P_i (the recurrence's spend through this trial) and what changed in
         each size's charges."""
-        rec = self._get(recurrence)
+        rec = self._recs.get(recurrence)
+        if rec is None:
+            rec = self._recs[recurrence] = _Rec()
         rec.spend += spend
         p = rec.spend
         changed: Settled = {}
@@ -128,44 +73,15 @@ class Recurrences:
     def known_charge(self, recurrence: int, trial: int, p_i: float) -> float | None:
         """A miss's charge (what its recurrence spent after it, up to its last reach), or None while it is
         not known: no trial of its recurrence after it has reached."""
-        rec = self._find(recurrence)
+        rec = self._recs.get(recurrence)
         if rec is None or not rec.reached or not trial < rec.last_trial:
             return None
         return rec.p_last - p_i
 
     def best_spend(self) -> float | None:
         """The lowest spend of a recurrence that reached the target."""
-        base = self._base
-        keep = base["rec_reached"]
-        if self._touched and base["rec_id"].size:
-            keep = keep & ~np.isin(base["rec_id"], np.fromiter(self._touched, np.int64, len(self._touched)))
-        spends = base["rec_spend"][keep]
-        best = float(spends.min()) if spends.size else math.inf
-        for rec in self._touched.values():
+        best = math.inf  # a spend that overflowed to inf counts as none, as a NaN does (strict <)
+        for rec in self._recs.values():
             if rec.reached and rec.spend < best:
                 best = rec.spend
         return None if best == math.inf else best
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Every recurrence as the two sorted tables (what `Recurrences(base)` takes back)."""
-        if not self._touched:
-            return self._base
-        base = self._base
-        old = ~np.isin(base["rec_id"], np.fromiter(self._touched, np.int64, len(self._touched)))
-        ids = sorted(self._touched)
-        recs = [self._touched[r] for r in ids]
-        new = {
-            "rec_id": ids, "rec_spend": [r.spend for r in recs], "rec_reached": [r.reached for r in recs],
-            "rec_last_trial": [r.last_trial for r in recs], "rec_p_last": [r.p_last for r in recs],
-        }  # fmt: skip
-        out = {name: np.concatenate([base[name][old], np.asarray(new[name], _DTYPES[name])]) for name in REC_COLUMNS}
-        order = np.argsort(out["rec_id"], kind="stable")
-        out = {name: column[order] for name, column in out.items()}
-        kept = ~np.isin(base["miss_rec"], np.asarray(ids, np.int64))
-        rows = [(r, b, *m) for r in ids for b, m in sorted(self._touched[r].misses.items())]
-        columns = list(zip(*rows, strict=True)) if rows else [[]] * len(MISS_COLUMNS)
-        for name, values in zip(MISS_COLUMNS, columns, strict=True):
-            out[name] = np.concatenate([base[name][kept], np.asarray(values, _DTYPES[name])])
-        order = np.lexsort((out["miss_size"], out["miss_rec"]))
-        out.update({name: out[name][order] for name in MISS_COLUMNS})
-        return out

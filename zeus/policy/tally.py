@@ -15,9 +15,8 @@ smallest k sizes, k = 1..n), each fed every observation; an oom drops the walks 
 accepts only the size it waits for and ends after a few rounds, so this costs little.
 
 What is an observation, a miss, a spend: zeus.policy.history (the shared failure semantics). The fold is
-exact: it is the only way the policies read a history (`read_history` folds the records from an empty
-tally), so a tally kept between decisions and one rebuilt from scratch are the same computation, in the
-same order, with the same floating-point results.
+the only way the policies read a history (`read_history` folds the records from an empty tally, on
+every decision), so one history gives one decision, to the last bit, in any process.
 """
 
 from __future__ import annotations
@@ -25,16 +24,12 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
-from typing import Any
-
-import numpy as np
 
 from zeus.job import JobSpec, TrialRecord, TrialStatus
 from zeus.policy.pruning import PruningWalk, feasible_default
 from zeus.policy.recurrences import Recurrences
 
-TALLY_VERSION = 1  # bump when what a tally holds, or how a record folds, changes: stored tallies are then rebuilt
-# Per-size statistics, stored as arrays of one entry per batch size (see _Arm).
+# Per-size statistics (see _Arm).
 ARM_FIELDS = ("n", "total", "mean", "m2", "first_cost", "first_reached", "reached_n", "reached_total", "rep_n",
               "rep_mean", "rep_m2", "known", "pending")  # fmt: skip
 _NOT_LEARNED = (TrialStatus.FAILED, TrialStatus.OOM)
@@ -63,13 +58,10 @@ class _Arm:
 
     __slots__ = ARM_FIELDS
 
-    def __init__(self, values: tuple | None = None) -> None:
+    def __init__(self) -> None:
         defaults = (0, 0.0, 0.0, 0.0, math.nan, False, 0, 0.0, 0, 0.0, 0.0, 0.0, 0)
-        for name, value in zip(ARM_FIELDS, values or defaults, strict=True):
+        for name, value in zip(ARM_FIELDS, defaults, strict=True):
             setattr(self, name, value)
-
-    def values(self) -> tuple:
-        return tuple(getattr(self, name) for name in ARM_FIELDS)
 
     def observe(self, cost: float, reached: bool) -> None:
         if self.n == 0:
@@ -113,7 +105,7 @@ class Tally:
                            spec.num_pruning_rounds)
             for k in range(1, len(self.sizes) + 1)
         }  # fmt: skip
-        self.in_flight: list[TrialRecord] = []  # dispatched records (a stored tally holds none)
+        self.in_flight: list[TrialRecord] = []  # dispatched records
 
     # -- folding ---------------------------------------------------------------------------------
 
@@ -158,17 +150,6 @@ class Tally:
             if walk.expected == record.batch_size:
                 walk.report(record.batch_size, cost, reached)
 
-    def copy(self) -> Tally:
-        """An independent copy (to fold records into without changing this one)."""
-        twin = Tally.__new__(Tally)
-        twin.__dict__.update(self.__dict__)
-        twin.arms = [_Arm(arm.values()) for arm in self.arms]
-        twin.recurrences = self.recurrences.copy()
-        twin.windows = [deque(w, maxlen=w.maxlen) for w in self.windows]
-        twin.walks = {k: PruningWalk.restore(walk.state()) for k, walk in self.walks.items()}
-        twin.in_flight = list(self.in_flight)
-        return twin
-
     # -- reading ---------------------------------------------------------------------------------
 
     def arm(self, batch_size: int) -> _Arm:
@@ -185,46 +166,3 @@ class Tally:
         """The lowest mean cost of reached observations over batch sizes; 0 when nothing has reached."""
         means = [arm.reached_total / arm.reached_n for arm in self.arms if arm.reached_n]
         return min(means) if means else 0.0
-
-    # -- storing ---------------------------------------------------------------------------------
-
-    def fingerprint(self) -> dict[str, Any]:
-        """The spec fields a tally depends on: a stored tally is used only under the same ones."""
-        spec = self.spec
-        return {
-            "version": TALLY_VERSION, "batch_sizes": list(spec.batch_sizes),
-            "default_batch_size": spec.default_batch_size, "num_pruning_rounds": spec.num_pruning_rounds,
-            "window_size": spec.window_size, "eta_knob": spec.eta_knob, "max_power_w": spec.max_power_w,
-            "num_gpus": spec.num_gpus,
-        }  # fmt: skip
-
-    def to_parts(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """(JSON-able fields, numpy arrays): what `from_parts` rebuilds the tally from."""
-        if self.in_flight:
-            raise ValueError("a tally with dispatched records is not stored (they change when they finish)")
-        meta = {
-            "fingerprint": self.fingerprint(), "num_records": self.num_records, "min_oom": self.min_oom,
-            "best_cost": self.best_cost, "best_size": self.best_size, "max_trial": self.max_trial,
-            "windows": [list(w) for w in self.windows],
-            "walks": {str(k): walk.state() for k, walk in self.walks.items()},
-        }  # fmt: skip
-        columns = list(zip(*(arm.values() for arm in self.arms), strict=True))
-        arrays = {f"arm_{name}": np.asarray(values) for name, values in zip(ARM_FIELDS, columns, strict=True)}
-        return meta, arrays | self.recurrences.arrays()
-
-    @classmethod
-    def from_parts(cls, spec: JobSpec, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Tally:
-        """The tally `to_parts` described; ValueError if it was made under other spec fields or is malformed."""
-        tally = cls(spec)
-        if meta.get("fingerprint") != tally.fingerprint():
-            raise ValueError("stored under another spec or tally version")
-        columns = [arrays[f"arm_{name}"].tolist() for name in ARM_FIELDS]
-        if any(len(column) != len(tally.sizes) for column in columns):
-            raise ValueError("per-size arrays of the wrong length")
-        tally.arms = [_Arm(values) for values in zip(*columns, strict=True)]
-        tally.recurrences = Recurrences({name: arrays[name] for name in tally.recurrences.arrays()})
-        tally.num_records, tally.min_oom, tally.max_trial = meta["num_records"], meta["min_oom"], meta["max_trial"]
-        tally.best_cost, tally.best_size = meta["best_cost"], meta["best_size"]
-        tally.windows = [deque((tuple(entry) for entry in w), maxlen=spec.window_size) for w in meta["windows"]]  # type: ignore[misc]
-        tally.walks = {int(k): PruningWalk.restore(state) for k, state in meta["walks"].items()}
-        return tally

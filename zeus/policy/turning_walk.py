@@ -50,7 +50,7 @@ Everything is derived from the history (dispatched trials included), so any proc
 same, and every statistic used folds trial by trial (zeus.policy.tally): per size its first result,
 the count and sum of its costs and its misses' charges, the spread of its repeat costs, whether it
 reached; the smallest oom; the cheapest reached recurrence; the largest finished trial number (for
-"outlasted"). `decide_from` decides from such a fold kept between decisions (zeus.policy.fold).
+"outlasted").
 """
 
 from __future__ import annotations
@@ -176,10 +176,7 @@ class TurningWalkPolicy:
         return [b for b in options if b is not None and b not in pending and b not in walk.ruled_out]
 
     def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
-        return self.decide_from(spec, read_history(spec, history), seed)
-
-    def decide_from(self, spec: JobSpec, view: HistoryView, seed: int) -> Decision:
-        """The decision from a view of the job's history (zeus.policy.fold keeps one between decisions)."""
+        view = read_history(spec, history)
         plan = self._plan(spec, view)
         if not plan.walk.done:
             return self._explore(spec, plan)
@@ -211,9 +208,7 @@ class TurningWalkPolicy:
         return Decision(int(arms[k]), threshold, "exploitation", why)
 
     def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
-        return self.arm_states_from(spec, read_history(spec, history))
-
-    def arm_states_from(self, spec: JobSpec, view: HistoryView) -> list[ArmState]:
+        view = read_history(spec, history)
         plan = self._plan(spec, view)
         walk = plan.walk
         stage = "exploitation" if walk.done else "exploration"

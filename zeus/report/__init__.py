@@ -1,7 +1,8 @@
 """Plots and Markdown for people (pure pandas + matplotlib; never kfp).
 
 The pipeline's report step, `zeus-kfp run`, `zeus-kfp show` and the notebook all draw from
-these functions, so every view of a job shows the same numbers.
+these functions, so every view of a job shows the same numbers (the bandit's state too: `arm_frame`
+computes it from the history, zeus.report.arms).
 
 The names below are loaded on first use (PEP 562), not when the package is imported: a bandit
 step formats a duration with zeus.report.units, and importing a submodule imports this package
@@ -15,12 +16,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from zeus.report.arms import arm_frame
     from zeus.report.frames import Baseline, default_config_cost, per_recurrence
     from zeus.report.markdown import markdown_report
     from zeus.report.plots import PLOT_NAMES, write_plots
     from zeus.report.recurrence import RecurrenceReport, recurrence_metrics, recurrence_report
 
 _SOURCES = {
+    "arm_frame": "arms",
     "Baseline": "frames",
     "default_config_cost": "frames",
     "per_recurrence": "frames",
@@ -36,6 +39,7 @@ __all__ = [
     "PLOT_NAMES",
     "Baseline",
     "RecurrenceReport",
+    "arm_frame",
     "default_config_cost",
     "markdown_report",
     "per_recurrence",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import JobSpec
+from zeus.report.arms import DEFAULT_POLICY, arm_frame
 from zeus.report.frames import default_config_cost, per_recurrence, select_recurrence
 from zeus.report.markdown import markdown_report
 from zeus.report.plots import write_plots
@@ -28,16 +29,20 @@ class RecurrenceReport:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def recurrence_report(store_uri: str | None, job_id: str, recurrence_id: str | None, out_dir: Path) -> RecurrenceReport:
+def recurrence_report(
+    store_uri: str | None, job_id: str, recurrence_id: str | None, out_dir: Path, policy: str = DEFAULT_POLICY
+) -> RecurrenceReport:
     """Read the job from the store at `store_uri`, plot its history into `out_dir` and report on
-    the recurrence `recurrence_id` (None: the latest one that has trials)."""
+    the recurrence `recurrence_id` (None: the latest one that has trials). The bandit's state is
+    `policy`'s view of the whole history (zeus.report.arms): the run's policy, which the store does
+    not record."""
     from zeus.store import open_store  # the store pulls in pyarrow/minio; keep `import zeus.report` light
 
     store = open_store(store_uri)
     spec = store.get_job(job_id)
     trials = store.trials(job_id)
     profiles = store.profiles(job_id)
-    state = store.bandit_state(job_id)
+    state = arm_frame(spec, store.history(job_id), policy)
     chosen = select_recurrence(trials, recurrence_id)
     number = int(chosen["recurrence"].iloc[0])
     plots = write_plots(trials, profiles, state, spec, Path(out_dir))

@@ -4,7 +4,9 @@ The report step appends the recurrence's scalars (step = recurrence number) to t
 directory in the store (`Store.tensorboard_logs`): cost, energy, time, trials, reached, the
 batch size and power limit of the recurrence's final trial (the one that reached, else the last),
 the default configuration's cost and the saving when known, `simulated` (1: the figures come from
-a simulated GPU), and the bandit's posterior mean cost per batch size after the recurrence.
+a simulated GPU), and the bandit's posterior mean cost per batch size after the recurrence: the
+run's policy's arm states from the history up to the recurrence's last trial (zeus.report.arms),
+one fold of that prefix per report step.
 `zeus-kfp tensorboard JOB` syncs the directory from any store and serves it on 127.0.0.1.
 
 Why one file per recurrence, not one growing file: the store is append-only with immutable
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from zeus.report.arms import DEFAULT_POLICY, arm_frame, history_through
 from zeus.report.frames import finished_trials, is_simulated, select_recurrence
 from zeus.report.recurrence import recurrence_metrics
 
@@ -41,9 +44,10 @@ def event_file_name(recurrence: int, recurrence_id: str) -> str:
 
 
 def recurrence_scalars(
-    trials: pd.DataFrame, profiles: pd.DataFrame, bandit: pd.DataFrame, spec, recurrence: int
+    trials: pd.DataFrame, profiles: pd.DataFrame, arms: pd.DataFrame, spec, recurrence: int
 ) -> dict[str, float]:
-    """Tag -> value for one recurrence (see the module docstring). `bandit` holds every snapshot."""
+    """Tag -> value for one recurrence (see the module docstring). `arms`: the bandit's arm states after
+    the recurrence (zeus.report.arms.arm_frame of the history through it)."""
     scalars = {TAG + name: value for name, value in recurrence_metrics(trials, profiles, spec, recurrence).items()}
     done = finished_trials(trials)
     mine = done[done["recurrence"] == recurrence].sort_values("trial")
@@ -54,25 +58,10 @@ def recurrence_scalars(
         if pd.notna(final["power_limit_w"]):
             scalars[TAG + "power_limit_w"] = float(final["power_limit_w"])
         scalars[TAG + "simulated"] = 1.0 if is_simulated(mine) else 0.0
-    for batch_size, mean in _posterior(bandit, recurrence).items():
-        scalars[f"{POSTERIOR_TAG}{batch_size}"] = mean
+    for row in arms.itertuples(index=False):  # arms without a posterior mean are left out
+        if row.posterior_mean is not None and not math.isnan(float(row.posterior_mean)):
+            scalars[f"{POSTERIOR_TAG}{int(row.batch_size)}"] = float(row.posterior_mean)
     return scalars
-
-
-def _posterior(bandit: pd.DataFrame, recurrence: int) -> dict[int, float]:
-    """Posterior mean cost per batch size in the last snapshot written up to `recurrence` (none: {})."""
-    if bandit.empty or "recurrence" not in bandit:
-        return {}
-    upto = bandit[bandit["recurrence"] <= recurrence]
-    if upto.empty:
-        return {}
-    last = upto[(upto["recurrence"] == upto["recurrence"].max())]
-    last = last[last["trial"] == last["trial"].max()]
-    return {
-        int(row.batch_size): float(row.posterior_mean)
-        for row in last.itertuples(index=False)
-        if row.posterior_mean is not None and not math.isnan(float(row.posterior_mean))
-    }
 
 
 def event_file(scalars: dict[str, float], step: int, wall_time: float) -> bytes:
@@ -89,14 +78,14 @@ def event_file(scalars: dict[str, float], step: int, wall_time: float) -> bytes:
     return buffer.getvalue()
 
 
-def append_recurrence(store, job_id: str, recurrence_id: str) -> str:
-    """Store the recurrence's event file in the job's log directory (once); returns its name."""
+def append_recurrence(store, job_id: str, recurrence_id: str, policy: str = DEFAULT_POLICY) -> str:
+    """Store the recurrence's event file in the job's log directory (once); returns its name. The
+    posterior is `policy`'s (the run's: the store does not record it)."""
     spec = store.get_job(job_id)
     trials = store.trials(job_id)
     number = int(select_recurrence(trials, recurrence_id)["recurrence"].iloc[0])
-    scalars = recurrence_scalars(
-        trials, store.profiles(job_id), store.bandit_state(job_id, latest_only=False), spec, number
-    )
+    arms = arm_frame(spec, history_through(store.history(job_id), number), policy)
+    scalars = recurrence_scalars(trials, store.profiles(job_id), arms, spec, number)
     mine = trials[trials["recurrence"] == number]
     ended = pd.to_datetime(mine["ended_at"]).max() if "ended_at" in mine else pd.NaT
     wall_time = float(ended.timestamp()) if pd.notna(ended) else 0.0

@@ -19,14 +19,17 @@ with the store's EventConflictError, which is why the timeout must exceed the lo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.report.units import duration
+
+if TYPE_CHECKING:  # the store pulls in pyarrow: zeus.steps imports it only where a step runs
+    from zeus.store import Unfinished
 
 # The default `dispatch_timeout_s`: a day. A recurring job's trial that runs longer than its own
 # period (nightly at most, as a rule) would overlap the next recurrence anyway; raise it for longer ones.
@@ -74,35 +77,30 @@ def abandoned_result(spec: JobSpec, batch_size: int, reason: str) -> TrialResult
     )
 
 
-def _fail(store, job_id: str, rows: pd.DataFrame, reasons: list[str]) -> list[AbandonedTrial]:
-    """Finish each row's trial as failed; a trial whose real result got in first keeps it."""
+def _fail(store, job_id: str, trials: Sequence[Unfinished], reasons: list[str]) -> list[AbandonedTrial]:
+    """Finish each trial as failed; a trial whose real result got in first keeps it."""
     from zeus.store import EventConflictError
 
-    if rows.empty:  # nothing to record: not even the spec is read
+    if not trials:  # nothing to record: not even the spec is read
         return []
     spec = store.get_job(job_id)
     done = []
-    for row, reason in zip(rows.itertuples(index=False), reasons, strict=True):
+    for trial, reason in zip(trials, reasons, strict=True):
         try:
             store.finish_trial(
-                job_id, row.recurrence_id, int(row.attempt), abandoned_result(spec, row.batch_size, reason)
+                job_id, trial.recurrence_id, trial.attempt, abandoned_result(spec, trial.batch_size, reason)
             )
         except EventConflictError:
             continue  # it finished after all (first wins): nothing to record
-        done.append(AbandonedTrial(int(row.trial), int(row.recurrence), int(row.attempt), int(row.batch_size), reason))
+        done.append(AbandonedTrial(trial.trial, trial.recurrence, trial.attempt, trial.batch_size, reason))
     return done
-
-
-def _unfinished(trials: pd.DataFrame) -> pd.DataFrame:
-    return trials[trials["status"] == TrialStatus.DISPATCHED.value]
 
 
 def fail_interrupted(store, job_id: str, recurrence_id: str, signal_name: str) -> list[AbandonedTrial]:
     """Record the recurrence's unfinished trials as failed, "interrupted by <signal>". Call it only once
     the steps that could still finish them have stopped (zeus.signals.stop_children)."""
-    trials = store.trials(job_id)
-    rows = _unfinished(trials[trials["recurrence_id"].astype(str) == str(recurrence_id)])
-    return _fail(store, job_id, rows, [f"interrupted by {signal_name}"] * len(rows))
+    mine = [t for t in store.read_trials(job_id).unfinished if t.recurrence_id == str(recurrence_id)]
+    return _fail(store, job_id, mine, [f"interrupted by {signal_name}"] * len(mine))
 
 
 def fail_stale(
@@ -112,22 +110,22 @@ def fail_stale(
     timeout_s: float,
     now: datetime,
     current: tuple[str, int],
-    trials: pd.DataFrame | None = None,
+    unfinished: Sequence[Unfinished],
 ) -> list[AbandonedTrial]:
-    """Record as failed every trial of the job dispatched at least `timeout_s` before `now` and never
-    finished, except `current` = (recurrence_id, attempt), the trial the calling bandit step is deciding."""
+    """Record as failed every trial of `unfinished` (the job's dispatched trials with no result, as
+    `Store.read_trials` gives them) dispatched at least `timeout_s` before `now`, except `current` =
+    (recurrence_id, attempt), the trial the calling bandit step is deciding. `now` is tz-aware, as the
+    store's `started_at` is."""
     timeout_s = check_dispatch_timeout(timeout_s)
-    trials = store.trials(job_id) if trials is None else trials
-    rows = _unfinished(trials)
-    mine = (rows["recurrence_id"].astype(str) == str(current[0])) & (rows["attempt"] == int(current[1]))
-    rows = rows[~mine]
-    if rows.empty:
-        return []
-    ages = (pd.Timestamp(now) - rows["started_at"]).dt.total_seconds()
-    stale = rows[ages >= timeout_s]
-    reasons = [
-        f"no result {duration(float(age))} after it was dispatched (dispatch_timeout_s={timeout_s:g}): "
-        "its process was killed or lost"
-        for age in ages[ages >= timeout_s]
-    ]
+    stale, reasons = [], []
+    for trial in unfinished:
+        if (trial.recurrence_id, trial.attempt) == (str(current[0]), int(current[1])):
+            continue
+        age = (now - trial.started_at).total_seconds()
+        if age >= timeout_s:
+            stale.append(trial)
+            reasons.append(
+                f"no result {duration(age)} after it was dispatched (dispatch_timeout_s={timeout_s:g}): "
+                "its process was killed or lost"
+            )
     return _fail(store, job_id, stale, reasons)

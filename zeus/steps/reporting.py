@@ -10,22 +10,30 @@ from zeus.steps.trial import MetricsSink
 
 
 def report(
-    *, store_uri: str, job_id: str, recurrence_id: str, reached: bool, markdown_path: str, metrics: MetricsSink
+    *,
+    store_uri: str,
+    job_id: str,
+    recurrence_id: str,
+    reached: bool,
+    markdown_path: str,
+    metrics: MetricsSink,
+    policy: str = "default",
 ) -> dict[str, float]:
     """Write the report for `recurrence_id` to `markdown_path` and log its numbers to `metrics`,
     append the recurrence's scalars to the job's TensorBoard log directory in the store (the report
     links to it), then mark the job "completed" (the preprocess step of the next recurrence marks it "running").
 
-    `reached` is only logged: the figures come from the store, which holds every attempt.
+    `reached` is only logged: the figures come from the store, which holds every attempt. `policy` is the
+    run's (a run parameter the store does not record): the bandit's state shown is its view of the history.
     """
     from zeus.report import recurrence_report
     from zeus.report.tensorboard import append_recurrence, markdown_section
     from zeus.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
-        rep = recurrence_report(store_uri or None, job_id, recurrence_id, Path(plots_dir))
+        rep = recurrence_report(store_uri or None, job_id, recurrence_id, Path(plots_dir), policy)
     store = open_store(store_uri or None)
-    append_recurrence(store, job_id, recurrence_id)
+    append_recurrence(store, job_id, recurrence_id, policy)
     Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
     Path(markdown_path).write_text(rep.markdown + markdown_section(store.uri, job_id))
     values = dict(rep.metrics)
