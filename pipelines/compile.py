@@ -29,7 +29,9 @@ from zeus.steps import PYTHON_TOKEN
 from zeus.store.s3 import endpoint_url, resolve_endpoint
 
 # Where the job's history lives on a cluster unless a run says otherwise: a prefix of KFP's own
-# bucket that a namespace's key may use in multi-user mode too (mlpipeline/private-artifacts/<ns>/).
+# bucket that a namespace's key may use in multi-user mode too (mlpipeline/private/<ns>/), and
+# that KFP's artifact retention (ARTIFACT_RETENTION_DAYS: a lifecycle rule on private-artifacts/)
+# does not expire.
 DEFAULT_NAMESPACE = "kubeflow"
 NAMESPACE_ENV = "KFP_NAMESPACE"
 
@@ -44,10 +46,11 @@ class IncompatiblePipelineError(ValueError):
 
 
 def default_store_uri(namespace: str | None = None) -> str:
-    """s3://mlpipeline/private-artifacts/<namespace>/zeus-kfp: allowed for that namespace's key in
-    multi-user mode, and any prefix is allowed in single-user mode. namespace: $KFP_NAMESPACE, else kubeflow."""
+    """s3://mlpipeline/private/<namespace>/zeus-kfp: allowed for that namespace's key in multi-user
+    mode (any prefix is in single-user mode), and outside private-artifacts/, which KFP's artifact
+    retention expires. namespace: $KFP_NAMESPACE, else kubeflow."""
     ns = namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
-    return f"s3://mlpipeline/private-artifacts/{ns}/zeus-kfp"
+    return f"s3://mlpipeline/private/{ns}/zeus-kfp"
 
 
 def default_job() -> tuple[JobSpec, list[str]]:

@@ -47,7 +47,7 @@ def test_a_matching_backend_and_namespace_pass_and_the_rest_is_named_unchecked(k
     assert "backend version: KFP 2.15.0 (Kubeflow 1.11), the pipeline's compiled target 2.15" in ok
     assert "backend hazards" in ok and "namespace: team-a reachable with the token" in ok
     unchecked = "\n".join(lines(result, "not checked"))
-    assert "s3://mlpipeline/private-artifacts/team-a/zeus-kfp: set ZEUS_S3_ENDPOINT" in unchecked
+    assert "s3://mlpipeline/private/team-a/zeus-kfp: set ZEUS_S3_ENDPOINT" in unchecked
     assert "zeusd" in unchecked and "Secret" in unchecked
     assert TOKEN not in result.output
     experiments = [r for r in kfp_api.state.requests if r.path.endswith("/experiments")]

@@ -140,3 +140,15 @@ def test_show_keeps_long_histories_readable(store_dir) -> None:
     assert not re.search(r"\brun-1\b", result.output.split("recurrences (last")[1].split("default config")[0])
     # The saving still uses the whole history (the baseline comes from recurrence 1).
     assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in result.output
+
+
+def test_compact_writes_one_snapshot_then_finds_nothing_to_do_and_show_reads_the_same(store_dir) -> None:
+    before = run("show", SPEC.job_id, "--store", str(store_dir), "--json").output
+    first = run("compact", SPEC.job_id, "--store", str(store_dir))
+    assert first.exit_code == 0 and "wrote a snapshot of slots 1.." in first.output
+    assert list((store_dir / "jobs" / SPEC.job_id / "snapshots").glob("*.parquet"))
+    again = run("compact", SPEC.job_id, "--store", str(store_dir))
+    assert again.exit_code == 0 and "already compact" in again.output
+    assert run("show", SPEC.job_id, "--store", str(store_dir), "--json").output == before
+    unknown = CliRunner().invoke(app, ["compact", "nope", "--store", str(store_dir)])
+    assert unknown.exit_code == 2 and "no job 'nope'" in unknown.output

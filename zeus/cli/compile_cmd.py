@@ -95,7 +95,7 @@ def compile_cmd(
         str | None,
         typer.Option(
             help="Default store URI of the runs (a run parameter). Default: "
-            "s3://mlpipeline/private-artifacts/<namespace>/zeus-kfp, allowed in multi-user mode."
+            "s3://mlpipeline/private/<namespace>/zeus-kfp (allowed in multi-user mode, not expired by retention)."
         ),
     ] = None,
     namespace: Annotated[

@@ -211,3 +211,28 @@ def show(
     if plots is not None:
         for path in write_plots(trials, profiles, state, spec, plots):
             out.print(f"wrote {path}", soft_wrap=True)
+
+
+@app.command()
+def compact(
+    job: Annotated[str, typer.Argument(help="The job id.")],
+    store: StoreOpt = None,
+) -> None:
+    """Write the job's log as one snapshot, so reads fetch one object instead of every event, and remove
+    the snapshots it supersedes where the store allows deletes. The report step does this after every
+    recurrence; run it by hand after importing or repairing a store. Safe while the job runs."""
+    from zeus.cli.stores import open_for_reading
+
+    opened = open_for_reading(store)
+    opened.get_job(job)  # an unknown job is an error, not an empty compaction
+    result = opened.compact(job)
+    if result.written is None:
+        typer.echo(f"{job}: already compact (slots 1..{result.upto} in {opened.uri})")
+    else:
+        typer.echo(f"{job}: wrote a snapshot of slots 1..{result.upto} ({result.written})")
+    if result.deleted:
+        typer.echo(f"removed {result.deleted} superseded object(s)")
+    if result.delete_refused:
+        typer.echo(
+            "the store refused deletes (DeleteObject not granted): superseded snapshots are kept, nothing is lost"
+        )
