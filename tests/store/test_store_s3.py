@@ -14,6 +14,7 @@ import threading
 import traceback
 import urllib.parse
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -455,6 +456,64 @@ def test_a_server_that_holds_puts_fails_the_put_and_still_serves_reads(s3_server
         with pytest.raises(StoreUnavailableError) as info:
             backend.put("new", b"data")
     assert info.value.attempts == 1 and len(proxy.methods("PUT")) == 1
+
+
+def test_a_bandit_step_on_a_half_hung_server_fails_within_the_budget_naming_the_server(
+    s3_server, plain_upstream, monkeypatch
+):
+    """Reads answered, PUTs held: the step's first write (its dispatch) fails after one try of the budget,
+    and nothing in the step waits out another budget on top (no best-effort work follows a failure)."""
+    from zeus.job import JobSpec
+    from zeus.steps import bandit
+    from zeus.store.store import _S3_BACKENDS, open_store
+
+    bucket = new_bucket(s3_server)
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    uri = f"s3://{bucket}/zk"
+    store = open_store(uri)
+    store.ensure_job(JobSpec(job_id="j", batch_sizes=(32, 64), default_batch_size=64, target_metric=0.9, max_epochs=5))
+    store.begin_recurrence("j", "run-a")
+    with Scripted(lambda method, target, n: HOLD if method == "PUT" else FORWARD, plain_upstream) as proxy:
+        monkeypatch.setenv("ZEUS_S3_ENDPOINT", proxy.endpoint)
+        monkeypatch.setenv("ZEUS_S3_RETRY_BUDGET_S", "2")
+        _S3_BACKENDS.clear()  # a step is a fresh process: a fresh backend with these settings
+        with pytest.raises(StoreUnavailableError) as info:
+            bandit(store_uri=uri, job_id="j", recurrence_id="run-a", attempt=1, policy="default")
+    assert proxy.endpoint in str(info.value) and len(proxy.methods("PUT")) == 1
+    _S3_BACKENDS.clear()
+
+
+def test_a_key_that_may_not_write_reads_up_to_an_entry_in_progress_and_says_so(s3_server, plain_upstream):
+    """A hole (a proposer at work or dead) before decided slots needs a write to close. A reader whose PUTs
+    are refused ends its read before the hole and names it, instead of guessing past it; its own writes
+    fail naming the request."""
+    from zeus.job import Decision, JobSpec
+    from zeus.store import StoreAccessError as AccessError
+    from zeus.store import consensus, entries, keys
+    from zeus.store.store import Store
+
+    bucket = new_bucket(s3_server)
+    writer = Store(S3Backend(bucket, "zk", server_settings(s3_server)))
+    writer.ensure_job(JobSpec(job_id="j", batch_sizes=(32, 64), default_batch_size=64, target_metric=0.9, max_epochs=5))
+    writer.begin_recurrence("j", "run-a")
+    writer.backend.put(keys.slot_dir("j", 2) + "b.000001.deadbeef00000000.1", b"")  # a proposer died here
+    begin_b = entries.encode({"kind": "begin", "recurrence_id": "run-b", "at": 0})
+    consensus.propose(writer.backend, keys.slot_dir("j", 3), begin_b)  # decided, by one that died before settling
+    refused = (403, "application/xml", s3_xml_error("AccessDenied"))
+    with Scripted(lambda method, target, n: refused if method == "PUT" else FORWARD, plain_upstream) as proxy:
+        reader = Store(S3Backend(bucket, "zk", server_settings(s3_server, endpoint=proxy.endpoint)))
+        with pytest.warns(UserWarning, match="may not close"):
+            assert reader.recurrence_number("j", "run-a") == 1
+        assert [p.key for p in reader.problems] == [keys.slot_dir("j", 2)]
+        with pytest.raises(Exception, match="never begun"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reader.recurrence_number("j", "run-b")  # beyond the hole: not guessed
+        with pytest.raises(AccessError) as info, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reader.dispatch_trial("j", "run-a", 1, Decision(64, None, "exploration", "x"))
+    assert info.value.request.startswith("PutObject of jobs/j/log/")
+    assert writer.recurrence_number("j", "run-b") == 2  # a writer closes the hole as noop: dense numbers
 
 
 def test_a_server_that_asks_to_be_retried_is_retried(s3_server, plain_upstream):
