@@ -26,25 +26,18 @@ def local_path(uri: str) -> Path | None:
     return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
-def _check_not_a_file(given: str | None, path: Path) -> None:
-    if path.exists() and not path.is_dir():
-        raise FieldError("store", given or str(path), f"a directory ({path} is a file, not a directory)")
-
-
 def open_for_reading(uri: str | None):
     """The store at `uri` (None: $ZEUS_KFP_STORE or ./.zeus-kfp/store), which must exist if local."""
     from zeus.store import open_store
 
     store = open_store(uri)
     path = local_path(store.uri)
-    if path is not None:
-        _check_not_a_file(uri, path)
-        if not path.exists():
-            raise FieldError(
-                "store",
-                uri or str(path),
-                f"an existing store directory ({path} does not exist; `zeus-kfp run --store PATH` creates one)",
-            )
+    if path is not None and not path.exists():
+        raise FieldError(
+            "store",
+            uri or str(path),
+            f"an existing store directory ({path} does not exist; `zeus-kfp run --store PATH` creates one)",
+        )
     return store
 
 
@@ -56,7 +49,6 @@ def open_for_writing(uri: str | None):
     path = local_path(store.uri)
     if path is None:
         return store
-    _check_not_a_file(uri, path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".zeus-kfp-write-check-"):

@@ -60,14 +60,20 @@ class JobTrials:
 
 
 def _first(rows: pa.Table, kind: str, by: list[str]) -> pa.Table:
-    """The rows of the first entry of `kind` per `by` (an entry is its slot: a profile has several rows)."""
+    """The rows of the first entry of `kind` per `by` (an entry is its slot: a profile has several rows).
+    Rows come in slot order, so a key's first row holds its first slot. Hash kernels and numpy, one
+    thread: Arrow's group-by starts a thread pool that costs more than the whole read."""
+    import numpy as np
+
     of_kind = rows.filter(pc.equal(rows.column("kind"), kind))
     if not of_kind.num_rows:
         return of_kind
-    firsts = of_kind.group_by(by, use_threads=False).aggregate([("slot", "min")]).column("slot_min")
-    if len(firsts) == len(pc.unique(of_kind.column("slot"))):
-        return of_kind  # no trial has two entries of this kind: the usual case
-    return of_kind.filter(pc.is_in(of_kind.column("slot"), value_set=firsts.combine_chunks()))
+    key = of_kind.column(by[0]) if len(by) == 1 else _trial_key(of_kind)
+    ids = pc.index_in(key, value_set=pc.unique(key)).to_numpy(zero_copy_only=False)
+    firsts = np.unique(ids, return_index=True)[1]  # per key (ids 0..k-1, in order), its first row
+    slots = of_kind.column("slot").to_numpy()
+    keep = slots == slots[firsts][ids]
+    return of_kind if keep.all() else of_kind.filter(pa.array(keep))
 
 
 def _trial_key(table: pa.Table) -> pa.ChunkedArray:

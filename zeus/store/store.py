@@ -302,7 +302,8 @@ def _local_path(uri: str) -> Path:
     else:
         path = Path(uri).expanduser()
     if path.exists() and not path.is_dir():
-        raise StoreInputError("store", uri, STORE_FORMS + f"; {path} exists and is not a directory")
+        what = "is a file, not a directory" if path.is_file() else "exists and is not a directory"
+        raise StoreInputError("store", uri, f"a directory ({path} {what})")
     return path
 
 
