@@ -4,10 +4,10 @@ Run it from two checkouts (each with its own venv, `make setup`), alternating, i
 
     for i in 1 2 3; do for tree in old new; do (cd $tree && .venv/bin/python benchmarks/peer_ab.py); done; done
 
-Each run imports the same 10,000-trial history (a fixed seed; batch sizes drawn uniformly, results
-from peer_bso's outcome model) into a fresh store and prints one JSON line: decision and whole-cycle
-medians, 8-client cycles/s, memory a decision adds, cold starts (peer_bso.measure_kfp). Simulated:
-the trial results. Measured: every time and memory figure.
+Each run seeds the same 10,000-trial history (benchmarks/seed.py's simulated_history: a fixed seed,
+batch sizes drawn uniformly, results from its outcome model) into a fresh store and prints one JSON
+line: decision and whole-cycle medians, 8-client cycles/s, memory a decision adds, cold starts
+(peer_bso.measure_kfp). Simulated: the trial results. Measured: every time and memory figure.
 """
 
 from __future__ import annotations
@@ -15,19 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import uuid
+from contextlib import ExitStack
 
-import numpy as np
-import pandas as pd
-from peer_bso import SPEC, history_frame, measure_kfp, outcome
-from store import start_moto
-
-
-def history(count: int, seed: int = 0) -> pd.DataFrame:
-    """`count` finished trials at uniformly drawn batch sizes, results from peer_bso's outcome model."""
-    rng = np.random.default_rng(seed)
-    batches = (int(rng.choice(SPEC.batch_sizes)) for _ in range(count))
-    return history_frame((batch, *outcome(batch, rng)) for batch in batches)
+from peer_bso import measure_kfp
+from seed import moto_server, simulated_history
 
 
 def main() -> None:
@@ -38,13 +29,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--client-cycles", type=int, default=15)
     args = parser.parse_args()
-    moto = start_moto() if args.backend == "s3" else None
-    with tempfile.TemporaryDirectory(prefix="zeus-ab-") as tmp:
-        uri = f"s3://zeus-ab-{uuid.uuid4().hex[:10]}/p" if moto else f"{tmp}/store"
-        print(json.dumps({"backend": args.backend} | measure_kfp(uri, history(args.trials), args)))
-    if moto is not None:
-        moto[0].send("stop")
-        moto[1].join(timeout=10)
+    with tempfile.TemporaryDirectory(prefix="zeus-ab-") as tmp, ExitStack() as stack:
+        uri = f"s3://{stack.enter_context(moto_server()).bucket()}/p" if args.backend == "s3" else f"{tmp}/store"
+        print(json.dumps({"backend": args.backend} | measure_kfp(uri, simulated_history(args.trials), args)))
 
 
 if __name__ == "__main__":

@@ -2,13 +2,15 @@
 
 Both sides get the same history: BSO decides N trials (10,000 by default) of a simulated job
 and is told each result (a deterministic model of epochs, time and energy per batch size);
-the very same trials are then imported into zeus-kfp (zeus.store.bulk) on a local directory
-and on an S3 server (moto, in its own process on 127.0.0.1). Then, on each side:
+the very same trials are then seeded into zeus-kfp (benchmarks/seed.py: one snapshot) on a local
+directory and on an S3 server (moto, in this process on 127.0.0.1). Then, on each side:
 - decision: zeus-kfp `bandit()` (open the store, read the history, the `default` policy's
   decision, record the dispatch) against BSO's `GET /jobs/batch_size`; median.
-- whole cycle: decision + `feedback()` (record the result and the bandit snapshot) against
-  GET + `POST /report` + `PATCH /trials`; median.
-- 8 clients, one job: cycles/s of 8 processes (zeus-kfp) or 8 HTTP clients (BSO) cycling at once.
+- whole cycle: decision + `feedback()` (record the result) against GET + `POST /report` +
+  `PATCH /trials`; median. The pipeline's other store steps run around it, untimed: preprocess's
+  `begin_recurrence` before, the report step's `compact` after.
+- 8 clients, one job: cycles/s of 8 processes (zeus-kfp) or 8 HTTP clients (BSO) cycling at once
+  (zeus-kfp's cycles here include the begin and the compaction).
 - memory a decision adds: peak RSS (VmHWM) of the deciding process before and after one
   decision on the big job, after a warm-up decision on a small one (BSO: its server process).
 - cold start (zeus-kfp only): a fresh `python` process, from start to its first decision.
@@ -33,30 +35,21 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from bso_server import BsoClient, BsoServer, bso_job, ensure_venv
-from store import SPEC, start_moto
+from seed import SPEC, history_frame, moto_server, outcome, seed_job
 
 from zeus.job import TrialResult
 from zeus.steps.trial import bandit, feedback
 from zeus.store import open_store
-from zeus.store.bulk import import_trials
 
 COMMAND = ".venv/bin/python benchmarks/peer_bso.py"
 POLICY = "default"
 WARM_JOB = "warm-job"
-
-
-def outcome(batch: int, rng: np.random.Generator) -> tuple[bool, float, float, int]:
-    """(reached, time_s, energy_j, epochs) of one simulated trial: cheapest around batch 256."""
-    epochs = int(rng.integers(3, 10)) + abs(int(math.log2(batch / 256))) * 2
-    reached = bool(rng.random() < (0.9 if 64 <= batch <= 512 else 0.6)) and epochs <= SPEC.max_epochs
-    time_s = epochs * 60.0 * (256 / batch) ** 0.3
-    return reached, time_s, time_s * float(rng.uniform(180, 260)), epochs
 
 
 def seed_bso(server: BsoServer, count: int, seed: int = 0) -> pd.DataFrame:
@@ -64,22 +57,6 @@ def seed_bso(server: BsoServer, count: int, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     outcomes = {b: [list(outcome(b, rng)) for _ in range(count)] for b in SPEC.batch_sizes}
     return history_frame(server.seed(SPEC.job_id, SPEC.target_metric, outcomes, count))
-
-
-def history_frame(trials: Iterable[tuple[int, bool, float, float, int]]) -> pd.DataFrame:
-    """(batch size, reached, time_s, energy_j, epochs) of each trial in order, as the rows bulk import
-    takes: a new recurrence after a reach or after max_attempts."""
-    rows, recurrence, attempt = [], 1, 0
-    for batch, reached, time_s, energy_j, epochs in trials:
-        attempt += 1
-        rows.append(
-            {"recurrence": recurrence, "recurrence_id": f"hist-{recurrence}", "attempt": attempt,
-             "batch_size": batch, "status": "reached" if reached else "not_reached",
-             "time_s": time_s, "energy_j": energy_j, "num_epochs": epochs}
-        )  # fmt: skip
-        if reached or attempt == SPEC.max_attempts:
-            recurrence, attempt = recurrence + 1, 0
-    return pd.DataFrame(rows)
 
 
 def _result_json(batch: int, rng: np.random.Generator) -> str:
@@ -91,14 +68,18 @@ def _result_json(batch: int, rng: np.random.Generator) -> str:
 
 
 def kfp_cycle(uri: str, rid: str, rng: np.random.Generator, store=None) -> tuple[float, float]:
-    """One zeus-kfp cycle as the pipeline runs it: (decision seconds, whole cycle seconds)."""
-    (store or open_store(uri)).begin_recurrence(SPEC.job_id, rid)  # the preprocess step's part
+    """One zeus-kfp cycle as the pipeline runs it: (decision seconds, whole cycle seconds). The preprocess
+    step's begin and the report step's compaction are around it, untimed: reads stay a snapshot + a tail."""
+    store = store or open_store(uri)
+    store.begin_recurrence(SPEC.job_id, rid)
     started = time.perf_counter()
     choice = bandit(store_uri=uri, job_id=SPEC.job_id, recurrence_id=rid, attempt=1, policy=POLICY)
     decided = time.perf_counter()
     feedback(store_uri=uri, job_id=SPEC.job_id, recurrence_id=rid, attempt=1,
-             result_json=_result_json(choice.batch_size, rng), profile_path="", policy=POLICY)  # fmt: skip
-    return decided - started, time.perf_counter() - started
+             result_json=_result_json(choice.batch_size, rng), profile_path="")  # fmt: skip
+    ended = time.perf_counter()
+    store.compact(SPEC.job_id)
+    return decided - started, ended - started
 
 
 def bso_cycle(client: BsoClient, rng: np.random.Generator) -> tuple[float, float]:
@@ -200,8 +181,8 @@ def kfp_cold_start_s(uri: str, script: str, repeats: int = 3) -> float:
 
 def measure_kfp(uri: str, history: pd.DataFrame, args) -> dict[str, float]:
     store = open_store(uri)
-    import_trials(store, SPEC, history)
-    import_trials(store, SPEC.with_changes(job_id=WARM_JOB), history.head(20))
+    seed_job(store, SPEC, history)
+    seed_job(store, SPEC.with_changes(job_id=WARM_JOB), history.head(20))
     rng = np.random.default_rng(7)
     kfp_cycle(uri, f"warm-{uuid.uuid4().hex[:6]}", rng, store)
     cycles = [kfp_cycle(uri, f"bench-{i}-{uuid.uuid4().hex[:6]}", rng, store) for i in range(args.cycles)]
@@ -281,18 +262,15 @@ def main() -> int:
         history = seed_bso(server, args.trials)
         print(f"seeded BSO with {len(history):,} trials in {time.perf_counter() - started:.0f} s", flush=True)
         results: dict[str, dict[str, float]] = {}
-        moto = None
-        for backend in args.backends:
-            if backend == "s3":
-                moto = start_moto()
-            uri = f"s3://zeus-peer-{uuid.uuid4().hex[:12]}/p" if backend == "s3" else f"{tmp}/store"
-            results["zeus-kfp local" if backend == "local" else "zeus-kfp S3 (moto)"] = measure_kfp(uri, history, args)
-            print(f"measured zeus-kfp on {backend}", flush=True)
+        with ExitStack() as stack:
+            for backend in args.backends:
+                local = backend == "local"
+                uri = f"{tmp}/store" if local else f"s3://{stack.enter_context(moto_server()).bucket()}/p"
+                name = "zeus-kfp local" if local else "zeus-kfp S3 (moto)"
+                results[name] = measure_kfp(uri, history, args)
+                print(f"measured zeus-kfp on {backend}", flush=True)
         results["Zeus BSO (SQLite)"] = measure_bso(server, args)
         server.stop()
-        if moto is not None:
-            moto[0].send("stop")
-            moto[1].join(timeout=10)
     print(f"\npython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
           f"policy '{POLICY}'; simulated trial results, measured times\n")  # fmt: skip
     print(table(results, args.trials))

@@ -53,7 +53,7 @@ def _training(outputs: Path) -> tuple[float, float]:
     """The train steps' own measurements of the script: (wall seconds, CPU seconds)."""
     wall = cpu = 0.0
     for path in outputs.rglob("executor_output.json"):
-        if re.fullmatch(r"train(-\d+)?", path.parent.name):
+        if re.fullmatch(r"(attempt-\d+-)?train(-\d+)?", path.parent.name):  # kfp.local names it attempt-N-train
             meta = json.loads(path.read_text())["artifacts"]["metrics"]["artifacts"][0]["metadata"]
             wall += float(meta["wall_s"])
             cpu += float(meta["script_cpu_s"])

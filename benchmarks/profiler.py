@@ -28,6 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
 import torch  # noqa: E402
 
+from zeus.job import JobSpec  # noqa: E402
 from zeus.power import PowerModel, SimulatedGPU, candidate_limits  # noqa: E402
 from zeus.train import TrialEnv, example_spec  # noqa: E402
 from zeus.train.dataloader import ZeusDataLoader  # noqa: E402
@@ -62,6 +63,12 @@ def first_epoch(batch_size: int, *, profile: bool, eta: float = 0.5, profile_ite
         result = loader.trial.result
         chosen = loader.trial.profiler.chosen_limit if loader.trial.profiler else None
     return {"wall_s": wall, "simulated_s": result.time_s, "chosen_limit_w": chosen}
+
+
+def step_cost(model: PowerModel, spec: JobSpec, limit_w: float, samples: int) -> float:
+    """The job's cost of one simulated step of `samples` at `limit_w` (what optimal_limit minimizes)."""
+    seconds, joules = model.step(limit_w, samples)
+    return spec.cost(joules, seconds)
 
 
 def main() -> None:
@@ -99,9 +106,10 @@ def main() -> None:
             first_epoch(args.batch_size, profile=True, eta=eta, profile_iters=iters)["chosen_limit_w"]
             for _ in range(args.repeats)
         ]
-        best = model.optimal_limit(limits, eta=eta, max_power_w=spec.max_power_w)
-        opt_cost = model.cost_per_sample(best, eta=eta, max_power_w=spec.max_power_w)
-        regrets = [model.cost_per_sample(p, eta=eta, max_power_w=spec.max_power_w) / opt_cost - 1 for p in picks]
+        priced = spec.with_changes(eta_knob=eta)
+        best = model.optimal_limit(limits, priced.cost, samples=args.batch_size)
+        opt_cost = step_cost(model, priced, best, args.batch_size)
+        regrets = [step_cost(model, priced, p, args.batch_size) / opt_cost - 1 for p in picks]
         choices.append(
             {
                 "eta": eta,
