@@ -14,7 +14,6 @@ import json
 import random
 import subprocess
 import sys
-from dataclasses import asdict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -182,7 +181,7 @@ def test_same_spec_history_and_seed_give_the_same_decision_in_a_new_process():
         {
             "policy": name,
             "spec": spec.to_dict(),
-            "history": [{**asdict(r), "status": r.status.value} for r in history],
+            "history": [{**r._asdict(), "status": r.status.value} for r in history],
             "seed": seed,
         }
         for name, spec, history, seed in cases

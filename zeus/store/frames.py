@@ -25,7 +25,10 @@ import pyarrow.compute as pc
 from zeus.job import TrialRecord, TrialStatus
 from zeus.profiles import PROFILE_COLUMNS
 from zeus.store import keys
+from zeus.store.entries import DECISION_FIELDS, RESULT_FIELDS
 from zeus.store.errors import ObjectProblem
+
+TRIAL_BY = ["recurrence_id", "attempt"]
 
 if TYPE_CHECKING:  # pandas only for the frames people read
     import pandas as pd
@@ -59,13 +62,13 @@ class JobTrials:
     unfinished: list[Unfinished]
 
 
-def _first(rows: pa.Table, kind: str, by: list[str]) -> pa.Table:
+def _first(rows: pa.Table, kinds: pa.ChunkedArray, kind: str, by: list[str]) -> pa.Table:
     """The rows of the first entry of `kind` per `by` (an entry is its slot: a profile has several rows).
     Rows come in slot order, so a key's first row holds its first slot. Hash kernels and numpy, one
     thread: Arrow's group-by starts a thread pool that costs more than the whole read."""
     import numpy as np
 
-    of_kind = rows.filter(pc.equal(rows.column("kind"), kind))
+    of_kind = rows.filter(pc.equal(kinds, kind))
     if not of_kind.num_rows:
         return of_kind
     key = of_kind.column(by[0]) if len(by) == 1 else _trial_key(of_kind)
@@ -86,34 +89,50 @@ def _trial_key(table: pa.Table) -> pa.ChunkedArray:
 class Settled:
     """The job's entries as the rules above settle them."""
 
-    recurrences: dict[str, int]
+    begins: pa.Table  # first begin per recurrence, in slot order: recurrence n is row n - 1
     dispatched: pa.Table  # first dispatch per trial, in trial order, with `recurrence` and `trial` columns
     finished: pa.Table  # first result per trial, aligned with `dispatched` (nulls where none)
     profiles: pa.Table  # the rows of each trial's first profile
 
+    def recurrence(self, recurrence_id: str) -> int | None:
+        """The number of the recurrence `recurrence_id`, None if it never began."""
+        found = pc.index(self.begins.column("recurrence_id"), recurrence_id).as_py()
+        return None if found < 0 else found + 1
+
+
+# The columns each kind's entries use: a table of only these is filtered, not every column of the log.
+KIND_COLUMNS = {
+    "begin": ["slot", "recurrence_id"],
+    "dispatched": ["slot", "recurrence_id", "attempt", "at", *DECISION_FIELDS],
+    "finished": ["slot", "recurrence_id", "attempt", "at", *RESULT_FIELDS],
+    "profile": ["slot", "recurrence_id", "attempt", *PROFILE_COLUMNS],
+}
+
 
 def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem]) -> Settled:
-    begins = _first(rows, "begin", ["recurrence_id"])
-    recurrences = {rid: n for n, rid in enumerate(begins.column("recurrence_id").to_pylist(), start=1)}
-    dispatched = _first(rows, "dispatched", ["recurrence_id", "attempt"])
-    rids = dispatched.column("recurrence_id").to_pylist()
-    numbers = [recurrences.get(rid, 0) for rid in rids]
-    for rid in sorted({rid for rid, n in zip(rids, numbers, strict=True) if n == 0}):
-        problems.append(ObjectProblem(keys.log_dir(job_id), f"trials of recurrence {rid!r}, which never began"))
-    dispatched = dispatched.append_column("recurrence", pa.array(numbers, pa.int64()))
+    kinds = rows.column("kind")
+    first = {
+        kind: _first(rows.select(columns), kinds, kind, ["recurrence_id"] if kind == "begin" else TRIAL_BY)
+        for kind, columns in KIND_COLUMNS.items()
+    }
+    begins, dispatched = first["begin"], first["dispatched"]
+    number = pc.index_in(dispatched.column("recurrence_id"), value_set=begins.column("recurrence_id").combine_chunks())
+    unbegun = pc.is_null(number)
+    if pc.any(unbegun).as_py():
+        for rid in sorted(set(dispatched.filter(unbegun).column("recurrence_id").to_pylist())):
+            problems.append(ObjectProblem(keys.log_dir(job_id), f"trials of recurrence {rid!r}, which never began"))
+    dispatched = dispatched.append_column("recurrence", pc.fill_null(pc.add(number, 1), 0).cast(pa.int64()))
     dispatched = dispatched.append_column("trial", pa.array(range(1, dispatched.num_rows + 1), pa.int64()))
     names = _trial_key(dispatched).combine_chunks()
-    finished = _first(rows, "finished", ["recurrence_id", "attempt"])
-    profiles = _first(rows, "profile", ["recurrence_id", "attempt"])
+    finished, profiles = first["finished"], first["profile"]
     for kind, table in (("finished", finished), ("profile", profiles)):
-        orphans = pc.invert(pc.is_in(_trial_key(table), value_set=names))
-        stray = table.filter(orphans)
+        stray = table.filter(pc.invert(pc.is_in(_trial_key(table), value_set=names)))
         for rid, attempt in set(
             zip(stray.column("recurrence_id").to_pylist(), stray.column("attempt").to_pylist(), strict=True)
         ):
             problems.append(ObjectProblem(keys.log_dir(job_id), f"a {kind} entry of {rid}.{attempt}, never dispatched"))
     aligned = finished.take(pc.index_in(names, value_set=_trial_key(finished).combine_chunks()))
-    return Settled(recurrences, dispatched, aligned, profiles)
+    return Settled(begins, dispatched, aligned, profiles)
 
 
 def _numbers(column: pa.ChunkedArray) -> list[float | None]:

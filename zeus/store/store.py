@@ -54,6 +54,7 @@ class Store:
         # so a later read only lists and fetches the slots after it: a fact, not a cache that can go stale.
         self._prefixes: dict[str, log.LogRead] = {}
         self._specs: dict[str, JobSpec] = {}  # agreed specs, which never change either
+        self._views: dict[str, tuple[int, frames.Settled]] = {}  # each job's settled view, and of which prefix
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
@@ -99,8 +100,14 @@ class Store:
         return found
 
     def _settled(self, read: log.LogRead) -> frames.Settled:
+        """The settled view of `read`; the same prefix is settled once (a bandit step asks five times)."""
+        upto, settled = self._views.get(read.job_id, (-1, None))
+        if upto == read.upto and settled is not None:
+            self._report(read.problems)
+            return settled
         problems = list(read.problems)
         settled = frames.settle(read.job_id, read.table(), problems)
+        self._views[read.job_id] = (read.upto, settled)
         self._report(problems)
         return settled
 
@@ -113,16 +120,17 @@ class Store:
         """The recurrence's number (1, 2, ...), dense and in the order recurrences began; idempotent per id."""
         keys.check_recurrence_id(recurrence_id)
         read = self._read(job_id)
-        number = self._settled(read).recurrences.get(recurrence_id)
+        number = self._settled(read).recurrence(recurrence_id)
         if number is None:
             entry = {"kind": "begin", "recurrence_id": recurrence_id, "at": entries.now_us()}
-            number = self._append(read, entry).recurrences[recurrence_id]
+            number = self._append(read, entry).recurrence(recurrence_id)
+            assert number is not None  # ours, or a twin's before it
         return number
 
     def recurrence_number(self, job_id: str, recurrence_id: str) -> int:
         """The number `begin_recurrence` gave `recurrence_id` (UnknownTrialError if it was never begun)."""
         keys.check_recurrence_id(recurrence_id)
-        number = self._settled(self._read(job_id)).recurrences.get(recurrence_id)
+        number = self._settled(self._read(job_id)).recurrence(recurrence_id)
         if number is None:
             raise UnknownTrialError(
                 f"recurrence {recurrence_id!r} of job {job_id!r} was never begun: call begin_recurrence first"
@@ -160,7 +168,7 @@ class Store:
             raise StoreInputError("decision", type(decision).__name__, "a zeus.job.Decision")
         read = self._read(job_id)
         settled = self._settled(read)
-        if recurrence_id not in settled.recurrences:
+        if settled.recurrence(recurrence_id) is None:
             raise UnknownTrialError(f"recurrence {recurrence_id!r} of job {job_id!r} was never begun")
         row = self._dispatch(settled, recurrence_id, attempt)
         if row is None:
