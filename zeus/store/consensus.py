@@ -97,9 +97,14 @@ def _read(backend: Backend, directory: str) -> Register:
     return parse(directory, backend.list(directory))
 
 
+def checked(key: str, data: bytes) -> bytes:
+    """A value's bytes (`v.{crc}.json`), checked against the checksum its key names."""
+    return keys.verified(key, data, key.rsplit(".", 2)[-2])
+
+
 def decided(backend: Backend, key: str) -> bytes:
-    """A decided value's bytes, checked against the checksum its key names."""
-    return keys.verified(key, backend.get(key), key.rsplit(".", 2)[-2])
+    """A decided value's bytes, fetched and checked."""
+    return checked(key, backend.get(key))
 
 
 def _value_of(backend: Backend, register: Register) -> bytes | None:
@@ -184,5 +189,5 @@ def _round(backend: Backend, directory: str, ballot: tuple[int, str], value: byt
 
 
 def value_key(directory: str, data: bytes) -> str:
-    """Where a decided value with these bytes lies (compaction writes snapshots beside such keys)."""
+    """Where a decided value with these bytes lies (what error messages name it by)."""
     return f"{directory}v.{keys.crc(data)}.json"

@@ -5,7 +5,7 @@ order of events: a recurrence's number is its rank among first `begin`s, a trial
 first `dispatched`s, and of two entries about one trial the first slot wins (frames.py). So the
 store needs one agreement, "what is in slot n", and nothing that must be atomic on the server.
 
-Appending: list the slots after the ones read, propose the entry for the next one, and go on to
+Appending: propose the entry for the slot after everything the last read listed, and go on to
 the following slot while another proposer holds it. A writer then reads up to its own slot before
 it answers, so it answers what every later reader reads: the slots before its own are decided.
 
@@ -121,7 +121,7 @@ def _entry(
         data = values.get(key)
         if isinstance(data, bytes):
             try:
-                return entries.decode(key, keys.verified(key, data, key.rsplit(".", 2)[-2]))
+                return entries.decode(key, consensus.checked(key, data))
             except CorruptObjectError as exc:
                 problems.append(ObjectProblem(exc.key, exc.reason))
                 return _recovered(backend, directory, register, problems)
@@ -148,7 +148,7 @@ def _recovered(
         except (CorruptObjectError, ObjectNotFound):
             pass
         else:
-            if register.values and keys.crc(data) == register.values[0].rsplit(".", 2)[-2]:
+            if register.values and consensus.value_key(directory, data) == register.values[0]:
                 with contextlib.suppress(StoreAccessError):  # the agreed bytes, back under their agreed name
                     backend.put(register.values[0], data)
             return entry
