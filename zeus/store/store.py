@@ -139,13 +139,14 @@ class Store:
 
     @staticmethod
     def _dispatch(settled: frames.Settled, recurrence_id: str, attempt: int) -> dict[str, Any] | None:
+        import pyarrow.compute as pc
+
         table = settled.dispatched
-        for i, (rid, n) in enumerate(
-            zip(*(table.column(c).to_pylist() for c in ("recurrence_id", "attempt")), strict=True)
-        ):
-            if rid == recurrence_id and n == attempt:
-                return {name: table.column(name)[i].as_py() for name in table.column_names} | {"_row": i}
-        return None
+        found = pc.indices_nonzero(_is_trial(table, recurrence_id, attempt))
+        if not len(found):
+            return None
+        i = found[0].as_py()  # settled: at most one dispatch per trial
+        return {name: table.column(name)[i].as_py() for name in table.column_names} | {"_row": i}
 
     @staticmethod
     def _decision(row: dict[str, Any]) -> tuple[int, Decision]:
