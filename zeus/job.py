@@ -202,10 +202,12 @@ class JobSpec:
         )
         _require(isinstance(self.higher_is_better, bool), "higher_is_better", self.higher_is_better, "true or false")
         _require(
-            isinstance(self.metric_name, str) and re.fullmatch(r"[\w-]{1,64}", self.metric_name or "") is not None,
+            isinstance(self.metric_name, str)
+            and len(self.metric_name) <= 64
+            and re.fullmatch(r"[\w-]+(/[\w-]+)*", self.metric_name or "") is not None,
             "metric_name",
             self.metric_name,
-            "1-64 letters, digits, '_' or '-'",
+            "1-64 letters, digits, '_' or '-', in parts joined by '/' (a TFEvent directory: train/accuracy)",
         )
         for name in ("max_epochs", "max_attempts", "num_gpus"):
             value = getattr(self, name)
