@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never nee
     import pandas as pd
 
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
+# Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
+# deeper in the compiled pipeline (pipelines/dag.py); far more than a batch-size list has sizes to try.
+MAX_ATTEMPTS = 32
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
 
@@ -212,6 +215,12 @@ class JobSpec:
         for name in ("max_epochs", "max_attempts", "num_gpus"):
             value = getattr(self, name)
             _require(_is_int(value) and value > 0, name, value, "a positive integer")
+        _require(
+            self.max_attempts <= MAX_ATTEMPTS,
+            "max_attempts",
+            self.max_attempts,
+            f"1-{MAX_ATTEMPTS} (each attempt is a nested branch of the compiled pipeline, which has no loops)",
+        )
         zero_means = {"num_pruning_rounds": "none", "window_size": "all history", "reprofile_after": "never"}
         for name, zero in zero_means.items():
             value = getattr(self, name)

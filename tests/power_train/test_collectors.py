@@ -199,6 +199,7 @@ def test_tfevent_metric_is_found_in_every_subdirectory_unless_named_with_one_as_
             writer.add_scalar("accuracy", acc, 1)
             writer.add_scalar("accuracy_top5", 0.99, 1)
             writer.add_scalar("epoch", 1, 1)
+
     def names(metric_name: str) -> list[tuple[str, float]]:  # float32 in the files: 4 decimals are exact enough
         found = TFEventCollector(tmp_path / "tb", metric_name).finish()
         return sorted((o.metric, round(o.value, 4)) for o in found)

@@ -86,7 +86,8 @@ def test_write_plots_writes_four_real_pngs_marked_simulated(tmp_path) -> None:
         assert pixels.shape[0] >= 300 and pixels.shape[1] >= 600
         # Real content: many distinct colours, not a blank canvas.
         assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 50
-        assert _png_title(path).startswith("mnist-nightly") and _png_title(path).endswith("(simulated GPU)")
+        # The figures' source in the words the tables use ("figures: simulated (GPU model)").
+        assert _png_title(path).startswith("mnist-nightly") and _png_title(path).endswith(", simulated (GPU model)")
 
 
 def test_measured_data_is_not_labelled_simulated(tmp_path) -> None:
@@ -113,7 +114,7 @@ def test_markdown_embeds_the_pngs_and_reports_the_saving(tmp_path) -> None:
     assert md.startswith("# zeus-kfp: job `mnist-nightly`")
     assert "**Simulated GPU.**" in md
     assert "## Recurrence 3 (`run-3`)" in md
-    assert f"saved {1 - 13750.0 / BASELINE:.1%}" in md
+    assert f"saved {1 - 13750.0 / BASELINE:+.1%}" in md
     embedded = re.findall(r"!\[([^\]]+)\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", md)
     assert [alt for alt, _ in embedded] == ["cost per recurrence", "batch size per trial", "posterior", "power profile"]
     for (_, data), path in zip(embedded, paths, strict=True):

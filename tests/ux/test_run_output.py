@@ -46,11 +46,16 @@ def table_rows(text: str, title: str) -> list[str]:
 def check_the_piped_run(proc) -> None:
     """One plain line per step, no ANSI, tables within 80 columns and nothing cut."""
     assert ANSI not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
-    for i in (1, 2):
-        steps = [line for line in proc.stdout.splitlines() if line.startswith(f"recurrence {i}/2: ")]
-        named = [re.sub(r" \(batch size \d+, \w+\)$", "", s.split(": ", 1)[1]) for s in steps]
-        assert named == ["preprocess", "attempt 1: bandit", "attempt 1: train", "attempt 1: feedback", "report"]
-        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[2])
+    for i in (1, 2):  # "[i/2] recurrence i: step": the run's count, then the job's recurrence number, once known
+        steps = [line[len(f"[{i}/2] ") :] for line in proc.stdout.splitlines() if line.startswith(f"[{i}/2] ")]
+        named = [re.sub(r" \(batch size \d+, \w+\)$", "", s) for s in steps[1:]]
+        assert steps[0].startswith("starting (local-")
+        assert named == ["preprocess"] + [
+            f"recurrence {i}: {step}"
+            for step in ("attempt 1: bandit", "attempt 1: train", "attempt 1: feedback", "report")
+        ]
+        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[3])
+        assert f"\nrecurrence {i}: reached the target" in proc.stdout  # the table says the same number
     tables = proc.stdout.split("recurrence 1: ")[1].split("cumulative over")[0]
     assert max(len(line) for line in tables.splitlines()) <= 80 and "…" not in tables
 

@@ -126,17 +126,25 @@ PROFILE_TABLE = [  # the columns `show` prints of the profiles (zeus.profiles ha
 ]
 
 
+def saved_rows(saved: Any) -> list[dict[str, Any]]:
+    """Per recurrence, its saving against the default config (null without a baseline)."""
+    rows = saved.recurrences[["recurrence", "saving"]].astype({"recurrence": int})
+    return [{"recurrence": r, "saving": None if s != s else s} for r, s in rows.itertuples(index=False)]
+
+
 def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFrame, state: pd.DataFrame) -> str:
-    from zeus.report import default_config_cost, per_recurrence
+    from zeus.report import per_recurrence, savings_of
     from zeus.report.units import COST_UNIT
 
-    baseline = default_config_cost(trials, profiles, spec) if not trials.empty else None
+    saved = savings_of(trials, profiles, spec) if not trials.empty else None
+    baseline = saved.baseline if saved is not None else None
     data = {
         "store": opened.uri,
         "job": spec.to_dict(),
         "trials": _json_records(trials),
         "recurrences": _json_records(per_recurrence(trials)) if not trials.empty else [],
         "default_config_cost": None if baseline is None else {"cost": baseline.cost, "how": baseline.how},
+        "saving": None if saved is None else {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved)},
         "cost_unit": COST_UNIT,
         "profiles": _json_records(profiles),
         "bandit_state": _json_records(state),
@@ -159,8 +167,8 @@ def show(
     The bandit state is the default policy's view of the history: the store does not record
     which policy a run used (a run parameter)."""
     from zeus.cli.stores import open_for_reading
-    from zeus.report import arm_frame, default_config_cost, per_recurrence, write_plots
-    from zeus.report.units import COST_UNIT, duration, si
+    from zeus.report import arm_frame, per_recurrence, savings_of, write_plots
+    from zeus.report.units import duration, si
     from zeus.store import UnknownJobError
 
     opened = open_for_reading(store)
@@ -188,16 +196,9 @@ def show(
             for r in rec.to_dict("records")
         ]  # fmt: skip
         print_table(out, _title("recurrences", len(per_recurrence(trials)), last), RECURRENCE_COLUMNS, rows, wide=wide)
-        baseline = default_config_cost(trials, profiles, spec)
-        if baseline.cost is None:
-            out.print(f"default config cost: unknown ({baseline.how})", markup=False, soft_wrap=True)
-        elif not rec.empty:
-            saving = 1.0 - rec["cost"].iloc[-1] / baseline.cost
-            out.print(
-                f"default config cost ~ {si(baseline.cost, COST_UNIT)} ({baseline.how}); "
-                f"latest recurrence saved {saving:.1%}",
-                markup=False,
-            )
+        for line in savings_of(trials, profiles, spec).lines():  # the lines `run` prints, from the same numbers
+            if line:
+                out.print(line, markup=False)
     if not profiles.empty:
         latest = profiles[profiles["trial"] == profiles.groupby("batch_size")["trial"].transform("max")]
         rows = [

@@ -98,11 +98,16 @@ def failure_notes(records: Sequence[Record]) -> list[str]:
 
 
 def _cell(known: dict, field: str, record: Record, no_figures: bool) -> str:
-    """One cell; a trial that never reported (zeus.steps.abandoned) shows no figures, not zeros."""
+    """One cell; a trial that never reported (zeus.steps.abandoned) shows no figures, not zeros; a power limit
+    profiling did not choose says so ("250 W unprofiled", "250 W measure only": zeus.report.frames.limit_note)."""
+    from zeus.report.frames import limit_text
+
     if field == "source":
         return source_of(record)
     if no_figures and field in FIGURES:
         return "-"
+    if field == "power_limit_w":
+        return limit_text(record.get(field), record.get("reason"))
     return known[field][1](record.get(field))
 
 

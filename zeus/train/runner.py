@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 LOG_SUBDIR = "logs"
 METRICS_PORT_ENV = "ZEUS_METRICS_PORT"
 PLAIN_KINDS_ALLOWED = "stdOut, file, tfEvent or prometheus for a plain script (none: a Zeus-aware script only)"
+COMMAND_PLACEHOLDERS = ("batch_size", "data_dir", "log_dir", "work_dir", "metrics_port")  # what run_trial fills
 
 
 def _substitute(command: Sequence[str], values: Mapping[str, str]) -> list[str]:
