@@ -212,7 +212,7 @@ def build_pipeline(
         [_parameter(f.name, param_type(f), compiled[f.name]) for f in settings]
         + [_parameter(name, kind, default) for name, kind, default, _ in run_params]
     )
-    described = [(f.name, f.setting.help) for f in settings] + [(name, text) for name, _, _, text in run_params]
+    described = [(f.name, f.pipeline_help()) for f in settings] + [(name, text) for name, _, _, text in run_params]
 
     def zeus_recurrence(*values):
         """kfp calls this with one channel per parameter of `signature`, in its order (its GraphComponent

@@ -142,7 +142,7 @@ class JobSpec:
     job_id: str = setting(
         "Names the job's history in the store, which the bandit learns from (a new id starts afresh).", trial=True
     )
-    batch_sizes: tuple[int, ...] = setting("Batch sizes the bandit may choose from, e.g. 16,32,64,128.")
+    batch_sizes: tuple[int, ...] = setting("Batch sizes the bandit may choose from.", example="16,32,64,128")
     default_batch_size: int = setting("The batch size used today (one of batch_sizes), the baseline of savings.")
     target_metric: float = setting("The metric value a trial must reach.", trial=True)
     max_epochs: int = setting("Epochs a trial may take to reach the target.", trial=True)

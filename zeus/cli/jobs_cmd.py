@@ -17,6 +17,7 @@ import typer
 from zeus.cli.app import app
 from zeus.cli.tables import Column, console, print_table
 from zeus.cli.trial_view import missing, print_bandit_state, print_trials
+from zeus.errors import FieldError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -237,3 +238,35 @@ def compact(
         typer.echo(
             "the store refused deletes (DeleteObject not granted): superseded snapshots are kept, nothing is lost"
         )
+
+
+@app.command()
+def delete(
+    job: Annotated[str, typer.Argument(help="The job id.")],
+    store: StoreOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Delete without asking (for scripts).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Delete a job whose phase is running.")] = False,
+) -> None:
+    """Delete a job and its whole history from the store (a junk job: a typo'd id, a test). The bandit
+    forgets everything it learnt for the job; nothing else in the store changes. A job whose phase is running
+    is refused unless --force (a recurrence of it may be in flight)."""
+    from zeus.cli.stores import local_path, open_for_reading
+
+    opened = open_for_reading(store)
+    spec = opened.get_job(job)  # an unknown job is an error naming the store
+    phases = opened.list_jobs()
+    running = not phases.empty and (phases.loc[phases["job_id"] == spec.job_id, "phase"] == "running").any()
+    if running and not force:
+        raise FieldError("job", job, "a job that is not running (its phase is running; --force deletes it anyway)")
+    trials = len(opened.trials(job))
+    if not yes:
+        typer.confirm(f"delete job {job} and its {trials} trial(s) from {opened.uri}?", abort=True)
+    removed = opened.delete_job(job)
+    root = local_path(opened.uri)
+    if root is not None:  # a local store keeps empty folders behind: remove the job's
+        import shutil
+
+        folder = root / "jobs" / job
+        if folder.is_dir() and not any(p.is_file() for p in folder.rglob("*")):
+            shutil.rmtree(folder)
+    typer.echo(f"deleted job {job}: {trials} trial(s), {removed} object(s) from {opened.uri}")
