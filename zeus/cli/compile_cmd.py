@@ -43,9 +43,14 @@ def _own_job(
         raise FieldError(
             "spec", None, "a YAML or JSON file of your job's JobSpec fields (or its options), with --command"
         )
+    from zeus.steps.inputs import check_trial_inputs
+
+    argv = split_command(command, local=False)
+    # What the train step would refuse, refused now (the paths are the image's: not checked here).
+    check_trial_inputs(command=argv, zeus_aware=zeus_aware, metric_pattern=metric_pattern or "")
     return {
         "spec": own_spec(spec_file, given),
-        "command": split_command(command, local=False),
+        "command": argv,
         "zeus_aware": zeus_aware,
         "metric_pattern": metric_pattern or "",
         "preprocess": preprocess or "",

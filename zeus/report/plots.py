@@ -5,7 +5,8 @@ runs the same in a KFP step, a notebook kernel and a test worker. Every figure d
 simulated GPU says so in its title, in the words the tables use (the trials' source, e.g.
 "simulated (trace: cifar100/v100)"): a reader must never mistake it for a measurement. Axes carry
 their units; a power limit that profiling did not choose is never drawn as chosen (`limit_note`).
-Each PNG's metadata holds its title, and the cost plot's the default configuration's cost it draws.
+Each PNG's metadata holds its title, its axes' labels (Comment), and (Description) the cost plot's
+default configuration cost and the power plot's trials whose limit profiling did not choose.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def _save(fig: Figure, path: Path, title: str, description: str = "") -> Path:
     """Save as PNG with the title (and `description`) also in the PNG's metadata, so tools (and tests) can
     read what a figure is, and whether it is simulated, without looking at pixels."""
     fig.tight_layout()
-    metadata = {"Title": title, "Software": "zeus-kfp"} | ({"Description": description} if description else {})
-    fig.savefig(path, format="png", dpi=100, metadata=metadata)
+    axes = "; ".join(f"x: {ax.get_xlabel()} | y: {ax.get_ylabel()}" for ax in fig.axes)
+    metadata = {"Title": title, "Software": "zeus-kfp", "Comment": axes}
+    fig.savefig(path, format="png", dpi=100, metadata=metadata | ({"Description": description} if description else {}))
     return path
 
 

@@ -114,7 +114,9 @@ class TFEventCollector:
                         name = metric_name_of(relative, value.tag, self.metric_name)
                         out += make_observations([(name, scalar)], step=int(event.step), at=float(event.wall_time))
             self.scalars_read += len(out)
-            return out
+            # In the order the script wrote them across its writers (train/, validation/ are two files), as far
+            # as this read sees them: the stop rules and the cost replay read them in order.
+            return sorted(out, key=lambda o: (o.time or 0.0, o.step or 0))
         except OSError as exc:
             raise CollectorError(self.kind, self.source, f"cannot read the event files: {exc}") from None
 
