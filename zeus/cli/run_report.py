@@ -17,6 +17,10 @@ from zeus.cli.errors import FAILED
 RUN_TRIAL_FIELDS = ["attempt", "batch_size", "power_limit_w", "cost", "status", "energy_j", "time_s", "metric"]
 TAIL_LINES = 15  # of the failed script's output, printed when the run stops
 SCRIPT_OUTPUTS = ("stderr.log", "stdout.log")  # the runner's files in a trial's log, the first one with text wins
+NO_MODEL_HINT = (
+    "none: save it to {log_dir}/model.pt as it trains (each epoch, or when it improves): a plain script is "
+    "stopped once it reaches the target, so a model saved after its last epoch is never written"
+)
 EXIT_REASON = re.compile(r"exit code (-?\d+):")  # zeus.train.plain's reason for a crash; the tail says the rest
 
 
@@ -32,7 +36,7 @@ def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
     reached = next((t for t in summary.trials if t.reached), None)
     if reached is not None:
         files = summary.files_of(reached.attempt)
-        model = files.model if files is not None and files.model else "none (save it as {log_dir}/model.pt to keep it)"
+        model = files.model if files is not None and files.model else NO_MODEL_HINT
         out.print(f"  model (trial {reached.trial}): {model}", markup=False, soft_wrap=True)
     logs = sorted({str(Path(f.log).parent.parent) for f in summary.files if f.log})
     if logs:
