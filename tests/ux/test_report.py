@@ -169,3 +169,45 @@ def test_a_recurrence_with_only_dispatched_trials_is_reported_not_crashed(tmp_pa
     md = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, [], recurrence=4)
     assert "No finished trial yet in recurrence 4" in md
     assert recurrence_metrics(trials, profiles_frame(), SPEC, 4) == {}
+
+
+def test_a_limit_profiling_did_not_choose_is_never_shown_as_chosen(tmp_path) -> None:
+    """Trial 4 (bs 256) ran measure only (the GPU's limits could not be set) and trial 2 (bs 64) unprofiled:
+    the tables say so beside the watts, the power plot draws no star for trial 4 and names both trials."""
+    from rich.console import Console
+
+    from zeus.cli.trial_view import print_trials
+    from zeus.power.gpu import MEASURE_ONLY_NOTE
+    from zeus.train.progress import UNPROFILED_NOTE
+
+    trials = trials_frame()
+    trials.loc[trials["trial"] == 4, "reason"] = MEASURE_ONLY_NOTE
+    trials.loc[trials["trial"] == 2, "reason"] = f"target not reached in 5 epochs; {UNPROFILED_NOTE}"
+    out = Console(width=200, record=True)
+    print_trials(out, "trials", trials.to_dict("records"), ["trial", "batch_size", "power_limit_w", "status"])
+    rows = {int(line.split()[0]): line for line in out.export_text().splitlines() if line.strip()[:1].isdigit()}
+    assert (
+        "200 W measure only" in rows[4]
+        and "200 W unprofiled" in rows[2]
+        and rows[1].rstrip().endswith("200 W   reached")
+    )
+    paths = write_plots(trials, profiles_frame(), bandit_frame(), SPEC, tmp_path)
+    with Image.open(tmp_path / "power_profile.png") as png:
+        notes = png.text["Description"]
+        assert "y: cost per unit of work (J; star: chosen, x: measure only)" in png.text["Comment"]
+    assert notes == (
+        "measure only: trials 4 (batch size 256), at the limit in force; "
+        "unprofiled: trials 2 (batch size 64), at the limit in force"
+    )
+    md = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, paths, recurrence=3)
+    assert "| 3 | 1 | 256 | 200 W measure only |" in md
+
+
+def test_the_posterior_says_grey_is_pruned_only_where_a_grey_arm_is_drawn(tmp_path) -> None:
+    state = bandit_frame()
+    write_plots(trials_frame(), profiles_frame(), state.assign(pruned=False), SPEC, tmp_path / "none")
+    write_plots(trials_frame(), profiles_frame(), state.assign(pruned=True), SPEC, tmp_path / "all")
+    with Image.open(tmp_path / "none" / "posterior.png") as png:
+        assert png.text["Comment"] == "x: batch size | y: expected cost (J, posterior mean +- 1 sd)"
+    with Image.open(tmp_path / "all" / "posterior.png") as png:
+        assert png.text["Comment"].startswith("x: batch size (grey: pruned) |")
