@@ -24,9 +24,9 @@ from zeus.store import open_store
 SCRIPTS = Path(__file__).parent / "user_scripts"
 JOB = """job_id: {job}
 batch_sizes: [16, 32, 64, 128]
-default_batch_size: 64
+default_batch_size: {default}
 target_metric: {target}
-max_epochs: 8
+max_epochs: {max_epochs}
 metric_name: {metric}
 """
 # accuracy = 1 - 0.5 ** (epoch * 64 / batch size) in the scripts' stand-in training: the epoch at which each
@@ -34,11 +34,22 @@ metric_name: {metric}
 EPOCHS_TO_093 = {16: 1, 32: 2, 64: 4, 128: 8}
 
 
-def user_dir(tmp_path: Path, *scripts: str, job: str, target: float = 0.93, metric: str = "val_acc") -> Path:
+def user_dir(tmp_path: Path, *scripts: str, job: str, target: float = 0.93, metric: str = "val_acc", **more) -> Path:
+    """`scripts` copied into a fresh directory with the user's job.yaml (more: default, max_epochs)."""
     for name in scripts:
         shutil.copy(SCRIPTS / name, tmp_path / name)
-    (tmp_path / "job.yaml").write_text(JOB.format(job=job, target=target, metric=metric))
+    fields = {"default": 64, "max_epochs": 8} | more
+    (tmp_path / "job.yaml").write_text(JOB.format(job=job, target=target, metric=metric, **fields))
     return tmp_path
+
+
+def katib_yaml(work: Path, kind: str, path: Path, **file_system: str) -> str:
+    """A Katib Experiment's metricsCollectorSpec as a Katib user keeps it, in katib.yaml; the option's value."""
+    fields = "".join(f"      {key}: {value}\n" for key, value in {"path": path, **file_system}.items())
+    (work / "katib.yaml").write_text(
+        f"metricsCollectorSpec:\n  collector:\n    kind: {kind}\n  source:\n    fileSystemPath:\n{fields}"
+    )
+    return "@katib.yaml"
 
 
 def run(work: Path, *args: str):
@@ -78,12 +89,9 @@ def test_a_katib_file_collector_on_an_absolute_path_reads_only_its_own_trials_li
     trial used to read the first one's target value at once and stop after ~10 ms, 'reached'."""
     work = user_dir(tmp_path, "katib_mnist.py", job="katib-mnist")
     log = work / "var" / "log" / "katib" / "metrics.log"
-    (work / "katib.yaml").write_text(
-        "metricsCollectorSpec:\n  collector:\n    kind: File\n  source:\n    fileSystemPath:\n"
-        f"      path: {log}\n      kind: File\n      format: TEXT\n"
-    )
+    collector = katib_yaml(work, "File", log, kind="File", format="TEXT")
     command = f"{{python}} katib_mnist.py --batch-size {{batch_size}} --epochs 8 --log-path {log}"
-    proc = run(work, "--command", command, "--spec", "job.yaml", "--metrics-collector", "@katib.yaml", "-r", "2")
+    proc = run(work, "--command", command, "--spec", "job.yaml", "--metrics-collector", collector, "-r", "2")
     assert proc.returncode == 0, proc.stderr
     trials = stored(work, "katib-mnist")
     assert len(trials) == 2 and list(trials["status"]) == ["reached", "reached"]
@@ -242,17 +250,11 @@ def test_a_tensorboard_cnn_script_saves_against_the_default_configuration_in_5_r
     gives it. Its start-up (importing torch, making the data) is never charged: each trial costs at most its
     reported training steps at the slowest power limit. Over 5 recurrences the bandit leaves the default batch
     size (16) for a cheaper one and the last recurrence saves against the default configuration."""
-    shutil.copy(SCRIPTS / "tb_cnn.py", tmp_path / "tb_cnn.py")
-    (tmp_path / "job.yaml").write_text(
-        "job_id: tb-cnn\nbatch_sizes: [16, 32, 64, 128]\ndefault_batch_size: 16\ntarget_metric: 0.84\nmax_epochs: 6\n"
-    )
-    events = tmp_path / "var" / "log" / "katib" / "tfevent"
-    (tmp_path / "katib.yaml").write_text(
-        "metricsCollectorSpec:\n  collector:\n    kind: TensorFlowEvent\n  source:\n    fileSystemPath:\n"
-        f"      path: {events}\n      kind: Directory\n"
-    )
+    work = user_dir(tmp_path, "tb_cnn.py", job="tb-cnn", target=0.84, metric="accuracy", default=16, max_epochs=6)
+    events = work / "var" / "log" / "katib" / "tfevent"
+    collector = katib_yaml(work, "TensorFlowEvent", events, kind="Directory")
     command = f"{{python}} tb_cnn.py --batch-size {{batch_size}} --epochs 6 --logdir {events} --model-dir {{log_dir}}"
-    proc = run(tmp_path, "--command", command, "--spec", "job.yaml", "--metrics-collector", "@katib.yaml", "-r", "5")
+    proc = run(work, "--command", command, "--spec", "job.yaml", "--metrics-collector", collector, "-r", "5")
     assert proc.returncode == 0, proc.stderr
     trials = stored(tmp_path, "tb-cnn")
     assert trials["recurrence"].nunique() == 5 and trials["recurrence"].iloc[0] == 1
