@@ -47,7 +47,7 @@ from zeus.steps import (
     summarize,
 )
 from zeus.steps.prepare import RECURRENCE_LINE
-from zeus.steps.trial import MODEL_LINE, TRIAL_LOG_LINE
+from zeus.steps.trial_files import MODEL_LINE, TRIAL_LOG_LINE
 from zeus.summaries import TrialFiles, TrialSummary
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
