@@ -43,11 +43,11 @@ def user_dir(tmp_path: Path, *scripts: str, job: str, target: float = 0.93, metr
     return tmp_path
 
 
-def katib_yaml(work: Path, kind: str, path: Path, **file_system: str) -> str:
+def katib_yaml(work: Path, collector: str, path: Path, **file_system: str) -> str:
     """A Katib Experiment's metricsCollectorSpec as a Katib user keeps it, in katib.yaml; the option's value."""
     fields = "".join(f"      {key}: {value}\n" for key, value in {"path": path, **file_system}.items())
     (work / "katib.yaml").write_text(
-        f"metricsCollectorSpec:\n  collector:\n    kind: {kind}\n  source:\n    fileSystemPath:\n{fields}"
+        f"metricsCollectorSpec:\n  collector:\n    kind: {collector}\n  source:\n    fileSystemPath:\n{fields}"
     )
     return "@katib.yaml"
 
