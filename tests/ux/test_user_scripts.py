@@ -119,9 +119,11 @@ def test_a_slow_start_is_never_charged_and_an_unprofiled_limit_says_so(tmp_path)
     at the limit in force (250 W), nothing for the start-up, so no trial is stopped for what its start-up cost."""
     work = user_dir(tmp_path, "slow_start.py", job="slow-start")
     command = "{python} slow_start.py --batch-size {batch_size} --out {log_dir}"
-    proc = run(work, "--command", command, "--spec", "job.yaml", "-r", "3")
+    proc = run(work, "--command", command, "--spec", "job.yaml", "-r", "2")  # the second under an early stop
     assert proc.returncode == 0, proc.stderr
     trials = stored(work, "slow-start")
+    assert list(trials["recurrence"]) == [1, 2] and pd.isna(trials["cost_threshold"].iloc[0])
+    assert trials["cost_threshold"].iloc[1] == pytest.approx(2 * trials["cost"].iloc[0])  # beta 2 x recurrence 1
     assert "cost_exceeded" not in set(trials["status"]) and set(trials["status"]) == {"reached"}
     for row in trials.itertuples():
         seconds, joules = modelled_epochs(row.batch_size, EPOCHS_TO_093[row.batch_size])
@@ -130,9 +132,9 @@ def test_a_slow_start_is_never_charged_and_an_unprofiled_limit_says_so(tmp_path)
         assert "unprofiled: the collected metrics carried no step or epoch counter" in row.reason
     # 6: the power limit was in force, not chosen: every table says so.
     rows = [line for line in proc.stdout.splitlines() if re.match(r"^\s+1\s+(16|32|64|128)\s", line)]
-    assert len(rows) == 3 and all("250 W unprofiled" in line for line in rows)
+    assert len(rows) == 2 and all("250 W unprofiled" in line for line in rows)
     shown = run_cli("show", "slow-start", "--store", "store", cwd=work, COLUMNS="120")
-    assert shown.stdout.count("250 W unprofiled") == 3
+    assert shown.stdout.count("250 W unprofiled") == 2
     (report,) = (work / "runs" / "slow-start" / trials["recurrence_id"].iloc[-1]).glob("*/report-after-*/markdown")
     assert "250 W unprofiled" in report.read_text()
     # 3: every trial's log is kept (the script's own output among it) and the model's location is printed.
