@@ -153,7 +153,8 @@ def profile(uri: str, spec: JobSpec, top: int = 30) -> str:
 def breakdown(uri: str, spec: JobSpec, runs: int) -> str:
     """Where one read + decide and one in-process bandit() spend their time, unprofiled (medians of `runs`):
     the read's parts as Store.read_trials runs them (zeus.store.log.read, frames.settle, frames.job_trials),
-    the policy's fold and its whole decide; and how often a bandit() call settles the log, and how long."""
+    the policy's statistics (zeus.policy.tally) and its whole decide; and how often a bandit() call settles
+    the log, and how long."""
     from zeus.policy.history import read_history
     from zeus.steps.trial import bandit
     from zeus.store import frames, log
@@ -174,8 +175,8 @@ def breakdown(uri: str, spec: JobSpec, runs: int) -> str:
 
     parts()
     found = [parts() for _ in range(runs)]
-    names = ["log.read (snapshot + slots after it)", "frames.settle", "frames.job_trials (TrialRecords)",
-             "policy: read_history (the fold)", "policy: decide (fold included)"]  # fmt: skip
+    names = ["log.read (snapshot + slots after it)", "frames.settle", "frames.job_trials (columns)",
+             "policy: read_history (the statistics)", "policy: decide (statistics included)"]  # fmt: skip
     lines = [f"  {name:40} {1000 * statistics.median(f[i] for f in found):7.1f} ms" for i, name in enumerate(names)]
     settle, spent = frames.settle, [0, 0.0]
 

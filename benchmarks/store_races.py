@@ -133,7 +133,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="zeus-races-") as tmp, ExitStack() as stack:
         upstream = None
         if any(name != "local" for name in args.stores):
-            moto = stack.enter_context(moto_server())
+            moto = stack.enter_context(moto_server(own_process=True))
             env = moto.env
             upstream = Upstream(env["ZEUS_S3_ENDPOINT"], env["ZEUS_S3_ACCESS_KEY"], env["ZEUS_S3_SECRET_KEY"])
         for name in args.stores:
