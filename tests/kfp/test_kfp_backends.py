@@ -1,4 +1,4 @@
-"""Will the compiled pipeline run on the KFP backends people have (2.5, 2.15, 2.17)?
+"""Will the compiled pipeline run on the KFP backends people have (2.5, 2.15, 2.16, 2.17)?
 
 Every compiled variant (default; attempts 1..8; gpus 0, 1, 8; with and without the Secret) is
 compiled once per target (module-scoped) and must (a) parse strictly against that backend's own
@@ -152,10 +152,10 @@ def test_retries_only_where_the_backend_honours_them(compiled):
 
 
 def test_targets_differ_only_in_what_the_backend_needs(compiled):
-    """The 2.15 and 2.17 pipelines are the 2.5 one plus nested retries and secretAsEnv.optional,
-    a different store endpoint for 2.17 (SeaweedFS) and the target named in the description: same
+    """The 2.15, 2.16 and 2.17 pipelines are the 2.5 one plus nested retries and secretAsEnv.optional,
+    a different store endpoint for 2.16 and 2.17 (SeaweedFS) and the target named in the description: same
     tasks, wiring and conditions. So the
-    end-to-end kfp.local run of the 2.5 YAML (test_kfp_e2e_compiled) speaks for the other two."""
+    end-to-end kfp.local run of the 2.5 YAML (test_kfp_e2e_compiled) speaks for the others."""
 
     def normalized(docs):
         spec = yaml.safe_load(yaml.safe_dump(docs[0]))
@@ -170,5 +170,5 @@ def test_targets_differ_only_in_what_the_backend_needs(compiled):
         return spec
 
     base = normalized(compiled[("2.5", "attempts=7-gpus=1-secret")])
-    for target in ("2.15", "2.17"):
+    for target in ("2.15", "2.16", "2.17"):
         assert normalized(compiled[(target, "attempts=7-gpus=1-secret")]) == base, target
