@@ -11,7 +11,7 @@ from kfp.dsl.python_component import PythonComponent
 
 from components.bandit import bandit
 from components.feedback import feedback
-from components.image import ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE
+from components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
 from components.preprocess import make_preprocess, preprocess
 from components.report import report
 from components.train import train
@@ -42,11 +42,11 @@ def _on_image(component: PythonComponent, image: str) -> PythonComponent:
 def components_for(
     image: str | None = None, train_image: str | None = None, spec_cls: type[JobSpec] = JobSpec
 ) -> ZeusComponents:
-    """The components on `image` (the store steps; None: ZEUS_KFP_IMAGE) with train on `train_image`
-    (None: ZEUS_KFP_TRAIN_IMAGE). Same functions, only the base image differs; preprocess takes
+    """The components on `image` (the store steps; None: LOCAL_IMAGE) with train on `train_image`
+    (None: LOCAL_TRAIN_IMAGE). Same functions, only the base image differs; preprocess takes
     `spec_cls`'s settings (components.preprocess generates it from the declaration)."""
-    image = image or ZEUS_KFP_IMAGE
-    train_image = train_image or ZEUS_KFP_TRAIN_IMAGE
+    image = image or LOCAL_IMAGE
+    train_image = train_image or LOCAL_TRAIN_IMAGE
     comps = ZeusComponents(
         **{
             name: _on_image(getattr(DEFAULT_COMPONENTS, name), train_image if name == "train" else image)

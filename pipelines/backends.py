@@ -1,8 +1,9 @@
 """The KFP backends zeus-kfp compiles for, and what differs between them.
 
 The targets are the backends people have: Kubeflow 1.10 ships KFP 2.5.0, Kubeflow 1.11
-ships 2.15.0, kubeflow/manifests after 1.11 ships 2.16.0, and 2.17.0 is the latest standalone backend. What differs between them, read from
-kubeflow/pipelines at each release tag (see pipelines/compat.py for the rules and their issues):
+ships 2.15.0, kubeflow/manifests after 1.11 ships 2.16.0, and 2.17.0 is the latest standalone
+backend. What differs between them, read from kubeflow/pipelines at each release tag (see
+pipelines/compat.py for the rules and their issues):
 
 - set_retry on a task nested in a condition is ignored before 2.14 (kubeflow/pipelines #11288,
   fixed by #11908): on 2.5 only root tasks get a retry policy, so nothing claims a retry that

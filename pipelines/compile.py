@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from kfp import compiler
 
-from components.image import IMAGE_EXAMPLES_DIR, ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE
+from components.image import IMAGE_EXAMPLES_DIR, resolve_images
 from pipelines.backends import Backend, BackendError, get_backend
 from pipelines.compat import Violation, check
 from pipelines.dag import DEFAULT_ATTEMPTS, EXAMPLE_PREPROCESS, build_pipeline
@@ -124,6 +124,7 @@ def compile_pipeline(
     attempts: int = DEFAULT_ATTEMPTS,
     image: str | None = None,
     train_image: str | None = None,
+    image_repo: str | None = None,
     store_uri: str | None = None,
     namespace: str | None = None,
     policy: str = "default",
@@ -136,8 +137,8 @@ def compile_pipeline(
 ) -> Path:
     """Write the pipeline YAML for `kfp_backend` (2.5, 2.15 or 2.17; None: the latest) to `path`.
 
-    attempts: trials per recurrence (fixed at compile time). image: the store steps' image;
-    train_image: train's (default: the CUDA image when gpus > 0, else `image`). store_uri: the
+    attempts: trials per recurrence (fixed at compile time). image / train_image / image_repo: where the
+    images are (components.image.resolve_images: refused when nothing says). store_uri: the
     runs' default store (default: default_store_uri(namespace)). `cluster`: the keywords of
     cluster_options (gpus, minio_secret, s3_endpoint, resources, tolerations, ...).
     spec/command/preprocess/zeus_aware/metric_pattern: the job's default parameters (default: the
@@ -153,9 +154,7 @@ def compile_pipeline(
         spec = spec or example_spec.with_changes(num_gpus=max(options.gpus, 1))
         command = command or example_command
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
-    image = image or ZEUS_KFP_IMAGE
-    launch_image = train_image or ZEUS_KFP_TRAIN_IMAGE  # a cluster trial's pods hold the GPUs, whatever train's are
-    train_image = train_image or (ZEUS_KFP_TRAIN_IMAGE if options.gpus > 0 else image)
+    images = resolve_images(image=image, train_image=train_image, image_repo=image_repo, gpus=options.gpus)
     pipeline = build_pipeline(
         spec,
         command,
@@ -164,9 +163,9 @@ def compile_pipeline(
         policy=policy,
         preprocess=preprocess or "",
         options=options,
-        image=image,
-        train_image=train_image,
-        launch_image=launch_image,
+        image=images.steps,
+        train_image=images.train,
+        launch_image=images.launch,
         target=backend.name,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,

@@ -52,6 +52,19 @@ def _own_job(
     }
 
 
+def _images_line(path: Path) -> str:
+    """The images the package names, read back from it: what the cluster must be able to pull."""
+    from pipelines.package import CompiledPackage
+
+    package = CompiledPackage.read(path)
+    train = package.image("attempt-1-train")
+    pods = package.env("attempt-1-train").get("ZEUS_LAUNCH_IMAGE", train)
+    return (
+        f"images (the cluster must be able to pull them): store steps {package.image('preprocess')}, "
+        f"train {train}, a cluster trial's pods {pods}"
+    )
+
+
 @app.command(name="compile", help=COMPILE_HELP)
 @setting_options(OWN)
 def compile_cmd(
@@ -83,13 +96,23 @@ def compile_cmd(
     zeusd: Annotated[
         bool, typer.Option(help="Give train the node IP as ZEUSD_HOST so power limits go through zeusd (deploy/zeusd).")
     ] = True,
+    image_repo: Annotated[
+        str | None,
+        typer.Option(
+            help="Where you pushed the images (make push-image IMAGE_REPO=...): its -cpu tag for the store steps, "
+            "its -cuda tag for train. Default: $ZEUS_KFP_IMAGE_REPO."
+        ),
+    ] = None,
     image: Annotated[
         str | None,
-        typer.Option(help="Image of the store steps (default: $ZEUS_KFP_IMAGE or what `make image` tags -cpu)."),
+        typer.Option(help="Image of the store steps (default: $ZEUS_KFP_IMAGE, else --image-repo's -cpu tag)."),
     ] = None,
     train_image: Annotated[
         str | None,
-        typer.Option(help="Image of train (default: $ZEUS_KFP_TRAIN_IMAGE or the -cuda tag; with --gpus 0 --image)."),
+        typer.Option(
+            help="Image of train and a cluster trial's pods, e.g. your own with your script (default: "
+            "$ZEUS_KFP_TRAIN_IMAGE, else --image-repo's -cuda tag). Given alone, every step runs on it."
+        ),
     ] = None,
     store: Annotated[
         str | None,
@@ -164,6 +187,7 @@ def compile_cmd(
         attempts=attempts,
         image=image,
         train_image=train_image,
+        image_repo=image_repo,
         store_uri=store,
         namespace=namespace,
         policy=policy,
@@ -181,6 +205,7 @@ def compile_cmd(
         **job,
     )
     typer.echo(f"wrote {path} for KFP {kfp_backend} ({attempts} attempts, {gpus} GPU(s) per trial)")
+    typer.echo(_images_line(path))
     typer.echo(f"default store: {store or default_store_uri(namespace)}")
     if kfp_backend.startswith("2.5"):
         typer.echo("note: KFP 2.5 ignores retries of nested steps, so only the first attempt's store steps retry")
