@@ -26,14 +26,16 @@ from pipelines.platform import (
 )
 from zeus.job import JobSpec
 from zeus.steps import PYTHON_TOKEN
+from zeus.steps.params import NAMESPACE_TOKEN
 from zeus.store.s3 import endpoint_url, resolve_endpoint
 
 # Where the job's history lives on a cluster unless a run says otherwise: a prefix of KFP's own
 # bucket that a namespace's key may use in multi-user mode too (mlpipeline/private/<ns>/), and
 # that KFP's artifact retention (ARTIFACT_RETENTION_DAYS: a lifecycle rule on private-artifacts/)
-# does not expire.
-DEFAULT_NAMESPACE = "kubeflow"
-NAMESPACE_ENV = "KFP_NAMESPACE"
+# does not expire. <ns> is the namespace the run's pods are in, read by each step at run time
+# (zeus.steps.params.resolve_store_uri), never the compiling machine's: an uploaded pipeline is shared
+# by every namespace, and each must keep its own history under the prefix its own key may use.
+DEFAULT_STORE_URI = f"s3://mlpipeline/private/{NAMESPACE_TOKEN}/zeus-kfp"
 
 
 class IncompatiblePipelineError(ValueError):
@@ -43,14 +45,6 @@ class IncompatiblePipelineError(ValueError):
         self.violations = violations
         lines = "\n".join(f"  - {v}" for v in violations)
         super().__init__(f"this pipeline would not run on KFP {backend.release} ({backend.ships_with}):\n{lines}")
-
-
-def default_store_uri(namespace: str | None = None) -> str:
-    """s3://mlpipeline/private/<namespace>/zeus-kfp: allowed for that namespace's key in multi-user
-    mode (any prefix is in single-user mode), and outside private-artifacts/, which KFP's artifact
-    retention expires. namespace: $KFP_NAMESPACE, else kubeflow."""
-    ns = namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
-    return f"s3://mlpipeline/private/{ns}/zeus-kfp"
 
 
 def default_job() -> tuple[JobSpec, list[str]]:
@@ -126,7 +120,6 @@ def compile_pipeline(
     train_image: str | None = None,
     image_repo: str | None = None,
     store_uri: str | None = None,
-    namespace: str | None = None,
     policy: str = "default",
     spec: JobSpec | None = None,
     command: list[str] | None = None,
@@ -139,7 +132,7 @@ def compile_pipeline(
 
     attempts: trials per recurrence (fixed at compile time). image / train_image / image_repo: where the
     images are (components.image.resolve_images: refused when nothing says). store_uri: the
-    runs' default store (default: default_store_uri(namespace)). `cluster`: the keywords of
+    runs' default store (default: DEFAULT_STORE_URI, in the run's own namespace). `cluster`: the keywords of
     cluster_options (gpus, minio_secret, s3_endpoint, resources, tolerations, ...).
     spec/command/preprocess/zeus_aware/metric_pattern: the job's default parameters (default: the
     example job, Zeus-aware). No
@@ -159,7 +152,7 @@ def compile_pipeline(
         spec,
         command,
         attempts=attempts,
-        store_uri=store_uri or default_store_uri(namespace),
+        store_uri=store_uri or DEFAULT_STORE_URI,
         policy=policy,
         preprocess=preprocess or "",
         options=options,

@@ -22,6 +22,7 @@ import requests
 from pipelines.backends import TARGETS, closest_target, get_backend, parse_version
 from pipelines.compat import check
 from pipelines.package import CompiledPackage
+from zeus.steps.params import NAMESPACE_TOKEN
 from zeus.store.errors import MULTI_USER_KEY_PREFIXES
 
 OK, FAIL, UNKNOWN = "ok", "FAIL", "not checked"
@@ -129,6 +130,10 @@ def check_store(uri: str | None, namespace: str | None, multi_user: bool | None)
     what = "store"
     if not uri:
         return [Finding(UNKNOWN, what, "no store URI (give --store or --package)")]
+    if NAMESPACE_TOKEN in uri:  # the run's pods put their own namespace there; here, the one given
+        if not namespace:
+            return [Finding(UNKNOWN, what, f"{uri}: give --namespace, the namespace the runs are in")]
+        uri = uri.replace(NAMESPACE_TOKEN, namespace)
     out = []
     if multi_user and prefix_allowed(uri, namespace) is False:
         allowed = ", ".join(f"mlpipeline/{p.format(ns=namespace)}*" for p in MULTI_USER_KEY_PREFIXES)

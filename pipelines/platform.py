@@ -18,6 +18,7 @@ from kfp.dsl import structures
 from kfp.dsl.pipeline_task import PipelineTask
 
 from zeus.errors import FieldError
+from zeus.launch.config import POD_NAMESPACE_ENV
 from zeus.launch.handoff import STORE_SECRET_KEY_TO_ENV
 
 # Keys of the Kubernetes Secret named by `minio_secret` (those of KFP's own
@@ -151,6 +152,9 @@ def _resources(task: PipelineTask, res: Resources | None, accelerator: str | Non
 
 def _common(task: PipelineTask, step: str, opts: ClusterOptions) -> None:
     task.set_caching_options(False)  # a cached step would replay an old decision, trial or store read
+    # The pod's namespace, from the downward API: "{namespace}" in the store URI is the run's own (the
+    # default store names none, so a shared pipeline keeps every namespace's jobs apart).
+    kubernetes.use_field_path_as_env(task, POD_NAMESPACE_ENV, "metadata.namespace")
     gpus = opts.gpus if step == "train" else 0
     _resources(task, opts.resources.get(step), opts.accelerator, gpus)
     if opts.run_as_user is not None:

@@ -125,12 +125,14 @@ def test_credentials_come_from_the_secret_and_never_appear(tmp_path, monkeypatch
         assert binding["secretName"] == "zeus-minio"
         env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
         assert env["ZEUS_S3_SECRET_NAME"] == "zeus-minio" and env["ZEUS_S3_ENDPOINT"] == "http://minio.kf:9000"
-        assert platform[label]["fieldPathAsEnv"] == [{"fieldPath": "status.hostIP", "name": "ZEUSD_HOST"}]
+        assert {"fieldPath": "status.hostIP", "name": "ZEUSD_HOST"} in platform[label]["fieldPathAsEnv"]
 
 
 def test_without_a_secret_no_platform_credentials(tmp_path):
     _, _, platform = _compile(tmp_path, attempts=2, zeusd=False)
-    assert not any("secretAsEnv" in e or "fieldPathAsEnv" in e for e in platform.values())
+    assert not any("secretAsEnv" in e for e in platform.values())
+    namespace_only = [{"fieldPath": "metadata.namespace", "name": "ZEUS_NAMESPACE"}]  # not a credential: the pod's own
+    assert all(e["fieldPathAsEnv"] == namespace_only for e in platform.values())
 
 
 @pytest.mark.parametrize(("gpus", "train_image"), [(1, "registry.example/zeus-kfp:cuda"), (0, None)])

@@ -26,9 +26,7 @@ def kfp_api(tmp_path, monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("doctor")
-    return {
-        b: compile_pipeline(root / f"{b}.yaml", kfp_backend=b, attempts=2, namespace="team-a") for b in ("2.5", "2.15")
-    }
+    return {b: compile_pipeline(root / f"{b}.yaml", kfp_backend=b, attempts=2) for b in ("2.5", "2.15")}
 
 
 def doctor(*args: str):

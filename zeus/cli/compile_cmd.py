@@ -117,13 +117,10 @@ def compile_cmd(
     store: Annotated[
         str | None,
         typer.Option(
-            help="Default store URI of the runs (a run parameter). Default: "
-            "s3://mlpipeline/private/<namespace>/zeus-kfp (allowed in multi-user mode, not expired by retention)."
+            help="Default store URI of the runs (a run parameter). Default: s3://mlpipeline/private/{namespace}/"
+            "zeus-kfp, {namespace} being the run's own, read in its pods (allowed for that namespace's key in "
+            "multi-user mode, not expired by KFP's artifact retention)."
         ),
-    ] = None,
-    namespace: Annotated[
-        str | None,
-        typer.Option(help="Your Kubeflow namespace (profile), for the default store. Default: $KFP_NAMESPACE."),
     ] = None,
     policy: Annotated[str, typer.Option(help="Default batch-size policy of the runs (a run parameter).")] = "default",
     requests: Annotated[
@@ -177,7 +174,7 @@ def compile_cmd(
     ] = None,
     settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
 ) -> None:
-    from pipelines.compile import compile_pipeline, default_store_uri
+    from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
     from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
 
     job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {})
@@ -189,7 +186,6 @@ def compile_cmd(
         train_image=train_image,
         image_repo=image_repo,
         store_uri=store,
-        namespace=namespace,
         policy=policy,
         gpus=gpus,
         accelerator=accelerator,
@@ -206,7 +202,14 @@ def compile_cmd(
     )
     typer.echo(f"wrote {path} for KFP {kfp_backend} ({attempts} attempts, {gpus} GPU(s) per trial)")
     typer.echo(_images_line(path))
-    typer.echo(f"default store: {store or default_store_uri(namespace)}")
+    typer.echo(
+        f"default store: {store or DEFAULT_STORE_URI}"
+        + (
+            " ({namespace}: the namespace each run's pods are in)"
+            if "{namespace}" in (store or DEFAULT_STORE_URI)
+            else ""
+        )
+    )
     if kfp_backend.startswith("2.5"):
         typer.echo("note: KFP 2.5 ignores retries of nested steps, so only the first attempt's store steps retry")
     if not minio_secret:

@@ -30,6 +30,8 @@ CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob")
 DEFAULT_RUNTIME = "torch-distributed"
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+# The pod's own namespace, from the downward API (metadata.namespace): the compiled pipeline gives it to every step.
+POD_NAMESPACE_ENV = "ZEUS_NAMESPACE"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 # The train step's environment (set by the compiled pipeline; see pipelines/dag.py).
@@ -47,6 +49,19 @@ ENV = {
 
 class LaunchError(FieldError):
     """A launch setting is out of range; names the setting and what it allows."""
+
+
+def pod_namespace(environ: Mapping[str, str] | None = None) -> str | None:
+    """The namespace this process runs in, when it runs in a pod: $ZEUS_NAMESPACE (the downward API), else the
+    service account's namespace file; None outside a pod."""
+    env = os.environ if environ is None else environ
+    if env.get(POD_NAMESPACE_ENV, "").strip():
+        return env[POD_NAMESPACE_ENV].strip()
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE) as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -151,13 +166,10 @@ class LaunchConfig:
             raise JobSpecError("batch_sizes", list(spec.batch_sizes), f"multiples of the world size {world}")
 
     def resolved_namespace(self) -> str:
-        """The namespace to create jobs in: the setting, else the step's own (from its service account)."""
-        if self.namespace:
-            return self.namespace
-        try:
-            with open(SERVICE_ACCOUNT_NAMESPACE) as fh:
-                return fh.read().strip()
-        except OSError:
+        """The namespace to create jobs in: the setting, else the step's own."""
+        namespace = self.namespace or pod_namespace()
+        if not namespace:
             raise LaunchError(
                 ENV["namespace"], None, "a namespace (the step runs outside a pod, so it cannot use its own)"
-            ) from None
+            )
+        return namespace
