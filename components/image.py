@@ -56,14 +56,16 @@ def resolve_images(
     train_image: str | None = None,
     image_repo: str | None = None,
     gpus: int = 1,
+    pods_need_cuda: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Images:
     """The images a compile names, from what the user said (options first, then ZEUS_KFP_* variables).
 
     image_repo gives both tags (image_tags); image / train_image override one each. With only a train
-    image, every step runs on it (it has zeus-kfp installed, as it must). A train step with GPUs needs
-    a CUDA image: the train image or the repo's -cuda tag. Nothing given: FieldError naming the options,
-    since the default tags exist on no registry (KFP would wait for the image pull forever)."""
+    image, every step runs on it (it has zeus-kfp installed, as it must). A train step with GPUs (and a
+    cluster trial's pods, `pods_need_cuda`) needs a CUDA image: the train image or the repo's -cuda tag.
+    Nothing given: FieldError naming the options, since the default tags exist on no registry (KFP would
+    wait for the image pull forever)."""
     env = os.environ if environ is None else environ
     repo = image_repo or env.get(IMAGE_REPO_ENV) or None
     repo_cpu, repo_cuda = image_tags(repo) if repo else (None, None)
@@ -77,11 +79,11 @@ def resolve_images(
             f"REPO:{__version__}-cpu and -cuda), or --image / --train-image; no public registry holds zeus-kfp's "
             "images, and a pod whose image cannot be pulled waits forever",
         )
-    if cuda is None and gpus > 0:
+    if cuda is None and (gpus > 0 or pods_need_cuda):
         raise FieldError(
             "train_image",
             None,
-            f"a CUDA image for a train step with {gpus} GPU(s): --train-image, or --image-repo for its -cuda tag",
+            "a CUDA image for the trials' GPUs: --train-image, or --image-repo for its -cuda tag",
         )
     steps = cpu or cuda
     explicit_train = train_image or env.get(TRAIN_IMAGE_ENV)

@@ -11,6 +11,7 @@ from kfp.dsl.python_component import PythonComponent
 
 from components.bandit import bandit
 from components.feedback import feedback
+from components.gpu_power import gpu_power
 from components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
 from components.preprocess import make_preprocess, preprocess
 from components.report import report
@@ -20,16 +21,18 @@ from zeus.job import JobSpec
 
 @dataclass(frozen=True)
 class ZeusComponents:
-    """The pipeline's components: train on the train image, the store steps on the CPU image."""
+    """The pipeline's components: train and gpu-power on the train image, the store steps on the CPU image."""
 
     preprocess: PythonComponent
     bandit: PythonComponent
     train: PythonComponent
     feedback: PythonComponent
     report: PythonComponent
+    gpu_power: PythonComponent
 
 
-DEFAULT_COMPONENTS = ZeusComponents(preprocess, bandit, train, feedback, report)
+DEFAULT_COMPONENTS = ZeusComponents(preprocess, bandit, train, feedback, report, gpu_power)
+ON_TRAIN_IMAGE = ("train", "gpu_power")  # the steps that run where the GPUs are
 STEP_NAMES = tuple(ZeusComponents.__dataclass_fields__)
 
 
@@ -49,7 +52,7 @@ def components_for(
     train_image = train_image or LOCAL_TRAIN_IMAGE
     comps = ZeusComponents(
         **{
-            name: _on_image(getattr(DEFAULT_COMPONENTS, name), train_image if name == "train" else image)
+            name: _on_image(getattr(DEFAULT_COMPONENTS, name), train_image if name in ON_TRAIN_IMAGE else image)
             for name in STEP_NAMES
         }
     )

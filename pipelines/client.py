@@ -222,6 +222,12 @@ def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) 
     fields = {f.name for f in settings_of(JobSpec)}
     merged = {n: p["defaultValue"] for n, p in declared.items() if n in fields and "defaultValue" in p}
     merged |= {n: v for n, v in arguments.items() if n in fields}
+    if merged.get("max_power_w") == 0:  # "read it from the GPU at run time": only the gpu-power step can
+        if not package.has_task("gpu-power"):
+            raise ClusterInputError(
+                "max_power_w", 0, "watts > 0: this pipeline was compiled with max_power_w pinned, so no step reads it"
+            )
+        merged.pop("max_power_w")  # whatever the GPU says is a valid figure: the rest is checked as preprocess will
     spec_from_params(**merged | _compiled_settings(package))
     policy = arguments.get("policy", package.default("policy"))
     if policy is not None:

@@ -4,6 +4,7 @@ backend (pipelines/backends.py), checked against that backend's hazards before i
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,7 +25,15 @@ from pipelines.platform import (
     Resources,
     Toleration,
 )
+from zeus.errors import FieldError
 from zeus.job import JobSpec
+from zeus.launch.config import (
+    CLUSTER_LAUNCHERS,
+    DEFAULT_SHM_SIZE,
+    DEFAULT_TRIAL_TIMEOUT_S,
+    DNS_SUBDOMAIN,
+    LAUNCHERS,
+)
 from zeus.steps import PYTHON_TOKEN
 from zeus.steps.params import NAMESPACE_TOKEN
 from zeus.store.s3 import endpoint_url, resolve_endpoint
@@ -66,7 +75,8 @@ def store_endpoint(backend: Backend, endpoint: str | None, secure: bool | None) 
 def cluster_options(
     backend: Backend,
     *,
-    gpus: int = 1,
+    gpus: int | None = None,
+    launcher: str = "local",
     accelerator: str = GPU_RESOURCE,
     minio_secret: str | None = None,
     s3_endpoint: str | None = None,
@@ -77,10 +87,34 @@ def cluster_options(
     train_tolerations: Iterable[Toleration] | None = None,
     run_as_user: int | None = None,
     store_retries: int = STORE_RETRIES,
+    image_pull_secrets: Iterable[str] = (),
+    shm_size: str | None = DEFAULT_SHM_SIZE,
+    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S,
 ) -> ClusterOptions:
-    """ClusterOptions for `backend`, refusing what it cannot run (BackendError names the field)."""
+    """ClusterOptions for `backend`, refusing what it cannot run (BackendError names the field).
+
+    launcher: the runs' default (a run parameter); trainjob / pytorchjob give train no GPU (its trials run on
+    their job's pods), so gpus defaults to 0 for them and a GPU request is refused; else gpus defaults to 1."""
+    if launcher not in LAUNCHERS:
+        raise FieldError("launcher", launcher, ", ".join(LAUNCHERS))
+    cluster = launcher in CLUSTER_LAUNCHERS
+    gpus = (0 if cluster else 1) if gpus is None else gpus
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise ValueError(f"invalid gpus={gpus!r}: allowed an integer >= 0 (0 = CPU only)")
+    if cluster and gpus:
+        raise FieldError(
+            "gpus",
+            gpus,
+            f"0 with launcher {launcher}: its trials run on the job's pods ({accelerator or 'no GPU'} per rank), and a "
+            "GPU on the train step, which only watches the job, would sit idle for the whole trial",
+        )
+    for name in image_pull_secrets:
+        if not DNS_SUBDOMAIN.match(str(name)):
+            raise FieldError("image_pull_secret", name, "the name of a Secret of type kubernetes.io/dockerconfigjson")
+    if shm_size is not None and not re.fullmatch(r"[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?", str(shm_size)):
+        raise FieldError("shm_size", shm_size, "a memory quantity such as 8Gi, or none")
+    if isinstance(trial_timeout_s, bool) or not isinstance(trial_timeout_s, (int, float)) or not trial_timeout_s > 0:
+        raise FieldError("trial_timeout_s", trial_timeout_s, "a positive number of seconds")
     if isinstance(store_retries, bool) or not isinstance(store_retries, int) or store_retries < 0:
         raise ValueError(f"invalid store_retries={store_retries!r}: allowed an integer >= 0")
     if run_as_user is not None and not backend.security_context:
@@ -108,6 +142,10 @@ def cluster_options(
         train_node_selector=tuple(sorted((train_node_selector or {}).items())),
         train_tolerations=(GPU_TOLERATION,) if train_tolerations is None else tuple(train_tolerations),
         run_as_user=run_as_user,
+        launcher=launcher,
+        image_pull_secrets=tuple(image_pull_secrets),
+        shm_size=shm_size or None,
+        trial_timeout_s=float(trial_timeout_s),
     )
 
 
@@ -126,6 +164,7 @@ def compile_pipeline(
     preprocess: str | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    read_max_power: bool = True,
     **cluster: object,
 ) -> Path:
     """Write the pipeline YAML for `kfp_backend` (2.5, 2.15 or 2.17; None: the latest) to `path`.
@@ -135,7 +174,9 @@ def compile_pipeline(
     runs' default store (default: DEFAULT_STORE_URI, in the run's own namespace). `cluster`: the keywords of
     cluster_options (gpus, minio_secret, s3_endpoint, resources, tolerations, ...).
     spec/command/preprocess/zeus_aware/metric_pattern: the job's default parameters (default: the
-    example job, Zeus-aware). No
+    example job, Zeus-aware). read_max_power: the runs read the GPU's maximum power limit at run time (the
+    gpu-power step; the max_power_w parameter defaults to 0, "read it"), as they should unless the job pins
+    it (False: spec.max_power_w is the default). No
     credential is ever a parameter, so none can end up in the YAML. The compiled pipeline is
     checked against the backend's hazards (pipelines/compat.py); IncompatiblePipelineError, and
     nothing written, when it trips one.
@@ -147,7 +188,13 @@ def compile_pipeline(
         spec = spec or example_spec.with_changes(num_gpus=max(options.gpus, 1))
         command = command or example_command
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
-    images = resolve_images(image=image, train_image=train_image, image_repo=image_repo, gpus=options.gpus)
+    images = resolve_images(
+        image=image,
+        train_image=train_image,
+        image_repo=image_repo,
+        gpus=options.gpus,
+        pods_need_cuda=options.trials_use_gpus,  # a cluster trial's pods hold GPUs: the CUDA image
+    )
     pipeline = build_pipeline(
         spec,
         command,
@@ -162,6 +209,7 @@ def compile_pipeline(
         target=backend.name,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        read_max_power=read_max_power,
     )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

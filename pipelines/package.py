@@ -92,6 +92,13 @@ class CompiledPackage:
                 out[name] = runtime["constant"]
         return out
 
+    def has_task(self, task: str) -> bool:
+        try:
+            self._executor(task)
+        except PackageError:
+            return False
+        return True
+
     def _executor(self, task: str) -> str:
         """The executor label of a task, wherever in the DAG it is (attempt tasks sit in conditions)."""
         for component in [self.spec.get("root", {}), *self.spec.get("components", {}).values()]:

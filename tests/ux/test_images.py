@@ -227,8 +227,9 @@ def test_compile_names_exactly_the_images_make_push_image_pushes(tmp_path: Path)
     assert (tags["cpu"], tags["cuda"]) == image_tags(repo) == (f"{repo}:{version}-cpu", f"{repo}:{version}-cuda")
     package = CompiledPackage.read(compile_pipeline(tmp_path / "p.yaml", attempts=2, gpus=1, image_repo=repo))
     images = package.images()
-    assert {i for label, i in images.items() if "-train" in label} == {tags["cuda"]}
-    assert {i for label, i in images.items() if "-train" not in label} == {tags["cpu"]}
+    on_gpus = {label for label in images if "-train" in label or label == "exec-gpu-power"}
+    assert {images[label] for label in on_gpus} == {tags["cuda"]}
+    assert {i for label, i in images.items() if label not in on_gpus} == {tags["cpu"]}
     assert package.env("attempt-1-train")["ZEUS_LAUNCH_IMAGE"] == tags["cuda"]
 
 

@@ -43,8 +43,12 @@ def _own_job(
         raise FieldError(
             "spec", None, "a YAML or JSON file of your job's JobSpec fields (or its options), with --command"
         )
+    from zeus.cli.own_job import load_spec_file
+
+    pinned = "max_power_w" in given or (spec_file is not None and "max_power_w" in load_spec_file(spec_file))
     return {
         "spec": own_spec(spec_file, given),
+        "read_max_power": not pinned,  # unless the job pins it, the runs read their GPU's
         "command": split_command(command, local=False),
         "zeus_aware": zeus_aware,
         "metric_pattern": metric_pattern or "",
@@ -75,7 +79,17 @@ def compile_cmd(
         str, typer.Option(help="KFP backend the cluster runs: 2.5 (Kubeflow 1.10), 2.15 (Kubeflow 1.11) or 2.17.")
     ] = "2.17",
     attempts: Annotated[int, typer.Option(help="Trials per recurrence at most (fixed at compile time).")] = 5,
-    gpus: Annotated[int, typer.Option(help="GPUs the train step requests; 0 = CPU only.")] = 1,
+    gpus: Annotated[
+        int | None,
+        typer.Option(help="GPUs the train step requests; 0 = CPU only. Default 1, or 0 with a cluster --launcher."),
+    ] = None,
+    launcher: Annotated[
+        str,
+        typer.Option(
+            help="Where the runs' trials run by default: local, torchrun (in train's pod), trainjob or pytorchjob "
+            "(a Kubeflow job whose pods hold the GPUs, the train step none)."
+        ),
+    ] = "local",
     accelerator: Annotated[str, typer.Option(help="The GPU resource name train requests.")] = "nvidia.com/gpu",
     minio_secret: Annotated[
         str | None,
@@ -145,6 +159,18 @@ def compile_cmd(
         ),
     ] = None,
     run_as_user: Annotated[int | None, typer.Option(help="UID the containers run as (KFP 2.17 only).")] = None,
+    image_pull_secret: Annotated[
+        Repeated,
+        typer.Option(
+            help="Secret to pull the images from a private registry with (repeatable): every step, trial pods."
+        ),
+    ] = None,
+    shm_size: Annotated[
+        str, typer.Option(help="/dev/shm of train and a cluster trial's pods (memory-backed; 'none': the runtime's).")
+    ] = "8Gi",
+    trial_timeout: Annotated[
+        float, typer.Option(help="Seconds a cluster trial's job may run at most (its deadline), default a day.")
+    ] = 86400.0,
     store_retries: Annotated[
         int, typer.Option(help="Retries of a failed store step (where the backend honours them).")
     ] = 3,
@@ -180,6 +206,10 @@ def compile_cmd(
     job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {})
     path = compile_pipeline(
         output,
+        launcher=launcher,
+        image_pull_secrets=image_pull_secret or (),
+        shm_size=None if shm_size.lower() in ("", "none") else shm_size,
+        trial_timeout_s=trial_timeout,
         kfp_backend=kfp_backend,
         attempts=attempts,
         image=image,
@@ -200,15 +230,20 @@ def compile_cmd(
         store_retries=store_retries,
         **job,
     )
-    typer.echo(f"wrote {path} for KFP {kfp_backend} ({attempts} attempts, {gpus} GPU(s) per trial)")
-    typer.echo(_images_line(path))
+    pinned = not job.get("read_max_power", True)
+    train_gpus = gpus if gpus is not None else (0 if launcher in ("trainjob", "pytorchjob") else 1)
     typer.echo(
-        f"default store: {store or DEFAULT_STORE_URI}"
-        + (
-            " ({namespace}: the namespace each run's pods are in)"
-            if "{namespace}" in (store or DEFAULT_STORE_URI)
-            else ""
-        )
+        f"wrote {path} for KFP {kfp_backend} ({attempts} attempts; launcher {launcher}, "
+        f"{train_gpus} GPU(s) on the train step)"
+    )
+    typer.echo(_images_line(path))
+    default_store = store or DEFAULT_STORE_URI
+    where = " ({namespace}: the namespace each run's pods are in)" if "{namespace}" in default_store else ""
+    typer.echo(f"default store: {default_store}{where}")
+    typer.echo(
+        f"time priced at max_power_w={job['spec'].max_power_w:g} W (pinned)"
+        if pinned
+        else "time priced at the GPU's maximum power limit, read at run time by the gpu-power step (max_power_w 0)"
     )
     if kfp_backend.startswith("2.5"):
         typer.echo("note: KFP 2.5 ignores retries of nested steps, so only the first attempt's store steps retry")
