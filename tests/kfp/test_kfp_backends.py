@@ -20,22 +20,26 @@ from pipelines.backends import TARGETS
 from pipelines.compat import Pipeline, check
 from pipelines.compile import compile_pipeline
 
-# Each attempt count once, each GPU count and Secret setting several times: 9 variants, not 48.
-VARIANTS = {"default": {}} | {
-    f"attempts={k}-gpus={[0, 1, 8][k % 3]}-{'secret' if k % 2 else 'nosecret'}": {
-        "attempts": k,
-        "gpus": [0, 1, 8][k % 3],
-        **({"minio_secret": "mlpipeline-minio-artifact"} if k % 2 else {}),
+# Each attempt count once, each GPU count and Secret setting several times (9 variants, not 48), and a cluster launcher.
+VARIANTS = (
+    {"default": {}}
+    | {
+        f"attempts={k}-gpus={[0, 1, 8][k % 3]}-{'secret' if k % 2 else 'nosecret'}": {
+            "attempts": k,
+            "gpus": [0, 1, 8][k % 3],
+            **({"minio_secret": "mlpipeline-minio-artifact"} if k % 2 else {}),
+        }
+        for k in range(1, 9)
     }
-    for k in range(1, 9)
-} | {  # a train step that launches its trials as jobs, with what its pods inherit
-    "launcher=trainjob-pull-secret-node-selector": {
-        "launcher": "trainjob",
-        "image_pull_secrets": ["regcred"],
-        "train_node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-        "minio_secret": "mlpipeline-minio-artifact",
+    | {  # a train step that launches its trials as jobs, with what its pods inherit
+        "launcher=trainjob-pull-secret-node-selector": {
+            "launcher": "trainjob",
+            "image_pull_secrets": ["regcred"],
+            "train_node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "minio_secret": "mlpipeline-minio-artifact",
+        }
     }
-}
+)
 CASES = [(target, variant) for target in TARGETS for variant in VARIANTS]
 
 
