@@ -11,6 +11,7 @@ import pytest
 from json_http import JsonHandler
 
 from zeus.power import GPUError, open_gpu
+from zeus.power.gpu import measure_only_note
 from zeus.power.zeusd import ZeusdClient, ZeusdGPU
 
 # The node the stand-in daemon runs on: GPUs as `lspci -D` spells their addresses, in zeusd's numbering.
@@ -220,6 +221,7 @@ def test_a_gpu_that_cannot_be_matched_means_no_limit_is_set_anywhere(monkeypatch
         assert ("00000000:C1:00.0" if case.startswith("a GPU") else "pci_address") in gpu.measure_only_reason
         assert d.limits == {} and not [r for r in d.requests if "set_power_limit" in r[0]]
         assert sum("MEASURE-ONLY" in r.getMessage() for r in caplog.records) == 1
+        assert "none is touched" in measure_only_note(gpu)  # what the trial's recorded reason says
         gpu.close()
     finally:
         d.close()
