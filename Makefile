@@ -12,7 +12,7 @@ VERSION    := $(shell sed -n 's/^version *= *//p' setup.cfg)
 IMAGE_CPU  := $(IMAGE_REPO):$(VERSION)-cpu
 IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 
-.PHONY: setup run test lint clean image push-image
+.PHONY: setup run test lint clean image push-image wheel
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -45,5 +45,9 @@ push-image:
 	docker push $(IMAGE_CPU)
 	docker push $(IMAGE_CUDA)
 
+# The package as a wheel, to install into a PyTorch image of your own (README: "Run it on Kubeflow").
+wheel: $(STAMP)
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info dist

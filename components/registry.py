@@ -32,7 +32,7 @@ class ZeusComponents:
 
 
 DEFAULT_COMPONENTS = ZeusComponents(preprocess, bandit, train, feedback, report, gpu_power)
-ON_TRAIN_IMAGE = ("train", "gpu_power")  # the steps that run where the GPUs are
+ON_TRAIN_IMAGE = ("train",)
 STEP_NAMES = tuple(ZeusComponents.__dataclass_fields__)
 
 
@@ -43,18 +43,20 @@ def _on_image(component: PythonComponent, image: str) -> PythonComponent:
 
 
 def components_for(
-    image: str | None = None, train_image: str | None = None, spec_cls: type[JobSpec] = JobSpec
+    image: str | None = None,
+    train_image: str | None = None,
+    spec_cls: type[JobSpec] = JobSpec,
+    gpu_image: str | None = None,
 ) -> ZeusComponents:
     """The components on `image` (the store steps; None: LOCAL_IMAGE) with train on `train_image`
-    (None: LOCAL_TRAIN_IMAGE). Same functions, only the base image differs; preprocess takes
-    `spec_cls`'s settings (components.preprocess generates it from the declaration)."""
+    (None: LOCAL_TRAIN_IMAGE) and gpu-power on `gpu_image`, the image of the trials' GPUs (None: train's).
+    Same functions, only the base image differs; preprocess takes `spec_cls`'s settings
+    (components.preprocess generates it from the declaration)."""
     image = image or LOCAL_IMAGE
     train_image = train_image or LOCAL_TRAIN_IMAGE
+    on = {"train": train_image, "gpu_power": gpu_image or train_image}
     comps = ZeusComponents(
-        **{
-            name: _on_image(getattr(DEFAULT_COMPONENTS, name), train_image if name in ON_TRAIN_IMAGE else image)
-            for name in STEP_NAMES
-        }
+        **{name: _on_image(getattr(DEFAULT_COMPONENTS, name), on.get(name, image)) for name in STEP_NAMES}
     )
     if spec_cls is not JobSpec:
         comps = dataclasses.replace(comps, preprocess=make_preprocess(spec_cls, image))

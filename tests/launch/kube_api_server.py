@@ -144,7 +144,8 @@ class _Handler(JsonHandler):
         if verb == "POST":
             length = int(self.headers.get("Content-Length", "0"))
             strict = query.get("fieldValidation") == "Strict"
-            return self._create(kind, namespace, json.loads(self.rfile.read(length) or b"{}"), strict)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            return self._create(kind, namespace, body, strict, dry_run=query.get("dryRun") == "All")
         if verb == "GET" and name is None and query.get("watch", "").lower() == "true":
             wanted = query.get("fieldSelector", "").removeprefix("metadata.name=")
             api.record("watch", kind, wanted)
@@ -167,10 +168,11 @@ class _Handler(JsonHandler):
             return self.reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
         return self.reply(405, status_body(405, "MethodNotAllowed", verb))
 
-    def _create(self, kind: str, namespace: str, body: dict[str, Any], strict: bool) -> None:
+    def _create(self, kind: str, namespace: str, body: dict[str, Any], strict: bool, dry_run: bool = False) -> None:
+        """Validate and store (dryRun=All: validate only, as `kubectl apply --dry-run=server` asks)."""
         api = self.api
         name = (body.get("metadata") or {}).get("name", "")
-        api.record("create", kind, name)
+        api.record("dry-run-create" if dry_run else "create", kind, name)
         trainer = api.trainer if kind == "TrainJob" else crds.LATEST
         if not strict:  # the API server's default: what the CRD does not know is dropped, nobody told
             body = crds.prune(body, trainer)
@@ -179,6 +181,8 @@ class _Handler(JsonHandler):
             problems.append("metadata/namespace: does not match the request's namespace")
         if problems:
             return self.reply(422, status_body(422, "Invalid", "; ".join(problems)))
+        if dry_run:
+            return self.reply(201, body)
         with api._lock:
             if (namespace, name) in api.jobs:
                 return self.reply(409, status_body(409, "AlreadyExists", f"{name} already exists"))

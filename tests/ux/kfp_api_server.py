@@ -45,6 +45,7 @@ class KfpApiState:
     multi_user: bool = False
     token: str | None = None
     namespaces: set[str] | None = None
+    prefix: str = ""  # where the API sits behind a gateway: "/pipeline" behind Kubeflow's Istio gateway
 
     def posts(self, path: str) -> list[Request]:
         return [r for r in self.requests if r.method == "POST" and r.path == API + path]
@@ -75,7 +76,8 @@ def _handler(state: KfpApiState) -> type[BaseHTTPRequestHandler]:
             elif raw:
                 body = json.loads(raw)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
-            request = Request(self.command, url.path, query, dict(self.headers.items()), body)
+            path = url.path.removeprefix(state.prefix) if url.path.startswith(state.prefix + "/") else url.path
+            request = Request(self.command, path, query, dict(self.headers.items()), body)
             state.requests.append(request)
             return request
 

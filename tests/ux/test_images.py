@@ -270,3 +270,36 @@ def test_a_compile_without_images_it_can_name_is_refused(tmp_path, monkeypatch, 
         compile_pipeline(tmp_path / "p.yaml", attempts=1, gpus=1, **given)
     assert err.value.field == field and "--image-repo" in str(err.value)
     assert not (tmp_path / "p.yaml").exists()
+
+
+def _own_image_dockerfile() -> str:
+    """The README's Dockerfile for installing zeus-kfp into your own PyTorch image (an indented list block)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- test: write Dockerfile.own -->\n\s*```dockerfile\n(.*?)\n\s*```", text, re.S)
+    assert match, "README: the own-image Dockerfile block"
+    return textwrap.dedent(match.group(1))
+
+
+@pytest.mark.slow
+def test_zeus_kfp_installs_into_your_own_pytorch_image_keeping_its_torch(tmp_path: Path) -> None:
+    """`make wheel` writes the wheel the README's own-image Dockerfile copies and installs; installing it where a
+    torch is already present (this venv, torch 2.13.0: any image with torch >= 2.4) installs zeus-kfp alone."""
+    dockerfile = tmp_path / "Dockerfile.own"
+    dockerfile.write_text(_own_image_dockerfile())
+    steps = instructions(dockerfile)
+    assert steps[0][0] == "FROM" and steps[0][1].startswith("pytorch/pytorch:")
+    version = setup_cfg()["metadata"]["version"]
+    wheel_name = f"zeus_kfp-{version}-py3-none-any.whl"
+    (sources, _dest), *_ = copies(dockerfile)
+    assert sources == [f"dist/{wheel_name}"]
+    assert any(f"pip install --no-cache-dir /tmp/{wheel_name}" in c for c in run_commands(dockerfile))
+    made = subprocess.run(["make", "-n", "-s", "wheel"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "pip wheel --no-deps --no-build-isolation -w dist ." in made
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", ROOT], check=True)
+    wheel = tmp_path / "dist" / wheel_name
+    assert wheel.is_file()
+    report = tmp_path / "report.json"
+    subprocess.run([*pip, "install", "--dry-run", "--no-index", "--report", report, wheel], check=True)
+    installed = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
+    assert installed == ["zeus-kfp"]  # torch and every other dependency kept as the image has them
