@@ -190,7 +190,9 @@ def build_pipeline(
     check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
-    comps: ZeusComponents = components_for(image, train_image, type(spec), gpu_image=launch_image)
+    # gpu-power reads a GPU like the trials': on their pods' image when they hold GPUs, else train's.
+    gpu_image = launch_image if options.trials_use_gpus else None
+    comps: ZeusComponents = components_for(image, train_image, type(spec), gpu_image=gpu_image)
     opts = options
     # The run parameters after the job's settings: (name, KFP type, default, description). Each is a
     # pipeline parameter that any run may override; `shared` below hands them to the attempts.
