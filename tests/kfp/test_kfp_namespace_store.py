@@ -50,7 +50,7 @@ def test_outside_a_pod_the_placeholder_is_refused_naming_the_store(tmp_path, mon
 
 @pytest.mark.slow
 def test_one_compiled_pipeline_keeps_each_namespaces_history_apart(tmp_path, monkeypatch):
-    path = compile_pipeline(tmp_path / "p.yaml", kfp_backend="2.15", attempts=1, gpus=0)
+    path = compile_pipeline(tmp_path / "p.yaml", kfp_backend="2.15", attempts=1, gpus=0, store_retries=0)
     pipeline = components.load_component_from_file(str(path))
     trace = TraceBackend("cifar100", "v100")
     spec = trace.spec("shared-job", max_attempts=1)
