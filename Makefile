@@ -4,14 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-# The component images (images/README.md). The pipeline's default image tags are exactly these
-# (components/image.py; tests/ux/test_images.py compares them with `make -n image`).
-IMAGE_REPO ?= ghcr.io/zeus-kfp/zeus-kfp
+# The component images (images/README.md). Nobody publishes them: push them to your registry with
+# `make push-image IMAGE_REPO=registry.example.com/ml/zeus-kfp`, then `zeus-kfp compile --image-repo` the same
+# repo names exactly these tags (components/image.py; tests/ux/test_images.py compares them with `make -n`).
+IMAGE_REPO ?= zeus-kfp
 VERSION    := $(shell sed -n 's/^version *= *//p' setup.cfg)
 IMAGE_CPU  := $(IMAGE_REPO):$(VERSION)-cpu
 IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 
-.PHONY: setup run test lint clean image push-image
+.PHONY: setup run test lint clean image push-image wheel
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -38,9 +39,15 @@ image:
 	docker build -f images/Dockerfile -t $(IMAGE_CPU) .
 	docker build -f images/Dockerfile.cuda -t $(IMAGE_CUDA) .
 
-push-image: image
+push-image:
+	@case "$(IMAGE_REPO)" in */*) ;; *) echo "set IMAGE_REPO to a repository your cluster pulls from, e.g. make push-image IMAGE_REPO=registry.example.com/ml/zeus-kfp" >&2; exit 2;; esac
+	$(MAKE) image IMAGE_REPO=$(IMAGE_REPO)
 	docker push $(IMAGE_CPU)
 	docker push $(IMAGE_CUDA)
 
+# The package as a wheel, to install into a PyTorch image of your own (README: "Run it on Kubeflow").
+wheel: $(STAMP)
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info dist

@@ -148,12 +148,12 @@ def seed_job(store: Store, spec: JobSpec, trials: pd.DataFrame, at_us: int | Non
     return snapshot.write(backend, job_id, len(found), entries.table(rows))
 
 
-# -- moto, in-process (as tests/conftest.py starts it) -------------------------------------------
+# -- moto (in this process, as tests/conftest.py starts it, or in a child) -------------------------------------------
 
 
 @dataclass
 class Moto:
-    """moto's S3 server on 127.0.0.1 in this process, and the ZEUS_S3_* variables that point a store at it."""
+    """moto's S3 server on 127.0.0.1, and the ZEUS_S3_* variables that point a store at it."""
 
     server: Any
     endpoint: str  # host:port
@@ -169,28 +169,51 @@ class Moto:
         return name
 
 
+MOTO_PROCESS = """
+import logging, sys, time
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+host, port = server.get_host_and_port()
+print(f"{host}:{port}", flush=True)
+sys.stdin.read()  # until the parent closes it (or dies)
+server.stop()
+"""
+
+
 @contextmanager
-def moto_server() -> Iterator[Moto]:
+def moto_server(own_process: bool = False) -> Iterator[Moto]:
     """Start moto's ThreadedMotoServer on 127.0.0.1, port 0, and set ZEUS_S3_* in os.environ for it (child
-    processes inherit them); stop it and restore the environment at the end."""
+    processes inherit them); stop it and restore the environment at the end. `own_process`: run it in a
+    child process, so that its request handling does not share this process's interpreter lock with the
+    benchmark's own threads (stand-in proxies, clients' readers); in this process otherwise, as the tests run it."""
     import logging
+    import subprocess
 
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {"ZEUS_S3_ENDPOINT": f"{host}:{port}", "ZEUS_S3_SECURE": "false", "ZEUS_S3_ACCESS_KEY": "bench",
+    if own_process:
+        child = subprocess.Popen([sys.executable, "-c", MOTO_PROCESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)  # fmt: skip
+        endpoint, stop = child.stdout.readline().strip(), lambda: (child.stdin.close(), child.wait(timeout=30))
+        server: Any = child
+    else:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        endpoint, stop = f"{host}:{port}", server.stop
+    env = {"ZEUS_S3_ENDPOINT": endpoint, "ZEUS_S3_SECURE": "false", "ZEUS_S3_ACCESS_KEY": "bench",
            "ZEUS_S3_SECRET_KEY": "bench-secret", "ZEUS_S3_REGION": "us-east-1"}  # fmt: skip
     saved = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
     for name in saved:
         del os.environ[name]
     os.environ.update(env)
     try:
-        yield Moto(server, env["ZEUS_S3_ENDPOINT"], env)
+        yield Moto(server, endpoint, env)
     finally:
-        server.stop()
+        stop()
         for name in env:
             os.environ.pop(name, None)
         os.environ.update(saved)

@@ -32,6 +32,7 @@ import io
 import itertools
 import os
 import pstats
+import resource
 import statistics
 import subprocess
 import sys
@@ -108,14 +109,20 @@ def bench_read(backend: str, uri: str, count: int, runs: int) -> ReadDecide:
                       med(t[0] + t[1] for t in times), med(t[2] for t in times), runs)  # fmt: skip
 
 
-def bandit_step(uri: str, spec: JobSpec, rng: np.random.Generator) -> float:
-    """Seconds from spawning a `python -c` bandit step to its exit; the trial is then finished and the
-    job compacted (untimed), as the feedback and report steps do."""
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bandit_step(uri: str, spec: JobSpec, rng: np.random.Generator) -> tuple[float, float]:
+    """(wall seconds from spawning a `python -c` bandit step to its exit, its CPU seconds); the trial is
+    then finished and the job compacted (untimed), as the feedback and report steps do. The CPU time
+    is the child's own, so it is far less inflated than the wall time when other work shares the cores."""
     store, rid = open_store(uri), f"step-{uuid.uuid4().hex[:8]}"
     store.begin_recurrence(spec.job_id, rid)
-    started = time.perf_counter()
+    cpu, started = _children_cpu_s(), time.perf_counter()
     subprocess.run([sys.executable, "-c", BANDIT_STEP, uri, spec.job_id, rid], check=True, cwd=ROOT)
-    seconds = time.perf_counter() - started
+    seconds, cpu_s = time.perf_counter() - started, _children_cpu_s() - cpu
     dispatch = store.get_dispatch(spec.job_id, rid, 1)
     assert dispatch is not None
     reached, time_s, energy_j, epochs = outcome(dispatch[1].batch_size, rng, spec)
@@ -123,14 +130,14 @@ def bandit_step(uri: str, spec: JobSpec, rng: np.random.Generator) -> float:
                                time_s=time_s, energy_j=energy_j, num_epochs=epochs, simulated=True)  # fmt: skip
     store.finish_trial(spec.job_id, rid, 1, result)
     store.compact(spec.job_id)
-    return seconds
+    return seconds, cpu_s
 
 
-def bench_steps(backend: str, uri: str, sizes: list[int], runs: int) -> dict[int, list[float]]:
+def bench_steps(backend: str, uri: str, sizes: list[int], runs: int) -> dict[int, list[tuple[float, float]]]:
     specs = {count: seeded(uri, count, f"step-{backend}") for count in sizes}
     rng = np.random.default_rng(1)
     bandit_step(uri, specs[sizes[0]], rng)  # the first python start reads its files from disk: untimed
-    times: dict[int, list[float]] = {count: [] for count in sizes}
+    times: dict[int, list[tuple[float, float]]] = {count: [] for count in sizes}
     for _ in range(runs):
         for count in sizes:  # alternating, so a change of load hits every size alike
             times[count].append(bandit_step(uri, specs[count], rng))
@@ -153,7 +160,8 @@ def profile(uri: str, spec: JobSpec, top: int = 30) -> str:
 def breakdown(uri: str, spec: JobSpec, runs: int) -> str:
     """Where one read + decide and one in-process bandit() spend their time, unprofiled (medians of `runs`):
     the read's parts as Store.read_trials runs them (zeus.store.log.read, frames.settle, frames.job_trials),
-    the policy's fold and its whole decide; and how often a bandit() call settles the log, and how long."""
+    the policy's statistics (zeus.policy.tally) and its whole decide; and how often a bandit() call settles
+    the log, and how long."""
     from zeus.policy.history import read_history
     from zeus.steps.trial import bandit
     from zeus.store import frames, log
@@ -174,8 +182,8 @@ def breakdown(uri: str, spec: JobSpec, runs: int) -> str:
 
     parts()
     found = [parts() for _ in range(runs)]
-    names = ["log.read (snapshot + slots after it)", "frames.settle", "frames.job_trials (TrialRecords)",
-             "policy: read_history (the fold)", "policy: decide (fold included)"]  # fmt: skip
+    names = ["log.read (snapshot + slots after it)", "frames.settle", "frames.job_trials (columns)",
+             "policy: read_history (the statistics)", "policy: decide (statistics included)"]  # fmt: skip
     lines = [f"  {name:40} {1000 * statistics.median(f[i] for f in found):7.1f} ms" for i, name in enumerate(names)]
     settle, spent = frames.settle, [0, 0.0]
 
@@ -249,7 +257,7 @@ def main() -> int:
     print(f"zeus-kfp store benchmark: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {load()}")
     print(f"policy {POLICY!r}; histories seeded by benchmarks/seed.py (simulated results); times measured")
     reads: list[ReadDecide] = []
-    steps: dict[str, dict[int, list[float]]] = {}
+    steps: dict[str, dict[int, list[tuple[float, float]]]] = {}
     profiles: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="zeus-bench-") as tmp, ExitStack() as stack:
         moto = None
@@ -287,14 +295,17 @@ def main() -> int:
     if steps:
         small, big = min(args.step_sizes), max(args.step_sizes)
         print(f"\n### A bandit step from process start (`python -c`, spawn to exit), medians of {args.step_runs}\n")
+        print("Wall seconds (each run), then the step's own CPU seconds. The bar is judged on wall time.\n")
         print("| backend | " + " | ".join(f"{n:,} trials" for n in args.step_sizes) + f" | ratio {big:,} / {small:,} |")
         print("|---" * (len(args.step_sizes) + 2) + "|")
         for backend, times in steps.items():
-            medians = {n: statistics.median(t) for n, t in times.items()}
-            ratio = medians[big] / medians[small]
-            runs = " | ".join(f"{medians[n]:.3f} s ({', '.join(f'{t:.2f}' for t in times[n])})" for n in times)
-            met = "met" if ratio <= STEP_BAR else "NOT MET"
-            print(f"| {backend} | {runs} | **{ratio:.2f}x** (<= {STEP_BAR}x: {met}) |")
+            wall = {n: statistics.median(w for w, _ in t) for n, t in times.items()}
+            cpu = {n: statistics.median(c for _, c in t) for n, t in times.items()}
+            ratio = wall[big] / wall[small]
+            runs = " | ".join(f"{wall[n]:.3f} s ({', '.join(f'{w:.2f}' for w, _ in times[n])}); CPU {cpu[n]:.3f} s"
+                              for n in times)  # fmt: skip
+            met, cpu_ratio = ("met" if ratio <= STEP_BAR else "NOT MET"), cpu[big] / cpu[small]
+            print(f"| {backend} | {runs} | **{ratio:.2f}x** (<= {STEP_BAR}x: {met}); CPU {cpu_ratio:.2f}x |")
             missed += [f"bandit step, {backend}"] if ratio > STEP_BAR else []
     for title, text in profiles.items():
         print(f"\n### {title}\n\n{text}")

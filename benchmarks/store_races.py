@@ -9,7 +9,8 @@
    Counted: callers told something other than what the store keeps (trial number, batch size,
    reason), and problems any read reports.
 The bodies are the suite's (tests/store/store_workers.py), the stores its stand-ins
-(tests/s3_standins.py) in front of moto's S3 server, which runs in this process on 127.0.0.1:
+(tests/s3_standins.py, in this process) in front of moto's S3 server, which runs on 127.0.0.1 in a
+child process of its own (sharing this interpreter, it made each request several times slower):
 `atomic` (moto itself, like AWS S3 and MinIO), `racy` (SeaweedFS 4.00's unlocked create-if-absent),
 `ignored` (MinIO 2019, no conditional headers), `least-privilege` (the Kubeflow 1.11 namespace key:
 object-level Get/Put/List under `mlpipeline/private/ns1/`, no DeleteObject), and a local directory.
@@ -17,11 +18,9 @@ The store makes no conditional request, so racy and ignored differ from atomic o
 they stay here because they are what Kubeflow ships. least-privilege also reports the requests it
 refused (compaction's deletes of superseded snapshots are expected: the store leaves them be).
 
-Reproduce: .venv/bin/python benchmarks/store_races.py         (full size: over an hour on 2 cores, moto
-           being one process for all 17 clients; the local directory alone takes about 3 minutes)
-           .venv/bin/python benchmarks/store_races.py --stores local
-           .venv/bin/python benchmarks/store_races.py --stores atomic racy ignored least-privilege
-               --trials 2 --attempts 30                              (one command: RESULTS.md's runs)
+Reproduce: .venv/bin/python benchmarks/store_races.py         (full size, every store: about an hour on
+           2 busy cores; the local directory alone takes about 2 minutes)
+           .venv/bin/python benchmarks/store_races.py --stores atomic --trials 2 --attempts 30   (a minute)
 """
 
 from __future__ import annotations
@@ -133,7 +132,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="zeus-races-") as tmp, ExitStack() as stack:
         upstream = None
         if any(name != "local" for name in args.stores):
-            moto = stack.enter_context(moto_server())
+            moto = stack.enter_context(moto_server(own_process=True))
             env = moto.env
             upstream = Upstream(env["ZEUS_S3_ENDPOINT"], env["ZEUS_S3_ACCESS_KEY"], env["ZEUS_S3_SECRET_KEY"])
         for name in args.stores:

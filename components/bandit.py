@@ -7,10 +7,10 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Output
 
-from components.image import ZEUS_KFP_IMAGE
+from components.image import LOCAL_IMAGE
 
 
-@dsl.component(base_image=ZEUS_KFP_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
 def bandit(
     store_uri: str,
     job_id: str,

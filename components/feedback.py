@@ -5,10 +5,10 @@ from kfp import dsl
 from kfp.dsl import Input
 
 from components.artifacts import PowerProfile
-from components.image import ZEUS_KFP_IMAGE
+from components.image import LOCAL_IMAGE
 
 
-@dsl.component(base_image=ZEUS_KFP_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
 def feedback(
     store_uri: str,
     job_id: str,

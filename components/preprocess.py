@@ -22,7 +22,7 @@ from kfp import dsl
 from kfp.dsl import Dataset, Output
 from kfp.dsl.python_component import PythonComponent
 
-from components.image import ZEUS_KFP_IMAGE
+from components.image import LOCAL_IMAGE
 from zeus.job import JobSpec
 from zeus.settings import settings_of
 from zeus.steps.params import param_type
@@ -82,7 +82,7 @@ def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
     )
 
 
-def make_preprocess(spec_cls: type[JobSpec] = JobSpec, base_image: str = ZEUS_KFP_IMAGE) -> PythonComponent:
+def make_preprocess(spec_cls: type[JobSpec] = JobSpec, base_image: str = LOCAL_IMAGE) -> PythonComponent:
     """The preprocess component for `spec_cls` (JobSpec, or a JobSpec with more settings) on `base_image`."""
     source = preprocess_source(spec_cls)
     filename = f"<zeus-kfp: preprocess component for {spec_cls.__module__}.{spec_cls.__qualname__}>"

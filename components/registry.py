@@ -11,7 +11,8 @@ from kfp.dsl.python_component import PythonComponent
 
 from components.bandit import bandit
 from components.feedback import feedback
-from components.image import ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE
+from components.gpu_power import gpu_power
+from components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
 from components.preprocess import make_preprocess, preprocess
 from components.report import report
 from components.train import train
@@ -20,16 +21,18 @@ from zeus.job import JobSpec
 
 @dataclass(frozen=True)
 class ZeusComponents:
-    """The pipeline's components: train on the train image, the store steps on the CPU image."""
+    """The pipeline's components: train and gpu-power on the train image, the store steps on the CPU image."""
 
     preprocess: PythonComponent
     bandit: PythonComponent
     train: PythonComponent
     feedback: PythonComponent
     report: PythonComponent
+    gpu_power: PythonComponent
 
 
-DEFAULT_COMPONENTS = ZeusComponents(preprocess, bandit, train, feedback, report)
+DEFAULT_COMPONENTS = ZeusComponents(preprocess, bandit, train, feedback, report, gpu_power)
+ON_TRAIN_IMAGE = ("train",)
 STEP_NAMES = tuple(ZeusComponents.__dataclass_fields__)
 
 
@@ -40,18 +43,20 @@ def _on_image(component: PythonComponent, image: str) -> PythonComponent:
 
 
 def components_for(
-    image: str | None = None, train_image: str | None = None, spec_cls: type[JobSpec] = JobSpec
+    image: str | None = None,
+    train_image: str | None = None,
+    spec_cls: type[JobSpec] = JobSpec,
+    gpu_image: str | None = None,
 ) -> ZeusComponents:
-    """The components on `image` (the store steps; None: ZEUS_KFP_IMAGE) with train on `train_image`
-    (None: ZEUS_KFP_TRAIN_IMAGE). Same functions, only the base image differs; preprocess takes
-    `spec_cls`'s settings (components.preprocess generates it from the declaration)."""
-    image = image or ZEUS_KFP_IMAGE
-    train_image = train_image or ZEUS_KFP_TRAIN_IMAGE
+    """The components on `image` (the store steps; None: LOCAL_IMAGE) with train on `train_image`
+    (None: LOCAL_TRAIN_IMAGE) and gpu-power on `gpu_image`, the image of the trials' GPUs (None: train's).
+    Same functions, only the base image differs; preprocess takes `spec_cls`'s settings
+    (components.preprocess generates it from the declaration)."""
+    image = image or LOCAL_IMAGE
+    train_image = train_image or LOCAL_TRAIN_IMAGE
+    on = {"train": train_image, "gpu_power": gpu_image or train_image}
     comps = ZeusComponents(
-        **{
-            name: _on_image(getattr(DEFAULT_COMPONENTS, name), train_image if name == "train" else image)
-            for name in STEP_NAMES
-        }
+        **{name: _on_image(getattr(DEFAULT_COMPONENTS, name), on.get(name, image)) for name in STEP_NAMES}
     )
     if spec_cls is not JobSpec:
         comps = dataclasses.replace(comps, preprocess=make_preprocess(spec_cls, image))

@@ -5,10 +5,10 @@ profile) and Metrics with the recurrence's energy, time and cost."""
 from kfp import dsl
 from kfp.dsl import Markdown, Metrics, Output
 
-from components.image import ZEUS_KFP_IMAGE
+from components.image import LOCAL_IMAGE
 
 
-@dsl.component(base_image=ZEUS_KFP_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
 def report(
     store_uri: str,
     job_id: str,

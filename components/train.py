@@ -8,10 +8,10 @@ from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from components.artifacts import PowerProfile
-from components.image import ZEUS_KFP_TRAIN_IMAGE
+from components.image import LOCAL_TRAIN_IMAGE
 
 
-@dsl.component(base_image=ZEUS_KFP_TRAIN_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=LOCAL_TRAIN_IMAGE, install_kfp_package=False)
 def train(
     spec_json: str,
     batch_size: int,

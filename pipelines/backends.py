@@ -1,8 +1,9 @@
 """The KFP backends zeus-kfp compiles for, and what differs between them.
 
-The three targets are the backends people have: Kubeflow 1.10 ships KFP 2.5.0, Kubeflow 1.11
-ships 2.15.0, and 2.17.0 is the latest standalone backend. What differs between them, read from
-kubeflow/pipelines at each release tag (see pipelines/compat.py for the rules and their issues):
+The targets are the backends people have: Kubeflow 1.10 ships KFP 2.5.0, Kubeflow 1.11
+ships 2.15.0, kubeflow/manifests after 1.11 ships 2.16.0, and 2.17.0 is the latest standalone
+backend. What differs between them, read from kubeflow/pipelines at each release tag (see
+pipelines/compat.py for the rules and their issues):
 
 - set_retry on a task nested in a condition is ignored before 2.14 (kubeflow/pipelines #11288,
   fixed by #11908): on 2.5 only root tasks get a retry policy, so nothing claims a retry that
@@ -12,7 +13,8 @@ kubeflow/pipelines at each release tag (see pipelines/compat.py for the rules an
   for 2.5 (false, the only value we write, is what the field's absence means).
 - the container securityContext (kfp-kubernetes set_security_context) exists from 2.17 only.
 - KFP's own object store is MinIO (`minio-service.kubeflow:9000`) up to the 2.15 manifests and
-  SeaweedFS (`seaweedfs.kubeflow:9000`) from 2.16; both serve plain http in the cluster.
+  SeaweedFS (`seaweedfs.kubeflow:9000`) from 2.16, whose manifests have no `minio-service` any more:
+  so 2.16 is a target of its own (2.15's YAML, 2.17's endpoint), not "the newest target below it".
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ TARGETS: dict[str, Backend] = {
     for b in (
         Backend("2.5", (2, 5, 0), "Kubeflow 1.10", MINIO_ENDPOINT, False, False, False),
         Backend("2.15", (2, 15, 0), "Kubeflow 1.11", MINIO_ENDPOINT, True, True, False),
+        Backend("2.16", (2, 16, 0), "kubeflow/manifests after 1.11", SEAWEEDFS_ENDPOINT, True, True, False),
         Backend("2.17", (2, 17, 0), "standalone KFP (latest)", SEAWEEDFS_ENDPOINT, True, True, True),
     )
 }
@@ -80,7 +83,8 @@ def get_backend(name: str | None) -> Backend:
         raise BackendError(
             "kfp_backend",
             name,
-            f"one of {', '.join(TARGETS)} (KFP 2.5 = Kubeflow 1.10, 2.15 = Kubeflow 1.11, 2.17 = latest); "
+            f"one of {', '.join(TARGETS)} (KFP 2.5 = Kubeflow 1.10, 2.15 = Kubeflow 1.11, 2.16 = manifests after 1.11, "
+            "2.17 = latest); "
             "older backends mishandle conditions, retries and placeholders (see pipelines/compat.py)",
         )
     return backend

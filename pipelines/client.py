@@ -10,24 +10,25 @@ MinIO keys from a Kubernetes Secret).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pipelines.backends import closest_target, get_backend, parse_version
+from pipelines.package import CompiledPackage
 from zeus.errors import FieldError
 
 CRON_EXAMPLE = "0 0 2 * * *"
 TOKEN_ENV = "KFP_TOKEN"
 NAMESPACE_ENV = "KFP_NAMESPACE"
 HOST_ENV = "KFP_HOST"
+DEFAULT_PACKAGE = Path("zeus_pipeline.yaml")  # what `zeus-kfp compile` writes by default
 # Fields of a KFP cron (robfig/cron with seconds): name, lowest value, highest value, names allowed.
 _CRON_FIELDS = (
     ("seconds", 0, 59, ()),
@@ -134,32 +135,18 @@ def connect(conn: Connection, client_factory: ClientFactory | None = None) -> An
         return client_factory(**kwargs)
 
 
-@contextlib.contextmanager
-def pipeline_package(package: Path | None = None, **compile_options: Any) -> Iterator[Path]:
-    """The pipeline YAML to send: `package` if given (it must exist), else the project's pipeline
-    compiled into a temporary file with `compile_options` (attempts, gpus, minio_secret, image),
-    removed afterwards."""
-    if package is not None:
-        path = Path(package)
-        if not path.is_file():
-            raise ClusterInputError(
-                "package", str(package), "an existing pipeline YAML (make one with zeus-kfp compile)"
-            )
-        yield path
-        return
-    from pipelines.compile import compile_pipeline
-
-    with tempfile.TemporaryDirectory(prefix="zeus-kfp-") as tmp:
-        path = Path(tmp) / "zeus_pipeline.yaml"
-        compile_pipeline(path, **{k: v for k, v in compile_options.items() if v is not None})
-        yield path
-
-
-def pipeline_parameters(package: Path) -> dict[str, dict[str, Any]]:
-    """The pipeline's declared parameters {name: {parameterType, defaultValue?, ...}} from its YAML."""
-    with open(package, encoding="utf-8") as f:
-        spec = next(yaml.safe_load_all(f))
-    return dict(spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {}))
+def read_package(package: Path | None) -> CompiledPackage:
+    """The package `compile` wrote: upload, submit and schedule send exactly this file (never one compiled on the
+    fly with other options). None: ./zeus_pipeline.yaml, compile's default output, when it exists."""
+    path = Path(package) if package is not None else DEFAULT_PACKAGE
+    if package is None and not path.is_file():
+        raise ClusterInputError(
+            "package",
+            None,
+            f"the pipeline YAML `zeus-kfp compile` wrote (--package; {DEFAULT_PACKAGE} is not here): compile it "
+            "first with your images, backend and Secret, then send that file",
+        )
+    return CompiledPackage.read(path)
 
 
 def parse_arguments(pairs: list[str], declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -206,43 +193,43 @@ def _convert(key: str, raw: str, kind: str) -> Any:
     return raw
 
 
-def _compiled_settings(spec: dict[str, Any]) -> dict[str, Any]:
+def _compiled_settings(package: CompiledPackage) -> dict[str, Any]:
     """The job settings compiled into the package (not run parameters, such as max_attempts): preprocess's
     constant inputs."""
     from zeus.job import JobSpec
     from zeus.settings import settings_of
 
-    task = spec.get("root", {}).get("dag", {}).get("tasks", {}).get("preprocess", {})
-    inputs = task.get("inputs", {}).get("parameters", {})
-    out = {}
-    for field in settings_of(JobSpec):
-        constant = inputs.get(field.name, {}).get("runtimeValue", {})
-        if not field.setting.run_parameter and "constant" in constant:
-            out[field.name] = constant["constant"]
-    return out
+    constants = package.constants("preprocess")
+    fixed = [f.name for f in settings_of(JobSpec) if not f.setting.run_parameter]
+    return {name: constants[name] for name in fixed if name in constants}
 
 
-def validate_run_arguments(package: Path, arguments: dict[str, Any]) -> None:
+def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) -> None:
     """Check a run's arguments with the rules the pipeline itself applies, before anything is sent.
 
     The job's settings are merged over the package's defaults and built into a JobSpec exactly as
     the preprocess step will (zeus.steps.spec_from_params), so a job_id that would leave its
     prefix or batch_sizes without the default batch size fail here, naming the field, instead of
-    in a pod minutes later. The policy name is checked the same way.
+    in a pod minutes later. The policy name is checked the same way. The package is the one the run
+    uses: the file sent, or the uploaded version a recurring run names.
     """
     from zeus.job import JobSpec
     from zeus.policy import ALLOWED_POLICIES, get_policy
     from zeus.settings import settings_of
     from zeus.steps import spec_from_params
 
-    with open(package, encoding="utf-8") as f:
-        spec = next(yaml.safe_load_all(f))
-    declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+    declared = package.parameters
     fields = {f.name for f in settings_of(JobSpec)}
     merged = {n: p["defaultValue"] for n, p in declared.items() if n in fields and "defaultValue" in p}
     merged |= {n: v for n, v in arguments.items() if n in fields}
-    spec_from_params(**merged | _compiled_settings(spec))
-    policy = arguments.get("policy", declared.get("policy", {}).get("defaultValue"))
+    if merged.get("max_power_w") == 0:  # "read it from the GPU at run time": only the gpu-power step can
+        if not package.has_task("gpu-power"):
+            raise ClusterInputError(
+                "max_power_w", 0, "watts > 0: this pipeline was compiled with max_power_w pinned, so no step reads it"
+            )
+        merged.pop("max_power_w")  # whatever the GPU says is a valid figure: the rest is checked as preprocess will
+    spec_from_params(**merged | _compiled_settings(package))
+    policy = arguments.get("policy", package.default("policy"))
     if policy is not None:
         try:
             get_policy(policy)
@@ -250,25 +237,65 @@ def validate_run_arguments(package: Path, arguments: dict[str, Any]) -> None:
             raise ClusterInputError("policy", policy, f"one of {ALLOWED_POLICIES}") from None
 
 
-def upload(client: Any, package: Path, name: str, description: str | None = None) -> dict[str, str]:
+PackageLike = Path | str | CompiledPackage
+
+
+def _package(package: PackageLike) -> CompiledPackage:
+    return package if isinstance(package, CompiledPackage) else CompiledPackage.read(package)
+
+
+def check_backend(client: Any, package: CompiledPackage) -> None:
+    """Refuse a package compiled for another KFP backend than the cluster's (its healthz says which): such a
+    package names an object store endpoint or YAML fields that backend does not have. Silent when the package
+    names no target or the server no version (nothing to compare)."""
+    import logging
+
+    if package.target is None:
+        return
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)  # kfp logs each failed healthz try with a traceback
+    try:
+        info = client.get_kfp_healthz(sleep_duration=1)
+    except (TimeoutError, ValueError):
+        return
+    finally:
+        logging.disable(previous)
+    try:
+        version = parse_version(str(getattr(info, "tag_name", None) or ""))
+    except ValueError:
+        return
+    fits = closest_target(version)
+    if fits is not None and get_backend(package.target).name != fits.name:
+        release = ".".join(map(str, version))
+        raise ClusterInputError(
+            "package",
+            package.source,
+            f"a package compiled for the cluster's backend: it runs KFP {release} ({fits.ships_with}) and this one "
+            f"was compiled for {package.target}; compile it again with --kfp-backend {fits.name}",
+        )
+
+
+def upload(client: Any, package: PackageLike, name: str, description: str | None = None) -> dict[str, str]:
     """Upload the pipeline under `name`; if that name exists, add a new version to it instead, so
     re-uploading after an upgrade keeps one pipeline with a version history."""
+    package = _package(package)
+    check_backend(client, package)
     pipeline_id = client.get_pipeline_id(name)
     if pipeline_id is None:
         pipeline = client.upload_pipeline(
-            pipeline_package_path=str(package), pipeline_name=name, description=description
+            pipeline_package_path=package.source, pipeline_name=name, description=description
         )
         return {"pipeline_id": pipeline.pipeline_id, "version": "initial"}
     version_name = f"{name}-{os.urandom(4).hex()}"
     version = client.upload_pipeline_version(
-        pipeline_package_path=str(package), pipeline_version_name=version_name, pipeline_id=pipeline_id
+        pipeline_package_path=package.source, pipeline_version_name=version_name, pipeline_id=pipeline_id
     )
     return {"pipeline_id": pipeline_id, "version_id": version.pipeline_version_id, "version": version_name}
 
 
 def submit(
     client: Any,
-    package: Path,
+    package: PackageLike,
     arguments: dict[str, Any],
     *,
     experiment: str,
@@ -279,9 +306,11 @@ def submit(
 ) -> str:
     """Start one run of the pipeline in `experiment` (created if missing); returns the run id.
     The arguments are checked first (validate_run_arguments): nothing is sent if they are bad."""
+    package = _package(package)
     validate_run_arguments(package, arguments)
+    check_backend(client, package)
     result = client.create_run_from_pipeline_package(
-        str(package),
+        package.source,
         arguments=arguments,
         run_name=run_name,
         experiment_name=experiment,
@@ -293,9 +322,24 @@ def submit(
     return str(result.run_id)
 
 
+def latest_version(client: Any, pipeline_id: str) -> str:
+    """The id of an uploaded pipeline's newest version (what the KFP UI runs by default)."""
+    listed = client.list_pipeline_versions(pipeline_id, page_size=1, sort_by="created_at desc")
+    versions = getattr(listed, "pipeline_versions", None) or []
+    if not versions:
+        raise ClusterInputError("pipeline_id", pipeline_id, "an uploaded pipeline with at least one version")
+    return str(versions[0].pipeline_version_id)
+
+
+def uploaded_package(client: Any, pipeline_id: str, version_id: str) -> CompiledPackage:
+    """The package a version of an uploaded pipeline holds, as the KFP API returns it."""
+    version = client.get_pipeline_version(pipeline_id, version_id)
+    return CompiledPackage.from_api(version.pipeline_spec, f"pipeline {pipeline_id} version {version_id}")
+
+
 def schedule(
     client: Any,
-    package: Path | None,
+    package: PackageLike | None,
     arguments: dict[str, Any],
     *,
     cron: str,
@@ -310,14 +354,24 @@ def schedule(
 ) -> str:
     """Create a recurring run (one recurrence per cron tick) and return its id.
 
-    Runs the given package, or an uploaded pipeline (`pipeline_id` / `version_id`) when one is
-    named. `no_catchup` skips the ticks missed while the schedule was paused instead of
-    backfilling them, which for a retraining job is usually what you want.
+    Runs the given package, or an uploaded pipeline (`pipeline_id`; `version_id`, default its newest
+    version), whose own spec the arguments are checked against. `no_catchup` skips the ticks missed while
+    the schedule was paused instead of backfilling them, which for a retraining job is usually what you want.
     """
     cron = validate_cron(cron)
     max_concurrency = validate_max_concurrency(max_concurrency)
-    if package is not None:
-        validate_run_arguments(package, arguments)
+    if version_id and not pipeline_id:
+        raise ClusterInputError("pipeline_id", None, f"the uploaded pipeline version {version_id} belongs to")
+    if pipeline_id and package is not None:
+        raise ClusterInputError("package", str(package), "no package with --pipeline-id (the uploaded one runs)")
+    if pipeline_id:
+        version_id = version_id or latest_version(client, pipeline_id)
+        package = uploaded_package(client, pipeline_id, version_id)
+    elif package is None:
+        raise ClusterInputError("package", None, "a pipeline package, or --pipeline-id of an uploaded pipeline")
+    package = _package(package)
+    validate_run_arguments(package, arguments)
+    check_backend(client, package)
     experiment_id = client.create_experiment(name=experiment, namespace=namespace).experiment_id
     recurring = client.create_recurring_run(
         experiment_id=experiment_id,
@@ -327,7 +381,7 @@ def schedule(
         max_concurrency=max_concurrency,
         no_catchup=no_catchup,
         params=arguments,
-        pipeline_package_path=None if (pipeline_id or version_id) else str(package),
+        pipeline_package_path=None if pipeline_id else package.source,
         pipeline_id=pipeline_id,
         version_id=version_id,
         enable_caching=False,

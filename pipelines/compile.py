@@ -4,6 +4,7 @@ backend (pipelines/backends.py), checked against that backend's hazards before i
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import yaml
 from kfp import compiler
 
-from components.image import IMAGE_EXAMPLES_DIR, ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE
+from components.image import IMAGE_EXAMPLES_DIR, resolve_images
 from pipelines.backends import Backend, BackendError, get_backend
 from pipelines.compat import Violation, check
 from pipelines.dag import DEFAULT_ATTEMPTS, EXAMPLE_PREPROCESS, build_pipeline
@@ -24,16 +25,26 @@ from pipelines.platform import (
     Resources,
     Toleration,
 )
+from zeus.errors import FieldError
 from zeus.job import JobSpec
+from zeus.launch.config import (
+    CLUSTER_LAUNCHERS,
+    DEFAULT_SHM_SIZE,
+    DEFAULT_TRIAL_TIMEOUT_S,
+    DNS_SUBDOMAIN,
+    LAUNCHERS,
+)
 from zeus.steps import PYTHON_TOKEN
+from zeus.steps.params import NAMESPACE_TOKEN
 from zeus.store.s3 import endpoint_url, resolve_endpoint
 
 # Where the job's history lives on a cluster unless a run says otherwise: a prefix of KFP's own
 # bucket that a namespace's key may use in multi-user mode too (mlpipeline/private/<ns>/), and
 # that KFP's artifact retention (ARTIFACT_RETENTION_DAYS: a lifecycle rule on private-artifacts/)
-# does not expire.
-DEFAULT_NAMESPACE = "kubeflow"
-NAMESPACE_ENV = "KFP_NAMESPACE"
+# does not expire. <ns> is the namespace the run's pods are in, read by each step at run time
+# (zeus.steps.params.resolve_store_uri), never the compiling machine's: an uploaded pipeline is shared
+# by every namespace, and each must keep its own history under the prefix its own key may use.
+DEFAULT_STORE_URI = f"s3://mlpipeline/private/{NAMESPACE_TOKEN}/zeus-kfp"
 
 
 class IncompatiblePipelineError(ValueError):
@@ -43,14 +54,6 @@ class IncompatiblePipelineError(ValueError):
         self.violations = violations
         lines = "\n".join(f"  - {v}" for v in violations)
         super().__init__(f"this pipeline would not run on KFP {backend.release} ({backend.ships_with}):\n{lines}")
-
-
-def default_store_uri(namespace: str | None = None) -> str:
-    """s3://mlpipeline/private/<namespace>/zeus-kfp: allowed for that namespace's key in multi-user
-    mode (any prefix is in single-user mode), and outside private-artifacts/, which KFP's artifact
-    retention expires. namespace: $KFP_NAMESPACE, else kubeflow."""
-    ns = namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
-    return f"s3://mlpipeline/private/{ns}/zeus-kfp"
 
 
 def default_job() -> tuple[JobSpec, list[str]]:
@@ -72,7 +75,8 @@ def store_endpoint(backend: Backend, endpoint: str | None, secure: bool | None) 
 def cluster_options(
     backend: Backend,
     *,
-    gpus: int = 1,
+    gpus: int | None = None,
+    launcher: str = "local",
     accelerator: str = GPU_RESOURCE,
     minio_secret: str | None = None,
     s3_endpoint: str | None = None,
@@ -83,10 +87,34 @@ def cluster_options(
     train_tolerations: Iterable[Toleration] | None = None,
     run_as_user: int | None = None,
     store_retries: int = STORE_RETRIES,
+    image_pull_secrets: Iterable[str] = (),
+    shm_size: str | None = DEFAULT_SHM_SIZE,
+    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S,
 ) -> ClusterOptions:
-    """ClusterOptions for `backend`, refusing what it cannot run (BackendError names the field)."""
+    """ClusterOptions for `backend`, refusing what it cannot run (BackendError names the field).
+
+    launcher: the runs' default (a run parameter); trainjob / pytorchjob give train no GPU (its trials run on
+    their job's pods), so gpus defaults to 0 for them and a GPU request is refused; else gpus defaults to 1."""
+    if launcher not in LAUNCHERS:
+        raise FieldError("launcher", launcher, ", ".join(LAUNCHERS))
+    cluster = launcher in CLUSTER_LAUNCHERS
+    gpus = (0 if cluster else 1) if gpus is None else gpus
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise ValueError(f"invalid gpus={gpus!r}: allowed an integer >= 0 (0 = CPU only)")
+    if cluster and gpus:
+        raise FieldError(
+            "gpus",
+            gpus,
+            f"0 with launcher {launcher}: its trials run on the job's pods ({accelerator or 'no GPU'} per rank), and a "
+            "GPU on the train step, which only watches the job, would sit idle for the whole trial",
+        )
+    for name in image_pull_secrets:
+        if not DNS_SUBDOMAIN.match(str(name)):
+            raise FieldError("image_pull_secret", name, "the name of a Secret of type kubernetes.io/dockerconfigjson")
+    if shm_size is not None and not re.fullmatch(r"[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?", str(shm_size)):
+        raise FieldError("shm_size", shm_size, "a memory quantity such as 8Gi, or none")
+    if isinstance(trial_timeout_s, bool) or not isinstance(trial_timeout_s, (int, float)) or not trial_timeout_s > 0:
+        raise FieldError("trial_timeout_s", trial_timeout_s, "a positive number of seconds")
     if isinstance(store_retries, bool) or not isinstance(store_retries, int) or store_retries < 0:
         raise ValueError(f"invalid store_retries={store_retries!r}: allowed an integer >= 0")
     if run_as_user is not None and not backend.security_context:
@@ -114,6 +142,10 @@ def cluster_options(
         train_node_selector=tuple(sorted((train_node_selector or {}).items())),
         train_tolerations=(GPU_TOLERATION,) if train_tolerations is None else tuple(train_tolerations),
         run_as_user=run_as_user,
+        launcher=launcher,
+        image_pull_secrets=tuple(image_pull_secrets),
+        shm_size=shm_size or None,
+        trial_timeout_s=float(trial_timeout_s),
     )
 
 
@@ -124,24 +156,27 @@ def compile_pipeline(
     attempts: int = DEFAULT_ATTEMPTS,
     image: str | None = None,
     train_image: str | None = None,
+    image_repo: str | None = None,
     store_uri: str | None = None,
-    namespace: str | None = None,
     policy: str = "default",
     spec: JobSpec | None = None,
     command: list[str] | None = None,
     preprocess: str | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    read_max_power: bool = True,
     **cluster: object,
 ) -> Path:
     """Write the pipeline YAML for `kfp_backend` (2.5, 2.15 or 2.17; None: the latest) to `path`.
 
-    attempts: trials per recurrence (fixed at compile time). image: the store steps' image;
-    train_image: train's (default: the CUDA image when gpus > 0, else `image`). store_uri: the
-    runs' default store (default: default_store_uri(namespace)). `cluster`: the keywords of
+    attempts: trials per recurrence (fixed at compile time). image / train_image / image_repo: where the
+    images are (components.image.resolve_images: refused when nothing says). store_uri: the
+    runs' default store (default: DEFAULT_STORE_URI, in the run's own namespace). `cluster`: the keywords of
     cluster_options (gpus, minio_secret, s3_endpoint, resources, tolerations, ...).
     spec/command/preprocess/zeus_aware/metric_pattern: the job's default parameters (default: the
-    example job, Zeus-aware). No
+    example job, Zeus-aware). read_max_power: the runs read the GPU's maximum power limit at run time (the
+    gpu-power step; the max_power_w parameter defaults to 0, "read it"), as they should unless the job pins
+    it (False: spec.max_power_w is the default). No
     credential is ever a parameter, so none can end up in the YAML. The compiled pipeline is
     checked against the backend's hazards (pipelines/compat.py); IncompatiblePipelineError, and
     nothing written, when it trips one.
@@ -153,23 +188,28 @@ def compile_pipeline(
         spec = spec or example_spec.with_changes(num_gpus=max(options.gpus, 1))
         command = command or example_command
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
-    image = image or ZEUS_KFP_IMAGE
-    launch_image = train_image or ZEUS_KFP_TRAIN_IMAGE  # a cluster trial's pods hold the GPUs, whatever train's are
-    train_image = train_image or (ZEUS_KFP_TRAIN_IMAGE if options.gpus > 0 else image)
+    images = resolve_images(
+        image=image,
+        train_image=train_image,
+        image_repo=image_repo,
+        gpus=options.gpus,
+        pods_need_cuda=options.trials_use_gpus,  # a cluster trial's pods hold GPUs: the CUDA image
+    )
     pipeline = build_pipeline(
         spec,
         command,
         attempts=attempts,
-        store_uri=store_uri or default_store_uri(namespace),
+        store_uri=store_uri or DEFAULT_STORE_URI,
         policy=policy,
         preprocess=preprocess or "",
         options=options,
-        image=image,
-        train_image=train_image,
-        launch_image=launch_image,
+        image=images.steps,
+        train_image=images.train,
+        launch_image=images.launch,
         target=backend.name,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        read_max_power=read_max_power,
     )
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ Attempt k+1 is nested inside attempt k's "not ended" branch (feedback's output: 
 reached the target nor failed; a failed trial is the script's own failure, which another batch size
 would only repeat, so it ends the recurrence: zeus.steps.trial.ends_recurrence):
 
-    preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
+    [gpu-power ->] preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
     If attempt-1 not ended:                     Else:
         attempt-2-bandit -> -train -> -feedback     report-after-attempt-1
         If attempt-2 not ended:                 Else:
@@ -49,7 +49,7 @@ from kfp import dsl
 from kfp.dsl.pipeline_task import PipelineTask
 
 from components.registry import ZeusComponents, components_for, renamed
-from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, store_step, train_step
+from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, gpu_power_step, store_step, train_step
 from zeus.job import JobSpec
 from zeus.launch import DEFAULT_RUNTIME
 from zeus.settings import settings_of
@@ -57,6 +57,12 @@ from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_
 from zeus.steps.params import param_type
 
 DEFAULT_ATTEMPTS = 5
+# max_power_w's default in a pipeline that reads it at run time (zeus.steps.power), and what the KFP UI says of it.
+READ_FROM_GPU = 0.0
+MAX_POWER_READ_HELP = (
+    "The GPU's maximum power limit in watts, at which time is priced. 0 (the default): read from the GPU at run "
+    "time by the gpu-power step (NVML, on a GPU like the trials'); set it to pin a figure."
+)
 # The example job's preprocessing (module:function, run by the preprocess step).
 EXAMPLE_PREPROCESS = "zeus.train.example:make_dataset"
 PIPELINE_NAME = "zeus-recurrence"
@@ -166,6 +172,7 @@ def build_pipeline(
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    read_max_power: bool = False,
 ):
     """The pipeline function (a kfp GraphComponent). `spec`, `command`, `store_uri`, `policy` and
     `preprocess` are only the parameters' defaults; every run may override them. The compiled
@@ -177,11 +184,17 @@ def build_pipeline(
     this many seconds after its dispatch is recorded failed by the next bandit step (zeus.steps.abandoned).
     A run parameter, not a JobSpec field: it is about where trials run, not what the job is, so
     changing it must not refuse the job's stored spec (and the stored jobs keep their format).
-    zeus_aware / metric_pattern: the defaults of those run parameters (how train reads the script's metric)."""
+    zeus_aware / metric_pattern: the defaults of those run parameters (how train reads the script's metric).
+    read_max_power: the max_power_w parameter defaults to 0, "read the GPU's maximum power limit at run time",
+    which the gpu-power step does before preprocess registers the job (zeus.steps.power; a cluster compile's
+    default); False: spec.max_power_w is the default and no gpu-power step runs (local runs, which read
+    this machine's GPU before they start)."""
     check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
-    comps: ZeusComponents = components_for(image, train_image, type(spec))
+    # gpu-power reads a GPU like the trials': on their pods' image when they hold GPUs, else train's.
+    gpu_image = launch_image if options.trials_use_gpus else None
+    comps: ZeusComponents = components_for(image, train_image, type(spec), gpu_image=gpu_image)
     opts = options
     # The run parameters after the job's settings: (name, KFP type, default, description). Each is a
     # pipeline parameter that any run may override; `shared` below hands them to the attempts.
@@ -194,7 +207,7 @@ def build_pipeline(
         ("metrics_collector", str, "", "A plain script's Katib metricsCollectorSpec, JSON or YAML (empty: stdout)."),
         ("trial_backend", str, trial_backend, "script, or trace:<workload>/<gpu> to replay the NSDI'23 traces."),
         ("reprofile", bool, False, "Profile power limits again even where a stored profile could be reused."),
-        ("launcher", str, "local", "Where a trial runs: local, torchrun, trainjob or pytorchjob."),
+        ("launcher", str, opts.launcher, "Where a trial runs: local, torchrun, trainjob or pytorchjob."),
         ("num_nodes", int, 1, "Nodes a cluster trial runs on."),
         ("gpus_per_node", int, 1, "GPUs (processes) per node of a trial."),
         ("trainjob_runtime", str, DEFAULT_RUNTIME, "The TrainJob's ClusterTrainingRuntime."),
@@ -206,20 +219,28 @@ def build_pipeline(
     # The job's settings come first (zeus.settings): those that are run parameters, with `spec`'s values
     # as defaults, and those fixed at compile time (max_attempts), passed to preprocess as constants.
     compiled = spec_to_params(spec.with_changes(max_attempts=attempts))
+    help_of = {f.name: f.pipeline_help() for f in settings_of(type(spec))}
+    if read_max_power:
+        compiled["max_power_w"] = READ_FROM_GPU
+        help_of["max_power_w"] = MAX_POWER_READ_HELP
     settings = [f for f in settings_of(type(spec)) if f.setting.run_parameter]
     fixed = {name: compiled[name] for name in compiled.keys() - {f.name for f in settings}}
     signature = inspect.Signature(
         [_parameter(f.name, param_type(f), compiled[f.name]) for f in settings]
         + [_parameter(name, kind, default) for name, kind, default, _ in run_params]
     )
-    described = [(f.name, f.pipeline_help()) for f in settings] + [(name, text) for name, _, _, text in run_params]
+    described = [(f.name, help_of[f.name]) for f in settings] + [(name, text) for name, _, _, text in run_params]
 
     def zeus_recurrence(*values):
         """kfp calls this with one channel per parameter of `signature`, in its order (its GraphComponent
         reads inspect.signature and calls the function positionally)."""
         given = dict(zip(signature.parameters, values, strict=True))
+        job_settings = {f.name: given[f.name] for f in settings}
+        if read_max_power:  # first, on a GPU like the trials': the figure the job's cost prices time at
+            probe = gpu_power_step(comps.gpu_power(max_power_w=given["max_power_w"]), opts)
+            job_settings["max_power_w"] = probe.output
         prep = comps.preprocess(
-            **{f.name: given[f.name] for f in settings},
+            **job_settings,
             **fixed,
             store_uri=given["store_uri"],
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,

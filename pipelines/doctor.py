@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import requests
-import yaml
 
 from pipelines.backends import TARGETS, closest_target, get_backend, parse_version
 from pipelines.compat import check
+from pipelines.package import CompiledPackage
+from zeus.steps.params import NAMESPACE_TOKEN
 from zeus.store.errors import MULTI_USER_KEY_PREFIXES
 
 OK, FAIL, UNKNOWN = "ok", "FAIL", "not checked"
 TIMEOUT_S = 10.0
-TARGET_MARK = re.compile(r"Compiled for KFP backend (\d+\.\d+)")
 ALWAYS_UNCHECKED = (
     "that the Secret named by --minio-secret exists in the namespace (needs the Kubernetes API; "
     "kubectl get secret -n <namespace>)",
@@ -47,23 +47,6 @@ class Finding:
         return f"{self.status:<11} {self.what}: {self.detail}"
 
 
-@dataclass(frozen=True)
-class Package:
-    """What doctor needs from a compiled pipeline: its target, store default and documents."""
-
-    target: str | None
-    store_uri: str | None
-    docs: list[dict[str, Any]]
-
-    @classmethod
-    def read(cls, path: Path) -> Package:
-        docs = list(yaml.safe_load_all(Path(path).read_text()))
-        description = docs[0].get("pipelineInfo", {}).get("description", "")
-        mark = TARGET_MARK.search(description)
-        params = docs[0].get("root", {}).get("inputDefinitions", {}).get("parameters", {})
-        return cls(mark.group(1) if mark else None, params.get("store_uri", {}).get("defaultValue"), docs)
-
-
 def _get(host: str, path: str, token: str | None, **params: Any) -> requests.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return requests.get(f"{host.rstrip('/')}{path}", params=params, headers=headers, timeout=TIMEOUT_S)
@@ -81,7 +64,7 @@ def healthz(host: str, token: str | None) -> dict[str, Any]:
     return info
 
 
-def check_backend(info: dict[str, Any], target: str | None, package: Package | None) -> list[Finding]:
+def check_backend(info: dict[str, Any], target: str | None, package: CompiledPackage | None) -> list[Finding]:
     what = "backend version"
     tag = str(info.get("tag_name") or "")
     try:
@@ -147,6 +130,10 @@ def check_store(uri: str | None, namespace: str | None, multi_user: bool | None)
     what = "store"
     if not uri:
         return [Finding(UNKNOWN, what, "no store URI (give --store or --package)")]
+    if NAMESPACE_TOKEN in uri:  # the run's pods put their own namespace there; here, the one given
+        if not namespace:
+            return [Finding(UNKNOWN, what, f"{uri}: give --namespace, the namespace the runs are in")]
+        uri = uri.replace(NAMESPACE_TOKEN, namespace)
     out = []
     if multi_user and prefix_allowed(uri, namespace) is False:
         allowed = ", ".join(f"mlpipeline/{p.format(ns=namespace)}*" for p in MULTI_USER_KEY_PREFIXES)
@@ -185,7 +172,7 @@ def run_doctor(
     store_uri: str | None = None,
 ) -> list[Finding]:
     """Every check, in order; a check that cannot run says so instead of failing the others."""
-    pkg = Package.read(package) if package else None
+    pkg = CompiledPackage.read(package) if package else None
     target = kfp_backend or (pkg.target if pkg else None)
     try:
         info = healthz(host, token)
@@ -197,7 +184,7 @@ def run_doctor(
     multi_user = None if info is None else info.get("multi_user")
     if info is not None:
         findings.append(check_namespace(host, token, namespace, multi_user))
-    uri = store_uri or (pkg.store_uri if pkg else None)
+    uri = store_uri or (pkg.default("store_uri") if pkg else None)
     findings += check_store(uri, namespace, multi_user)
     findings += [Finding(UNKNOWN, "cluster", item) for item in ALWAYS_UNCHECKED]
     return findings

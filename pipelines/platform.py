@@ -1,5 +1,7 @@
-"""What a step's pod gets on a cluster: resources, the store's Secret and endpoint, retries, and for
-train the GPUs, where it may be scheduled and the zeusd address. kfp.local ignores all of it.
+"""What a step's pod gets on a cluster: resources, the store's Secret and endpoint, retries, image pull
+secrets, its namespace, and for train the GPUs, where it may be scheduled, shared memory and the zeusd
+address; for a trial launched as a TrainJob / PyTorchJob, the same scheduling, handed to its pods through
+the train step's environment (zeus.launch.config reads it). kfp.local ignores all of it.
 
 Every setting here is one a KFP backend honours (see pipelines/backends.py and compat.py): retry
 policies only where the target backend applies them, no display names, caching off everywhere.
@@ -8,6 +10,7 @@ policies only where the target backend applies them, no display names, caching o
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +21,7 @@ from kfp.dsl import structures
 from kfp.dsl.pipeline_task import PipelineTask
 
 from zeus.errors import FieldError
+from zeus.launch.config import CLUSTER_LAUNCHERS, DEFAULT_SHM_SIZE, DEFAULT_TRIAL_TIMEOUT_S, ENV, POD_NAMESPACE_ENV
 from zeus.launch.handoff import STORE_SECRET_KEY_TO_ENV
 
 # Keys of the Kubernetes Secret named by `minio_secret` (those of KFP's own
@@ -95,6 +99,12 @@ class Toleration:
             raise FieldError("toleration", text, allowed)
         return cls(key, value or None, effect or None)
 
+    def to_k8s(self) -> dict[str, str]:
+        """As a pod spec writes it (operator Equal with a value, else Exists)."""
+        out = {"key": self.key, "operator": "Equal" if self.value else "Exists"}
+        out |= {"value": self.value} if self.value else {}
+        return out | ({"effect": self.effect} if self.effect else {})
+
 
 # GPU nodes are commonly tainted nvidia.com/gpu:NoSchedule (GKE does it, the NVIDIA GPU operator
 # docs recommend it); tolerating it costs nothing on clusters without the taint.
@@ -124,11 +134,23 @@ class ClusterOptions:
     train_node_selector: tuple[tuple[str, str], ...] = ()
     train_tolerations: tuple[Toleration, ...] = (GPU_TOLERATION,)
     run_as_user: int | None = None
+    launcher: str = "local"  # the runs' default launcher: trainjob / pytorchjob leave train without a GPU
+    image_pull_secrets: tuple[str, ...] = ()
+    shm_size: str | None = DEFAULT_SHM_SIZE  # /dev/shm of train and of a cluster trial's pods (None: the runtime's)
+    trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S  # bounds a cluster trial's job (activeDeadlineSeconds)
+    namespace_env: bool = True  # give every step its pod's namespace (kfp.local has no pods: LOCAL says False)
+
+    @property
+    def trials_use_gpus(self) -> bool:
+        """Trials hold GPUs: train's own, or a launched job's pods' (which request `accelerator`)."""
+        return self.gpus > 0 or (self.launcher in CLUSTER_LAUNCHERS and bool(self.accelerator))
 
 
 # kfp.local honours set_retry with its backoff (30 s, 60 s, 120 s): locally a failing store step
 # should fail at once with its message (the store already retries its own requests).
-LOCAL = ClusterOptions(gpus=0, zeusd=False, store_retries=0, resources={}, train_tolerations=())
+LOCAL = ClusterOptions(
+    gpus=0, zeusd=False, store_retries=0, resources={}, train_tolerations=(), shm_size=None, namespace_env=False
+)
 
 
 def _resources(task: PipelineTask, res: Resources | None, accelerator: str | None = None, count: int = 0) -> None:
@@ -149,12 +171,25 @@ def _resources(task: PipelineTask, res: Resources | None, accelerator: str | Non
     )
 
 
-def _common(task: PipelineTask, step: str, opts: ClusterOptions) -> None:
+def _common(task: PipelineTask, step: str, opts: ClusterOptions, gpus: int = 0) -> None:
     task.set_caching_options(False)  # a cached step would replay an old decision, trial or store read
-    gpus = opts.gpus if step == "train" else 0
+    # The pod's namespace, from the downward API: "{namespace}" in the store URI is the run's own (the
+    # default store names none, so a shared pipeline keeps every namespace's jobs apart).
+    if opts.namespace_env:
+        kubernetes.use_field_path_as_env(task, POD_NAMESPACE_ENV, "metadata.namespace")
     _resources(task, opts.resources.get(step), opts.accelerator, gpus)
+    if opts.image_pull_secrets:  # a private registry: every step's image, not only train's
+        kubernetes.set_image_pull_secrets(task, list(opts.image_pull_secrets))
     if opts.run_as_user is not None:
         kubernetes.set_security_context(task, run_as_user=opts.run_as_user, run_as_non_root=opts.run_as_user != 0)
+
+
+def _on_gpu_nodes(task: PipelineTask, opts: ClusterOptions) -> None:
+    """Where the trials' GPUs are: the tolerations (the GPU taint by default) and the node selector."""
+    for t in opts.train_tolerations:
+        kubernetes.add_toleration(task, key=t.key, operator=t.to_k8s()["operator"], value=t.value, effect=t.effect)
+    for key, value in opts.train_node_selector:
+        kubernetes.add_node_selector(task, label_key=key, label_value=value)
 
 
 def store_step(task: PipelineTask, step: str, opts: ClusterOptions, *, nested: bool) -> PipelineTask:
@@ -183,24 +218,50 @@ def _drop_secret_optional(task: PipelineTask) -> None:
 
 def train_step(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
     """Train: never cached (a cached trial would be recorded as a new one), never retried (a
-    re-run trial spends the energy twice), on GPU nodes, with the node's IP for zeusd."""
-    _common(task, "train", opts)
-    if opts.gpus > 0:  # the GPU request itself is in the ResourceSpec (_common)
-        for t in opts.train_tolerations:
-            operator = "Equal" if t.value else "Exists"
-            kubernetes.add_toleration(task, key=t.key, operator=operator, value=t.value, effect=t.effect)
-    for key, value in opts.train_node_selector:
-        kubernetes.add_node_selector(task, label_key=key, label_value=value)
+    re-run trial spends the energy twice), on GPU nodes, with the node's IP for zeusd and shared memory
+    for NCCL and DataLoader workers. Compiled for a cluster launcher, it only controls the trial's job:
+    no GPU, and no GPU-node scheduling (the job's pods get that)."""
+    _common(task, "train", opts, gpus=opts.gpus)
+    if opts.gpus > 0 or opts.launcher not in CLUSTER_LAUNCHERS:
+        if opts.gpus > 0:  # the GPU taint only matters to a pod that requests a GPU
+            _on_gpu_nodes(task, opts)
+        else:
+            for key, value in opts.train_node_selector:
+                kubernetes.add_node_selector(task, label_key=key, label_value=value)
+        if opts.shm_size:
+            kubernetes.empty_dir_mount(task, "dshm", "/dev/shm", medium="Memory", size_limit=opts.shm_size)
     if opts.zeusd:
         kubernetes.use_field_path_as_env(task, ZEUSD_HOST_ENV, "status.hostIP")
     return task
 
 
+def gpu_power_step(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
+    """gpu-power: on a GPU like the trials' (one of `accelerator`, their nodes), to read its maximum power limit."""
+    gpus = 1 if opts.trials_use_gpus else 0
+    _common(task, "gpu_power", opts, gpus=gpus)
+    if gpus:
+        _on_gpu_nodes(task, opts)
+    return task
+
+
 def cluster_launch(task: PipelineTask, opts: ClusterOptions, image: str) -> PipelineTask:
     """What train needs when its `launcher` parameter is trainjob or pytorchjob (zeus.launch): the image the
-    trial's pods run (train's own), and the store, whose keys the pods get from the same Secret, by its name,
-    and through which the step reads rank 0's result back. Set always: the launcher is a run parameter."""
-    env = {"ZEUS_LAUNCH_IMAGE": image}
+    trial's pods run, and the store, whose keys the pods get from the same Secret, by its name, and through
+    which the step reads rank 0's result back; the pods inherit train's scheduling (GPU resource name,
+    tolerations, node selector), image pull secrets and shared memory, and the trial's timeout bounds their
+    job. Set always: the launcher is a run parameter."""
+    env = {
+        "ZEUS_LAUNCH_IMAGE": image,
+        ENV["gpu_resource"]: opts.accelerator,
+        ENV["tolerations"]: json.dumps([t.to_k8s() for t in opts.train_tolerations]),
+        ENV["node_selector"]: json.dumps(dict(opts.train_node_selector)),
+        ENV["timeout_s"]: f"{opts.trial_timeout_s:g}",
+        ENV["step_gpus"]: str(opts.gpus),  # train refuses a cluster launcher while it holds GPUs itself
+    }
+    if opts.image_pull_secrets:
+        env[ENV["image_pull_secrets"]] = ",".join(opts.image_pull_secrets)
+    if opts.shm_size:
+        env[ENV["shm_size"]] = opts.shm_size
     if opts.minio_secret:
         kubernetes.use_secret_as_env(task, secret_name=opts.minio_secret, secret_key_to_env=SECRET_KEY_TO_ENV)
         if not opts.secret_optional_field:

@@ -24,6 +24,12 @@ from dataclasses import dataclass, field
 import pytest
 from s3_standins import KUBEFLOW_BUCKET, StandIn, StartStandIn, Upstream, start_standin
 
+# The registry the tests' compiled pipelines name, as a user who pushed the images there exports it
+# (components/image.py: compile refuses to guess one). Tests of that refusal unset it; CLI subprocesses
+# (ux/cli_process.py) start without it, as a fresh shell does.
+TEST_IMAGE_REPO = "registry.test/ml/zeus-kfp"
+os.environ.setdefault("ZEUS_KFP_IMAGE_REPO", TEST_IMAGE_REPO)
+
 S3_ENV_KEYS = ("ZEUS_S3_ENDPOINT", "ZEUS_S3_ACCESS_KEY", "ZEUS_S3_SECRET_KEY", "ZEUS_S3_SECURE", "ZEUS_S3_REGION")
 
 

@@ -1,4 +1,4 @@
-"""Will the compiled pipeline run on the KFP backends people have (2.5, 2.15, 2.17)?
+"""Will the compiled pipeline run on the KFP backends people have (2.5, 2.15, 2.16, 2.17)?
 
 Every compiled variant (default; attempts 1..8; gpus 0, 1, 8; with and without the Secret) is
 compiled once per target (module-scoped) and must (a) parse strictly against that backend's own
@@ -20,15 +20,26 @@ from pipelines.backends import TARGETS
 from pipelines.compat import Pipeline, check
 from pipelines.compile import compile_pipeline
 
-# Each attempt count once, each GPU count and Secret setting several times: 9 variants, not 48.
-VARIANTS = {"default": {}} | {
-    f"attempts={k}-gpus={[0, 1, 8][k % 3]}-{'secret' if k % 2 else 'nosecret'}": {
-        "attempts": k,
-        "gpus": [0, 1, 8][k % 3],
-        **({"minio_secret": "mlpipeline-minio-artifact"} if k % 2 else {}),
+# Each attempt count once, each GPU count and Secret setting several times (9 variants, not 48), and a cluster launcher.
+VARIANTS = (
+    {"default": {}}
+    | {
+        f"attempts={k}-gpus={[0, 1, 8][k % 3]}-{'secret' if k % 2 else 'nosecret'}": {
+            "attempts": k,
+            "gpus": [0, 1, 8][k % 3],
+            **({"minio_secret": "mlpipeline-minio-artifact"} if k % 2 else {}),
+        }
+        for k in range(1, 9)
     }
-    for k in range(1, 9)
-}
+    | {  # a train step that launches its trials as jobs, with what its pods inherit
+        "launcher=trainjob-pull-secret-node-selector": {
+            "launcher": "trainjob",
+            "image_pull_secrets": ["regcred"],
+            "train_node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "minio_secret": "mlpipeline-minio-artifact",
+        }
+    }
+)
 CASES = [(target, variant) for target in TARGETS for variant in VARIANTS]
 
 
@@ -50,8 +61,8 @@ def schemas(tmp_path_factory):
 
 
 def test_variants_cover_every_attempt_count_gpu_count_and_secret_setting():
-    assert sorted(v.get("attempts", 5) for v in VARIANTS.values()) == [1, 2, 3, 4, 5, 5, 6, 7, 8]
-    assert {v.get("gpus", 1) for v in VARIANTS.values()} == {0, 1, 8}
+    assert sorted(v.get("attempts", 5) for v in VARIANTS.values()) == [1, 2, 3, 4, 5, 5, 5, 6, 7, 8]
+    assert {v.get("gpus", 1) for v in VARIANTS.values() if "launcher" not in v} == {0, 1, 8}
     assert {"minio_secret" in v for v in VARIANTS.values()} == {True, False}
 
 
@@ -82,7 +93,7 @@ def _executor_labels(docs) -> list[str]:
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_at_most_three_pods_per_attempt_and_one_report_per_recurrence(compiled, variant):
     """Pods on a cluster = executors run. Per attempt: bandit, train, feedback; per recurrence:
-    preprocess and one report, whichever attempt it follows."""
+    gpu-power, preprocess and one report, whichever attempt it follows."""
     docs = compiled[("2.5", variant)]
     attempts = VARIANTS[variant].get("attempts", 5)
     labels = _executor_labels(docs)
@@ -95,7 +106,8 @@ def test_at_most_three_pods_per_attempt_and_one_report_per_recurrence(compiled, 
     }
     reports = [lb for lb in labels if lb.startswith("exec-report-after-attempt-")]
     assert len(reports) == attempts
-    assert sorted(labels) == sorted(["exec-preprocess", *reports, *(lb for v in per_attempt.values() for lb in v)])
+    root = ["exec-gpu-power", "exec-preprocess"]
+    assert sorted(labels) == sorted([*root, *reports, *(lb for v in per_attempt.values() for lb in v)])
 
 
 def _branches(pipeline: Pipeline) -> dict[str, str]:
@@ -137,7 +149,7 @@ def test_shape_has_no_oneof_sub_pipeline_display_name_or_cached_task(compiled, t
     assert "valueFromOneof" not in yaml.safe_dump(docs[0])
     assert all(ref.task["taskInfo"]["name"] == ref.name for ref in pipeline.tasks)
     containers = [ref for ref in pipeline.tasks if ref.kind == "container"]
-    assert len(containers) == 1 + 5 * 3 + 5
+    assert len(containers) == 2 + 5 * 3 + 5  # gpu-power, preprocess, 5 x (bandit, train, feedback), 5 reports
     assert not any(ref.caching_on for ref in containers)
 
 
@@ -147,15 +159,17 @@ def test_retries_only_where_the_backend_honours_them(compiled):
         pipeline = Pipeline(compiled[(target, "default")])
         retried = {ref.name for ref in pipeline.tasks if "retryPolicy" in ref.task}
         root_store = {"preprocess", "attempt-1-bandit", "attempt-1-feedback"}
-        store_steps = {r.name for r in pipeline.tasks if r.kind == "container" and "-train" not in r.name}
+        store_steps = {
+            r.name for r in pipeline.tasks if r.kind == "container" and "-train" not in r.name and r.name != "gpu-power"
+        }
         assert retried == (store_steps if TARGETS[target].retries_nested else root_store), target
 
 
 def test_targets_differ_only_in_what_the_backend_needs(compiled):
-    """The 2.15 and 2.17 pipelines are the 2.5 one plus nested retries and secretAsEnv.optional,
-    a different store endpoint for 2.17 (SeaweedFS) and the target named in the description: same
+    """The 2.15, 2.16 and 2.17 pipelines are the 2.5 one plus nested retries and secretAsEnv.optional,
+    a different store endpoint for 2.16 and 2.17 (SeaweedFS) and the target named in the description: same
     tasks, wiring and conditions. So the
-    end-to-end kfp.local run of the 2.5 YAML (test_kfp_e2e_compiled) speaks for the other two."""
+    end-to-end kfp.local run of the 2.5 YAML (test_kfp_e2e_compiled) speaks for the others."""
 
     def normalized(docs):
         spec = yaml.safe_load(yaml.safe_dump(docs[0]))
@@ -170,5 +184,5 @@ def test_targets_differ_only_in_what_the_backend_needs(compiled):
         return spec
 
     base = normalized(compiled[("2.5", "attempts=7-gpus=1-secret")])
-    for target in ("2.15", "2.17"):
+    for target in ("2.15", "2.16", "2.17"):
         assert normalized(compiled[(target, "attempts=7-gpus=1-secret")]) == base, target

@@ -1,6 +1,7 @@
 """`zeus-kfp compile` and `zeus-kfp run` as a user types them (Typer's runner, real pipeline)."""
 
 import pytest
+import yaml
 from kfp import components
 from typer.testing import CliRunner
 
@@ -19,7 +20,9 @@ def test_compile_writes_a_yaml_kfp_loads_back(tmp_path):
     assert "2 attempts" in result.output
     loaded = components.load_component_from_file(str(out))
     assert "job_id" in loaded.component_spec.inputs
-    assert "zeus-minio" in out.read_text() and "nvidia.com/gpu" not in out.read_text()
+    assert "zeus-minio" in out.read_text()
+    executors = next(yaml.safe_load_all(out.read_text()))["deploymentSpec"]["executors"]
+    assert not [label for label, e in executors.items() if "accelerator" in e["container"].get("resources", {})]
 
 
 def test_compile_refuses_bad_options(tmp_path):

@@ -195,5 +195,5 @@ def test_compile_refuses_what_the_backend_cannot_express(tmp_path, backend):
 
 @pytest.mark.parametrize("name", ["2.3", "3.0", "latest", "2"])
 def test_unknown_backends_are_refused_naming_the_targets(tmp_path, name):
-    with pytest.raises(backends.BackendError, match=r"invalid kfp_backend=.*allowed one of 2\.5, 2\.15, 2\.17"):
+    with pytest.raises(backends.BackendError, match=r"invalid kfp_backend=.*allowed one of 2\.5, 2\.15, 2\.16, 2\.17"):
         compile_pipeline(tmp_path / "p.yaml", kfp_backend=name)

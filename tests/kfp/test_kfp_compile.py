@@ -74,7 +74,7 @@ def test_the_runs_policy_reaches_the_steps_that_use_it(tmp_path):
 def test_caching_off_on_every_task(tmp_path):
     _, spec, _ = _compile(tmp_path, attempts=3)
     containers = [(n, t) for n, t in _all_tasks(spec) if not n.startswith("condition-")]
-    assert len(containers) == 1 + 3 * 3 + 3  # preprocess, 3 x (bandit, train, feedback), 3 reports
+    assert len(containers) == 2 + 3 * 3 + 3  # gpu-power, preprocess, 3 x (bandit, train, feedback), 3 reports
     assert all(t.get("cachingOptions", {}).get("enableCache") is not True for _, t in containers)
     assert all("cachingOptions" in t for _, t in containers), "set explicitly off, not left to the backend"
 
@@ -96,9 +96,9 @@ def test_gpu_request_on_train_only(tmp_path, gpus):
     _, spec, _ = _compile(tmp_path, attempts=2, gpus=gpus)
     for label, executor in spec["deploymentSpec"]["executors"].items():
         accelerator = executor["container"].get("resources", {}).get("accelerator")
-        if "-train" in label and gpus:
+        if ("-train" in label or label == "exec-gpu-power") and gpus:  # gpu-power reads one GPU like the trials'
             assert accelerator["resourceType"] == "nvidia.com/gpu"
-            assert accelerator["resourceCount"] == str(gpus)
+            assert accelerator["resourceCount"] == (str(gpus) if "-train" in label else "1")
         else:
             assert accelerator is None, label
 
@@ -125,12 +125,14 @@ def test_credentials_come_from_the_secret_and_never_appear(tmp_path, monkeypatch
         assert binding["secretName"] == "zeus-minio"
         env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
         assert env["ZEUS_S3_SECRET_NAME"] == "zeus-minio" and env["ZEUS_S3_ENDPOINT"] == "http://minio.kf:9000"
-        assert platform[label]["fieldPathAsEnv"] == [{"fieldPath": "status.hostIP", "name": "ZEUSD_HOST"}]
+        assert {"fieldPath": "status.hostIP", "name": "ZEUSD_HOST"} in platform[label]["fieldPathAsEnv"]
 
 
 def test_without_a_secret_no_platform_credentials(tmp_path):
     _, _, platform = _compile(tmp_path, attempts=2, zeusd=False)
-    assert not any("secretAsEnv" in e or "fieldPathAsEnv" in e for e in platform.values())
+    assert not any("secretAsEnv" in e for e in platform.values())
+    namespace_only = [{"fieldPath": "metadata.namespace", "name": "ZEUS_NAMESPACE"}]  # not a credential: the pod's own
+    assert all(e["fieldPathAsEnv"] == namespace_only for e in platform.values())
 
 
 @pytest.mark.parametrize(("gpus", "train_image"), [(1, "registry.example/zeus-kfp:cuda"), (0, None)])
@@ -139,7 +141,8 @@ def test_image_overrides_reach_every_executor(tmp_path, gpus, train_image):
     _, spec, _ = _compile(tmp_path, attempts=2, gpus=gpus, image=cpu, train_image=train_image)
     images = {label: e["container"]["image"] for label, e in spec["deploymentSpec"]["executors"].items()}
     for label, image in images.items():
-        assert image == ((train_image or cpu) if "-train" in label else cpu), label
+        on_train_image = "-train" in label or label == "exec-gpu-power"
+        assert image == ((train_image or cpu) if on_train_image else cpu), label
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [({"attempts": 0}, "attempts"), ({"gpus": -1}, "gpus")])

@@ -3,9 +3,12 @@
 It serves, on 127.0.0.1 and a port the OS picks, the few routes the launcher's kubernetes client
 calls, the way the API server and the Kubeflow operators would answer them:
 
-- TrainJobs (trainer.kubeflow.org/v1alpha1) and PyTorchJobs (kubeflow.org/v1): create (refused
-  with 422, as the API server does, when the object does not validate against the shipped CRD
-  schema, see crds.py; 409 when the name is taken), get, watch (fieldSelector on the name), delete;
+- TrainJobs (trainer.kubeflow.org/v1alpha1, the CRD of the Trainer version `trainer` plays) and
+  PyTorchJobs (kubeflow.org/v1): create (with fieldValidation=Strict refused with 422, as the API
+  server does, when the object does not validate against the shipped CRD schema, see crds.py; without
+  it, unknown fields are dropped silently first, as the API server's default does; 409 when the name is
+  taken), get, watch (fieldSelector on the name), delete;
+- the OpenAPI v3 document of trainer.kubeflow.org/v1alpha1, built from that CRD;
 - pods, as the operator would create them for the job (labels from the job's pod template, plus
   the operator's own: node index / replica type), listed by label selector;
 - a pod's log, following (follow=true) until the job ends.
@@ -37,6 +40,7 @@ from . import crds
 from .kube_objects import CONTAINER, TERMINAL, Scenario, StandInJob, job_status, pods_of, status_body
 from .stand_in_kubelet import PodProcesses
 
+OPENAPI_TRAINER = "/openapi/v3/apis/trainer.kubeflow.org/v1alpha1"
 JOB_ROUTE = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?$")
 POD_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
 
@@ -48,8 +52,10 @@ class StandInApi:
     scenario: Scenario = field(default_factory=Scenario)
     idle_close_s: float = 0.2  # a watch with nothing new to say closes after this (the client then re-watches)
     installed: tuple[str, ...] = ("TrainJob", "PyTorchJob")  # the kinds whose operator (and CRD) the cluster has
+    trainer: str = crds.LATEST  # the Kubeflow Trainer version whose TrainJob CRD the cluster has
     calls: list[tuple[str, ...]] = field(default_factory=list)
     jobs: dict[tuple[str, str], StandInJob] = field(default_factory=dict)
+    created: list[dict[str, Any]] = field(default_factory=list)  # every job as stored (after any pruning)
     url: str = ""
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _released: bool = False
@@ -107,6 +113,9 @@ class _Handler(JsonHandler):
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         job_match, pod_match = JOB_ROUTE.match(url.path), POD_ROUTE.match(url.path)
+        if url.path == OPENAPI_TRAINER and verb == "GET" and "TrainJob" in self.api.installed:
+            self.api.record("openapi", "trainer.kubeflow.org/v1alpha1")
+            return self.reply(200, crds.openapi_document(self.api.trainer))
         if job_match:
             group, version, namespace, plural, name = job_match.groups()
             return self._jobs(verb, f"{group}/{version}", namespace, plural, name, query)
@@ -134,7 +143,9 @@ class _Handler(JsonHandler):
             return self.reply(404, status_body(404, "NotFound", f"no {plural} in {api_version}"))
         if verb == "POST":
             length = int(self.headers.get("Content-Length", "0"))
-            return self._create(kind, namespace, json.loads(self.rfile.read(length) or b"{}"))
+            strict = query.get("fieldValidation") == "Strict"
+            body = json.loads(self.rfile.read(length) or b"{}")
+            return self._create(kind, namespace, body, strict, dry_run=query.get("dryRun") == "All")
         if verb == "GET" and name is None and query.get("watch", "").lower() == "true":
             wanted = query.get("fieldSelector", "").removeprefix("metadata.name=")
             api.record("watch", kind, wanted)
@@ -157,15 +168,21 @@ class _Handler(JsonHandler):
             return self.reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
         return self.reply(405, status_body(405, "MethodNotAllowed", verb))
 
-    def _create(self, kind: str, namespace: str, body: dict[str, Any]) -> None:
+    def _create(self, kind: str, namespace: str, body: dict[str, Any], strict: bool, dry_run: bool = False) -> None:
+        """Validate and store (dryRun=All: validate only, as `kubectl apply --dry-run=server` asks)."""
         api = self.api
         name = (body.get("metadata") or {}).get("name", "")
-        api.record("create", kind, name)
-        problems = crds.errors(body)
+        api.record("dry-run-create" if dry_run else "create", kind, name)
+        trainer = api.trainer if kind == "TrainJob" else crds.LATEST
+        if not strict:  # the API server's default: what the CRD does not know is dropped, nobody told
+            body = crds.prune(body, trainer)
+        problems = crds.errors(body, trainer)
         if (body.get("metadata") or {}).get("namespace", namespace) != namespace:
             problems.append("metadata/namespace: does not match the request's namespace")
         if problems:
             return self.reply(422, status_body(422, "Invalid", "; ".join(problems)))
+        if dry_run:
+            return self.reply(201, body)
         with api._lock:
             if (namespace, name) in api.jobs:
                 return self.reply(409, status_body(409, "AlreadyExists", f"{name} already exists"))
@@ -184,6 +201,7 @@ class _Handler(JsonHandler):
             job.shown = job.phase
             api.jobs[(namespace, name)] = job
             created = json.loads(json.dumps(body))
+            api.created.append(json.loads(json.dumps(body)))
         self.reply(201, created)
 
     def _watch(self, namespace: str, name: str, timeout_s: float) -> None:

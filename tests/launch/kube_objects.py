@@ -76,10 +76,18 @@ def job_status(job: StandInJob) -> dict[str, Any]:
 
 
 def _pod_labels(job: StandInJob) -> dict[str, str]:
+    """The labels the operator gives the job's pods: from the pod template the job patches (Trainer v2.2+:
+    runtimePatches; v2.1: podTemplateOverrides), none when it patches nothing (the fields were dropped)."""
     spec = job.obj["spec"]
     if job.kind == "TrainJob":
-        patch = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
-        return dict(patch["template"]["spec"]["template"]["metadata"]["labels"])
+        for patch in spec.get("runtimePatches", []):
+            for replicated in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+                if replicated["name"] == "node":
+                    return dict(replicated["template"]["spec"]["template"]["metadata"]["labels"])
+        for override in spec.get("podTemplateOverrides", []):
+            if {"name": "node"} in override["targetJobs"]:
+                return dict(override.get("metadata", {}).get("labels", {}))
+        return {}
     return dict(spec["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["labels"])
 
 

@@ -1,5 +1,7 @@
-"""Every TrainJob and PyTorchJob the launcher can produce validates against the shipped CRD schemas
-(Kubeflow Trainer v2.3.0, Training Operator release-1.9, tests/data/crds), and wrong fields are caught."""
+"""Every TrainJob and PyTorchJob the launcher can produce validates against the shipped CRD schemas of every
+version it is meant for (Kubeflow Trainer v2.1.0, v2.2.0 and v2.3.0, Training Operator release-1.9,
+tests/data/crds), and against no version it is not meant for; wrong fields are caught; the pods inherit
+the train step's scheduling, pull secrets and shared memory, and opt out of Istio."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 from zeus.launch import LaunchConfig
 from zeus.launch.handoff import Handoff
-from zeus.launch.manifests import TrialJob, digest, job_name, labels, manifest
+from zeus.launch.manifests import KINDS, TrialJob, digest, job_name, labels, manifest
 
 from . import crds
 
@@ -32,35 +34,56 @@ LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 
 
-def _trial(launcher: str = "trainjob", reuse: bool = False, step_env=None, **changes) -> TrialJob:
-    config = LaunchConfig(launcher, image="ghcr.io/zeus-kfp/zeus-kfp:0.1.0", **changes)
+INHERITED = {
+    "tolerations": ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},),
+    "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    "image_pull_secrets": ("regcred",),
+    "shm_size": "16Gi",
+}
+# The CRD versions each shape is meant for: a TrainJob for v2.1 (Kubeflow 1.11) or v2.2+, a PyTorchJob.
+FITS = {("trainjob", "v2.1"): ("v2.1.0",), ("trainjob", "v2.2"): ("v2.2.0", "v2.3.0"), ("pytorchjob", None): (None,)}
+
+
+def trial(launcher: str = "trainjob", reuse: bool = False, step_env=None, **changes) -> TrialJob:
+    config = LaunchConfig(launcher, image="registry.example.com/ml/zeus-kfp:0.1.0-cuda", **changes)
     return TrialJob(config, HANDOFF, COMMAND, TRIAL_ENV, STEP_ENV if step_env is None else step_env, reuse)
 
 
 def every_manifest():
-    """One manifest per combination of everything that changes a manifest's shape."""
+    """(shape, manifest), one manifest per combination of everything that changes a manifest's shape."""
     options = itertools.product(
-        ("trainjob", "pytorchjob"),
-        (1, 4),  # nodes: a PyTorchJob gets Workers beyond the Master
-        (1, 8),  # GPUs per node
+        FITS,  # the kind, and for a TrainJob the Trainer's shape
+        ((1, 1), (4, 8)),  # nodes (a PyTorchJob gets Workers beyond the Master) x GPUs per node
         ("nvidia.com/gpu", ""),  # a GPU request, or none (a CPU cluster)
         (None, "pipeline-runner"),  # service account
-        (None, 5400.5),  # timeout -> activeDeadlineSeconds
+        (None, 5400.5),  # timeout -> activeDeadlineSeconds, the pods' deadline
         (None, "mlpipeline-minio-artifact"),  # store Secret
         (STEP_ENV, {}),  # zeusd and a store endpoint (and a profile to reuse), or none of them
+        ({}, INHERITED),  # train's scheduling, pull secrets and /dev/shm, or none of them
     )
-    for launcher, nodes, gpus, resource, account, timeout, secret, step_env in options:
+    for (launcher, api), (nodes, gpus), resource, account, timeout, secret, step_env, inherited in options:
         sizes = {"num_nodes": nodes, "gpus_per_node": gpus, "gpu_resource": resource}
-        cluster = {"service_account": account, "timeout_s": timeout, "store_secret": secret}
-        trial = _trial(launcher, bool(step_env), step_env, **sizes, **cluster)
-        yield manifest(trial, job_name(HANDOFF.job_id, HANDOFF.recurrence_id, HANDOFF.attempt), "team-a")
+        cluster = {"service_account": account, "timeout_s": timeout, "store_secret": secret, "trainer_api": api}
+        made = trial(launcher, bool(step_env), step_env, **sizes, **cluster, **inherited)
+        yield (
+            (launcher, api),
+            manifest(made, job_name(HANDOFF.job_id, HANDOFF.recurrence_id, HANDOFF.attempt), "team-a"),
+        )
 
 
-def test_every_manifest_the_launcher_can_produce_validates_against_the_crds():
+def test_every_manifest_validates_against_the_crds_of_every_version_it_fits_and_no_other():
     produced = list(every_manifest())
-    assert {m["kind"] for m in produced} == {"TrainJob", "PyTorchJob"} and len(produced) == 256
-    for m in produced:
-        assert crds.errors(m) == [], json.dumps(m)[:400]
+    assert {m["kind"] for _, m in produced} == {"TrainJob", "PyTorchJob"} and len(produced) == 384
+    for shape, m in produced:
+        if m["kind"] == "PyTorchJob":
+            assert crds.errors(m) == [], json.dumps(m)[:400]
+            continue
+        for trainer in crds.TRAINER_VERSIONS:
+            problems = crds.errors(m, trainer)
+            if trainer in FITS[shape]:
+                assert problems == [], (trainer, json.dumps(m)[:400])
+            else:  # the other shape: a strict API server refuses it, naming what that version lacks
+                assert any("runtimePatches" in p or "podTemplateOverrides" in p for p in problems), trainer
         text = json.dumps(m)
         assert (
             "AKIA-THE-ACCESS-KEY" not in text and "the-secret-key-value" not in text and "the-zeusd-token" not in text
@@ -94,7 +117,7 @@ WRONG = [
 
 @pytest.mark.parametrize(("launcher", "break_it", "caught"), WRONG)
 def test_a_deliberately_wrong_field_is_caught(launcher, break_it, caught):
-    good = manifest(_trial(launcher), "zeus-trial", "team-a")
+    good = manifest(trial(launcher), "zeus-trial", "team-a")
     assert crds.errors(good) == []
     bad = copy.deepcopy(good)
     break_it(bad)
@@ -112,8 +135,59 @@ def test_names_and_labels_are_what_kubernetes_accepts_and_tie_the_job_to_its_tri
 
 
 def test_the_digest_ignores_the_run_token_and_nothing_else():
-    base = _trial()
+    base = trial()
     other_run = TrialJob(base.config, dataclasses.replace(HANDOFF, run="ffff"), COMMAND, TRIAL_ENV, STEP_ENV)
     assert digest(other_run) == digest(base)
-    assert digest(_trial(num_nodes=2)) != digest(base)
+    assert digest(trial(num_nodes=2)) != digest(base)
+    assert digest(trial(trainer_api="v2.1")) != digest(base)
     assert digest(TrialJob(base.config, HANDOFF, (*COMMAND, "--lr", "0.1"), TRIAL_ENV, STEP_ENV)) != digest(base)
+
+
+def effective_pod(m: dict) -> tuple[dict, dict, dict]:
+    """(pod metadata, pod spec, trainer container) as the operator builds the trainer's pods from the manifest:
+    the runtime's template patched by runtimePatches (v2.2+) or podTemplateOverrides (v2.1), the trainer's own
+    fields (env, resources) aside; a PyTorchJob's Master template as written."""
+    spec = m["spec"]
+    if m["kind"] == "PyTorchJob":
+        template = spec["pytorchReplicaSpecs"]["Master"]["template"]
+        return template["metadata"], template["spec"], template["spec"]["containers"][0]
+    if "podTemplateOverrides" in spec:
+        (override,) = spec["podTemplateOverrides"]
+        pod_spec = override.get("spec", {})
+        return override["metadata"], pod_spec, next(iter(pod_spec.get("containers", [])), {})
+    (patch,) = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    template = patch["template"]["spec"]["template"]
+    pod_spec = template.get("spec", {})
+    return template["metadata"], pod_spec, next(iter(pod_spec.get("containers", [])), {})
+
+
+@pytest.mark.parametrize(("launcher", "api"), list(FITS))
+def test_the_pods_inherit_trains_scheduling_secrets_and_shared_memory_and_skip_istio(launcher, api):
+    m = manifest(trial(launcher, trainer_api=api, **INHERITED), "zeus-trial", "team-a")
+    metadata, pod_spec, container = effective_pod(m)
+    assert metadata["annotations"] == {"sidecar.istio.io/inject": "false"}
+    assert metadata["labels"]["zeus-kfp.ml/run"] == HANDOFF.run
+    assert pod_spec["tolerations"] == list(INHERITED["tolerations"])
+    assert pod_spec["nodeSelector"] == INHERITED["node_selector"]
+    assert pod_spec["imagePullSecrets"] == [{"name": "regcred"}]
+    (volume,) = pod_spec["volumes"]
+    assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
+    assert container["name"] == KINDS[launcher].container
+    assert container["volumeMounts"] == [{"name": volume["name"], "mountPath": "/dev/shm"}]
+    gpus = m["spec"]["trainer"]["resourcesPerNode"] if launcher == "trainjob" else container["resources"]
+    assert gpus == {"limits": {"nvidia.com/gpu": 1}}
+    bare = manifest(trial(launcher, trainer_api=api), "zeus-trial", "team-a")
+    _, bare_spec, _ = effective_pod(bare)
+    assert not {"tolerations", "nodeSelector", "imagePullSecrets", "volumes"} & set(bare_spec)
+
+
+def test_a_trial_is_bounded_by_default_on_every_kind():
+    """No timeout given: the job still has a deadline (a day), as activeDeadlineSeconds where the CRD has one and
+    as the pods' own deadline everywhere (a step killed outright must not leave a job holding GPUs)."""
+    for (launcher, api), _fits in FITS.items():
+        m = manifest(trial(launcher, trainer_api=api), "zeus-trial", "team-a")
+        _, _, container = effective_pod(m)
+        env = m["spec"]["trainer"]["env"] if launcher == "trainjob" else container["env"]
+        assert {"name": "ZEUS_TRIAL_DEADLINE_S", "value": "86400"} in env
+        deadline = m["spec"].get("activeDeadlineSeconds", m["spec"].get("runPolicy", {}).get("activeDeadlineSeconds"))
+        assert deadline == (None if api == "v2.1" else 86400)

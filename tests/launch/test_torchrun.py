@@ -121,3 +121,23 @@ def test_killing_rank_1_mid_trial_fails_the_trial_with_its_error_and_leaves_noth
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
         with pytest.raises(ProcessLookupError):  # the launcher's whole process group is gone
             os.killpg(pgid, 0)
+
+
+def test_the_pods_own_deadline_stops_a_trial_that_would_run_for_ever(tmp_path):
+    """What bounds a job whose train step was killed outright, on every Kubeflow (Trainer v2.1's TrainJob has no
+    activeDeadlineSeconds): the pod command stops its ranks once ZEUS_TRIAL_DEADLINE_S has passed, fails the pod,
+    and rank 0 records the trial failed, saying why. The script here never ends by itself."""
+    import subprocess
+
+    from zeus.train.artifacts import read_result_json
+
+    log_dir = tmp_path / "logs"
+    env = dict(os.environ, ZEUS_TRIAL_DEADLINE_S="2", ZEUS_BATCH_SIZE="64", ZEUS_TARGET_METRIC="0.9",
+               ZEUS_MAX_EPOCHS="3", ZEUS_LOG_DIR=str(log_dir), ZEUS_NUM_GPUS="1")  # fmt: skip
+    never_ends = [sys.executable, "-c", "import time; time.sleep(3600)"]
+    command = [sys.executable, "-m", "zeus.launch.torchrun", "--standalone", "--nproc-per-node", "1", "--", *never_ends]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode != 0
+    assert "the trial's deadline of 2 s passed (ZEUS_TRIAL_DEADLINE_S)" in proc.stderr
+    result = read_result_json(log_dir)
+    assert result["status"] == TrialStatus.FAILED.value and "deadline of 2 s passed" in result["reason"]

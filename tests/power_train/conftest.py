@@ -12,7 +12,12 @@ from .fake_pynvml import FakeDevice, make_module
 @pytest.fixture
 def fake_nvml(monkeypatch: pytest.MonkeyPatch):
     """Install a fake pynvml with two devices (one with, one without an energy counter); returns the module."""
-    module = make_module([FakeDevice(name="Fake V100"), FakeDevice(name="Fake P100", has_counter=False)])
+    module = make_module(
+        [
+            FakeDevice(name="Fake V100", pci_bus_id="00000000:18:00.0"),
+            FakeDevice(name="Fake P100", has_counter=False, pci_bus_id="00000000:3B:00.0"),
+        ]
+    )
     monkeypatch.setitem(sys.modules, "pynvml", module)
     return module
 

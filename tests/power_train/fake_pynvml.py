@@ -53,6 +53,7 @@ class FakeDevice:
     clock: Callable[[], float] = time.monotonic
     counter_period_s: float = 0.0  # > 0: the counter publishes only at multiples of this period
     power_at_limit_w: Callable[[float], float] | None = None  # draw (W) as a function of the limit (W)
+    pci_bus_id: str = "00000000:18:00.0"  # as nvmlDeviceGetPciInfo's busId spells it (8-digit domain, upper case)
     _energy_mj: float = 0.0  # the true integral up to _t
     _published_mj: float = 0.0  # what a coarse counter shows: the integral at its last update
     _t: float | None = None
@@ -128,4 +129,6 @@ def make_module(devices: list[FakeDevice]) -> types.ModuleType:
     m.nvmlDeviceSetPowerManagementLimit = set_limit
     m.nvmlDeviceGetTotalEnergyConsumption = energy
     m.nvmlDeviceGetPowerUsage = lambda h: int(h.power_mw)
+    # Real nvidia-ml-py returns a ctypes struct whose char fields read as bytes.
+    m.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=h.pci_bus_id.encode())
     return m

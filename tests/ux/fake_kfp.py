@@ -24,6 +24,22 @@ class Recorder:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.existing_pipelines = existing_pipelines or {}
         self.fail_with: Exception | None = None  # raised by every API call after __init__, like a down server
+        self.tag_name: str | None = None  # the backend version healthz reports (None: it says none)
+        # Uploaded pipelines' versions, oldest first: {pipeline_id: [(version_id, pipeline_spec as the API returns it)]}
+        self.versions: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+
+    def add_version(self, pipeline_id: str, version_id: str, package: Path) -> None:
+        """A version of an uploaded pipeline holding `package`, its spec shaped as the KFP API returns it
+        ({pipeline_spec, platform_spec} for a package with a PlatformSpec)."""
+        import yaml
+
+        docs = list(yaml.safe_load_all(Path(package).read_text()))
+        spec = {"pipeline_spec": docs[0], "platform_spec": docs[1]} if len(docs) > 1 else docs[0]
+        self.versions.setdefault(pipeline_id, []).append((version_id, spec))
+
+    def api_calls(self) -> list[str]:
+        """The methods called, in order, without the constructor and the backend version check."""
+        return [method for method, _ in self.calls if method not in ("__init__", "get_kfp_healthz")]
 
     def factory(self, *args: Any, **kwargs: Any) -> FakeKfpClient:
         return FakeKfpClient(self, *args, **kwargs)
@@ -71,6 +87,27 @@ class FakeKfpClient:
 
     def get_pipeline_id(self, *args: Any, **kwargs: Any) -> str | None:
         return self._recorder.existing_pipelines.get(self._record("get_pipeline_id", args, kwargs)["name"])
+
+    def get_kfp_healthz(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
+        self._record("get_kfp_healthz", args, kwargs)
+        return SimpleNamespace(tag_name=self._recorder.tag_name, multi_user=False)
+
+    def list_pipeline_versions(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
+        call = self._record("list_pipeline_versions", args, kwargs)
+        assert call.get("sort_by") == "created_at desc", "the newest version first"
+        newest_first = list(reversed(self._recorder.versions.get(call["pipeline_id"], [])))
+        listed = [SimpleNamespace(pipeline_version_id=vid) for vid, _ in newest_first[: call.get("page_size", 10)]]
+        return SimpleNamespace(pipeline_versions=listed, total_size=len(newest_first))
+
+    def get_pipeline_version(self, *args: Any, **kwargs: Any) -> SimpleNamespace:
+        call = self._record("get_pipeline_version", args, kwargs)
+        versions = dict(self._recorder.versions.get(call["pipeline_id"], []))
+        if call["pipeline_version_id"] not in versions:
+            from kfp_server_api.exceptions import ApiException
+
+            raise ApiException(status=404, reason="Not Found")
+        spec = versions[call["pipeline_version_id"]]
+        return SimpleNamespace(pipeline_version_id=call["pipeline_version_id"], pipeline_spec=spec)
 
     upload_pipeline = _canned("upload_pipeline", pipeline_id="pipe-123")
     upload_pipeline_version = _canned("upload_pipeline_version", pipeline_version_id="ver-456")

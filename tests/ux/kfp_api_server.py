@@ -36,6 +36,8 @@ class Request:
 class KfpApiState:
     requests: list[Request] = field(default_factory=list)
     pipelines: dict[str, str] = field(default_factory=dict)  # display name -> id
+    # pipeline id -> its versions, oldest first: (version id, the uploaded YAML's documents)
+    versions: dict[str, list[tuple[str, list[Any]]]] = field(default_factory=dict)
     experiments: dict[str, str] = field(default_factory=dict)
     # What a real API server would vary: its version (healthz tag_name, absent when None), its
     # mode, the token it accepts (None: any) and the namespaces that token may use (None: any).
@@ -43,6 +45,7 @@ class KfpApiState:
     multi_user: bool = False
     token: str | None = None
     namespaces: set[str] | None = None
+    prefix: str = ""  # where the API sits behind a gateway: "/pipeline" behind Kubeflow's Istio gateway
 
     def posts(self, path: str) -> list[Request]:
         return [r for r in self.requests if r.method == "POST" and r.path == API + path]
@@ -73,7 +76,8 @@ def _handler(state: KfpApiState) -> type[BaseHTTPRequestHandler]:
             elif raw:
                 body = json.loads(raw)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
-            request = Request(self.command, url.path, query, dict(self.headers.items()), body)
+            path = url.path.removeprefix(state.prefix) if url.path.startswith(state.prefix + "/") else url.path
+            request = Request(self.command, path, query, dict(self.headers.items()), body)
             state.requests.append(request)
             return request
 
@@ -110,16 +114,40 @@ def _handler(state: KfpApiState) -> type[BaseHTTPRequestHandler]:
                     else []
                 )
                 return self.reply(200, {"experiments": found, "total_size": len(found)})
+            parts = r.path.removeprefix(f"{API}/pipelines/").split("/")
+            if r.path.startswith(f"{API}/pipelines/") and len(parts) in (2, 3) and parts[1] == "versions":
+                return self._versions(r, parts[0], parts[2] if len(parts) == 3 else None)
             return self.reply(404, {"error": f"not served: GET {r.path}"})
+
+        def _versions(self, r: Request, pipeline_id: str, version_id: str | None) -> None:
+            """List a pipeline's versions (newest first for sort_by 'created_at desc') or get one, with its
+            spec as the API server returns it: {pipeline_spec, platform_spec} when the upload had both."""
+            versions = state.versions.get(pipeline_id, [])
+
+            def body(vid: str, docs: list[Any]) -> dict[str, Any]:
+                spec = {"pipeline_spec": docs[0], "platform_spec": docs[1]} if len(docs) > 1 else docs[0]
+                return {"pipeline_id": pipeline_id, "pipeline_version_id": vid, "pipeline_spec": spec}
+
+            if version_id is not None:
+                found = dict(versions).get(version_id)
+                if found is None:
+                    return self.reply(404, {"error": f"no version {version_id}"})
+                return self.reply(200, body(version_id, found))
+            ordered = list(reversed(versions)) if r.query.get("sort_by") == "created_at desc" else versions
+            listed = [body(vid, docs) for vid, docs in ordered[: int(r.query.get("page_size", 10))]]
+            return self.reply(200, {"pipeline_versions": listed, "total_size": len(versions)})
 
         def do_POST(self) -> None:
             r = self._record()
             if r.path == f"{API}/pipelines/upload":
                 pipeline_id = f"pipe-{len(state.pipelines) + 1}"
                 state.pipelines[r.query["name"]] = pipeline_id
+                state.versions[pipeline_id] = [(f"{pipeline_id}-ver-1", r.body["file"])]
                 return self.reply(200, {"pipeline_id": pipeline_id, "display_name": r.query["name"]})
             if r.path == f"{API}/pipelines/upload_version":
-                return self.reply(200, {"pipeline_id": r.query["pipelineid"], "pipeline_version_id": "ver-1"})
+                versions = state.versions.setdefault(r.query["pipelineid"], [])
+                versions.append((f"ver-{len(versions)}", r.body["file"]))
+                return self.reply(200, {"pipeline_id": r.query["pipelineid"], "pipeline_version_id": versions[-1][0]})
             if r.path == f"{API}/experiments":
                 experiment_id = f"exp-{len(state.experiments) + 1}"
                 state.experiments[r.body["display_name"]] = experiment_id

@@ -133,7 +133,7 @@ BAD_INPUT = [
     (["run", "--bogus"], "No such option: --bogus (see `zeus-kfp run --help`)"),
     (["compile", "--attempts", "0"], "invalid attempts=0"),
     (["upload"], "invalid host=''"),
-    (["submit", "--host", HOST, "--param", "nope"], "invalid param='nope'"),
+    (["submit", "--host", HOST, "--param", "nope"], "invalid package=None"),  # no ./zeus_pipeline.yaml here
     (["schedule", "--host", HOST, "--cron", "0 2 * * *"], "invalid cron='0 2 * * *'"),
     (["jobs", "--phase", "done"], "invalid phase='done'"),
     (["show"], "Missing argument 'job'"),

@@ -132,15 +132,48 @@ def test_schedule_creates_a_recurring_run_in_the_experiment(kfp_client: Recorder
     assert "recurring_run_id=rr-7" in result.output
 
 
-def test_schedule_an_uploaded_pipeline_by_id(kfp_client: Recorder, pipeline_yaml) -> None:
-    result = invoke(
-        "schedule", "--host", HOST, "--cron", "0 30 1 * * MON-FRI", "--pipeline-id", "pipe-1",
-        "--version-id", "ver-2", "--package", str(pipeline_yaml),
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
+def test_schedule_an_uploaded_pipeline_checks_params_against_that_pipeline(
+    kfp_client: Recorder, pipeline_yaml, tmp_path: Path
+) -> None:
+    """--pipeline-id without --version-id schedules the newest version (kfp.Client itself refuses a pipeline id
+    alone), and --param is checked against that version's own parameters, not against any other package:
+    default_batch_size=512 is one of the example job's batch sizes and not the newest version's (ux.frames.SPEC)."""
+    from pipelines.compile import compile_pipeline
+
+    example = compile_pipeline(tmp_path / "example.yaml", attempts=2)
+    kfp_client.add_version("pipe-1", "ver-old", example)
+    kfp_client.add_version("pipe-1", "ver-new", pipeline_yaml)
+    args = ["schedule", "--host", HOST, "--cron", "0 30 1 * * MON-FRI", "--pipeline-id", "pipe-1"]
+    newest = runner.invoke(app, [*args, "--param", "default_batch_size=512"])
+    assert newest.exit_code == 2 and "invalid default_batch_size=512" in newest.output, newest.output
+    assert kfp_client.only("list_pipeline_versions")["sort_by"] == "created_at desc"
+    assert kfp_client.named("create_recurring_run") == []
+    assert invoke(*args, "--param", "default_batch_size=256").exit_code == 0
     call = kfp_client.only("create_recurring_run")
-    assert (call["pipeline_id"], call["version_id"], call["pipeline_package_path"]) == ("pipe-1", "ver-2", None)
+    assert (call["pipeline_id"], call["version_id"], call["pipeline_package_path"]) == ("pipe-1", "ver-new", None)
+    assert call["params"] == {"default_batch_size": 256}
     assert call["max_concurrency"] == 1 and call["no_catchup"] is False
+
+    assert invoke(*args, "--version-id", "ver-old", "--param", "default_batch_size=512").exit_code == 0
+    assert kfp_client.named("create_recurring_run")[-1]["version_id"] == "ver-old"
+    both = runner.invoke(app, [*args, "--package", str(pipeline_yaml)])
+    assert both.exit_code == 2 and "no --package with --pipeline-id" in both.output
+
+
+def test_a_package_compiled_for_another_backend_is_refused(kfp_client: Recorder, tmp_path: Path) -> None:
+    """The cluster's healthz says KFP 2.15.0 (Kubeflow 1.11); a package compiled for 2.17 names SeaweedFS'
+    endpoint, which 1.11 does not have: refused before anything is created, saying what to compile."""
+    from pipelines.compile import compile_pipeline
+
+    package = compile_pipeline(tmp_path / "p.yaml", kfp_backend="2.17", attempts=1)
+    kfp_client.tag_name = "2.15.0"
+    for command in (["submit"], ["upload"], ["schedule", "--cron", "0 0 2 * * *"]):
+        result = runner.invoke(app, [*command, "--host", HOST, "--package", str(package)])
+        assert result.exit_code == 2, result.output
+        assert "runs KFP 2.15.0 (Kubeflow 1.11)" in result.output and "--kfp-backend 2.15" in result.output
+    assert kfp_client.api_calls() == [] or set(kfp_client.api_calls()) == {"get_pipeline_id"}
+    kfp_client.tag_name = "2.17.1"
+    assert invoke("submit", "--host", HOST, "--package", str(package)).exit_code == 0
 
 
 def test_a_five_field_cron_is_refused_with_an_example(kfp_client: Recorder) -> None:
@@ -190,22 +223,38 @@ def test_invalid_crons_name_the_field(cron: str, field: str) -> None:
     assert err.value.field == "cron"
 
 
-def test_without_a_package_the_pipeline_is_compiled_with_the_options(kfp_client: Recorder) -> None:
-    """No --package: compile the project's pipeline into a temporary file with the compile options."""
-    args = ["--host", HOST, "--attempts", "3", "--gpus", "2", "--minio-secret", "team-minio"]
-    result = invoke("upload", *args)
-    assert result.exit_code == 0, result.output
-    call = kfp_client.only("upload_pipeline")
-    text = call["pipeline_package_path:text"]
-    assert call["pipeline_package_path:pipeline_name"] == "zeus-recurrence"
-    assert "attempt-3" in text and "attempt-4" not in text  # --attempts 3
-    assert "nvidia.com/gpu" in text and "team-minio" in text  # --gpus 2, --minio-secret
-    assert not Path(call["pipeline_package_path"]).exists()  # the temporary package is cleaned up
-    cpu = invoke("submit", "--host", HOST, "--attempts", "2", "--gpus", "0", "--param", "max_epochs=4")
-    assert cpu.exit_code == 0, cpu.output
-    run = kfp_client.only("create_run_from_pipeline_package")
-    assert "nvidia.com/gpu" not in run["pipeline_file:text"] and "attempt-3" not in run["pipeline_file:text"]
-    assert run["arguments"] == {"max_epochs": 4}
+def test_without_package_the_compiled_default_is_sent_as_it_is_and_nothing_is_compiled(
+    kfp_client: Recorder, pipeline_yaml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """upload/submit/schedule send the file `zeus-kfp compile` wrote (./zeus_pipeline.yaml by default), byte
+    for byte; without one they refuse, naming --package, and never compile a pipeline of their own."""
+    import pipelines.compile
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(pipelines.compile, "compile_pipeline", None)  # whoever compiles now fails loudly
+    for command in (["upload"], ["submit"], ["schedule", "--cron", "0 0 2 * * *"]):
+        result = runner.invoke(app, [*command, "--host", HOST])
+        assert result.exit_code == 2, result.output
+        assert "invalid package=None" in result.output and "zeus_pipeline.yaml is not here" in result.output
+    assert kfp_client.calls == []
+    (tmp_path / "zeus_pipeline.yaml").write_bytes(pipeline_yaml.read_bytes())
+    assert invoke("upload", "--host", HOST).exit_code == 0
+    assert invoke("submit", "--host", HOST, "--param", "max_epochs=4").exit_code == 0
+    assert invoke("schedule", "--host", HOST, "--cron", "0 0 2 * * *").exit_code == 0
+    sent = [
+        kfp_client.only("upload_pipeline")["pipeline_package_path:text"],
+        kfp_client.only("create_run_from_pipeline_package")["pipeline_file:text"],
+        kfp_client.only("create_recurring_run")["pipeline_package_path:text"],
+    ]
+    assert sent == [pipeline_yaml.read_text()] * 3
+
+
+@pytest.mark.parametrize("option", ["--gpus", "--attempts", "--minio-secret", "--image", "--kfp-backend"])
+def test_compile_options_are_compiles_alone(kfp_client: Recorder, pipeline_yaml, option: str) -> None:
+    """A compile option on upload/submit/schedule would mean a pipeline other than the package: not an option."""
+    result = runner.invoke(app, ["submit", "--host", HOST, "--package", str(pipeline_yaml), option, "2"])
+    assert result.exit_code == 2 and "No such option" in result.output
+    assert kfp_client.calls == []
 
 
 def test_api_failures_say_what_to_check_without_the_token(
@@ -219,12 +268,6 @@ def test_api_failures_say_what_to_check_without_the_token(
     assert result.exit_code == 1
     assert f"the KFP API at {HOST} failed with HTTP 401 Unauthorized" in result.output
     assert "$KFP_TOKEN" in result.output and "tok-abc-999" not in result.output
-
-
-def test_a_bad_compile_option_names_it(kfp_client: Recorder) -> None:
-    result = runner.invoke(app, ["upload", "--host", HOST, "--gpus", "-1"])
-    assert result.exit_code == 2 and "invalid gpus=-1" in result.output
-    assert kfp_client.named("upload_pipeline") == []
 
 
 @pytest.mark.parametrize("name", ["s3_secret_key", "API-TOKEN", "password", "aws_access_key_id", "credentials"])

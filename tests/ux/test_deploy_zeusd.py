@@ -1,5 +1,7 @@
-"""deploy/zeusd: every manifest loads into the kubernetes client's typed models, and the DaemonSet
-opens zeusd where the compiled train step looks for it (the node's IP, zeusd's port)."""
+"""deploy/zeusd: every manifest loads into the kubernetes client's typed models, the DaemonSet opens zeusd
+where the compiled train step looks for it (the node's IP, zeusd's port), it schedules on the GPU nodes of
+GPU-Operator, GKE, EKS and AKS clusters alike, and each overlay's patch applies to it (jsonpatch, as kustomize
+applies a JSON 6902 patch) and gives a DaemonSet the API accepts."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from kubernetes.client import ApiClient
 from pipelines.platform import ZEUSD_HOST_ENV
 from zeus.power.zeusd import DEFAULT_PORT
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "zeusd"
+ROOT = Path(__file__).resolve().parents[2] / "deploy" / "zeusd"
+DEPLOY = ROOT / "base"
+OVERLAYS = sorted(p.parent for p in (ROOT / "overlays").glob("*/kustomization.yaml"))
 
 
 def kustomization() -> dict:
@@ -61,10 +65,14 @@ def test_a_misspelt_field_fails_the_round_trip():
 def test_daemonset_runs_on_gpu_nodes_with_the_port_the_train_step_calls(tmp_path):
     ds = typed(yaml.safe_load((DEPLOY / "daemonset.yaml").read_text()))
     pod = ds.spec.template.spec
-    (term,) = pod.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
-    assert [(e.key, e.operator, e.values) for e in term.match_expressions] == [
-        ("nvidia.com/gpu.present", "In", ["true"])
-    ]
+    terms = pod.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+    assert [[(e.key, e.operator, e.values) for e in t.match_expressions] for t in terms] == [
+        [("nvidia.com/gpu.present", "In", ["true"])],  # GPU feature discovery / the GPU Operator
+        [("cloud.google.com/gke-accelerator", "Exists", None)],  # GKE
+        [("k8s.amazonaws.com/accelerator", "Exists", None)],  # EKS
+        [("kubernetes.azure.com/accelerator", "Exists", None)],  # AKS
+    ]  # node selector terms are ORed: any GPU node of any of these
+    assert pod.runtime_class_name is None  # a RuntimeClass only the GPU Operator installs would be refused elsewhere
     assert any(t.key == "nvidia.com/gpu" and t.effect == "NoSchedule" for t in pod.tolerations)
     (container,) = pod.containers
     (port,) = container.ports
@@ -80,6 +88,43 @@ def test_daemonset_runs_on_gpu_nodes_with_the_port_the_train_step_calls(tmp_path
 
     path = compile_pipeline(tmp_path / "p.yaml", attempts=1, gpus=1)
     executors = list(yaml.safe_load_all(path.read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert executors["exec-attempt-1-train"]["fieldPathAsEnv"] == [
-        {"fieldPath": "status.hostIP", "name": ZEUSD_HOST_ENV}
-    ]
+    assert {"fieldPath": "status.hostIP", "name": ZEUSD_HOST_ENV} in executors["exec-attempt-1-train"]["fieldPathAsEnv"]
+
+
+def overlay(path: Path) -> dict:
+    """The base DaemonSet with the overlay's JSON 6902 patches applied."""
+    import jsonpatch
+
+    kustomization = yaml.safe_load((path / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["../../base"]
+    ds = yaml.safe_load((DEPLOY / "daemonset.yaml").read_text())
+    for patch in kustomization["patches"]:
+        assert patch["target"] == {"kind": "DaemonSet", "name": "zeusd"}
+        ds = jsonpatch.apply_patch(ds, yaml.safe_load(patch["patch"]))
+    return ds
+
+
+def test_the_default_kustomization_is_the_base_and_every_overlay_patches_it_into_a_valid_daemonset():
+    assert yaml.safe_load((ROOT / "kustomization.yaml").read_text())["resources"] == ["base"]
+    assert [p.name for p in OVERLAYS] == ["gke", "nvidia-runtime-class"]
+    for path in OVERLAYS:
+        typed(overlay(path))
+
+
+def test_the_runtime_class_overlay_names_the_gpu_operators_runtime():
+    pod = typed(overlay(ROOT / "overlays" / "nvidia-runtime-class")).spec.template.spec
+    assert pod.runtime_class_name == "nvidia"
+
+
+def test_the_gke_overlay_reaches_the_hosts_driver_on_gke_gpu_nodes():
+    pod = typed(overlay(ROOT / "overlays" / "gke")).spec.template.spec
+    (volume,) = pod.volumes
+    assert volume.host_path.path == "/home/kubernetes/bin/nvidia"  # where GKE installs the driver
+    (container,) = pod.containers
+    (mount,) = container.volume_mounts
+    env = {e.name: e.value for e in container.env}
+    assert env["LD_LIBRARY_PATH"] == f"{mount.mount_path}/lib64" and mount.read_only
+    assert container.security_context.privileged  # every /dev/nvidia* of the node, without requesting a GPU
+    assert not container.resources.limits.get("nvidia.com/gpu")
+    (term,) = pod.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+    assert [(e.key, e.operator) for e in term.match_expressions] == [("cloud.google.com/gke-accelerator", "Exists")]

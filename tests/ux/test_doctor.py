@@ -26,9 +26,7 @@ def kfp_api(tmp_path, monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("doctor")
-    return {
-        b: compile_pipeline(root / f"{b}.yaml", kfp_backend=b, attempts=2, namespace="team-a") for b in ("2.5", "2.15")
-    }
+    return {b: compile_pipeline(root / f"{b}.yaml", kfp_backend=b, attempts=2) for b in ("2.5", "2.15")}
 
 
 def doctor(*args: str):
@@ -62,6 +60,20 @@ def test_a_package_for_another_backend_fails_saying_what_to_compile(kfp_api, pac
     assert "KFP 2.5.0, but the pipeline was compiled for 2.15: compile with --kfp-backend 2.5" in failure
     hazards = "\n".join(ln for ln in lines(result, "FAIL") if "backend hazards" in ln)
     assert "hazard 6" in hazards and "attempt-2-bandit" in hazards  # nested retries 2.5 would ignore
+
+
+@pytest.mark.parametrize(("tag", "target"), [("2.16.0", "2.16"), ("2.16.3", "2.16"), ("2.17.1", "2.17")])
+def test_a_2_16_backend_is_told_to_compile_for_2_16_whose_store_is_seaweedfs(kfp_api, packages, tag, target):
+    """KFP 2.16's manifests have no minio-service any more: the 2.15 YAML's store endpoint would not resolve
+    there, so doctor names 2.16 (SeaweedFS), never 2.15, for it."""
+    from pipelines.backends import SEAWEEDFS_ENDPOINT, TARGETS, closest_target, parse_version
+
+    kfp_api.state.tag_name = tag
+    result = doctor("--host", kfp_api.url, "--package", str(packages["2.15"]))
+    assert result.exit_code == 1
+    (failure,) = [ln for ln in lines(result, "FAIL") if "backend version" in ln]
+    assert f"compile with --kfp-backend {target}" in failure
+    assert closest_target(parse_version(tag)).store_endpoint == SEAWEEDFS_ENDPOINT == TARGETS[target].store_endpoint
 
 
 def test_an_old_backend_is_refused(kfp_api, packages):

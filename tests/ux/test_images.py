@@ -201,33 +201,105 @@ print(json.dumps({{"files": [m.__file__ for m in mods], "missing": missing, "tra
     assert Path(result["example"]).is_file() and result["example"].startswith(str(ctx / "examples"))
 
 
-def make_image_tags() -> dict[str, str]:
-    """What `make image` builds, {flavour: tag}, read from `make -n image` (the commands it would run)."""
-    out = subprocess.run(["make", "-n", "-s", "image"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    tags = {}
-    for line in out.splitlines():
-        m = re.search(r"docker build -f images/(Dockerfile(?:\.cuda)?) -t (\S+) \.", line)
-        if m:
-            tags["cuda" if m.group(1).endswith(".cuda") else "cpu"] = m.group(2)
+def pushed_tags(repo: str) -> dict[str, str]:
+    """What `make push-image IMAGE_REPO=<repo>` pushes, {flavour: tag}, read from `make -n` (the commands it
+    would run): the tags it builds from which Dockerfile, and that it pushes exactly those."""
+    out = subprocess.run(
+        ["make", "-n", "-s", "push-image", f"IMAGE_REPO={repo}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    built = dict(re.findall(r"docker build -f images/(Dockerfile(?:\.cuda)?) -t (\S+) \.", out))
+    pushed = re.findall(r"docker push (\S+)", out)
+    tags = {"cuda" if name.endswith(".cuda") else "cpu": tag for name, tag in built.items()}
+    assert sorted(pushed) == sorted(tags.values()), out
     return tags
 
 
-def test_the_compiled_default_images_are_what_make_image_builds(tmp_path: Path) -> None:
-    """The compiled pipeline names, by default, exactly the tags `make image` builds: the CPU image
-    for the store steps, the CUDA image for train (from images/Dockerfile and Dockerfile.cuda)."""
-    import yaml
-
-    from components.image import DEFAULT_IMAGE, DEFAULT_TRAIN_IMAGE, ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE
+def test_compile_names_exactly_the_images_make_push_image_pushes(tmp_path: Path) -> None:
+    """`make push-image IMAGE_REPO=R` and `zeus-kfp compile --image-repo R` agree: the CPU image for the store
+    steps, the CUDA image for train and a cluster trial's pods (from images/Dockerfile and Dockerfile.cuda)."""
+    from components.image import image_tags
     from pipelines.compile import compile_pipeline
+    from pipelines.package import CompiledPackage
 
-    tags = make_image_tags()
-    assert tags == {"cpu": DEFAULT_IMAGE, "cuda": DEFAULT_TRAIN_IMAGE}
+    repo = "registry.example.com/ml/zeus-kfp"
+    tags = pushed_tags(repo)
     version = setup_cfg()["metadata"]["version"]
-    assert tags["cpu"].endswith(f":{version}-cpu") and tags["cuda"].endswith(f":{version}-cuda")
-    path = compile_pipeline(tmp_path / "p.yaml", attempts=2, gpus=1)
-    executors = next(yaml.safe_load_all(path.read_text()))["deploymentSpec"]["executors"]
-    images = {label: e["container"]["image"] for label, e in executors.items()}
-    assert {i for label, i in images.items() if "-train" in label} == {ZEUS_KFP_TRAIN_IMAGE}
-    assert {i for label, i in images.items() if "-train" not in label} == {ZEUS_KFP_IMAGE}
-    if "ZEUS_KFP_IMAGE" not in os.environ and "ZEUS_KFP_TRAIN_IMAGE" not in os.environ:
-        assert (tags["cpu"], tags["cuda"]) == (ZEUS_KFP_IMAGE, ZEUS_KFP_TRAIN_IMAGE)
+    assert (tags["cpu"], tags["cuda"]) == image_tags(repo) == (f"{repo}:{version}-cpu", f"{repo}:{version}-cuda")
+    package = CompiledPackage.read(compile_pipeline(tmp_path / "p.yaml", attempts=2, gpus=1, image_repo=repo))
+    images = package.images()
+    on_gpus = {label for label in images if "-train" in label or label == "exec-gpu-power"}
+    assert {images[label] for label in on_gpus} == {tags["cuda"]}
+    assert {i for label, i in images.items() if label not in on_gpus} == {tags["cpu"]}
+    assert package.env("attempt-1-train")["ZEUS_LAUNCH_IMAGE"] == tags["cuda"]
+
+
+def test_make_push_image_refuses_a_repo_no_cluster_can_pull_from() -> None:
+    proc = subprocess.run(["make", "-s", "push-image"], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "set IMAGE_REPO" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "steps", "train"),
+    [
+        ({"image_repo": "r.io/z"}, "r.io/z:{v}-cpu", "r.io/z:{v}-cuda"),
+        ({"train_image": "r.io/mine:1"}, "r.io/mine:1", "r.io/mine:1"),  # one image of your own: every step on it
+        ({"image_repo": "r.io/z", "train_image": "r.io/mine:1"}, "r.io/z:{v}-cpu", "r.io/mine:1"),
+        ({"image": "r.io/cpu:1", "train_image": "r.io/gpu:1"}, "r.io/cpu:1", "r.io/gpu:1"),
+    ],
+)
+def test_the_images_a_compile_names_come_from_what_the_user_said(tmp_path, monkeypatch, given, steps, train) -> None:
+    from pipelines.compile import compile_pipeline
+    from pipelines.package import CompiledPackage
+    from zeus import __version__
+
+    monkeypatch.delenv("ZEUS_KFP_IMAGE_REPO", raising=False)
+    package = CompiledPackage.read(compile_pipeline(tmp_path / "p.yaml", attempts=1, **given))
+    assert package.image("preprocess") == steps.format(v=__version__)
+    assert package.image("attempt-1-train") == train.format(v=__version__)
+
+
+@pytest.mark.parametrize(("given", "field"), [({}, "image"), ({"image": "r.io/cpu:1"}, "train_image")])
+def test_a_compile_without_images_it_can_name_is_refused(tmp_path, monkeypatch, given, field) -> None:
+    """No default registry: the old default tags were pushed nowhere, so every pod hung in ImagePullBackOff."""
+    from pipelines.compile import compile_pipeline
+    from zeus.errors import FieldError
+
+    for name in ("ZEUS_KFP_IMAGE_REPO", "ZEUS_KFP_IMAGE", "ZEUS_KFP_TRAIN_IMAGE"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(FieldError) as err:
+        compile_pipeline(tmp_path / "p.yaml", attempts=1, gpus=1, **given)
+    assert err.value.field == field and "--image-repo" in str(err.value)
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def _own_image_dockerfile() -> str:
+    """The README's Dockerfile for installing zeus-kfp into your own PyTorch image (an indented list block)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- test: write Dockerfile.own -->\n\s*```dockerfile\n(.*?)\n\s*```", text, re.S)
+    assert match, "README: the own-image Dockerfile block"
+    return textwrap.dedent(match.group(1))
+
+
+@pytest.mark.slow
+def test_zeus_kfp_installs_into_your_own_pytorch_image_keeping_its_torch(tmp_path: Path) -> None:
+    """`make wheel` writes the wheel the README's own-image Dockerfile copies and installs; installing it where a
+    torch is already present (this venv, torch 2.13.0: any image with torch >= 2.4) installs zeus-kfp alone."""
+    dockerfile = tmp_path / "Dockerfile.own"
+    dockerfile.write_text(_own_image_dockerfile())
+    steps = instructions(dockerfile)
+    assert steps[0][0] == "FROM" and steps[0][1].startswith("pytorch/pytorch:")
+    version = setup_cfg()["metadata"]["version"]
+    wheel_name = f"zeus_kfp-{version}-py3-none-any.whl"
+    (sources, _dest), *_ = copies(dockerfile)
+    assert sources == [f"dist/{wheel_name}"]
+    assert any(f"pip install --no-cache-dir /tmp/{wheel_name}" in c for c in run_commands(dockerfile))
+    made = subprocess.run(["make", "-n", "-s", "wheel"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "pip wheel --no-deps --no-build-isolation -w dist ." in made
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", ROOT], check=True)
+    wheel = tmp_path / "dist" / wheel_name
+    assert wheel.is_file()
+    report = tmp_path / "report.json"
+    subprocess.run([*pip, "install", "--dry-run", "--no-index", "--report", report, wheel], check=True)
+    installed = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
+    assert installed == ["zeus-kfp"]  # torch and every other dependency kept as the image has them

@@ -107,3 +107,21 @@ def test_the_real_kfp_client_adds_no_future_warning_to_the_output(kfp_api: KfpAp
     assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []
     assert "FutureWarning" not in result.output
     assert [r for r in kfp_api.state.requests if r.path.endswith("/pipelines/upload")]  # the client did talk
+
+
+def test_schedule_an_uploaded_pipeline_by_id_alone_on_the_wire(kfp_api: KfpApiServer, pipeline_yaml) -> None:
+    """After two uploads, --pipeline-id alone schedules the newest version: the real kfp.Client lists the
+    versions (newest first), reads that version's spec to check --param, and names both ids in the recurring run."""
+    invoke("upload", "--host", kfp_api.url, "--package", str(pipeline_yaml), "--name", "zeus-mnist")
+    invoke("upload", "--host", kfp_api.url, "--package", str(pipeline_yaml), "--name", "zeus-mnist")
+    invoke("schedule", "--host", kfp_api.url, "--pipeline-id", "pipe-1", "--cron", "0 0 2 * * *",
+           "--param", "max_epochs=4")  # fmt: skip
+    (recurring,) = kfp_api.state.posts("/recurringruns")
+    assert recurring.body["pipeline_version_reference"] == {"pipeline_id": "pipe-1", "pipeline_version_id": "ver-1"}
+    assert recurring.body["runtime_config"]["parameters"] == {"max_epochs": 4}
+    listed = [r for r in kfp_api.state.requests if r.path == f"{API}/pipelines/pipe-1/versions"]
+    assert listed and listed[0].query["sort_by"] == "created_at desc"
+    bad = CliRunner().invoke(app, ["schedule", "--host", kfp_api.url, "--pipeline-id", "pipe-1",
+                                   "--cron", "0 0 2 * * *", "--param", "max_epoch=4"])  # fmt: skip
+    assert bad.exit_code == 2 and "one of the pipeline's parameters" in bad.output
+    assert len(kfp_api.state.posts("/recurringruns")) == 1

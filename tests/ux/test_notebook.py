@@ -84,7 +84,7 @@ def test_quickstart_cluster_cell_submits_and_schedules(tmp_path, monkeypatch: py
     nb = execute(nbformat.v4.new_notebook(cells=cells, metadata=full.metadata), tmp_path)
     calls = json.loads(text_of(nb.cells[-1]))
     by_method = {method: kwargs for method, kwargs in calls}
-    assert [m for m, _ in calls] == [
+    assert [m for m, _ in calls if m != "get_kfp_healthz"] == [
         "__init__",
         "create_run_from_pipeline_package",
         "create_experiment",
@@ -92,9 +92,28 @@ def test_quickstart_cluster_cell_submits_and_schedules(tmp_path, monkeypatch: py
     ]
     assert by_method["__init__"] == {"host": "http://kfp.example:8080"}
     run = by_method["create_run_from_pipeline_package"]
+    assert_the_package_is_the_notebooks_job(tmp_path / "work" / "zeus_pipeline.yaml")
     assert run["arguments"] == {"job_id": "quickstart"} and run["experiment_name"] == "zeus-kfp"
     recurring = by_method["create_recurring_run"]
     assert recurring["cron_expression"] == "0 0 2 * * *"
     assert recurring["max_concurrency"] == 1 and recurring["no_catchup"] is True
     assert recurring["pipeline_package_path:pipeline_name"] == "zeus-recurrence"
     assert "scheduled recurring run rr-7" in text_of(tagged(nb, "cluster")[0])
+
+
+def assert_the_package_is_the_notebooks_job(path: Path) -> None:
+    """The compiled package's run defaults are the job the notebook defines, not the example job: its job id
+    and settings, its script as the image holds it, and the GPU's own maximum power (read at run time)."""
+    from components.image import IMAGE_EXAMPLES_DIR
+    from pipelines.package import CompiledPackage
+    from zeus.train import example_spec
+
+    package = CompiledPackage.read(path)
+    example = example_spec()
+    assert package.default("job_id") == "quickstart" != example.job_id
+    assert package.default("target_metric") == example.target_metric  # the notebook's spec takes the example's
+    assert package.default("train_command") == ["{python}", f"{IMAGE_EXAMPLES_DIR}/train_zeus.py"]
+    assert package.default("preprocess_ref") == "zeus.train.example:make_dataset"
+    assert package.default("max_power_w") == 0.0 and package.has_task("gpu-power")
+    assert package.constants("preprocess")["max_attempts"] == 2  # the notebook's ATTEMPTS
+    assert str(path.parent) not in path.read_text()  # no path of this machine in what a cluster runs

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.image import DEFAULT_TRAIN_IMAGE
+from components.image import image_tags
 from zeus.cli import app
 from zeus.store import open_store
 from zeus.train.env import ENV_VARS
@@ -84,4 +84,5 @@ def test_the_readme_names_every_variable_a_trial_gets_and_the_image_make_builds(
     for placeholder in ("{python}", "{batch_size}", "{data_dir}", "{log_dir}", "{work_dir}"):
         assert f"`{placeholder}`" in own
     (base,) = re.findall(r"^FROM (\S+)$", own, re.M)
-    assert base == DEFAULT_TRAIN_IMAGE  # the tag `make image` builds (tests/ux/test_images.py)
+    (repo,) = set(re.findall(r"--image-repo (\S+)", own))
+    assert base == image_tags(repo)[1]  # the CUDA tag `make push-image IMAGE_REPO=<repo>` pushes (test_images.py)

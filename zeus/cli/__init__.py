@@ -9,6 +9,7 @@ from zeus.cli import (  # noqa: F401  (register commands)
     cluster_cmd,
     compile_cmd,
     doctor_cmd,
+    dry_run_cmd,
     jobs_cmd,
     run_cmd,
     simulate_cmd,

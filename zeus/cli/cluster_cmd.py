@@ -1,8 +1,9 @@
 """`zeus-kfp upload|submit|schedule`: the compiled pipeline on a Kubeflow cluster through kfp.Client.
 
 The commands are thin: options -> pipelines.client, which validates everything and talks to
-kfp.Client. Without --package they compile the project's pipeline into a temporary file with
-the compile options given (the same ones `zeus-kfp compile` takes).
+kfp.Client. They send the package `zeus-kfp compile` wrote (--package, default ./zeus_pipeline.yaml)
+and nothing else: they never compile a pipeline of their own, so what runs is what was compiled, with
+its images, backend, Secret and job. A package compiled for another backend than the cluster's is refused.
 """
 
 from __future__ import annotations
@@ -23,15 +24,9 @@ TokenEnv = Annotated[
     str, typer.Option(help="Name of the environment variable holding the bearer token (the value is never printed).")
 ]
 Package = Annotated[
-    Path | None, typer.Option(help="A pipeline YAML from `zeus-kfp compile`; default: compile one now.")
+    Path | None,
+    typer.Option(help="The pipeline YAML `zeus-kfp compile` wrote (default: ./zeus_pipeline.yaml); sent as it is."),
 ]
-Attempts = Annotated[int | None, typer.Option(help="Compile: guarded attempts per recurrence.")]
-Gpus = Annotated[int | None, typer.Option(help="Compile: GPUs for the train step (0 = CPU).")]
-KfpBackend = Annotated[
-    str | None, typer.Option(help="Compile: the cluster's KFP backend, 2.5, 2.15 or 2.17 (default 2.17).")
-]
-MinioSecret = Annotated[str | None, typer.Option(help="Compile: Kubernetes Secret with the MinIO credentials.")]
-Image = Annotated[str | None, typer.Option(help="Compile: the component image.")]
 Params = Annotated[
     list[str] | None, typer.Option("--param", help="Pipeline argument KEY=VALUE (repeatable), e.g. max_epochs=10.")
 ]
@@ -39,27 +34,27 @@ Experiment = Annotated[str, typer.Option(help="KFP experiment (created if missin
 ServiceAccount = Annotated[str | None, typer.Option(help="Kubernetes service account for the run's pods.")]
 
 
+def _connection(host: str | None, namespace: str | None, token_env: str) -> Any:
+    """Where the KFP API is (checked first: the host is every cluster command's first need)."""
+    from pipelines.client import Connection
+
+    return Connection.from_env(host, namespace, token_env)
+
+
 @contextlib.contextmanager
-def _cluster(
-    host: str | None,
-    namespace: str | None,
-    token_env: str,
-    package: Path | None,
-    compile_options: dict[str, Any],
-) -> Iterator[tuple[Any, Path, Any]]:
-    """Get the package and a `connect()` that makes the kfp.Client: a command checks what it can
-    (the run's arguments) before it connects, so bad input never reaches the network. Our input
-    errors reach the app's error handler (exit 2, naming the field); an API or network failure
-    exits 1 here saying what to check (never echoing the token)."""
+def _cluster(conn: Any) -> Iterator[Any]:
+    """A `connect()` that makes the kfp.Client: a command checks what it can (the host, the package, the run's
+    arguments) before it connects, so bad input never reaches the network. Our input errors reach the app's
+    error handler (exit 2, naming the field); an API or network failure exits 1 here saying what to check
+    (never echoing the token)."""
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     from pipelines import client as kfp_client
 
-    conn = kfp_client.Connection.from_env(host, namespace, token_env)
+    token_env = conn.token_env
     try:
-        with kfp_client.pipeline_package(package, **compile_options) as path:
-            yield (lambda: kfp_client.connect(conn)), path, conn
+        yield lambda: kfp_client.connect(conn)
     except (ApiException, HTTPError, OSError) as err:
         status = getattr(err, "status", None)
         reason = getattr(err, "reason", None) or type(err).__name__
@@ -72,35 +67,16 @@ def _cluster(
         raise typer.Exit(1) from None
 
 
-def _compile_options(
-    attempts: int | None,
-    gpus: int | None,
-    kfp_backend: str | None,
-    minio_secret: str | None,
-    image: str | None,
-    namespace: str | None,
-) -> dict[str, Any]:
-    """What to compile with when no --package is given (the namespace picks the default store)."""
-    return {
-        "attempts": attempts,
-        "gpus": gpus,
-        "kfp_backend": kfp_backend,
-        "minio_secret": minio_secret,
-        "image": image,
-        "namespace": namespace,
-    }
-
-
-def _run_arguments(pairs: list[str] | None, path: Path) -> dict[str, Any]:
+def _run_arguments(pairs: list[str] | None, package: Any) -> dict[str, Any]:
     """The --param pairs as the package's run arguments, checked against it: submit and schedule both
-    call this before they connect, so bad input never reaches the network."""
-    from pipelines.client import parse_arguments, pipeline_parameters, validate_run_arguments
+    call this before they send anything."""
+    from pipelines.client import parse_arguments, validate_run_arguments
     from zeus.train.collectors import PARAM, CollectorSpec
 
-    arguments = parse_arguments(pairs or [], pipeline_parameters(path))
+    arguments = parse_arguments(pairs or [], package.parameters)
     if arguments.get(PARAM):  # checked at the edge (@file.yaml allowed), sent as canonical JSON
         arguments[PARAM] = CollectorSpec.from_arg(str(arguments[PARAM])).to_json()
-    validate_run_arguments(path, arguments)
+    validate_run_arguments(package, arguments)
     return arguments
 
 
@@ -115,20 +91,17 @@ def upload(
     name: Annotated[str, typer.Option(help="Pipeline name in the KFP UI.")] = "zeus-kfp",
     description: Annotated[str, typer.Option(help="Pipeline description.")] = "Energy-optimal recurring training",
     package: Package = None,
-    attempts: Attempts = None,
-    gpus: Gpus = None,
-    kfp_backend: KfpBackend = None,
-    minio_secret: MinioSecret = None,
-    image: Image = None,
     namespace: Namespace = None,
     token_env: TokenEnv = "KFP_TOKEN",
 ) -> None:
-    """Upload the pipeline to KFP (a new version if a pipeline with that name exists)."""
+    """Upload the compiled pipeline to KFP (a new version if a pipeline with that name exists)."""
+    from pipelines.client import read_package
     from pipelines.client import upload as do_upload
 
-    options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
-    with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
-        result = do_upload(connect(), path, name, description)
+    conn = _connection(host, namespace, token_env)
+    compiled = read_package(package)
+    with _cluster(conn) as connect:
+        result = do_upload(connect(), compiled, name, description)
     details = " ".join(f"{k}={v}" for k, v in result.items())
     typer.echo(f"uploaded pipeline {name!r}: {details}")
     _echo_ui_link(conn.host, "pipelines", result["pipeline_id"])
@@ -141,25 +114,22 @@ def submit(
     run_name: Annotated[str | None, typer.Option(help="Run name (default: KFP's).")] = None,
     param: Params = None,
     package: Package = None,
-    attempts: Attempts = None,
-    gpus: Gpus = None,
-    kfp_backend: KfpBackend = None,
-    minio_secret: MinioSecret = None,
-    image: Image = None,
     pipeline_root: Annotated[str | None, typer.Option(help="Where KFP keeps artifacts, e.g. s3://bucket/root.")] = None,
     service_account: ServiceAccount = None,
     namespace: Namespace = None,
     token_env: TokenEnv = "KFP_TOKEN",
 ) -> None:
-    """Start one recurrence of the job on the cluster now."""
+    """Start one recurrence of the compiled pipeline on the cluster now."""
+    from pipelines.client import read_package
     from pipelines.client import submit as do_submit
 
-    options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
-    with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
-        arguments = _run_arguments(param, path)  # before connecting
+    conn = _connection(host, namespace, token_env)
+    compiled = read_package(package)
+    arguments = _run_arguments(param, compiled)  # before connecting
+    with _cluster(conn) as connect:
         run_id = do_submit(
             connect(),
-            path,
+            compiled,
             arguments,
             experiment=experiment,
             run_name=run_name,
@@ -181,29 +151,42 @@ def schedule(
     experiment: Experiment = "zeus-kfp",
     param: Params = None,
     package: Package = None,
-    pipeline_id: Annotated[str | None, typer.Option(help="Schedule an uploaded pipeline instead of a package.")] = None,
-    version_id: Annotated[str | None, typer.Option(help="...and this version of it.")] = None,
-    attempts: Attempts = None,
-    gpus: Gpus = None,
-    kfp_backend: KfpBackend = None,
-    minio_secret: MinioSecret = None,
-    image: Image = None,
+    pipeline_id: Annotated[
+        str | None, typer.Option(help="Schedule an uploaded pipeline (`zeus-kfp upload` printed its id) instead.")
+    ] = None,
+    version_id: Annotated[
+        str | None, typer.Option(help="With --pipeline-id: which version of it (default: its newest).")
+    ] = None,
     service_account: ServiceAccount = None,
     namespace: Namespace = None,
     token_env: TokenEnv = "KFP_TOKEN",
 ) -> None:
     """Run the job on a schedule: one recurrence per cron tick (kfp recurring run)."""
+    from pipelines.client import (
+        ClusterInputError,
+        latest_version,
+        read_package,
+        uploaded_package,
+        validate_cron,
+        validate_max_concurrency,
+    )
     from pipelines.client import schedule as do_schedule
-    from pipelines.client import validate_cron, validate_max_concurrency
 
-    validate_cron(cron)  # the cheap checks before compiling anything
+    validate_cron(cron)  # the cheap checks before reading anything
     validate_max_concurrency(max_concurrency)
-    options = _compile_options(attempts, gpus, kfp_backend, minio_secret, image, namespace)
-    with _cluster(host, namespace, token_env, package, options) as (connect, path, conn):
-        arguments = _run_arguments(param, path)  # before connecting
+    conn = _connection(host, namespace, token_env)
+    if pipeline_id and package is not None:
+        raise ClusterInputError("package", str(package), "no --package with --pipeline-id (the uploaded one runs)")
+    compiled = None if pipeline_id else read_package(package)
+    arguments = _run_arguments(param, compiled) if compiled is not None else None  # before connecting
+    with _cluster(conn) as connect:
+        client = connect()
+        if arguments is None:  # an uploaded pipeline: its own parameters say what --param may set
+            version_id = version_id or latest_version(client, pipeline_id)
+            arguments = _run_arguments(param, uploaded_package(client, pipeline_id, version_id))
         recurring_id = do_schedule(
-            connect(),
-            path,
+            client,
+            compiled,
             arguments,
             cron=cron,
             max_concurrency=max_concurrency,

@@ -43,18 +43,34 @@ def _own_job(
         raise FieldError(
             "spec", None, "a YAML or JSON file of your job's JobSpec fields (or its options), with --command"
         )
+    from zeus.cli.own_job import load_spec_file
     from zeus.steps.inputs import check_trial_inputs
 
     argv = split_command(command, local=False)
     # What the train step would refuse, refused now (the paths are the image's: not checked here).
     check_trial_inputs(command=argv, zeus_aware=zeus_aware, metric_pattern=metric_pattern or "")
+    pinned = "max_power_w" in given or (spec_file is not None and "max_power_w" in load_spec_file(spec_file))
     return {
         "spec": own_spec(spec_file, given),
+        "read_max_power": not pinned,  # unless the job pins it, the runs read their GPU's
         "command": argv,
         "zeus_aware": zeus_aware,
         "metric_pattern": metric_pattern or "",
         "preprocess": preprocess or "",
     }
+
+
+def _images_line(path: Path) -> str:
+    """The images the package names, read back from it: what the cluster must be able to pull."""
+    from pipelines.package import CompiledPackage
+
+    package = CompiledPackage.read(path)
+    train = package.image("attempt-1-train")
+    pods = package.env("attempt-1-train").get("ZEUS_LAUNCH_IMAGE", train)
+    return (
+        f"images (the cluster must be able to pull them): store steps {package.image('preprocess')}, "
+        f"train {train}, a cluster trial's pods {pods}"
+    )
 
 
 @app.command(name="compile", help=COMPILE_HELP)
@@ -67,7 +83,17 @@ def compile_cmd(
         str, typer.Option(help="KFP backend the cluster runs: 2.5 (Kubeflow 1.10), 2.15 (Kubeflow 1.11) or 2.17.")
     ] = "2.17",
     attempts: Annotated[int, typer.Option(help="Trials per recurrence at most (fixed at compile time).")] = 5,
-    gpus: Annotated[int, typer.Option(help="GPUs the train step requests; 0 = CPU only.")] = 1,
+    gpus: Annotated[
+        int | None,
+        typer.Option(help="GPUs the train step requests; 0 = CPU only. Default 1, or 0 with a cluster --launcher."),
+    ] = None,
+    launcher: Annotated[
+        str,
+        typer.Option(
+            help="Where the runs' trials run by default: local, torchrun (in train's pod), trainjob or pytorchjob "
+            "(a Kubeflow job whose pods hold the GPUs, the train step none)."
+        ),
+    ] = "local",
     accelerator: Annotated[str, typer.Option(help="The GPU resource name train requests.")] = "nvidia.com/gpu",
     minio_secret: Annotated[
         str | None,
@@ -88,24 +114,31 @@ def compile_cmd(
     zeusd: Annotated[
         bool, typer.Option(help="Give train the node IP as ZEUSD_HOST so power limits go through zeusd (deploy/zeusd).")
     ] = True,
+    image_repo: Annotated[
+        str | None,
+        typer.Option(
+            help="Where you pushed the images (make push-image IMAGE_REPO=...): its -cpu tag for the store steps, "
+            "its -cuda tag for train. Default: $ZEUS_KFP_IMAGE_REPO."
+        ),
+    ] = None,
     image: Annotated[
         str | None,
-        typer.Option(help="Image of the store steps (default: $ZEUS_KFP_IMAGE or what `make image` tags -cpu)."),
+        typer.Option(help="Image of the store steps (default: $ZEUS_KFP_IMAGE, else --image-repo's -cpu tag)."),
     ] = None,
     train_image: Annotated[
         str | None,
-        typer.Option(help="Image of train (default: $ZEUS_KFP_TRAIN_IMAGE or the -cuda tag; with --gpus 0 --image)."),
+        typer.Option(
+            help="Image of train and a cluster trial's pods, e.g. your own with your script (default: "
+            "$ZEUS_KFP_TRAIN_IMAGE, else --image-repo's -cuda tag). Given alone, every step runs on it."
+        ),
     ] = None,
     store: Annotated[
         str | None,
         typer.Option(
-            help="Default store URI of the runs (a run parameter). Default: "
-            "s3://mlpipeline/private/<namespace>/zeus-kfp (allowed in multi-user mode, not expired by retention)."
+            help="Default store URI of the runs (a run parameter). Default: s3://mlpipeline/private/{namespace}/"
+            "zeus-kfp, {namespace} being the run's own, read in its pods (allowed for that namespace's key in "
+            "multi-user mode, not expired by KFP's artifact retention)."
         ),
-    ] = None,
-    namespace: Annotated[
-        str | None,
-        typer.Option(help="Your Kubeflow namespace (profile), for the default store. Default: $KFP_NAMESPACE."),
     ] = None,
     policy: Annotated[str, typer.Option(help="Default batch-size policy of the runs (a run parameter).")] = "default",
     requests: Annotated[
@@ -130,6 +163,18 @@ def compile_cmd(
         ),
     ] = None,
     run_as_user: Annotated[int | None, typer.Option(help="UID the containers run as (KFP 2.17 only).")] = None,
+    image_pull_secret: Annotated[
+        Repeated,
+        typer.Option(
+            help="Secret to pull the images from a private registry with (repeatable): every step, trial pods."
+        ),
+    ] = None,
+    shm_size: Annotated[
+        str, typer.Option(help="/dev/shm of train and a cluster trial's pods (memory-backed; 'none': the runtime's).")
+    ] = "8Gi",
+    trial_timeout: Annotated[
+        float, typer.Option(help="Seconds a cluster trial's job may run at most (its deadline), default a day.")
+    ] = 86400.0,
     store_retries: Annotated[
         int, typer.Option(help="Retries of a failed store step (where the backend honours them).")
     ] = 3,
@@ -159,18 +204,22 @@ def compile_cmd(
     ] = None,
     settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
 ) -> None:
-    from pipelines.compile import compile_pipeline, default_store_uri
+    from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
     from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
 
     job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {})
     path = compile_pipeline(
         output,
+        launcher=launcher,
+        image_pull_secrets=image_pull_secret or (),
+        shm_size=None if shm_size.lower() in ("", "none") else shm_size,
+        trial_timeout_s=trial_timeout,
         kfp_backend=kfp_backend,
         attempts=attempts,
         image=image,
         train_image=train_image,
+        image_repo=image_repo,
         store_uri=store,
-        namespace=namespace,
         policy=policy,
         gpus=gpus,
         accelerator=accelerator,
@@ -185,8 +234,21 @@ def compile_cmd(
         store_retries=store_retries,
         **job,
     )
-    typer.echo(f"wrote {path} for KFP {kfp_backend} ({attempts} attempts, {gpus} GPU(s) per trial)")
-    typer.echo(f"default store: {store or default_store_uri(namespace)}")
+    pinned = not job.get("read_max_power", True)
+    train_gpus = gpus if gpus is not None else (0 if launcher in ("trainjob", "pytorchjob") else 1)
+    typer.echo(
+        f"wrote {path} for KFP {kfp_backend} ({attempts} attempts; launcher {launcher}, "
+        f"{train_gpus} GPU(s) on the train step)"
+    )
+    typer.echo(_images_line(path))
+    default_store = store or DEFAULT_STORE_URI
+    where = " ({namespace}: the namespace each run's pods are in)" if "{namespace}" in default_store else ""
+    typer.echo(f"default store: {default_store}{where}")
+    typer.echo(
+        f"time priced at max_power_w={job['spec'].max_power_w:g} W (pinned)"
+        if pinned
+        else "time priced at the GPU's maximum power limit, read at run time by the gpu-power step (max_power_w 0)"
+    )
     if kfp_backend.startswith("2.5"):
         typer.echo("note: KFP 2.5 ignores retries of nested steps, so only the first attempt's store steps retry")
     if not minio_secret:

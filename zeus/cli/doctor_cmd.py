@@ -24,7 +24,7 @@ def doctor(
         Path | None, typer.Option(help="The compiled pipeline YAML: its target backend and default store.")
     ] = None,
     kfp_backend: Annotated[
-        str | None, typer.Option(help="The backend you compile for, when no --package says it (2.5, 2.15, 2.17).")
+        str | None, typer.Option(help="The backend you compile for, when no --package says it (2.5, 2.15, 2.16, 2.17).")
     ] = None,
     store: Annotated[str | None, typer.Option(help="Store URI to check (default: the package's default).")] = None,
 ) -> None:

@@ -15,7 +15,10 @@ The train step becomes the trial's controller:
    (zeus.launch.handoff); the result is re-priced under the job's cost function.
 5. **Delete.** The job (and its pods) is deleted when the trial ends, fails, or the step is stopped
    (SIGTERM, as when KFP cancels a run). A step killed outright leaves the job to its retry, and the
-   job's activeDeadlineSeconds (the trial's timeout) bounds it regardless.
+   trial's timeout (a day unless ZEUS_LAUNCH_TIMEOUT_S says otherwise) bounds it regardless: the job's
+   activeDeadlineSeconds, and the pod command's own deadline (the only bound Trainer v2.1 knows).
+
+A TrainJob is built in the shape the cluster's Trainer accepts (zeus.launch.trainer_api: v2.1 or v2.2+).
 """
 
 from __future__ import annotations
@@ -239,6 +242,60 @@ def _check_store(config: LaunchConfig, store_uri: str) -> None:
         )
 
 
+def trial_job(
+    config: LaunchConfig,
+    spec: JobSpec,
+    *,
+    batch_size: int,
+    cost_threshold: float | None,
+    command: Sequence[str],
+    store_uri: str,
+    recurrence_id: str,
+    attempt: int,
+    gpu: str = "auto",
+    reuse: bool = False,
+    seed: int | None = None,
+    warmup_iters: int = 10,
+    profile_iters: int = 40,
+    min_window_s: float | None = None,
+    step_env: dict[str, str] | None = None,
+) -> TrialJob:
+    """Everything the trial's manifest says (zeus.launch.manifests builds it): what run_cluster_trial creates,
+    and what `zeus-kfp dry-run` prints. `step_env`: the train step's environment (default: this process's)."""
+    _check_store(config, store_uri)
+    check_recurrence_id(recurrence_id)
+    if not config.image:
+        raise LaunchError(ENV["image"], config.image, "the train image for the trial's pods")
+    trial_env = TrialEnv.for_trial(
+        spec,
+        batch_size=batch_size,
+        log_dir=POD_LOG_DIR,
+        cost_threshold=cost_threshold,
+        warmup_iters=warmup_iters,
+        profile_iters=profile_iters,
+        min_window_s=min_window_s,
+        gpu=gpu,
+        seed=seed,
+    ).to_env()
+    return TrialJob(
+        config=config,
+        handoff=Handoff(store_uri, spec.job_id, recurrence_id, attempt, run="pending"),
+        command=fill_placeholders(command, batch_size),
+        trial_env=trial_env,
+        step_env=dict(os.environ) if step_env is None else step_env,
+        reuse=reuse,
+    )
+
+
+def with_trainer_api(config: LaunchConfig, api_client: Any) -> LaunchConfig:
+    """`config` with the TrainJob shape the cluster's Trainer accepts (read from it unless set)."""
+    if config.launcher != "trainjob" or config.trainer_api is not None:
+        return config
+    from zeus.launch.trainer_api import detect
+
+    return replace(config, trainer_api=detect(api_client))
+
+
 def run_cluster_trial(
     config: LaunchConfig,
     spec: JobSpec,
@@ -262,31 +319,25 @@ def run_cluster_trial(
     clock: Callable[[], float] = time.monotonic,
 ) -> TrialOutcome:
     """Run one trial as the configured Kubeflow job; see the module docstring. Returns the runner's outcome."""
-    _check_store(config, store_uri)
-    check_recurrence_id(recurrence_id)
-    if not config.image:
-        raise LaunchError(ENV["image"], config.image, "the train image for the trial's pods")
-    trial_env = TrialEnv.for_trial(
+    reuse = reuse_profile is not None and not reuse_profile.empty
+    trial = trial_job(
+        config,
         spec,
         batch_size=batch_size,
-        log_dir=POD_LOG_DIR,
         cost_threshold=cost_threshold,
+        command=command,
+        store_uri=store_uri,
+        recurrence_id=recurrence_id,
+        attempt=attempt,
+        gpu=gpu,
+        reuse=reuse,
+        seed=seed,
         warmup_iters=warmup_iters,
         profile_iters=profile_iters,
         min_window_s=min_window_s,
-        gpu=gpu,
-        seed=seed,
-    ).to_env()
-    reuse = reuse_profile is not None and not reuse_profile.empty
-    trial = TrialJob(
-        config=config,
-        handoff=Handoff(store_uri, spec.job_id, recurrence_id, attempt, run="pending"),
-        command=fill_placeholders(command, batch_size),
-        trial_env=trial_env,
-        step_env=dict(os.environ),
-        reuse=reuse,
     )
     jobs = KubeJobs(KINDS[config.launcher], config.resolved_namespace(), api_client)
+    trial = replace(trial, config=with_trainer_api(config, jobs.api_client))
     cluster = ClusterTrial(
         jobs, trial, job_name(spec.job_id, recurrence_id, attempt), out or sys.stdout, clock, timeout_s
     )

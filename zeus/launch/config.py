@@ -17,6 +17,7 @@ The cluster launchers run torchrun in every pod too (`num_nodes` pods of `gpus_p
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -29,7 +30,17 @@ LAUNCHERS = ("local", "torchrun", "trainjob", "pytorchjob")
 CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob")
 DEFAULT_RUNTIME = "torch-distributed"
 GPU_RESOURCE = "nvidia.com/gpu"
+# A cluster trial's job is bounded by default (its activeDeadlineSeconds; the pod command's own deadline on
+# Trainer v2.1, which has no such field): a step killed outright must not leave a job holding GPUs for ever.
+# A day, as the bandit's dispatch_timeout_s, after which the next bandit step records the trial failed anyway.
+DEFAULT_TRIAL_TIMEOUT_S = 86400.0
+# /dev/shm of train and a cluster trial's pods: the container runtime's 64 MiB breaks NCCL's intra-node
+# transport and PyTorch DataLoader workers. A memory-backed emptyDir: it counts against the pod's memory.
+DEFAULT_SHM_SIZE = "8Gi"
+TRAINER_APIS = ("v2.1", "v2.2")  # Kubeflow Trainer's TrainJob shapes (zeus.launch.trainer_api): v2.2 = v2.2+
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+# The pod's own namespace, from the downward API (metadata.namespace): the compiled pipeline gives it to every step.
+POD_NAMESPACE_ENV = "ZEUS_NAMESPACE"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 # The train step's environment (set by the compiled pipeline; see pipelines/dag.py).
@@ -42,11 +53,41 @@ ENV = {
     "timeout_s": "ZEUS_LAUNCH_TIMEOUT_S",
     "store_secret": "ZEUS_S3_SECRET_NAME",
     "allow_local_store": "ZEUS_LAUNCH_ALLOW_LOCAL_STORE",
+    "tolerations": "ZEUS_LAUNCH_TOLERATIONS",  # JSON list of pod tolerations (train's)
+    "node_selector": "ZEUS_LAUNCH_NODE_SELECTOR",  # JSON object (train's)
+    "image_pull_secrets": "ZEUS_LAUNCH_IMAGE_PULL_SECRETS",  # comma-separated Secret names
+    "shm_size": "ZEUS_LAUNCH_SHM_SIZE",  # /dev/shm size of the pods ("" or unset: the runtime's)
+    "trainer_api": "ZEUS_LAUNCH_TRAINER_API",  # v2.1 or v2.2 (unset: read from the cluster's TrainJob schema)
+    "step_gpus": "ZEUS_STEP_GPUS",  # GPUs the train step itself holds (set by the compiled pipeline)
 }
+_JSON = {"tolerations": list, "node_selector": dict}
 
 
 class LaunchError(FieldError):
     """A launch setting is out of range; names the setting and what it allows."""
+
+
+def _json_setting(var: str, raw: str, kind: type) -> object:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, kind):
+        raise LaunchError(var, raw, f"a JSON {'list' if kind is list else 'object'} (the compiled pipeline writes it)")
+    return tuple(value) if kind is list else value
+
+
+def pod_namespace(environ: Mapping[str, str] | None = None) -> str | None:
+    """The namespace this process runs in, when it runs in a pod: $ZEUS_NAMESPACE (the downward API), else the
+    service account's namespace file; None outside a pod."""
+    env = os.environ if environ is None else environ
+    if env.get(POD_NAMESPACE_ENV, "").strip():
+        return env[POD_NAMESPACE_ENV].strip()
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE) as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -70,11 +111,18 @@ class LaunchConfig:
     service_account: str | None = None
     gpu_resource: str = GPU_RESOURCE  # "" requests no GPU (a CPU cluster; ranks get simulated GPUs)
     pending_timeout_s: float = 900.0  # a job whose pods have not all started by then is a failed trial
-    timeout_s: float | None = None  # the whole trial; also the job's activeDeadlineSeconds
+    timeout_s: float | None = DEFAULT_TRIAL_TIMEOUT_S  # the whole trial; also the job's deadline
     store_secret: str | None = None  # the Secret with the store's keys (accesskey, secretkey) for the pods
     allow_local_store: bool = False  # a directory store works on a cluster only if pods share that volume
     watch_s: float = 10.0  # how long one watch of the job waits for a change before the pods are checked
     extra_env: Mapping[str, str] = field(default_factory=dict)  # plain variables the pods also get
+    # What the pods inherit from the train step (the compiled pipeline sets them: pipelines/platform.py).
+    tolerations: tuple[Mapping[str, str], ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    image_pull_secrets: tuple[str, ...] = ()
+    shm_size: str | None = None
+    trainer_api: str | None = None  # v2.1 / v2.2; None: ask the cluster (zeus.launch.trainer_api)
+    step_gpus: int = 0
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
@@ -91,6 +139,19 @@ class LaunchConfig:
                 raise LaunchError(name, value, "a positive number of seconds")
         if self.timeout_s is not None and not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
             raise LaunchError("timeout_s", self.timeout_s, "a positive number of seconds, or unset")
+        if self.trainer_api is not None and self.trainer_api not in TRAINER_APIS:
+            allowed = " or ".join(TRAINER_APIS) + " (v2.2: Trainer v2.2 or later)"
+            raise LaunchError(ENV["trainer_api"], self.trainer_api, allowed)
+        object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))
+        object.__setattr__(self, "image_pull_secrets", tuple(self.image_pull_secrets))
+        if self.cluster and self.step_gpus > 0:
+            raise LaunchError(
+                "launcher",
+                self.launcher,
+                f"local or torchrun in a pipeline whose train step holds {self.step_gpus} GPU(s): a {self.launcher} "
+                "trial runs on its own pods' GPUs while train's would sit idle; compile with --launcher "
+                f"{self.launcher} for a train step without GPUs",
+            )
 
     @classmethod
     def from_params(
@@ -113,6 +174,14 @@ class LaunchConfig:
                     found[name] = float(raw)
                 except ValueError:
                     raise LaunchError(var, raw, "a number of seconds") from None
+            elif name in _JSON:
+                found[name] = _json_setting(var, raw, _JSON[name])
+            elif name == "image_pull_secrets":
+                found[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
+            elif name == "step_gpus":
+                if not raw.isdigit():
+                    raise LaunchError(var, raw, "a number of GPUs (an integer >= 0)")
+                found[name] = int(raw)
             elif name == "allow_local_store":
                 found[name] = raw.lower() in ("1", "true", "yes")
             else:
@@ -151,13 +220,10 @@ class LaunchConfig:
             raise JobSpecError("batch_sizes", list(spec.batch_sizes), f"multiples of the world size {world}")
 
     def resolved_namespace(self) -> str:
-        """The namespace to create jobs in: the setting, else the step's own (from its service account)."""
-        if self.namespace:
-            return self.namespace
-        try:
-            with open(SERVICE_ACCOUNT_NAMESPACE) as fh:
-                return fh.read().strip()
-        except OSError:
+        """The namespace to create jobs in: the setting, else the step's own."""
+        namespace = self.namespace or pod_namespace()
+        if not namespace:
             raise LaunchError(
                 ENV["namespace"], None, "a namespace (the step runs outside a pod, so it cannot use its own)"
-            ) from None
+            )
+        return namespace

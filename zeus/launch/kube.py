@@ -27,6 +27,7 @@ LOG_TAIL_LINES = 40
 SETUP_HINTS = {
     403: "the pipeline's service account may not do that here: apply deploy/rbac (kubectl apply -k deploy/rbac)",
     404: "is the operator installed? (Kubeflow Trainer v2 for trainjob, the Training Operator v1 for pytorchjob)",
+    422: "the cluster's CRD refused a field: check the operator's version (ZEUS_LAUNCH_TRAINER_API for a TrainJob)",
 }
 
 
@@ -139,17 +140,20 @@ class KubeJobs:
             raise
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Create the job; a refusal that is the cluster's setup (not this trial's) says what to check."""
+        """Create the job, with strict field validation: a field the cluster's CRD does not know is refused
+        rather than dropped (a dropped label would leave the trial's pods unfindable). A refusal that is the
+        cluster's setup (not this trial's) says what to check."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return self.custom.create_namespaced_custom_object(*self._where, body)
+            return self.custom.create_namespaced_custom_object(*self._where, body, field_validation="Strict")
         except ApiException as exc:
             hint = SETUP_HINTS.get(exc.status)
             if hint is None:
                 raise
             what = f"{self.kind.kind} ({self.kind.api_version}) in namespace {self.namespace}"
-            raise LaunchSetupError(f"could not create a {what}: {exc.status} {exc.reason}; {hint}") from exc
+            detail = f" ({str(exc.body)[:600]})" if exc.status == 422 and exc.body else ""
+            raise LaunchSetupError(f"could not create a {what}: {exc.status} {exc.reason}{detail}; {hint}") from exc
 
     def delete(self, name: str) -> bool:
         """Delete the job and (by propagation) its pods; False if it was already gone."""

@@ -1,8 +1,12 @@
 """The TrainJob and PyTorchJob manifests of one cluster trial, as plain dicts.
 
-Why dicts: the kubernetes client creates custom objects from dicts, and the tests validate the
-very same dicts against the CRDs' OpenAPI schemas (Kubeflow Trainer v2.3 TrainJob, Training
-Operator 1.9 PyTorchJob). Both kinds carry the same trial:
+Why dicts: the kubernetes client creates custom objects from dicts, `zeus-kfp dry-run` prints them, and
+the tests validate the very same dicts against the CRDs' OpenAPI schemas (Kubeflow Trainer v2.1.0, v2.2.0
+and v2.3.0 TrainJob, Training Operator 1.9 PyTorchJob). A TrainJob takes one of two shapes
+(zeus.launch.trainer_api says which the cluster has): Trainer v2.2+ patches the runtime's pod template
+through `runtimePatches` and bounds the job with `activeDeadlineSeconds`; v2.1, which Kubeflow 1.11 ships,
+has neither (its API server would silently drop them) and takes `podTemplateOverrides` instead. Both kinds
+carry the same trial:
 
 - the image and the pod command: zeus.launch.torchrun wrapping the user's command, with torchrun's
   settings from the operator's PET_* variables (one node per pod, `gpus_per_node` ranks each);
@@ -13,8 +17,12 @@ Operator 1.9 PyTorchJob). Both kinds carry the same trial:
 - labels tying it to the job, recurrence, attempt and run (on the job object and on its pods), and
   annotations with the run and a digest of everything else, so a retried step can tell its
   predecessor's job (adopt it) from a different one (replace it);
+- the train step's scheduling (tolerations, node selector, the GPU resource name), image pull secrets and
+  a memory-backed /dev/shm; `sidecar.istio.io/inject: "false"`, as KFP's own pods have (a profile
+  namespace injects Istio, and a classic sidecar keeps a finished pod Running for ever);
 - no retries (backoffLimit 0 / restartPolicy Never: a restarted rank spends the energy twice) and
-  the trial's timeout as activeDeadlineSeconds, so an orphaned job cannot run forever.
+  the trial's timeout as activeDeadlineSeconds (v2.2+, PyTorchJob) and as the pod command's own
+  deadline (every kind: the only bound Trainer v2.1 has), so an orphaned job cannot run for ever.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from typing import Any
 
 from zeus.launch.config import LaunchConfig
 from zeus.launch.handoff import STORE_PLAIN_ENV, STORE_SECRET_KEY_TO_ENV, Handoff
-from zeus.launch.torchrun import pod_command
+from zeus.launch.torchrun import DEADLINE_ENV, pod_command
 
 LABEL_PREFIX = "zeus-kfp.ml/"
 RUN_ANNOTATION = f"{LABEL_PREFIX}run"
@@ -38,6 +46,9 @@ PATCH_MANAGER = "zeus-kfp.ml/launcher"
 POD_WORK_DIR = "/tmp/zeus-trial"
 POD_LOG_DIR = f"{POD_WORK_DIR}/logs"
 NODE_IP_FIELD = "status.hostIP"
+ISTIO_OPT_OUT = {"sidecar.istio.io/inject": "false"}
+SHM_VOLUME = "dshm"
+TRAINER_NODE = "node"  # the torch runtimes' replicated job and trainer container
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -128,6 +139,8 @@ def env_list(trial: TrialJob) -> list[dict[str, Any]]:
         plain["ZEUSD_PORT"] = trial.step_env["ZEUSD_PORT"]
     if trial.reuse:
         plain["ZEUS_HANDOFF_REUSE"] = "1"
+    if trial.config.timeout_s:
+        plain[DEADLINE_ENV] = str(_deadline_s(trial.config.timeout_s))
     plain.update(trial.config.extra_env)
     env: list[dict[str, Any]] = [{"name": name, "value": str(value)} for name, value in sorted(plain.items())]
     if trial.config.store_secret:
@@ -148,8 +161,42 @@ def _gpus(config: LaunchConfig) -> dict[str, Any]:
     return {"limits": {config.gpu_resource: config.gpus_per_node}} if config.gpu_resource else {}
 
 
+def pod_metadata(trial: TrialJob) -> dict[str, Any]:
+    """The pods' labels (how the step finds them) and the Istio opt-out."""
+    return {"labels": labels(trial.handoff), "annotations": dict(ISTIO_OPT_OUT)}
+
+
+def pod_settings(config: LaunchConfig) -> dict[str, Any]:
+    """What the pods inherit from the train step, as PodSpec fields (every kind and version takes these)."""
+    spec: dict[str, Any] = {}
+    if config.service_account:
+        spec["serviceAccountName"] = config.service_account
+    if config.tolerations:
+        spec["tolerations"] = [dict(t) for t in config.tolerations]
+    if config.node_selector:
+        spec["nodeSelector"] = dict(config.node_selector)
+    if config.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": name} for name in config.image_pull_secrets]
+    if config.shm_size:
+        spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": config.shm_size}}]
+    return spec
+
+
+def _mounts(config: LaunchConfig) -> list[dict[str, str]]:
+    return [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}] if config.shm_size else []
+
+
+def _trainer_pod_spec(config: LaunchConfig) -> dict[str, Any]:
+    """pod_settings plus the trainer container's /dev/shm mount, as both TrainJob shapes patch a pod."""
+    spec = pod_settings(config)
+    if config.shm_size:
+        spec["containers"] = [{"name": TRAINER_NODE, "volumeMounts": _mounts(config)}]
+    return spec
+
+
 def trainjob_spec(trial: TrialJob) -> dict[str, Any]:
-    """A TrainJob's spec on the configured ClusterTrainingRuntime (torch-distributed by default)."""
+    """A TrainJob's spec on the configured ClusterTrainingRuntime (torch-distributed by default), in the shape
+    of the cluster's Trainer (config.trainer_api: v2.1, else v2.2+)."""
     config = trial.config
     trainer: dict[str, Any] = {
         "image": config.image,
@@ -160,17 +207,20 @@ def trainjob_spec(trial: TrialJob) -> dict[str, Any]:
     }
     if config.gpu_resource:
         trainer["resourcesPerNode"] = _gpus(config)
-    pod_template: dict[str, Any] = {"metadata": {"labels": labels(trial.handoff)}}
-    if config.service_account:
-        pod_template["spec"] = {"serviceAccountName": config.service_account}
-    node_patch = {"name": "node", "template": {"spec": {"template": pod_template}}}
     spec: dict[str, Any] = {
         "runtimeRef": {"name": config.runtime, "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
         "trainer": trainer,
-        "runtimePatches": [
-            {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node_patch]}}}}
-        ],
     }
+    pod_spec = _trainer_pod_spec(config)
+    if config.trainer_api == "v2.1":
+        override: dict[str, Any] = {"targetJobs": [{"name": TRAINER_NODE}], "metadata": pod_metadata(trial)}
+        spec["podTemplateOverrides"] = [override | ({"spec": pod_spec} if pod_spec else {})]
+        return spec  # no activeDeadlineSeconds before v2.2: the pod command's deadline bounds the job
+    pod_template: dict[str, Any] = {"metadata": pod_metadata(trial)} | ({"spec": pod_spec} if pod_spec else {})
+    node_patch = {"name": TRAINER_NODE, "template": {"spec": {"template": pod_template}}}
+    spec["runtimePatches"] = [
+        {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node_patch]}}}}
+    ]
     if config.timeout_s:
         spec["activeDeadlineSeconds"] = _deadline_s(config.timeout_s)
     return spec
@@ -187,10 +237,10 @@ def pytorchjob_spec(trial: TrialJob) -> dict[str, Any]:
     }
     if config.gpu_resource:
         container["resources"] = _gpus(config)
-    pod_spec: dict[str, Any] = {"containers": [container]}
-    if config.service_account:
-        pod_spec["serviceAccountName"] = config.service_account
-    template = {"metadata": {"labels": labels(trial.handoff)}, "spec": pod_spec}
+    if config.shm_size:
+        container["volumeMounts"] = _mounts(config)
+    pod_spec: dict[str, Any] = {"containers": [container], **pod_settings(config)}
+    template = {"metadata": pod_metadata(trial), "spec": pod_spec}
     replicas = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template}}
     if config.num_nodes > 1:
         replicas["Worker"] = {"replicas": config.num_nodes - 1, "restartPolicy": "Never", "template": template}

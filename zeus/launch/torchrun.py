@@ -10,7 +10,9 @@ to its own file, and rank 0's files are copied to this process's stdout and stde
 "ChildFailedError": the wrapper reads torchrun's exit codes and the ranks' own records and, on
 rank 0's node, rewrites result.json as a failed trial with that rank's error and the energy the
 ranks spent. (3) On a cluster, rank 0's node hands the result back through the store
-(zeus.launch.handoff).
+(zeus.launch.handoff). (4) On a cluster, the trial's deadline ($ZEUS_TRIAL_DEADLINE_S, from the pod's
+start): past it the ranks are stopped and the pod fails, so a job whose train step was killed outright
+cannot hold its GPUs for ever, even on Trainer v2.1, whose TrainJob has no activeDeadlineSeconds.
 
 It is torch's own launcher (torch.distributed.run), so it reads the same PET_* variables that
 Kubeflow Trainer and the Training Operator set in each pod (nodes, processes per node, node rank,
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -42,6 +45,34 @@ ELASTIC_SUBDIR = (
 )
 TERMINATION_LOG = Path("/dev/termination-log")  # Kubernetes shows what is written here as the pod's failure message
 TAIL_LINES = 20
+DEADLINE_ENV = "ZEUS_TRIAL_DEADLINE_S"  # zeus.launch.manifests sets it from the trial's timeout
+
+
+class _Deadline:
+    """SIGTERM to this process once `seconds` have passed: torchrun stops the ranks as it does for a stopped pod."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.passed = seconds, False
+        self._timer = threading.Timer(seconds, self._expire) if seconds > 0 else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self) -> None:
+        self.passed = True
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    @classmethod
+    def from_env(cls) -> _Deadline:
+        raw = os.environ.get(DEADLINE_ENV, "").strip()
+        try:
+            return cls(float(raw) if raw else 0.0)
+        except ValueError:
+            raise SystemExit(f"invalid {DEADLINE_ENV}={raw!r}: allowed a number of seconds") from None
 
 
 def local_command(command: Sequence[str], nproc_per_node: int, python: str | None = None) -> list[str]:
@@ -153,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f.start()
     exits: dict[int, int] = {}
     stopped_by = None
+    deadline = _Deadline.from_env()
     try:
         run(torch_args)
     except ChildFailedError as exc:
@@ -160,13 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SignalException as exc:
         stopped_by = int(exc.sigval)
     finally:
+        deadline.cancel()
         for f in followers:
             f.stop()
 
     if not exits and stopped_by is None:
         code = 0
     else:
-        code = _report_failure(env, log_dir, elastic_dir, exits, stopped_by, node_rank, nproc, world_size)
+        late = deadline.seconds if deadline.passed else None
+        code = _report_failure(env, log_dir, elastic_dir, exits, stopped_by, node_rank, nproc, world_size, late)
     if handoff is not None and node_rank == 0:
         handoff.publish(log_dir)
     return code
@@ -181,13 +215,17 @@ def _report_failure(
     node_rank: int,
     nproc: int,
     world_size: int,
+    deadline_s: float | None = None,
 ) -> int:
     """Name the rank that failed first (stderr and the pod's termination message) and, on rank 0's node,
-    record the failed trial in result.json."""
+    record the failed trial in result.json. `deadline_s`: the trial's deadline passed (it stopped the ranks)."""
     first = node_rank * nproc
     records = read_rank_records(log_dir)
     tails = {first + i: _tail(elastic_dir, i) for i in range(nproc)}
-    if stopped_by is not None:
+    if deadline_s is not None:
+        why = f"the trial's deadline of {deadline_s:g} s passed ({DEADLINE_ENV}); its ranks were stopped"
+        cause = RankFailure(first, why, secondary=True)
+    elif stopped_by is not None:
         cause = RankFailure(first, f"torchrun was stopped by {signal_name(stopped_by)}", secondary=True)
     else:
         cause = root_cause(rank_failures(exits, records, tails))

@@ -11,22 +11,24 @@ and may be a penalty rather than money spent (the simulator's 0-epoch quirk repo
 threshold for a trial that never ran). The early-stop threshold is beta x the lowest spend of
 a recurrence that reached the target.
 
-The view is read off a `Tally` (zeus.policy.tally), the fold of the whole history record by record
-(`read_history`), made afresh for every decision.
+The view is read off a `Tally` (zeus.policy.tally), the statistics of the whole history over its
+columns (`read_history`), made afresh for every decision.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
 import numpy as np
 
 from zeus.job import JobSpec, TrialRecord
-from zeus.policy.recurrences import Recurrences
+from zeus.policy import recurrences
 from zeus.policy.tally import Tally, WindowEntry
 from zeus.policy.walk import Observation
+from zeus.trials import TrialHistory
+
+History = TrialHistory | Sequence[TrialRecord]  # what a policy takes: columns, or records in any order
 
 
 class NoFeasibleBatchSizeError(ValueError):
@@ -37,8 +39,8 @@ class NoFeasibleBatchSizeError(ValueError):
 class HistoryView:
     """What a policy needs from the history, read off its tally once per decision."""
 
-    tally: Tally
     feasible: tuple[int, ...]  # candidate sizes still allowed (below the smallest oom)
+    tally: Tally
     dispatched: tuple[TrialRecord, ...]  # in flight
     best_spend: float | None  # lowest spend of a recurrence that reached the target
     fallback: float  # what a miss whose retry is not known yet is charged: the cheapest mean reached cost
@@ -54,8 +56,7 @@ class HistoryView:
                 f"every batch size ran out of memory (smallest oom at {limit}); "
                 f"allowed batch_sizes must include a size below {limit}"
             )
-        best_spend = tally.recurrences.best_spend()
-        return cls(tally, feasible, tuple(tally.in_flight), best_spend, tally.cheapest_mean(), tally.num_records)
+        return cls(feasible, tally, tuple(tally.in_flight), tally.best_spend, tally.cheapest_mean(), tally.num_records)
 
     def threshold(self, spec: JobSpec) -> float | None:
         """Early-stop threshold: beta x the lowest recurrence spend; None without early stop or a finish."""
@@ -83,7 +84,7 @@ class HistoryView:
 
     def window(self, batch_size: int) -> list[WindowEntry]:
         """The size's last `window_size` observations, oldest first (a window_size > 0 job only)."""
-        return list(self.tally.windows[self.tally.sizes.index(batch_size)])
+        return self.tally.window(batch_size)
 
     def charged(self, batch_size: int, window_size: int = 0) -> tuple[int, float | None]:
         """(count, mean) of the size's observed costs (the last `window_size` when > 0), each miss charged
@@ -97,12 +98,10 @@ class HistoryView:
         return arm.n, (arm.total + arm.known + arm.pending * self.fallback) / arm.n
 
     def charged_window(self, batch_size: int) -> np.ndarray:
-        charges = self.tally.recurrences
         values = []
-        for cost, reached, recurrence, trial, p_i in self.window(batch_size):
+        for cost, reached, charge in self.window(batch_size):
             if not reached:
-                known = charges.known_charge(recurrence, trial, p_i)
-                cost += self.fallback if known is None else known
+                cost += self.fallback if charge is None else charge
             values.append(cost)
         return np.asarray(values, dtype=float)
 
@@ -112,21 +111,18 @@ class HistoryView:
                 if arm.n}  # fmt: skip
 
 
-def fold_history(spec: JobSpec, history: Sequence[TrialRecord]) -> Tally:
-    """The tally of `history` (any order; folded in trial order, then recurrence)."""
-    tally = Tally(spec)
-    for record in sorted(history, key=attrgetter("trial", "recurrence")):
-        tally.add(record)
-    return tally
+def tally_history(spec: JobSpec, history: History) -> Tally:
+    """The tally of `history` (any order; taken in trial order, then recurrence)."""
+    return Tally(spec, TrialHistory.of(history))
 
 
-def read_history(spec: JobSpec, history: Sequence[TrialRecord]) -> HistoryView:
+def read_history(spec: JobSpec, history: History) -> HistoryView:
     """Summarize `history` (any order) under the shared failure semantics."""
-    return HistoryView.of(fold_history(spec, history))
+    return HistoryView.of(tally_history(spec, history))
 
 
 def retry_charges(
-    recurrences: np.ndarray, spend: np.ndarray, finished: np.ndarray, reached: np.ndarray, *, fallback: float
+    recurrences_of: np.ndarray, spend: np.ndarray, finished: np.ndarray, reached: np.ndarray, *, fallback: float
 ) -> np.ndarray:
     """Per record (in trial order): what the rest of its recurrence spent to reach the target.
 
@@ -138,16 +134,17 @@ def retry_charges(
     ran out of attempts), the cheapest mean cost of a reached size stands in: what a retry costs at
     best. Nothing has reached yet: 0 (exploration compares misses among themselves).
 
-    The policies fold this (zeus.policy.recurrences); this is the same rule, record by record.
+    The policies compute this per miss (zeus.policy.recurrences); this is the same rule for every record.
     """
-    book = Recurrences()
-    spent = []
-    for i, (r, s, done, hit) in enumerate(zip(recurrences.tolist(), spend.tolist(), finished, reached, strict=True)):
-        spent.append(book.add(int(r), i, float(s) if done else 0.0, None, bool(done and hit))[0])
-    charges = [
-        book.known_charge(int(r), i, p) for i, (r, p) in enumerate(zip(recurrences.tolist(), spent, strict=True))
-    ]
-    return np.array([fallback if c is None else c for c in charges], dtype=float)
+    finished = np.asarray(finished, dtype=bool)
+    reached = finished & np.asarray(reached, dtype=bool)
+    charged = recurrences.charges(
+        np.asarray(recurrences_of, dtype=np.int64),
+        np.where(finished, np.asarray(spend, dtype=float), 0.0),
+        reached,
+        np.ones(len(finished), dtype=bool),
+    ).charge
+    return np.where(np.isnan(charged), fallback, charged)
 
 
 def decision_rng(seed: int, num_records: int) -> np.random.Generator:

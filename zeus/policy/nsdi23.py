@@ -4,7 +4,7 @@ Faithful to ml-energy/zeus `PruningGTSBatchSizeOptimizer` (zeus/_legacy/policy/o
 `num_pruning_rounds` rounds of pruning exploration from the default batch size, then Gaussian
 Thompson sampling over the survivors, where each arm's rewards are every observation of that
 size (windowed to the last `window_size`), including the not-reached ones from exploration.
-Zeus keeps that as mutable optimizer state; here it is a fold of the history (zeus.policy.tally: the
+Zeus keeps that as mutable optimizer state; here it is computed from the history (zeus.policy.tally: the
 walk and each arm's count, sum and spread of costs), rebuilt from the whole history on every call.
 
 Concurrency (Zeus's `concurrency=True` and its Alibaba-trace simulation): while an exploration

@@ -1,168 +1,189 @@
-"""The policies' state as a fold over trial records: `Tally.add` takes one record at a time, in trial order.
+"""The policies' statistics of a job's history, computed over its columns (zeus.trials.TrialHistory).
 
-Everything both policies derive a decision from is a running statistic of the history, so the history
-never needs to be read again: per batch size its first observation (the `default` walk's step), the count,
-sum and Welford mean and sum of squared deviations of its costs (Zeus's Gaussian posterior), the same for
-its reached costs after the first (the pooled noise of `default`), its reached count and sum (the cheapest
-mean, which stands in for a retry not known yet), the known charges and the pending misses of its misses
-(zeus.policy.recurrences), and with a window the last `window_size` observations; the smallest size that
-ran out of memory; the cheapest reached observation; the largest observed trial number; per recurrence
-its spend (the early-stop threshold); and Zeus's pruning walk, folded observation by observation.
+Everything both policies derive a decision from is a statistic of the history, computed afresh for
+every decision: per batch size its first observation (the walk's step), the count, sum, mean and
+squared deviations of its costs (Zeus's Gaussian posterior), the same for its reached costs after the
+first (the pooled noise of `turning-walk`), its reached count and sum (the cheapest mean, which stands
+in for a retry not known yet), the known charges and the pending misses of its misses
+(zeus.policy.recurrences), and with a window the last `window_size` observations; the smallest size
+that ran out of memory; the cheapest reached observation; the largest observed trial number; the
+lowest spend of a recurrence that reached (the early-stop threshold); and Zeus's pruning walk.
 
-Zeus's walk depends on which sizes are feasible, and a later oom can shrink that set, which would replay
-the walk over fewer sizes from the start. So one walk is kept per set the oom rule can leave (the
-smallest k sizes, k = 1..n), each fed every observation; an oom drops the walks of larger sets. Each
-accepts only the size it waits for and ends after a few rounds, so this costs little.
+Records are taken in trial order (then recurrence), the order they happened in; sums run in that
+order. Nothing is kept between decisions: a history gives one tally, in any process.
 
-What is an observation, a miss, a spend: zeus.policy.history (the shared failure semantics). The fold is
-the only way the policies read a history (`read_history` folds the records from an empty tally, on
-every decision), so one history gives one decision, to the last bit, in any process.
+Zeus's walk depends on which sizes are feasible, and an oom rules out every size from it up: only
+the walk over the sizes that are still feasible matters, and it takes, in order, each observation of
+the size it waits for (Zeus's `expecting` check), found by a search per step.
+
+What is an observation, a miss, a spend: zeus.policy.history (the shared failure semantics).
 """
 
 from __future__ import annotations
 
 import math
-import sys
-from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
 
 from zeus.job import JobSpec, TrialRecord, TrialStatus
+from zeus.policy import recurrences
 from zeus.policy.pruning import PruningWalk, feasible_default
-from zeus.policy.recurrences import Recurrences
+from zeus.trials import STATUS_CODE, TrialHistory
 
-# Per-size statistics (see _Arm).
-ARM_FIELDS = ("n", "total", "mean", "m2", "first_cost", "first_reached", "reached_n", "reached_total", "rep_n",
-              "rep_mean", "rep_m2", "known", "pending")  # fmt: skip
-_NOT_LEARNED = (TrialStatus.FAILED, TrialStatus.OOM)
+_NOT_LEARNED = [STATUS_CODE[TrialStatus.FAILED], STATUS_CODE[TrialStatus.OOM]]
 
-
-def _nan_to_num(value: float | None) -> float:
-    """numpy's nan_to_num for one value: NaN (or None) -> 0, +-inf -> +-the largest float."""
-    if value is None or value != value:
-        return 0.0
-    if math.isinf(value):
-        return math.copysign(sys.float_info.max, value)
-    return float(value)
+# One observation in a window: (cost, reached, the retry charge of a miss: None while not known).
+WindowEntry = tuple[float, bool, float | None]
 
 
-def spend(spec: JobSpec, record: TrialRecord) -> float:
-    """What a finished trial cost its recurrence: from energy and time when both are known (the cost may
-    be a penalty, not money spent: zeus.policy.history), its cost otherwise."""
-    energy, time = record.energy_j, record.time_s
-    if energy is None or time is None or energy != energy or time != time:  # x != x: NaN
-        return _nan_to_num(record.cost)
-    return spec.cost(_nan_to_num(energy), _nan_to_num(time))
+@dataclass(frozen=True)
+class Arm:
+    """One batch size's statistics. first_cost is NaN before its first observation."""
+
+    n: int  # observations (finished trials that were not failed or oom, with a cost)
+    total: float  # their costs' sum, in trial order
+    mean: float
+    m2: float  # the sum of squared deviations from the mean
+    first_cost: float
+    first_reached: bool
+    reached_n: int
+    reached_total: float
+    rep_n: int  # reached observations after the size's first (which carries the profiling epoch)
+    rep_mean: float
+    rep_m2: float
+    known: float  # the summed retry charges of its misses whose retry is known
+    pending: int  # its misses whose retry is not known yet
 
 
-class _Arm:
-    """One batch size's statistics (ARM_FIELDS). first_cost is NaN until its first observation."""
-
-    __slots__ = ARM_FIELDS
-
-    def __init__(self) -> None:
-        defaults = (0, 0.0, 0.0, 0.0, math.nan, False, 0, 0.0, 0, 0.0, 0.0, 0.0, 0)
-        for name, value in zip(ARM_FIELDS, defaults, strict=True):
-            setattr(self, name, value)
-
-    def observe(self, cost: float, reached: bool) -> None:
-        if self.n == 0:
-            self.first_cost, self.first_reached = cost, reached
-        elif reached:  # a repeat that reached: the noise of a size's cost, without its first (profiling) trial
-            self.rep_n += 1
-            delta = cost - self.rep_mean
-            self.rep_mean += delta / self.rep_n
-            self.rep_m2 += delta * (cost - self.rep_mean)
-        self.n += 1
-        self.total += cost
-        delta = cost - self.mean
-        self.mean += delta / self.n
-        self.m2 += delta * (cost - self.mean)
-        if reached:
-            self.reached_n += 1
-            self.reached_total += cost
+def spend(spec: JobSpec, history: TrialHistory) -> np.ndarray:
+    """What each finished trial cost its recurrence: from energy and time when both are known (the cost
+    may be a penalty, not money spent: zeus.policy.history), its cost otherwise."""
+    energy, time = history.energy_j, history.time_s
+    parts = ~(np.isnan(energy) | np.isnan(time))
+    priced = spec.cost(np.nan_to_num(energy), np.nan_to_num(time))
+    return np.where(parts, priced, np.nan_to_num(history.cost))
 
 
-# One observation in a window: (cost, reached, recurrence, trial, its recurrence's spend through it).
-WindowEntry = tuple[float, bool, int, int, float]
+def _spread(values: np.ndarray) -> tuple[float, float]:
+    """(mean, sum of squared deviations) of some costs; exactly (value, 0) when they are all equal (Zeus
+    then collapses the posterior onto that value)."""
+    if not len(values):
+        return 0.0, 0.0
+    if values.min() == values.max():
+        return float(values[0]), 0.0
+    mean = _in_order_sum(values) / len(values)
+    return mean, float(((values - mean) ** 2).sum())
+
+
+def _size_index(sizes: tuple[int, ...], batch_size: np.ndarray) -> np.ndarray:
+    allowed = np.asarray(sizes, dtype=np.int64)
+    order = np.argsort(allowed)
+    where = np.clip(np.searchsorted(allowed[order], batch_size), 0, len(allowed) - 1)
+    index = order[where]
+    wrong = allowed[index] != batch_size
+    if wrong.any():
+        raise ValueError(
+            f"invalid history: batch_size={int(batch_size[wrong][0])} is not one of the job's batch_sizes {list(sizes)}"
+        )
+    return index
 
 
 class Tally:
-    """The fold of a job's trial records (in trial order) under `spec`."""
+    """The statistics of a job's history under `spec`."""
 
-    def __init__(self, spec: JobSpec) -> None:
+    def __init__(self, spec: JobSpec, history: TrialHistory) -> None:
         self.spec = spec
         self.sizes: tuple[int, ...] = spec.batch_sizes
         self._index = {b: i for i, b in enumerate(self.sizes)}
-        self.arms = [_Arm() for _ in self.sizes]
-        self.recurrences = Recurrences()
-        self.num_records = 0
-        self.min_oom: int | None = None
-        self.best_cost: float | None = None  # the cheapest reached observation (the first of equals)
-        self.best_size: int | None = None
-        self.max_trial: int | None = None  # the largest trial number observed
-        self.windows: list[deque[WindowEntry]] = [deque(maxlen=spec.window_size) for _ in self.sizes]
-        self.walks: dict[int, PruningWalk] = {
-            k: PruningWalk(self.sizes[:k], feasible_default(self.sizes[:k], spec.default_batch_size),
-                           spec.num_pruning_rounds)
-            for k in range(1, len(self.sizes) + 1)
-        }  # fmt: skip
-        self.in_flight: list[TrialRecord] = []  # dispatched records
+        h = history.in_trial_order()
+        size = _size_index(self.sizes, h.batch_size)
+        self.num_records = len(h)
+        dispatched = h.has(TrialStatus.DISPATCHED)
+        self.in_flight: list[TrialRecord] = [h[i] for i in np.flatnonzero(dispatched)]
+        finished = ~dispatched
+        oom = h.has(TrialStatus.OOM)
+        self.min_oom: int | None = int(h.batch_size[oom].min()) if oom.any() else None
+        reached = h.has(TrialStatus.REACHED)
+        observed = finished & ~np.isin(h.status, _NOT_LEARNED) & ~np.isnan(h.cost)
+        charged = recurrences.charges(
+            h.recurrence[finished], spend(self.spec, h)[finished], reached[finished], (observed & ~reached)[finished]
+        )
+        self.best_spend = charged.best_spend
+        kept = observed[finished]
+        self._size, self._cost = size[observed], h.cost[observed]
+        self._reached, self._charge = reached[observed], charged.charge[kept]
+        self.max_trial: int | None = int(h.trial[observed].max()) if observed.any() else None
+        self.arms = [self._arm(i) for i in range(len(self.sizes))]
+        best = np.flatnonzero(self._reached)
+        best = best[np.argmin(self._cost[best])] if len(best) else None  # the first of equals
+        self.best_cost: float | None = None if best is None else float(self._cost[best])
+        self.best_size: int | None = None if best is None else self.sizes[self._size[best]]
 
-    # -- folding ---------------------------------------------------------------------------------
-
-    def add(self, record: TrialRecord) -> None:
-        """Fold one record; records must come in trial order."""
-        i = self._index.get(record.batch_size)
-        if i is None:
-            raise ValueError(
-                f"invalid history: batch_size={record.batch_size} is not one of the job's batch_sizes "
-                f"{list(self.sizes)}"
-            )
-        self.num_records += 1
-        status = record.status
-        if status is TrialStatus.DISPATCHED:
-            self.in_flight.append(record)
-            return
-        if status is TrialStatus.OOM and (self.min_oom is None or record.batch_size < self.min_oom):
-            self.min_oom = record.batch_size
-            for k in [k for k in self.walks if k > i]:
-                del self.walks[k]  # sets with the oom size in them can no longer be the feasible one
-        cost = record.cost
-        observed = status not in _NOT_LEARNED and cost is not None and cost == cost
-        reached = status is TrialStatus.REACHED
-        miss = record.batch_size if observed and not reached else None
-        p_i, changed = self.recurrences.add(record.recurrence, record.trial, spend(self.spec, record), miss, reached)
-        for b, (known, pending) in changed.items():
-            arm = self.arms[self._index[b]]
-            arm.known += known
-            arm.pending += pending
-        if observed:
-            self._observe(i, record, float(cost), reached, p_i)
-
-    def _observe(self, i: int, record: TrialRecord, cost: float, reached: bool, p_i: float) -> None:
-        self.arms[i].observe(cost, reached)
-        if reached and (self.best_cost is None or cost < self.best_cost):
-            self.best_cost, self.best_size = cost, record.batch_size
-        if self.max_trial is None or record.trial > self.max_trial:
-            self.max_trial = record.trial
-        if self.spec.window_size > 0:
-            self.windows[i].append((cost, reached, record.recurrence, record.trial, p_i))
-        for walk in self.walks.values():  # PruningWalk.offer, inlined: this runs per walk per observation
-            if walk.expected == record.batch_size:
-                walk.report(record.batch_size, cost, reached)
+    def _arm(self, i: int) -> Arm:
+        rows = np.flatnonzero(self._size == i)
+        costs, reached = self._cost[rows], self._reached[rows]
+        mean, m2 = _spread(costs)
+        repeats = costs[1:][reached[1:]]
+        rep_mean, rep_m2 = _spread(repeats)
+        miss_charges = self._charge[rows][~reached]
+        known = ~np.isnan(miss_charges)
+        return Arm(
+            n=len(rows),
+            total=_in_order_sum(costs),
+            mean=mean,
+            m2=m2,
+            first_cost=float(costs[0]) if len(rows) else math.nan,
+            first_reached=bool(reached[0]) if len(rows) else False,
+            reached_n=int(reached.sum()),
+            reached_total=_in_order_sum(costs[reached]),
+            rep_n=len(repeats),
+            rep_mean=rep_mean,
+            rep_m2=rep_m2,
+            known=float(miss_charges[known].sum()),
+            pending=int((~known).sum()),
+        )
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def arm(self, batch_size: int) -> _Arm:
+    def arm(self, batch_size: int) -> Arm:
         return self.arms[self._index[batch_size]]
+
+    def window(self, batch_size: int) -> list[WindowEntry]:
+        """The size's last `window_size` observations, oldest first."""
+        rows = np.flatnonzero(self._size == self._index[batch_size])[-self.spec.window_size :]
+        charges = [None if math.isnan(c) else float(c) for c in self._charge[rows]]
+        return list(zip(self._cost[rows].tolist(), self._reached[rows].tolist(), charges, strict=True))
 
     def feasible(self) -> tuple[int, ...]:
         return tuple(b for b in self.sizes if self.min_oom is None or b < self.min_oom)
 
     def pruning_walk(self) -> PruningWalk | None:
-        """Zeus's walk over the feasible sizes (None when none is feasible)."""
-        return self.walks.get(len(self.feasible()))
+        """Zeus's walk over the feasible sizes, fed every observation in trial order (None when no size is
+        feasible). Only the size the walk waits for is taken, so each step is one search for that size's
+        next observation."""
+        feasible = self.feasible()
+        if not feasible:
+            return None
+        default = feasible_default(feasible, self.spec.default_batch_size)
+        walk = PruningWalk(feasible, default, self.spec.num_pruning_rounds)
+        rows_of = {b: np.flatnonzero(self._size == self._index[b]) for b in feasible}
+        after = -1
+        while walk.expected is not None:
+            rows = rows_of[walk.expected]
+            k = int(np.searchsorted(rows, after, side="right"))
+            if k == len(rows):
+                break
+            after = int(rows[k])
+            walk.report(walk.expected, float(self._cost[after]), bool(self._reached[after]))
+        return walk
 
     def cheapest_mean(self) -> float:
         """The lowest mean cost of reached observations over batch sizes; 0 when nothing has reached."""
         means = [arm.reached_total / arm.reached_n for arm in self.arms if arm.reached_n]
         return min(means) if means else 0.0
+
+
+def _in_order_sum(values: np.ndarray) -> float:
+    """((0 + v1) + v2) + ...: the sum a running total gives (numpy's sum pairs terms up)."""
+    return float(np.bincount(np.zeros(len(values), dtype=np.intp), weights=values, minlength=1)[0])

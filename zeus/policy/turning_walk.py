@@ -47,9 +47,9 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
    default while nothing has reached.
 
 Everything is derived from the history (dispatched trials included), so any process decides the
-same, and every statistic used folds trial by trial (zeus.policy.tally): per size its first result,
-the count and sum of its costs and its misses' charges, the spread of its repeat costs, whether it
-reached; the smallest oom; the cheapest reached recurrence; the largest finished trial number (for
+same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
+first result, the count and sum of its costs and its misses' charges, the spread of its repeat costs,
+whether it reached; the smallest oom; the cheapest reached recurrence; the largest finished trial number (for
 "outlasted").
 """
 

@@ -22,7 +22,7 @@ job's early stop (beta) already caps.
 
 Walk steps are compared with first trials only: a size's first trial also pays for profiling the
 power limits, so the comparison is like for like. Everything is a function of each size's first
-finished observation, so the state folds trial by trial: a size's first result, once, per size.
+finished observation: a size's first result, once, per size.
 
 The two directions are two walkers from the default size; run one after the other they are the
 sequential walk above. Every size's first finished observation is its walk step, wherever it came from,

@@ -93,6 +93,13 @@ class GPU(Protocol):
     def close(self) -> None: ...
 
 
+def measure_only_note(gpu: GPU) -> str:
+    """What a trial's reason says when limits could not be set, with why (no zeusd, a GPU zeusd could not
+    match, a refused token, ...): a trial that only measured must say so where its result is shown."""
+    why = getattr(gpu, "measure_only_reason", "")
+    return f"{MEASURE_ONLY_NOTE} ({why})" if why else MEASURE_ONLY_NOTE
+
+
 def gpu_source(gpu: GPU) -> str:
     """Where a trial's figures come from, as TrialResult.source says it: "measured (nvml)",
     "simulated (GPU model)", or "simulated (GPU model, wall clock)" when the model ran on real time."""

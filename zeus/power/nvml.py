@@ -133,6 +133,15 @@ class NvmlGPU:
         default = self._nvml.nvmlDeviceGetPowerManagementDefaultLimit(h)
         return PowerConstraints(min_w=lo / 1000.0, max_w=hi / 1000.0, default_w=default / 1000.0)
 
+    def pci_bus_ids(self) -> list[str]:
+        """Each visible GPU's PCI address as NVML gives it ("00000000:3B:00.0"): the one name of a GPU that a pod
+        (which sees only its own GPUs, renumbered from 0) and the node's daemons agree on."""
+        out = []
+        for h in self._handles:
+            bus_id = self._nvml.nvmlDeviceGetPciInfo(h).busId
+            out.append(bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id))
+        return out
+
     def get_power_limit(self, index: int) -> float:
         return self._nvml.nvmlDeviceGetPowerManagementLimit(self._handles[index]) / 1000.0
 

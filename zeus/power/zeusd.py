@@ -6,8 +6,14 @@ power and energy needs no privilege, so reads stay local (NVML) and only writes 
 
 Configuration (environment): ZEUSD_HOST (on Kubeflow the node IP, from status.hostIP) and
 ZEUSD_PORT (default 4938), or ZEUSD_HOST_PORT="host:port" as Zeus itself reads it;
-ZEUSD_TOKEN for a daemon with JWT auth; ZEUSD_GPU_IDS="3,5" when the pod's GPU 0, 1 are the
-node's GPU 3, 5 (zeusd numbers GPUs as the node sees them). Only TCP mode is supported.
+ZEUSD_TOKEN for a daemon with JWT auth. Only TCP mode is supported.
+
+Which GPU is which: zeusd numbers the node's GPUs; a pod sees only the GPUs it was given, renumbered
+from 0. On an 8-GPU node a trial on node GPU 5 is its own GPU 0, so sending "0" would cap another tenant's
+GPU. So each visible GPU is matched to zeusd's by PCI address (NVML's busId against the `pci_address` that
+`/discover` lists per GPU, ml-energy/zeus#252, after zeusd v0.5.0), and when one cannot be matched, or the
+daemon lists no addresses, no limit is set at all: measure-only, said once. ZEUSD_GPU_IDS="5,2" states the
+node indices by hand instead (for a daemon too old to list addresses).
 
 API (zeusd's current routes): GET /discover; POST /gpu/set_power_limit?gpu_ids=..&power_limit_mw=..
 &block=true. Older daemons expose POST /gpu/{id}/set_power_limit with a JSON body; on a 404
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 import requests
 
@@ -29,6 +36,39 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 4938
 TIMEOUT_S = 10.0
+
+
+_PCI = re.compile(r"^([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
+
+
+def pci_key(address: str) -> tuple[int, int, int, int] | None:
+    """(domain, bus, device, function) of a PCI address in NVML's ("00000000:3B:00.0") or lspci -D's
+    ("0000:3b:00.0") spelling; None when it is neither."""
+    match = _PCI.match(str(address).strip())
+    return tuple(int(part, 16) for part in match.groups()) if match else None  # type: ignore[return-value]
+
+
+def node_gpu_ids(local_bus_ids: list[str], daemon_gpus: object) -> tuple[list[int] | None, str]:
+    """zeusd's index of each of this pod's GPUs, matched by PCI address, or (None, why not)."""
+    if not isinstance(daemon_gpus, list) or not daemon_gpus:
+        return None, "zeusd's /discover lists no GPU with its pci_address (a zeusd newer than v0.5.0 does)"
+    by_address: dict[tuple[int, int, int, int], list[int]] = {}
+    for gpu in daemon_gpus:
+        key = pci_key(gpu.get("pci_address", "")) if isinstance(gpu, dict) else None
+        if key is None or not isinstance(gpu.get("id"), int):
+            return None, f"zeusd's /discover lists a GPU without a usable id and pci_address: {gpu!r}"
+        by_address.setdefault(key, []).append(gpu["id"])
+    ids = []
+    for index, bus_id in enumerate(local_bus_ids):
+        found = by_address.get(pci_key(bus_id) or (-1, -1, -1, -1), [])
+        if len(found) != 1:
+            listed = ", ".join(str(g.get("pci_address")) for g in daemon_gpus if isinstance(g, dict))
+            return (
+                None,
+                f"this pod's GPU {index} ({bus_id}) is {'ambiguous' if found else 'not'} among zeusd's ({listed})",
+            )
+        ids.append(found[0])
+    return ids, ""
 
 
 class ZeusdClient:
@@ -90,9 +130,9 @@ class ZeusdGPU(NvmlGPU):
     def __init__(self, client: ZeusdClient, gpu_ids: list[int] | None = None) -> None:
         super().__init__()
         self.client = client
-        self.gpu_ids = gpu_ids or list(range(self.device_count()))
-        if len(self.gpu_ids) < self.device_count():
+        if gpu_ids is not None and len(gpu_ids) < self.device_count():
             raise GPUError(f"invalid ZEUSD_GPU_IDS={gpu_ids!r}: allowed one node GPU index per visible GPU")
+        self.gpu_ids: list[int] = list(gpu_ids or [])
         try:
             info = self.client.discover()
         except requests.RequestException as exc:
@@ -101,6 +141,13 @@ class ZeusdGPU(NvmlGPU):
         groups = info.get("enabled_api_groups")
         if groups is not None and "gpu-control" not in groups:
             self.disable_limits(f"zeusd at {client.base_url} has the gpu-control API disabled")
+            return
+        if gpu_ids is None:  # which of the node's GPUs are ours: by PCI address, or none at all
+            mapped, why = node_gpu_ids(self.pci_bus_ids(), info.get("gpus"))
+            if mapped is None:
+                self.disable_limits(f"cannot tell which of zeusd's GPUs are this pod's, so none is touched: {why}")
+                return
+            self.gpu_ids = mapped
 
     @classmethod
     def from_env(cls) -> ZeusdGPU:

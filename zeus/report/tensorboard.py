@@ -7,7 +7,7 @@ batch size and power limit of the recurrence's final trial (the one that reached
 the default configuration's cost and the saving when known, `simulated` (1: the figures come from
 a simulated GPU), and the bandit's posterior mean cost per batch size after the recurrence: the
 run's policy's arm states from the history up to the recurrence's last trial (zeus.report.arms),
-one fold of that prefix per report step.
+the statistics of that prefix per report step.
 `zeus-kfp tensorboard JOB` syncs the directory from any store and serves it on 127.0.0.1.
 
 Why one file per recurrence, not one growing file: the store is append-only with immutable

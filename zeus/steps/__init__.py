@@ -22,6 +22,7 @@ from zeus.steps.params import (
     threshold_from_param,
     threshold_to_param,
 )
+from zeus.steps.power import MaxPower, gpu_power
 from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
 from zeus.steps.reporting import report
 from zeus.steps.summary import summarize
@@ -37,6 +38,7 @@ __all__ = [
     "PYTHON_TOKEN",
     "AbandonedTrial",
     "Choice",
+    "MaxPower",
     "Prepared",
     "RecurrenceSummary",
     "StepError",
@@ -47,6 +49,7 @@ __all__ = [
     "fail_stale",
     "fail_unfinished",
     "feedback",
+    "gpu_power",
     "prepare",
     "preprocess",
     "report",

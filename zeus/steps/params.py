@@ -33,6 +33,36 @@ PYTHON_TOKEN = "{python}"
 # allows no custom schema_title, so this is how readers tell the profile from other datasets.
 PROFILE_KIND = "zeus.PowerProfile"
 
+# In a store URI, "{namespace}" stands for the namespace the step's pod runs in, read at run time: the compiled
+# default store (s3://mlpipeline/private/{namespace}/zeus-kfp) names no namespace, so one uploaded (shared)
+# pipeline keeps each namespace's jobs under that namespace's own prefix, the one its key may use.
+NAMESPACE_TOKEN = "{namespace}"
+
+
+def resolve_store_uri(store_uri: str, environ: dict[str, str] | None = None) -> str:
+    """`store_uri` with {namespace} replaced by the pod's namespace (zeus.launch.config.pod_namespace)."""
+    from zeus.launch.config import POD_NAMESPACE_ENV, pod_namespace
+
+    if NAMESPACE_TOKEN not in store_uri:
+        return store_uri
+    namespace = pod_namespace(environ)
+    if not namespace:
+        raise JobSpecError(
+            "store_uri",
+            store_uri,
+            f"a store without {NAMESPACE_TOKEN} outside a pod, or a pod that knows its namespace "
+            f"(${POD_NAMESPACE_ENV} from metadata.namespace, which the compiled pipeline sets)",
+        )
+    return store_uri.replace(NAMESPACE_TOKEN, namespace)
+
+
+def open_step_store(store_uri: str):
+    """The store a step works on: `store_uri` resolved for this pod (resolve_store_uri); "" is the local default."""
+    from zeus.store import open_store
+
+    return open_store(resolve_store_uri(store_uri) or None)
+
+
 JOB_FIELDS = settings_of(JobSpec)
 # The job settings that are pipeline run parameters; the others (max_attempts) are fixed at compile time.
 RUN_FIELDS = tuple(f for f in JOB_FIELDS if f.setting.run_parameter)

@@ -39,11 +39,11 @@ def prepare(
     owner: str = "",
 ) -> Prepared:
     """Register the job (first recurrence) or check it (later ones), open the recurrence, preprocess."""
-    from zeus.store import open_store
+    from zeus.steps.params import open_step_store
 
     if not recurrence_id:
         raise StepError("recurrence_id is empty: pass the KFP run id (dsl.PIPELINE_JOB_ID_PLACEHOLDER) or a name")
-    store = open_store(store_uri or None)
+    store = open_step_store(store_uri)
     spec = store.ensure_job(spec, owner=owner)  # creates the job, or refuses a changed spec naming the fields
     number = store.begin_recurrence(spec.job_id, recurrence_id)
     store.set_phase(spec.job_id, "running")  # the report step sets "completed"; the latest event wins

@@ -29,8 +29,10 @@ def report(
     """
     from zeus.report import recurrence_report
     from zeus.report.tensorboard import append_recurrence, markdown_section
+    from zeus.steps.params import resolve_store_uri
     from zeus.store import open_store
 
+    store_uri = resolve_store_uri(store_uri)
     with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
         rep = recurrence_report(store_uri or None, job_id, recurrence_id, Path(plots_dir), policy)
     store = open_store(store_uri or None)

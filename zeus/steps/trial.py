@@ -40,7 +40,14 @@ from zeus.steps.abandoned import (
     check_dispatch_timeout,
     fail_stale,
 )
-from zeus.steps.params import PROFILE_KIND, PYTHON_TOKEN, threshold_from_param, threshold_to_param
+from zeus.steps.params import (
+    PROFILE_KIND,
+    PYTHON_TOKEN,
+    open_step_store,
+    resolve_store_uri,
+    threshold_from_param,
+    threshold_to_param,
+)
 from zeus.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
 
 
@@ -98,10 +105,9 @@ def bandit(
     """
     from zeus.policy import get_policy
     from zeus.power.reuse import ProfileBook
-    from zeus.store import open_store
 
     timeout_s = check_dispatch_timeout(dispatch_timeout_s)
-    store = open_store(store_uri or None)
+    store = open_step_store(store_uri)
     spec = store.get_job(job_id)
     recurrence = store.recurrence_number(job_id, recurrence_id)
     existing = store.get_dispatch(job_id, recurrence_id, attempt)
@@ -228,7 +234,7 @@ def train(
                     gpu=gpu,
                     collector=inputs.collector,
                     seed=seed,
-                    store_uri=store_uri,
+                    store_uri=resolve_store_uri(store_uri),
                     recurrence_id=recurrence_id,
                     attempt=int(attempt),
                 )
@@ -279,10 +285,8 @@ def feedback(
     """Record the finished trial and the profile it measured (none when it reused one); return whether the
     recurrence ends with it (`ends_recurrence`). Nothing else: the arm states people see are computed from the
     history where they are shown."""
-    from zeus.store import open_store
-
     result = TrialResult.from_json(result_json)
-    store = open_store(store_uri or None)
+    store = open_step_store(store_uri)
     store.finish_trial(job_id, recurrence_id, attempt, result)
     profile = pd.read_parquet(profile_path) if Path(profile_path).is_file() else pd.DataFrame()
     if not profile.empty:

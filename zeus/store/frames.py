@@ -19,14 +19,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus.job import TrialRecord, TrialStatus
+from zeus.job import TrialStatus
 from zeus.profiles import PROFILE_COLUMNS
 from zeus.store import keys
-from zeus.store.entries import DECISION_FIELDS, RESULT_FIELDS
+from zeus.store.entries import DECISION_FIELDS, KINDS, RESULT_FIELDS
 from zeus.store.errors import ObjectProblem
+from zeus.trials import STATUSES, TrialHistory
 
 TRIAL_BY = ["recurrence_id", "attempt"]
 
@@ -39,7 +41,6 @@ TRIAL_COLUMNS = [
     "kfp_run_id", "simulated", "source", "reason", "cost_threshold", "stage", "decision_reason",
 ]  # fmt: skip
 PROFILE_FRAME_COLUMNS = ["job_id", "recurrence_id", "attempt", "recurrence", "trial", "batch_size", *PROFILE_COLUMNS]
-STATUS_OF = {status.value: status for status in TrialStatus} | {None: TrialStatus.DISPATCHED}
 
 
 @dataclass(frozen=True)
@@ -58,25 +59,20 @@ class Unfinished:
 class JobTrials:
     """One read of a job: its history as policies take it (trial order) and the trials still out."""
 
-    history: list[TrialRecord]
+    history: TrialHistory  # columns; its rows are TrialRecords
     unfinished: list[Unfinished]
 
 
-def _first(rows: pa.Table, kinds: pa.ChunkedArray, kind: str, by: list[str]) -> pa.Table:
-    """The rows of the first entry of `kind` per `by` (an entry is its slot: a profile has several rows).
-    Rows come in slot order, so a key's first row holds its first slot. Hash kernels and numpy, one
-    thread: Arrow's group-by starts a thread pool that costs more than the whole read."""
-    import numpy as np
-
-    of_kind = rows.filter(pc.equal(kinds, kind))
-    if not of_kind.num_rows:
-        return of_kind
-    key = of_kind.column(by[0]) if len(by) == 1 else _trial_key(of_kind)
-    ids = pc.index_in(key, value_set=pc.unique(key)).to_numpy(zero_copy_only=False)
-    firsts = np.unique(ids, return_index=True)[1]  # per key (ids 0..k-1, in order), its first row
-    slots = of_kind.column("slot").to_numpy()
-    keep = slots == slots[firsts][ids]
-    return of_kind if keep.all() else of_kind.filter(pa.array(keep))
+def _first(rows: np.ndarray, key: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """Of `rows` (row numbers, in slot order), those of the first entry per `key` (an entry is its slot: a
+    profile has several rows). A key's first row holds its first slot. Integer keys and numpy, one thread:
+    Arrow's group-by starts a thread pool that costs more than the whole read, and string keys cost more
+    than the rest of the settling."""
+    if not len(rows):
+        return rows
+    _, first, which = np.unique(key[rows], return_index=True, return_inverse=True)
+    keep = slot[rows] == slot[rows[first]][which.reshape(-1)]
+    return rows if keep.all() else rows[keep]
 
 
 def _trial_key(table: pa.Table) -> pa.ChunkedArray:
@@ -100,6 +96,7 @@ class Settled:
         return None if found < 0 else found + 1
 
 
+KIND_NAMES = pa.array(KINDS)
 # The columns each kind's entries use: a table of only these is filtered, not every column of the log.
 KIND_COLUMNS = {
     "begin": ["slot", "recurrence_id"],
@@ -110,55 +107,83 @@ KIND_COLUMNS = {
 
 
 def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem]) -> Settled:
-    kinds = rows.column("kind")
-    first = {
-        kind: _first(rows.select(columns), kinds, kind, ["recurrence_id"] if kind == "begin" else TRIAL_BY)
-        for kind, columns in KIND_COLUMNS.items()
-    }
-    begins, dispatched = first["begin"], first["dispatched"]
-    number = pc.index_in(dispatched.column("recurrence_id"), value_set=begins.column("recurrence_id").combine_chunks())
-    unbegun = pc.is_null(number)
-    if pc.any(unbegun).as_py():
-        for rid in sorted(set(dispatched.filter(unbegun).column("recurrence_id").to_pylist())):
-            problems.append(ObjectProblem(keys.log_dir(job_id), f"trials of recurrence {rid!r}, which never began"))
-    dispatched = dispatched.append_column("recurrence", pc.fill_null(pc.add(number, 1), 0).cast(pa.int64()))
-    dispatched = dispatched.append_column("trial", pa.array(range(1, dispatched.num_rows + 1), pa.int64()))
-    names = _trial_key(dispatched).combine_chunks()
-    finished, profiles = first["finished"], first["profile"]
-    for kind, table in (("finished", finished), ("profile", profiles)):
-        stray = table.filter(pc.invert(pc.is_in(_trial_key(table), value_set=names)))
-        for rid, attempt in set(
-            zip(stray.column("recurrence_id").to_pylist(), stray.column("attempt").to_pylist(), strict=True)
-        ):
-            problems.append(ObjectProblem(keys.log_dir(job_id), f"a {kind} entry of {rid}.{attempt}, never dispatched"))
-    aligned = finished.take(pc.index_in(names, value_set=_trial_key(finished).combine_chunks()))
-    return Settled(begins, dispatched, aligned, profiles)
+    kind = pc.index_in(rows.column("kind"), value_set=KIND_NAMES).to_numpy(zero_copy_only=False)
+    slot = rows.column("slot").to_numpy()
+    recurrence_ids = pc.dictionary_encode(rows.column("recurrence_id").combine_chunks())
+    rid = pc.fill_null(recurrence_ids.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    attempt = _ints(rows.column("attempt"))
+    trial_key = rid * (int(attempt.max(initial=0)) + 1) + attempt  # one integer per (recurrence_id, attempt)
+
+    def first(of_kind: str, key: np.ndarray) -> np.ndarray:
+        return _first(np.flatnonzero(kind == KINDS.index(of_kind)), key, slot)
+
+    begun, started = first("begin", rid), first("dispatched", trial_key)
+    number = np.zeros(len(recurrence_ids.dictionary) + 1, dtype=np.int64)  # by rid code; 0: never began
+    number[rid[begun]] = np.arange(1, len(begun) + 1)
+    recurrence = number[rid[started]]
+    for code in sorted(set(rid[started][recurrence == 0].tolist())):
+        where = f"trials of recurrence {recurrence_ids.dictionary[code].as_py()!r}, which never began"
+        problems.append(ObjectProblem(keys.log_dir(job_id), where))
+    names = np.sort(trial_key[started])
+    ended, profiled = first("finished", trial_key), first("profile", trial_key)
+    for name, found in (("finished", ended), ("profile", profiled)):
+        for row in sorted({int(trial_key[r]): r for r in found[~_isin_sorted(trial_key[found], names)]}.values()):
+            what = f"a {name} entry of {recurrence_ids[row].as_py()}.{attempt[row]}, never dispatched"
+            problems.append(ObjectProblem(keys.log_dir(job_id), what))
+    order = np.argsort(trial_key[ended], kind="stable")
+    at = np.searchsorted(trial_key[ended][order], trial_key[started]).clip(max=max(len(ended) - 1, 0))
+    has_result = (trial_key[ended][order][at] == trial_key[started]) if len(ended) else np.zeros(len(started), bool)
+    result_rows = pa.array(ended[order][at] if len(ended) else np.zeros(len(started), np.int64), mask=~has_result)
+
+    def table(of_kind: str, take: pa.Array | np.ndarray) -> pa.Table:
+        return rows.select(KIND_COLUMNS[of_kind]).take(take)
+
+    dispatched = table("dispatched", started)
+    dispatched = dispatched.append_column("recurrence", pa.array(recurrence, pa.int64()))
+    dispatched = dispatched.append_column("trial", pa.array(np.arange(1, len(started) + 1), pa.int64()))
+    return Settled(table("begin", begun), dispatched, table("finished", result_rows), table("profile", profiled))
 
 
-def _numbers(column: pa.ChunkedArray) -> list[float | None]:
-    values = pc.fill_null(column, math.nan).to_numpy(zero_copy_only=False).tolist()
-    return [None if value != value else value for value in values]  # NaN: no result yet
+def _isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    if not len(sorted_set):
+        return np.zeros(len(values), dtype=bool)
+    at = np.searchsorted(sorted_set, values).clip(max=len(sorted_set) - 1)
+    return sorted_set[at] == values
 
 
-def _ints(column: pa.ChunkedArray) -> list[int]:
-    return pc.fill_null(column, 0).to_numpy(zero_copy_only=False).tolist()
+def _numbers(column: pa.ChunkedArray) -> np.ndarray:
+    return pc.fill_null(column, math.nan).to_numpy(zero_copy_only=False)  # NaN: no result yet
+
+
+def _ints(column: pa.ChunkedArray) -> np.ndarray:
+    return pc.fill_null(column, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _status_codes(column: pa.ChunkedArray) -> np.ndarray:
+    """The status column as zeus.trials' codes (a trial with no result yet is dispatched)."""
+    names = pa.array([status.value for status in STATUSES])
+    codes = pc.index_in(pc.fill_null(column, TrialStatus.DISPATCHED.value), value_set=names)
+    if codes.null_count:
+        unknown = pc.filter(column, pc.is_null(codes))[0].as_py()
+        raise ValueError(f"invalid status={unknown!r}: allowed {[status.value for status in STATUSES]}")
+    return codes.to_numpy(zero_copy_only=False).astype(np.int8)
 
 
 def job_trials(settled: Settled) -> JobTrials:
     started, ended = settled.dispatched, settled.finished
-    recurrence, trial, batch, attempt = (
-        _ints(started.column(c)) for c in ("recurrence", "trial", "batch_size", "attempt")
+    history = TrialHistory(
+        *(_ints(started.column(c)) for c in ("recurrence", "trial", "batch_size")),
+        _status_codes(ended.column("status")),
+        *(_numbers(ended.column(c)) for c in ("cost", "time_s", "energy_j")),
     )
-    statuses = [STATUS_OF[s] for s in ended.column("status").to_pylist()]
-    cost, time_s, energy = (_numbers(ended.column(c)) for c in ("cost", "time_s", "energy_j"))
-    history = [  # positional: faster than keywords at 10,000 records
-        TrialRecord(*fields) for fields in zip(recurrence, trial, batch, statuses, cost, time_s, energy, strict=True)
-    ]
-    out = [i for i, status in enumerate(statuses) if status is TrialStatus.DISPATCHED]
-    rids, at = started.column("recurrence_id").to_pylist(), _ints(started.column("at"))
+    out = np.flatnonzero(history.has(TrialStatus.DISPATCHED))
+    rids = started.column("recurrence_id").take(out).to_pylist()
+    attempt, at = _ints(started.column("attempt"))[out].tolist(), _ints(started.column("at"))[out].tolist()
+    recurrence, trial, batch = (history.recurrence[out].tolist(), history.trial[out].tolist(),
+                                history.batch_size[out].tolist())  # fmt: skip
     unfinished = [
-        Unfinished(rids[i], attempt[i], recurrence[i], trial[i], batch[i], datetime.fromtimestamp(at[i] / 1e6, UTC))
-        for i in out
+        Unfinished(rids[k], attempt[k], recurrence[k], trial[k], batch[k], datetime.fromtimestamp(at[k] / 1e6, UTC))
+        for k in range(len(out))
     ]
     return JobTrials(history, unfinished)
 

@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from zeus.job import Decision, JobSpec, TrialRecord, TrialResult, check_result_for
+from zeus.job import Decision, JobSpec, TrialResult, check_result_for
 from zeus.profiles import check_profile
 from zeus.store import catalog, entries, frames, keys, log
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus.store.compaction import CompactResult, compact
 from zeus.store.errors import EventConflictError, ObjectProblem, StoreInputError, StoreWarning, UnknownTrialError
+from zeus.trials import TrialHistory
 
 if TYPE_CHECKING:  # pandas only for the functions that return frames
     import pandas as pd
@@ -244,8 +245,8 @@ class Store:
         """One read of the job: its history as policies take it, and the trials dispatched and not finished."""
         return frames.job_trials(self._settled(self._read(job_id)))
 
-    def history(self, job_id: str) -> list[TrialRecord]:
-        """The job's trials as policies take them, in trial order."""
+    def history(self, job_id: str) -> TrialHistory:
+        """The job's trials as policies take them, in trial order: columns whose rows are TrialRecords."""
         return self.read_trials(job_id).history
 
     def trials(self, job_id: str) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import JobSpec, TrialStatus
-from zeus.power.gpu import GPU, MEASURE_ONLY_NOTE
+from zeus.power.gpu import GPU, measure_only_note
 from zeus.power.monitor import EnergyMonitor
 from zeus.train.collectors import Collector, CollectorError, CollectorSpec, Observation, StdoutCollector
 from zeus.train.progress import ProfilingOptions, ProgressProfiler
@@ -163,7 +163,7 @@ class PlainTrial:
     def notes(self) -> list[str]:
         notes = [*self.notes_before, *self.progress.notes()]
         if not self.gpu.can_set_limits:
-            notes.append(MEASURE_ONLY_NOTE)
+            notes.append(measure_only_note(self.gpu))
         return notes
 
     def power_limit(self) -> float:

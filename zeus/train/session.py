@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import TrialResult, TrialStatus
-from zeus.power.gpu import GPU, MEASURE_ONLY_NOTE, gpu_source, open_gpu
+from zeus.power.gpu import GPU, gpu_source, measure_only_note, open_gpu
 from zeus.power.monitor import EnergyMonitor
 from zeus.power.profile_params import ProfileParams
 from zeus.power.profiler import PowerLimitProfiler
@@ -182,7 +182,7 @@ class ZeusTrial:
             measured = self.monitor.end_window(TRIAL_WINDOW) if self.monitor.is_open(TRIAL_WINDOW) else None
             notes = [reason] if reason else []
             if not self.gpu.can_set_limits:
-                notes.append(MEASURE_ONLY_NOTE)
+                notes.append(measure_only_note(self.gpu))
             limit = self.profiler.best_limit() if self.profiler is not None else None
             if self.profiler is not None and self.profiler.partial_note():
                 notes.append(self.profiler.partial_note())
