@@ -18,8 +18,9 @@ RUN_TRIAL_FIELDS = ["attempt", "batch_size", "power_limit_w", "cost", "status", 
 TAIL_LINES = 15  # of the failed script's output, printed when the run stops
 SCRIPT_OUTPUTS = ("stderr.log", "stdout.log")  # the runner's files in a trial's log, the first one with text wins
 NO_MODEL_HINT = (
-    "none: save it to {log_dir}/model.pt as it trains (each epoch, or when it improves): a plain script is "
-    "stopped once it reaches the target, so a model saved after its last epoch is never written"
+    "none: save it to {log_dir}/model.pt as it trains (each epoch, or when it improves; a temporary file, then a "
+    "rename): a plain script is stopped once it reaches the target, so a model saved after its last epoch is never "
+    "written"
 )
 EXIT_REASON = re.compile(r"exit code (-?\d+):")  # zeus.train.plain's reason for a crash; the tail says the rest
 

@@ -1,6 +1,7 @@
 """A small CNN trained on synthetic data, written the way PyTorch's tutorials write one: argparse, a DataLoader,
 TensorBoard's SummaryWriter (the training loss every step, the validation accuracy every epoch), the best model
-so far saved after every epoch that improved on it."""
+so far saved after every epoch that improved on it, atomically (as Lightning's atomic_save does): a run stopped
+while saving keeps its last whole checkpoint."""
 
 import argparse
 import os
@@ -45,7 +46,9 @@ for epoch in range(1, args.epochs + 1):
     accuracy = correct / 128
     if accuracy > best:
         best = accuracy
-        torch.save(model.state_dict(), os.path.join(args.model_dir, "model.pt"))
+        path = os.path.join(args.model_dir, "model.pt")
+        torch.save(model.state_dict(), path + ".tmp")
+        os.replace(path + ".tmp", path)
     writer.add_scalar("accuracy", accuracy, step)
     writer.flush()
     print(f"epoch {epoch}: accuracy={accuracy:.4f}", flush=True)
