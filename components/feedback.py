@@ -28,7 +28,8 @@ def feedback(
         profile: The power profile train measured (empty when it reused a stored one).
 
     Returns:
-        Whether the trial reached the target: the next attempt runs only if not.
+        Whether the recurrence ends with this trial (it reached the target, or the script failed): the next
+        attempt runs only if not.
     """
     from zeus import steps
 

@@ -77,7 +77,7 @@ def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
     fields = settings_of(spec_cls)
     return Template(TEMPLATE).substitute(
         settings="\n".join(f"    {f.name}: {param_type(f).__name__}," for f in fields),
-        settings_help="\n".join(f"        {f.name}: {f.setting.help}" for f in fields),
+        settings_help="\n".join(f"        {f.name}: {f.pipeline_help()}" for f in fields),
         settings_args="\n".join(f"        {f.name}={f.name}," for f in fields),
     )
 

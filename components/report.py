@@ -25,7 +25,7 @@ def report(
         store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
         job_id: The job.
         recurrence_id: The recurrence to report.
-        reached: The last attempt's outcome (taking it orders the report after every attempt).
+        reached: Whether the last attempt ended the recurrence (taking it orders the report after every attempt).
         policy: The run's batch-size policy, whose view of the history (per batch size) the report shows.
         markdown: The report for the KFP UI: Markdown with its plots embedded.
         metrics: The recurrence's energy, time and cost (and whether it reached).

@@ -5,7 +5,7 @@ pytorchjob); its outputs feed the feedback step."""
 from typing import NamedTuple
 
 from kfp import dsl
-from kfp.dsl import Dataset, Input, Metrics, Model, Output
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from components.artifacts import PowerProfile
 from components.image import LOCAL_TRAIN_IMAGE
@@ -27,6 +27,7 @@ def train(
     profile: Output[PowerProfile],
     metrics: Output[Metrics],
     model: Output[Model],
+    trial_log: Output[Artifact],
     launcher: str = "local",
     num_nodes: int = 1,
     gpus_per_node: int = 1,
@@ -45,7 +46,8 @@ def train(
     result_json=str,
 ):
     """Runs one trial of the training script at the bandit's batch size, with just-in-time power-limit
-    profiling. A failing script does not fail the step: the trial comes back 'failed' with its error.
+    profiling. A failing script, or a bad input, does not fail the step: the trial comes back 'failed' with
+    the error, feedback records it and the recurrence ends.
 
     Args:
         spec_json: The job's JobSpec as JSON (preprocess's output).
@@ -62,6 +64,8 @@ def train(
         profile: The power profile the trial measured.
         metrics: The trial's energy, time, cost, epochs, batch size and power limit.
         model: The model the script saved (a note when it saved none).
+        trial_log: The trial's log: the script's stdout and stderr, result.json, what the collector read, and
+            whatever else the script wrote to {log_dir} but the model.
         launcher: Where the trial runs: local, torchrun, trainjob or pytorchjob (zeus.launch).
         num_nodes: Nodes of a cluster trial.
         gpus_per_node: GPUs (processes) per node.
@@ -90,6 +94,7 @@ def train(
         profile=profile,
         metrics=metrics,
         model=model,
+        trial_log=trial_log,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
         metrics_collector=metrics_collector,

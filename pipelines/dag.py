@@ -2,12 +2,14 @@
 the cluster (compile) and kfp.local (run), so the two can never drift apart.
 
 Why this shape. KFP v2 has no recursion, so the retry loop is unrolled, N fixed at compile time.
-Attempt k+1 is nested inside attempt k's "not reached" branch:
+Attempt k+1 is nested inside attempt k's "not ended" branch (feedback's output: the trial neither
+reached the target nor failed; a failed trial is the script's own failure, which another batch size
+would only repeat, so it ends the recurrence: zeus.steps.trial.ends_recurrence):
 
     [gpu-power ->] preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
-    If attempt-1 not reached:                   Else:
+    If attempt-1 not ended:                     Else:
         attempt-2-bandit -> -train -> -feedback     report-after-attempt-1
-        If attempt-2 not reached:               Else:
+        If attempt-2 not ended:                 Else:
             ...                                     report-after-attempt-2
                 attempt-N-...-feedback -> report-after-attempt-N
 
@@ -32,7 +34,7 @@ every compiled pipeline against these rules):
 - Retries on the store steps only where the backend honours them: nested tasks from 2.14
   (#11288 -> #11908), root tasks from 2.4.1 (platform.store_step).
 - The report runs exactly once per recurrence, after the last attempt that ran: in the branch
-  where the attempt reached the target, or after the last attempt. Each attempt has at most 3
+  where the attempt ended the recurrence, or after the last attempt. Each attempt has at most 3
   pods (bandit, train, feedback); the report is the recurrence's, not an attempt's.
 
 Cluster-only settings (resources, GPUs, the Secret, zeusd) are platform configuration that
@@ -78,7 +80,7 @@ def report_task_name(k: int) -> str:
 
 
 def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: ClusterOptions) -> PipelineTask:
-    """Attempt k's tasks: bandit -> train -> feedback; returns feedback (its output: reached?).
+    """Attempt k's tasks: bandit -> train -> feedback; returns feedback (its output: did the recurrence end?).
 
     `shared` holds what every attempt takes from the pipeline's parameters and from preprocess,
     so a new pipeline parameter an attempt needs is one edit where `shared` is built."""
@@ -122,30 +124,30 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     return fed
 
 
-def _report(comps: ZeusComponents, k: int, reached, shared: dict[str, Any], opts: ClusterOptions, nested: bool):
+def _report(comps: ZeusComponents, k: int, ended, shared: dict[str, Any], opts: ClusterOptions, nested: bool):
     task = renamed(comps.report, report_task_name(k))(
         store_uri=shared["store_uri"],
         job_id=shared["job_id"],
         recurrence_id=shared["recurrence_id"],
-        reached=reached,
+        reached=ended,
         policy=shared["policy"],
     )
     return store_step(task, "report", opts, nested=nested)
 
 
 def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[str, Any], opts: ClusterOptions):
-    """Attempt k, then (k < attempts) attempt k+1 nested in its "not reached" branch and the report
+    """Attempt k, then (k < attempts) attempt k+1 nested in its "not ended" branch and the report
     in its Else, or (k == attempts) the report right after it. Python recursion, not KFP's."""
-    reached = _attempt(comps, k, shared, opts).output
+    ended = _attempt(comps, k, shared, opts).output
     if k == attempts:
-        _report(comps, k, reached, shared, opts, nested=k > 1)
+        _report(comps, k, ended, shared, opts, nested=k > 1)
         return
     # Always If + Else: kfp.local silently skips an If whose condition it cannot resolve, and the
-    # Else is where the report of a recurrence that reached the target runs.
-    with dsl.If(reached == False):  # noqa: E712  (a KFP condition, not Python)
+    # Else is where the report of a recurrence that ended (reached the target, or failed) runs.
+    with dsl.If(ended == False):  # noqa: E712  (a KFP condition, not Python)
         _attempts_from(comps, k + 1, attempts, shared, opts)
     with dsl.Else():
-        _report(comps, k, reached, shared, opts, nested=True)
+        _report(comps, k, ended, shared, opts, nested=True)
 
 
 def _parameter(name: str, kind: type, default: Any) -> inspect.Parameter:
@@ -217,7 +219,7 @@ def build_pipeline(
     # The job's settings come first (zeus.settings): those that are run parameters, with `spec`'s values
     # as defaults, and those fixed at compile time (max_attempts), passed to preprocess as constants.
     compiled = spec_to_params(spec.with_changes(max_attempts=attempts))
-    help_of = {f.name: f.setting.help for f in settings_of(type(spec))}
+    help_of = {f.name: f.pipeline_help() for f in settings_of(type(spec))}
     if read_max_power:
         compiled["max_power_w"] = READ_FROM_GPU
         help_of["max_power_w"] = MAX_POWER_READ_HELP

@@ -3,8 +3,14 @@
 Each recurrence is one kfp.local pipeline run (SubprocessRunner, no venv: components run in
 this interpreter, where zeus is installed). The store is the only state shared between runs,
 exactly as on a cluster. kfp.local's own chatter goes to a log file per recurrence, read on the
-way for progress (one event per step: `on_step`); a failed step raises LocalRunError quoting the
-step's error, so nothing is lost in the noise.
+way for progress (one event per step: `on_step`) and for where each trial's log and model went.
+
+Nothing is stored before every input is checked (zeus.steps.inputs, the policy, the pipeline
+itself): a refused input stores no job. A failed step records the recurrence's unfinished trial
+as failed with the step's error (so no trial is left `dispatched`), marks the job completed and
+raises LocalRunError quoting the error. A trial that failed (the script's own failure: it ended the
+recurrence, zeus.steps.trial.ends_recurrence) stops the run: TrialFailed carries the recurrences
+so far and names the trial, its reason and its log.
 
 SIGINT or SIGTERM stops the run cleanly: the steps still running are stopped, the recurrence's
 unfinished trial is recorded as failed ("interrupted by SIGINT"), the job is marked completed
@@ -36,10 +42,13 @@ from zeus.steps import (
     AbandonedTrial,
     RecurrenceSummary,
     fail_interrupted,
+    fail_unfinished,
     run_arguments,
     summarize,
 )
-from zeus.train.collectors import CollectorSpec
+from zeus.steps.prepare import RECURRENCE_LINE
+from zeus.steps.trial_files import MODEL_LINE, TRIAL_LOG_LINE
+from zeus.summaries import TrialFiles, TrialSummary
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -49,8 +58,30 @@ DECISION_LINE = re.compile(r"^attempt (\d+): batch size (\d+) \((\w+)")
 ABANDONED_LINE = re.compile(r"^attempt \d+: (trial \d+ .* recorded as failed: .*)$")
 
 
+FAILED_TASK = re.compile(r"Task '([\w-]+)' finished with status FAILURE")
+NO_MODEL = "none"
+
+
 class LocalRunError(RuntimeError):
     """A recurrence's pipeline failed locally; the message quotes the failing step's error and the log."""
+
+
+class TrialFailed(RuntimeError):
+    """A trial failed (the script's own failure, or an input its step refused): it ended its recurrence, and
+    the run stops there, since every later trial would fail the same way. `summaries`: the recurrences run."""
+
+    def __init__(self, summaries: list[RecurrenceSummary]) -> None:
+        self.summaries = summaries
+        self.summary = summaries[-1]
+        self.trial: TrialSummary = self.summary.failed_trial  # type: ignore[assignment]
+        files = self.summary.files_of(self.trial.attempt)
+        self.log = files.log if files is not None else ""
+        where = f"; its log: {self.log}" if self.log else ""
+        super().__init__(
+            f"trial {self.trial.trial} (recurrence {self.trial.recurrence}, batch size {self.trial.batch_size}) "
+            f"failed, so the run stopped: a failure of the script itself is not retried with other batch sizes"
+            f"{where}"
+        )
 
 
 class RunInterrupted(Interrupted):
@@ -71,10 +102,13 @@ class StepWatcher(io.TextIOBase):
     """kfp.local's output on its way to the log: each step it starts becomes one `on_step` call
     ("preprocess", "attempt 1: bandit", "attempt 1: train (batch size 32)", ...)."""
 
-    def __init__(self, log: TextIO, on_step: Callable[[str], None] | None) -> None:
+    def __init__(self, log: TextIO, on_step: Callable[[str, int | None], None] | None) -> None:
         self.log, self.on_step = log, on_step
         self._pending = ""
         self._batch_sizes: dict[str, str] = {}
+        self._task = ""
+        self.recurrence: int | None = None  # the recurrence's number in the job, once preprocess says it
+        self.files: dict[int, dict[str, str]] = {}  # attempt -> where its log and model went
 
     def write(self, text: str) -> int:
         self.log.write(text)
@@ -88,17 +122,27 @@ class StepWatcher(io.TextIOBase):
         self.log.flush()
 
     def _line(self, line: str) -> None:
-        if self.on_step is None:
-            return
+        if line.startswith(RECURRENCE_LINE):
+            self.recurrence = int(line[len(RECURRENCE_LINE) :].split()[0])
+        for prefix, kind in ((TRIAL_LOG_LINE, "log"), (MODEL_LINE, "model")):
+            parts = self._task.split("-")
+            if line.startswith(prefix) and len(parts) == 3 and parts[0] == "attempt":
+                value = line[len(prefix) :]
+                self.files.setdefault(int(parts[1]), {})[kind] = "" if value.startswith(NO_MODEL) else value
         decided = DECISION_LINE.match(line)
         if decided:
             self._batch_sizes[decided.group(1)] = f"batch size {decided.group(2)}, {decided.group(3)}"
         lost = ABANDONED_LINE.match(line)
-        if lost:
-            self.on_step(lost.group(1))
+        if lost and self.on_step is not None:
+            self.on_step(lost.group(1), self.recurrence)
         task = TASK_LINE.search(line)
         if task:
-            self.on_step(self._describe(task.group(1)))
+            self._task = task.group(1)
+            if self.on_step is not None:
+                self.on_step(self._describe(task.group(1)), self.recurrence)
+
+    def trial_files(self) -> tuple[TrialFiles, ...]:
+        return tuple(TrialFiles(attempt, **where) for attempt, where in sorted(self.files.items()))
 
     def _describe(self, task: str) -> str:
         parts = task.split("-")
@@ -128,21 +172,32 @@ def _local_session(outputs_dir: Path):
 
 
 def run_recurrence(
-    pipeline, arguments: dict, *, outputs_dir: Path, log_path: Path, on_step: Callable[[str], None] | None = None
-) -> None:
-    """One pipeline run; kfp.local's output goes to `log_path` (each step started: `on_step`); failure
-    raises LocalRunError."""
+    pipeline,
+    arguments: dict,
+    *,
+    outputs_dir: Path,
+    log_path: Path,
+    on_step: Callable[[str, int | None], None] | None = None,
+) -> StepWatcher:
+    """One pipeline run; kfp.local's output goes to `log_path` (each step started: `on_step(step, recurrence)`,
+    the recurrence's number once preprocess said it); returns what was read on the way (the recurrence's
+    number, where its trials' logs and models went). Failure raises LocalRunError."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log, _local_session(outputs_dir):
+        watcher = StepWatcher(log, on_step)
         try:
-            with contextlib.redirect_stdout(StepWatcher(log, on_step)), warnings.catch_warnings():
+            with contextlib.redirect_stdout(watcher), warnings.catch_warnings():
                 # "custom base image in a Python environment" and "platform config ignored": expected here
                 warnings.filterwarnings("ignore", module=r"kfp\.local")
                 pipeline(**arguments)
         except Exception as err:  # kfp.local raises RuntimeError naming only the task
             log.flush()
-            why = _error_lines(log_path.read_text())
-            raise LocalRunError(f"{err}\n{why}\n(full log: {log_path})") from err
+            text = log_path.read_text()
+            why = _error_lines(text)
+            failed = FAILED_TASK.findall(ANSI.sub("", text))
+            step = f"the {failed[-1]} step" if failed else "a step"
+            raise LocalRunError(f"{step} failed: {err}\n{why}\n(full log: {log_path})") from err
+    return watcher
 
 
 def portable_command(command: list[str]) -> list[str]:
@@ -175,7 +230,7 @@ def run_local(
     runs_dir: str | Path | None = None,
     on_recurrence: Callable[[RecurrenceSummary], None] | None = None,
     on_start: Callable[[int, str], None] | None = None,
-    on_step: Callable[[int, str], None] | None = None,
+    on_step: Callable[[int, str, int | None], None] | None = None,
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
 ) -> list[RecurrenceSummary]:
     """Run `recurrences` recurrences of `spec` locally and return what each did.
@@ -189,24 +244,27 @@ def run_local(
     JSON/YAML text in the shape of Katib's metricsCollectorSpec); checked here, sent as JSON.
     preprocess: "" (pass-through),
     "module:function", "file.py:function" or a command with {output}. attempts: trials per
-    recurrence (None: spec.max_attempts). on_start(i, recurrence_id), on_step(i, step) (each step
-    started, e.g. "attempt 1: train (batch size 32, exploration)") and on_recurrence(summary) report
-    progress. dispatch_timeout_s: a trial of the job unfinished this long after its dispatch is recorded
-    failed by the next bandit step (zeus.steps.abandoned; 0 when nothing else runs this job). SIGINT or
-    SIGTERM: the running steps are stopped, the unfinished trial recorded as failed, RunInterrupted raised.
-    Each recurrence's artifacts (data, profiles, models, report) and kfp.local log are kept under
-    runs_dir/<job_id>/ (default ./.zeus-kfp/runs). The job is registered (or its spec checked) before
-    the first step runs, so a changed spec fails here with the fields that changed.
+    recurrence (None: spec.max_attempts). on_start(i, recurrence_id), on_step(i, step, recurrence) (each
+    step started, e.g. "attempt 1: train (batch size 32, exploration)"; `recurrence` is the job's number
+    for it once known) and on_recurrence(summary) report progress. dispatch_timeout_s: a trial of the job
+    unfinished this long after its dispatch is recorded failed by the next bandit step
+    (zeus.steps.abandoned; 0 when nothing else runs this job). SIGINT or SIGTERM: the running steps are
+    stopped, the unfinished trial recorded as failed, RunInterrupted raised.
+    Each recurrence's artifacts (data, profiles, models, trial logs, report) and kfp.local log are kept
+    under runs_dir/<job_id>/ (default ./.zeus-kfp/runs). Every input is checked (zeus.steps.inputs) and
+    the pipeline built before the job is registered (or its spec checked) in the store, so a bad input
+    stores nothing, and a changed spec fails here with the fields that changed. A failed trial stops the
+    run (TrialFailed); a failed step records its unfinished trial failed and raises LocalRunError.
     """
     from zeus.policy import get_policy
+    from zeus.simulate.trial import TraceBackend
+    from zeus.steps.inputs import check_trial_inputs
     from zeus.store import open_store
 
-    if not isinstance(recurrences, int) or recurrences < 1:
+    if isinstance(recurrences, bool) or not isinstance(recurrences, int) or recurrences < 1:
         raise ValueError(f"invalid recurrences={recurrences!r}: allowed a positive integer")
     attempts = spec.max_attempts if attempts is None else attempts
-    spec = spec.with_changes(max_attempts=attempts)
-    from zeus.simulate.trial import TraceBackend
-
+    spec = spec.with_changes(max_attempts=attempts)  # a bad count fails here, naming max_attempts
     if TraceBackend.parse(trial_backend) is not None:  # a bad name fails here, naming the allowed ones
         command, preprocess = command or ["true"], preprocess or ""
     elif command is None:
@@ -216,9 +274,15 @@ def run_local(
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
     command = portable_command(command)
     get_policy(policy)  # an unknown name fails here, naming the allowed ones
-    collector = CollectorSpec.parse(metrics_collector).to_json() if metrics_collector else ""  # bad: fails here
+    collector = check_trial_inputs(
+        command=command,
+        zeus_aware=zeus_aware,
+        metric_pattern=metric_pattern,
+        metrics_collector=metrics_collector or "",
+        trial_backend=trial_backend,
+    ).collector
+    collector_json = collector.to_json() if metrics_collector else ""
     opened = open_store(store)
-    opened.ensure_job(spec)  # fail fast, in this process, with the store's own message
     pipeline = build_pipeline(
         spec,
         command,
@@ -228,6 +292,7 @@ def run_local(
         trial_backend=trial_backend,
         options=LOCAL,
     )
+    opened.ensure_job(spec)  # the first write: fail fast, in this process, with the store's own message
     runs = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     runs = runs.resolve()
     base = dict(
@@ -237,13 +302,13 @@ def run_local(
         train_command=list(command),
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
-        metrics_collector=collector,
+        metrics_collector=collector_json,
         trial_backend=trial_backend,
         reprofile=reprofile,
         preprocess_ref=preprocess or "",
         dispatch_timeout_s=float(dispatch_timeout_s),
     )
-    summaries = []
+    summaries: list[RecurrenceSummary] = []
     with interruptible():
         for i in range(recurrences):
             recurrence_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -251,7 +316,7 @@ def run_local(
                 if on_start is not None:
                     on_start(i, recurrence_id)
                 started = time.perf_counter()
-                run_recurrence(
+                watcher = run_recurrence(
                     pipeline,
                     dict(base, recurrence_id=recurrence_id),
                     outputs_dir=runs / spec.job_id / recurrence_id,
@@ -263,9 +328,31 @@ def run_local(
                 abandoned = fail_interrupted(opened, spec.job_id, recurrence_id, sig.signal_name)
                 opened.set_phase(spec.job_id, "completed")  # no recurrence of it runs any more
                 raise RunInterrupted(sig.signum, spec.job_id, recurrence_id, abandoned) from None
+            except LocalRunError as err:
+                _record_failed_step(opened, spec.job_id, recurrence_id, err, on_recurrence)
+                raise
             trials = opened.trials(spec.job_id)
-            summary = summarize(trials, spec.job_id, recurrence_id, time.perf_counter() - started)
+            summary = summarize(
+                trials, spec.job_id, recurrence_id, time.perf_counter() - started, watcher.trial_files()
+            )
             summaries.append(summary)
             if on_recurrence is not None:
                 on_recurrence(summary)
+            if summary.failed_trial is not None:
+                raise TrialFailed(summaries)
     return summaries
+
+
+def _record_failed_step(
+    store, job_id: str, recurrence_id: str, err: LocalRunError, on_recurrence: Callable | None
+) -> None:
+    """A step failed: its recurrence's unfinished trial is recorded failed with the step's error (no ghost
+    `dispatched` trial), the job is no longer running, and what the recurrence did is still shown."""
+    stop_children()
+    lines = str(err).splitlines()
+    reason = " | ".join(line for line in lines[:2] if line.strip())[:500]
+    fail_unfinished(store, job_id, recurrence_id, reason)
+    store.set_phase(job_id, "completed")
+    trials = store.trials(job_id)
+    if on_recurrence is not None and (trials["recurrence_id"].astype(str) == str(recurrence_id)).any():
+        on_recurrence(summarize(trials, job_id, recurrence_id))  # unless it failed before any trial

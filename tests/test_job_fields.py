@@ -45,6 +45,24 @@ def declared(cls: type = JobSpec) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
+def setting_field(cls: type, name: str):
+    from zeus.settings import settings_of
+
+    return next(f for f in settings_of(cls) if f.name == name)
+
+
+def test_a_list_setting_is_described_in_the_form_each_place_takes() -> None:
+    """The CLI takes batch sizes comma-separated, the KFP UI a JSON list: each says its own form."""
+    sizes = setting_field(JobSpec, "batch_sizes")
+    assert sizes.cli_help().endswith("Comma-separated, e.g. 16,32,64,128.")
+    assert sizes.pipeline_help().endswith("A JSON list, e.g. [16, 32, 64, 128].")
+    from zeus.steps import spec_from_params
+
+    example = sizes.pipeline_help().rsplit("e.g. ", 1)[1].rstrip(".")
+    parsed = spec_from_params(**{**SPEC.to_dict(), "batch_sizes": example, "default_batch_size": 16})
+    assert parsed.batch_sizes == (16, 32, 64, 128)
+
+
 def run_parameters(cls: type = JobSpec) -> set[str]:
     return {name for name, f in declared(cls).items() if f.metadata[SETTING].run_parameter}
 
@@ -57,7 +75,7 @@ def test_the_preprocess_component_takes_every_setting_with_its_type_and_descript
         assert set(inputs) - {"data"} == set(declared(cls)) | STEP_INPUTS
         for name, field in declared(cls).items():
             assert inputs[name].type == KFP_TYPES[field.type], name
-            assert inputs[name].description == field.metadata[SETTING].help
+            assert inputs[name].description == setting_field(cls, name).pipeline_help()
     assert "lr_warmup_epochs" in make_preprocess(WithWarmup).component_spec.inputs
 
 
@@ -82,7 +100,7 @@ def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preproc
             kind = KFP_TYPES[field.type]
             assert params[name]["parameterType"] == KFP_YAML_TYPES.get(kind, kind.upper()), name
             assert params[name]["defaultValue"] == values[name], name
-            assert params[name]["description"] == field.metadata[SETTING].help
+            assert params[name]["description"] == setting_field(type(spec), name).pipeline_help()
             assert preprocess[name] == {"componentInputParameter": name}
         else:  # fixed at compile time: max_attempts is the unrolled loop's length
             assert name not in params and preprocess[name] == {"runtimeValue": {"constant": 3}}, name

@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never nee
     import pandas as pd
 
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
+# Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
+# deeper in the compiled pipeline (pipelines/dag.py); far more than a batch-size list has sizes to try.
+MAX_ATTEMPTS = 32
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
 
@@ -139,7 +142,7 @@ class JobSpec:
     job_id: str = setting(
         "Names the job's history in the store, which the bandit learns from (a new id starts afresh).", trial=True
     )
-    batch_sizes: tuple[int, ...] = setting("Batch sizes the bandit may choose from, e.g. 16,32,64,128.")
+    batch_sizes: tuple[int, ...] = setting("Batch sizes the bandit may choose from.", example="16,32,64,128")
     default_batch_size: int = setting("The batch size used today (one of batch_sizes), the baseline of savings.")
     target_metric: float = setting("The metric value a trial must reach.", trial=True)
     max_epochs: int = setting("Epochs a trial may take to reach the target.", trial=True)
@@ -202,14 +205,22 @@ class JobSpec:
         )
         _require(isinstance(self.higher_is_better, bool), "higher_is_better", self.higher_is_better, "true or false")
         _require(
-            isinstance(self.metric_name, str) and re.fullmatch(r"[\w-]{1,64}", self.metric_name or "") is not None,
+            isinstance(self.metric_name, str)
+            and len(self.metric_name) <= 64
+            and re.fullmatch(r"[\w-]+(/[\w-]+)*", self.metric_name or "") is not None,
             "metric_name",
             self.metric_name,
-            "1-64 letters, digits, '_' or '-'",
+            "1-64 letters, digits, '_' or '-', in parts joined by '/' (a TFEvent directory: train/accuracy)",
         )
         for name in ("max_epochs", "max_attempts", "num_gpus"):
             value = getattr(self, name)
             _require(_is_int(value) and value > 0, name, value, "a positive integer")
+        _require(
+            self.max_attempts <= MAX_ATTEMPTS,
+            "max_attempts",
+            self.max_attempts,
+            f"1-{MAX_ATTEMPTS} (each attempt is a nested branch of the compiled pipeline, which has no loops)",
+        )
         zero_means = {"num_pruning_rounds": "none", "window_size": "all history", "reprofile_after": "never"}
         for name, zero in zero_means.items():
             value = getattr(self, name)

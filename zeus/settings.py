@@ -37,6 +37,8 @@ class Setting:
         null); any value at or below it means None as well.
     option: the CLI option's name when it is not the field's (--attempts for max_attempts).
     off_option: a boolean's CLI option for False when it reads better than --no-<name>.
+    example: a list setting's example values, "16,32,64": each place says it in the form it takes (the
+        CLI comma-separated, the KFP UI as a JSON list), so `help` itself names no form.
     """
 
     help: str
@@ -45,6 +47,7 @@ class Setting:
     none_as: float | None = None
     option: str = ""
     off_option: str = ""
+    example: str = ""
 
 
 def setting(help: str, default: Any = MISSING, **how: Any) -> Any:
@@ -77,6 +80,19 @@ class SettingField:
         if self.is_list or isinstance(self.hint, types.UnionType) or typing.get_origin(self.hint) is typing.Union:
             return args[0]
         return self.hint
+
+    def cli_help(self) -> str:
+        """The help of the CLI option: a list is comma-separated there."""
+        if not self.is_list:
+            return self.setting.help
+        return self.setting.help + f" Comma-separated, e.g. {self.setting.example or '1,2'}."
+
+    def pipeline_help(self) -> str:
+        """The description of the pipeline parameter (the KFP UI's): a list is JSON text there."""
+        if not self.is_list:
+            return self.setting.help
+        values = ", ".join((self.setting.example or "1,2").split(","))
+        return self.setting.help + f" A JSON list, e.g. [{values}]."
 
     @property
     def option(self) -> str:

@@ -43,12 +43,22 @@ class TrialSummary:
 
 
 @dataclass(frozen=True)
+class TrialFiles:
+    """Where a trial's log and model went (the train step's artifacts; a local run's directories): `model` is
+    "" when the script saved none."""
+
+    attempt: int
+    log: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True)
 class RecurrenceSummary:
     """One recurrence: its trials in order and their totals (failed attempts count: they cost too).
 
     `simulated` is True when any figure came from a simulated GPU (no real power was measured).
     `wall_s` is the recurrence's wall-clock time through the local pipeline, orchestration included
-    (NaN where there was none: the simulator's).
+    (NaN where there was none: the simulator's); `files` where each trial's log and model went (a local run).
     """
 
     job_id: str
@@ -61,6 +71,17 @@ class RecurrenceSummary:
     time_s: float
     simulated: bool
     wall_s: float = math.nan
+    files: tuple[TrialFiles, ...] = ()
+
+    @property
+    def failed_trial(self) -> TrialSummary | None:
+        """The trial whose failure ended the recurrence (the script's own: zeus.steps.trial.ends_recurrence),
+        None when it reached the target or ran out of attempts."""
+        last = self.trials[-1] if self.trials else None
+        return last if last is not None and last.status == TrialStatus.FAILED.value else None
+
+    def files_of(self, attempt: int) -> TrialFiles | None:
+        return next((f for f in self.files if f.attempt == attempt), None)
 
     @property
     def batch_sizes(self) -> list[int]:

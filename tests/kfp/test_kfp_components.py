@@ -4,7 +4,6 @@ local store: checks each body's wiring to zeus.steps without the cost of a pipel
 import json
 
 import pandas as pd
-import pytest
 from kfp import dsl
 
 from components.artifacts import PowerProfile
@@ -15,7 +14,6 @@ from components.train import train
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.steps import NO_THRESHOLD, spec_to_params
 from zeus.store import open_store
-from zeus.train.collectors import CollectorSpecError
 
 SPEC = JobSpec(job_id="comp-job", batch_sizes=(8, 16), default_batch_size=16, target_metric=0.9, max_epochs=2)
 
@@ -81,8 +79,10 @@ def test_train_body_takes_the_collector_spec_as_one_parameter(tmp_path):
     def call(metrics_collector: str):
         artifacts = {
             name: kind(uri=str(tmp_path / name), name=name)
-            for name, kind in (("profile", PowerProfile), ("metrics", dsl.Metrics), ("model", dsl.Model))
-        }
+            for name, kind in (
+                ("profile", PowerProfile), ("metrics", dsl.Metrics), ("model", dsl.Model), ("trial_log", dsl.Artifact)
+            )
+        }  # fmt: skip
         return train.python_func(
             spec_json=json.dumps(SPEC.with_changes(metric_name="acc").to_dict()),
             batch_size=8,
@@ -100,5 +100,10 @@ def test_train_body_takes_the_collector_spec_as_one_parameter(tmp_path):
 
     status, reached, *_ = call(collector)
     assert (status, reached) == ("reached", True)
-    with pytest.raises(CollectorSpecError, match=r"metrics_collector\.kind='Custom'"):
-        call("collector: {kind: Custom}")
+    kept = tmp_path / "trial_log"  # the trial's log: what the collector read, the runner's stdout, the result
+    assert (kept / "m.log").read_text() == "step=4 epoch=1 acc=0.95\n" and (kept / "result.json").is_file()
+    # A spec the step refuses fails the trial, naming the field; the step itself succeeds, so feedback records
+    # the trial (no trial is left dispatched) and the recurrence ends.
+    status, reached, *_, result_json = call("collector: {kind: Custom}")
+    assert (status, reached) == ("failed", False)
+    assert "invalid input, the trial did not run: invalid metrics_collector.kind='Custom'" in result_json

@@ -2,10 +2,11 @@
 the real store on S3, the real policy and real torch training of the example."""
 
 import sys
+from pathlib import Path
 
 import pytest
 
-from pipelines.local import LocalRunError, run_local
+from pipelines.local import LocalRunError, TrialFailed, run_local
 from zeus.job import TrialStatus
 from zeus.power import PowerModel, SimulatedGPU, candidate_limits
 from zeus.power.selection import choose_limit
@@ -81,20 +82,22 @@ def test_failing_training_script_is_recorded_not_lost(tmp_path):
     script = tmp_path / "crash.py"
     script.write_text("import sys\nprint('loading', flush=True)\nsys.exit('CUDA kernel exploded (test)')\n")
     store_uri = str(tmp_path / "store")
-    (summary,) = run_local(
-        SPEC.with_changes(job_id="e2e-crash"),
-        recurrences=1,
-        store=store_uri,
-        command=[sys.executable, str(script)],
-        preprocess="",
-        attempts=2,
-        runs_dir=tmp_path / "runs",
-    )
-    assert not summary.reached
-    assert [t.status for t in summary.trials] == ["failed", "failed"]
-    assert all("CUDA kernel exploded (test)" in t.reason for t in summary.trials)
+    with pytest.raises(TrialFailed) as failed:  # the script's own failure: not retried, and the run stops
+        run_local(
+            SPEC.with_changes(job_id="e2e-crash"),
+            recurrences=2,
+            store=store_uri,
+            command=[sys.executable, str(script)],
+            preprocess="",
+            attempts=2,
+            runs_dir=tmp_path / "runs",
+        )
+    (summary,) = failed.value.summaries
+    assert not summary.reached and [t.status for t in summary.trials] == ["failed"]
+    assert "CUDA kernel exploded (test)" in failed.value.trial.reason
+    assert (Path(failed.value.log) / "stderr.log").read_text() == "CUDA kernel exploded (test)\n"  # its log, kept
     trials = open_store(store_uri).trials("e2e-crash")
-    assert list(trials["status"]) == ["failed", "failed"]
+    assert list(trials["status"]) == ["failed"]
 
 
 def test_changed_spec_is_refused_before_any_step(tmp_path):

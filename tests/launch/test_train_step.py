@@ -13,8 +13,6 @@ import pytest
 import yaml
 
 from pipelines.compile import compile_pipeline
-from zeus.job import JobSpecError
-from zeus.launch import LaunchError
 from zeus.steps import train
 
 from .cluster_fixtures import COMMAND, NAMESPACE, PROFILE_ROWS, SPEC, rank0_hands_over
@@ -90,13 +88,13 @@ def test_the_train_step_runs_a_cluster_trial_and_outputs_rank_0s_result(tmp_path
     assert Path(model.path).read_bytes() == b"the weights" and model.metadata["written"] is True
 
 
-def test_bad_launch_parameters_fail_the_step_naming_the_field(tmp_path):
-    with pytest.raises(LaunchError) as err:
-        _train(tmp_path, launcher="slurm")
-    assert err.value.field == "launcher"
-    with pytest.raises(JobSpecError) as err:  # SPEC prices 4 GPUs; torchrun on 2 would hold 2
-        _train(tmp_path, launcher="torchrun", gpus_per_node=2)
-    assert err.value.field == "num_gpus"
+def test_bad_launch_parameters_fail_the_trial_naming_the_field_and_nothing_runs(tmp_path):
+    """The step does not fail (feedback must record the trial, or it would stay dispatched): the trial does."""
+    out, _, model, _ = _train(tmp_path, launcher="slurm")
+    assert out.status.value == "failed" and "invalid launcher='slurm'" in out.reason
+    assert model.metadata["written"] is False
+    out, *_ = _train(tmp_path, launcher="torchrun", gpus_per_node=2)  # SPEC prices 4 GPUs; torchrun on 2 holds 2
+    assert out.status.value == "failed" and "invalid num_gpus=4" in out.reason
 
 
 def test_the_launch_parameters_reach_every_train_step_of_the_compiled_pipeline(tmp_path):

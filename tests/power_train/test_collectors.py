@@ -132,13 +132,31 @@ def test_file_collector_reads_katib_json_lines_and_waits_for_a_partial_line(tmp_
             out.write('{"metric": "accuracy", "value": 0.25, "ep')
             out.flush()
             wait_ack(0)
-            out.write('och": 1, "step": 7}\\nnot json\\n{"metric": "accuracy", "value": "high"}\\n')
+            out.write('och": 1, "step": 7}\\n\\n{"metric": "accuracy", "value": "high"}\\n')
         """.replace("\n        ", "\n"),
     )
     proc = CapturedProcess([*command, str(path), str(tmp_path)], cwd=tmp_path, env={})
     got = collect_with_acks(FileCollector(path, "json", KATIB), proc, tmp_path, ack_after=[2])
     assert keys(got) == [("loss", 0.5, 0, None), ("epoch", 0.0, 0, None), ("accuracy", 0.25, 1, 7)]
     assert got[0].time == pytest.approx(1638422871.000037)  # 14:27:51 at +09:00
+
+
+def test_a_json_file_with_a_malformed_line_fails_naming_the_line_as_katib_does(tmp_path):
+    """Katib's JSON parser fails the whole file (errParseJson) at a line that is not a JSON object; so does
+    this collector, naming the line: a JSON metrics file with a broken line is a bug the user must see."""
+    path = tmp_path / "metrics.json"
+    path.write_text('{"accuracy": "0.5", "epoch": 0}\n\nnot json\n{"accuracy": "0.9", "epoch": 1}\n')
+    collector = FileCollector(path, "json", KATIB)
+    with pytest.raises(CollectorError, match=r"metrics.json, json\): line 3 is not a JSON object: 'not json'"):
+        collector.poll()
+    text = FileCollector(path, "text", KATIB)  # the same file as text: lines are filtered, never refused
+    assert [o.key() for o in text.poll()] == [
+        ("accuracy", 0.5, 0, None), ("epoch", 0.0, 0, None), ("accuracy", 0.9, 1, None), ("epoch", 1.0, 1, None)
+    ]  # fmt: skip
+    path.write_text("2021-12-02T14:27:51.5+09:00 accuracy=0.5\nnot-a-time accuracy=0.75\n")
+    first, second = FileCollector(path, "text", KATIB).finish()
+    assert (first.key(), first.time) == (("accuracy", 0.5, None, None), pytest.approx(1638422871.5))
+    assert second.key() == ("accuracy", 0.75, None, None) and second.time > 1.7e9  # no timestamp: read time
 
 
 def test_tfevent_collector_reads_scalars_written_by_torch_summary_writer(tmp_path):
@@ -169,6 +187,59 @@ def test_tfevent_collector_reads_scalars_written_by_torch_summary_writer(tmp_pat
         ("accuracy", 0.75, None, 3), ("epoch", 1.0, 1, 3),
     ]  # fmt: skip
     assert all(o.time is not None and o.time > 1.6e9 for o in got)  # the events' own wall times
+
+
+def test_tfevent_metric_is_found_in_every_subdirectory_unless_named_with_one_as_in_katib(tmp_path):
+    """Katib's TFEvent parser matches the metric `accuracy` in every subdirectory and `train/accuracy` only under
+    a directory `train`; tags must equal the name here (Katib's prefix test would take `accuracy_top5` too)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for sub, acc in (("train", 0.5), ("test", 0.25)):
+        with SummaryWriter(str(tmp_path / "tb" / sub)) as writer:
+            writer.add_scalar("accuracy", acc, 1)
+            writer.add_scalar("accuracy_top5", 0.99, 1)
+            writer.add_scalar("epoch", 1, 1)
+
+    def names(metric_name: str) -> list[tuple[str, float]]:  # float32 in the files: 4 decimals are exact enough
+        found = TFEventCollector(tmp_path / "tb", metric_name).finish()
+        return sorted((o.metric, round(o.value, 4)) for o in found)
+
+    assert names("accuracy") == [
+        ("accuracy", 0.25), ("accuracy", 0.5), ("epoch", 1.0), ("epoch", 1.0),
+        ("test/accuracy_top5", 0.99), ("train/accuracy_top5", 0.99),
+    ]  # fmt: skip
+    assert names("train/accuracy") == [
+        ("epoch", 1.0), ("epoch", 1.0), ("test/accuracy", 0.25),
+        ("test/accuracy_top5", 0.99), ("train/accuracy", 0.5), ("train/accuracy_top5", 0.99),
+    ]  # fmt: skip
+
+
+def test_a_source_that_outlives_its_trial_is_claimed_before_and_kept_after(tmp_path):
+    """An absolute path is shared by consecutive trials: an earlier file is moved aside (Katib's trial pod starts
+    with none), earlier event files are never read, and what a trial read is copied into its log."""
+    log_dir, shared = tmp_path / "trial" / "logs", tmp_path / "var" / "log" / "katib"
+    shared.mkdir(parents=True)
+    (shared / "metrics.log").write_text("accuracy=0.99\n")  # the previous trial's last line
+    collector = FileCollector(shared / "metrics.log", "text", KATIB)
+    (note,) = collector.claim(log_dir)
+    assert "existed before the trial" in note and not (shared / "metrics.log").exists()
+    assert (log_dir / "metrics.log.before-trial").read_text() == "accuracy=0.99\n"  # nothing lost
+    (shared / "metrics.log").write_text("accuracy=0.5\n")
+    assert [o.key() for o in collector.finish()] == [("accuracy", 0.5, None, None)]
+    collector.keep(log_dir)
+    assert (log_dir / "collected" / "metrics.log").read_text() == "accuracy=0.5\n"
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(shared / "tb")) as writer:
+        writer.add_scalar("accuracy", 0.99, 1)
+    tfevent = TFEventCollector(shared / "tb", "accuracy")
+    assert "1 event file(s)" in tfevent.claim(log_dir)[0]
+    with SummaryWriter(str(shared / "tb")) as writer:
+        writer.add_scalar("accuracy", 0.5, 1)
+    assert [o.key() for o in tfevent.finish()] == [("accuracy", 0.5, None, 1)]
+    tfevent.keep(log_dir)
+    assert len(list((log_dir / "collected" / "tfevents").glob("*tfevents*"))) == 1
 
 
 def test_prometheus_collector_scrapes_a_prometheus_client_server(tmp_path):
@@ -300,6 +371,9 @@ def test_katib_metrics_collector_spec_is_accepted_as_is():
         ({"kind": "tfEvent", "source": {"filter": {"metricsFormat": ["(a)=(b)"]}}}, "metricsFormat"),
         ({"source": {"filter": {"metricsFormat": ["no groups"]}}}, "metricsFormat"),
         ({"kidn": "file"}, "metrics_collector.kidn"),
+        # Katib's webhook refuses these two (validateMetricsCollector), so does this parser:
+        ({"kind": "prometheus", "source": {"httpGet": {"path": "not/valid/path"}}}, "source.httpGet.path"),
+        ({"kind": "file", "source": {"fileSystemPath": {"path": "/m.json", "format": "JSON"}, "filter": {}}}, "filter"),
         ("kind: [", "metrics_collector"),
     ],
 )

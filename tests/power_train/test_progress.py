@@ -60,7 +60,7 @@ def test_on_the_model_clock_any_reporting_interval_replays_the_zeus_aware_profil
     expected, chosen = zeus_aware_profile(epochs=2)
     gpu = SimulatedGPU(clock="wall")  # as the runner opens it: the step counter moves it to the model clock
     switched = []
-    progress = drive(gpu, step_reports(every, epochs=2), on_model_clock=lambda: switched.append(gpu.clock()))
+    progress = drive(gpu, step_reports(every, epochs=2), on_training_start=lambda: switched.append(gpu.clock()))
     assert gpu.clock_kind == "model" and len(switched) == 1 and progress.exact
     pd.testing.assert_frame_equal(progress.profile(), expected)  # bit for bit: the same arithmetic in the same order
     assert progress.power_limit() == chosen and len(expected) == 7
@@ -108,14 +108,14 @@ def test_on_a_meter_windows_open_and_close_where_progress_was_reported():
 
 
 def test_epoch_counter_without_steps_profiles_one_limit_per_epoch():
-    clock = {"now": 0.0}
-    gpu = SimulatedGPU(clock="wall", real_clock=lambda: clock["now"])
+    gpu = MeterStandIn()
     progress = ProgressProfiler(gpu, EnergyMonitor(gpu), batch_size=BATCH, cost_rate=COST_RATE, options=OPTIONS)
     for epoch in range(1, 5):
-        clock["now"] += 2.0  # an epoch takes 2 real seconds
+        gpu.now += 2.0  # an epoch takes 2 real seconds
         for obs in (Observation("epoch", epoch, epoch), Observation("accuracy", 0.1 * epoch, epoch)):
             progress.observe(obs, is_target=obs.metric == "accuracy")
-    assert progress.mode == "epoch" and gpu.clock_kind == "wall"
+    assert progress.mode == "epoch" and not progress.exact
+    assert not progress.from_training_start  # a meter cannot tell start-up from epoch 1: charged from the start
     # Epoch 1's evaluation starts profiling; epochs 2, 3, 4 are measured at 250, 225, 200 W.
     rows = progress.profile()
     assert rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
@@ -124,12 +124,51 @@ def test_epoch_counter_without_steps_profiles_one_limit_per_epoch():
     assert "chose among 3 of 7 limits" in progress.notes()[1]
 
 
-def test_without_a_counter_the_trial_is_unprofiled_and_says_so_once(caplog):
-    gpu = SimulatedGPU(clock="wall")
-    progress = drive(gpu, [Observation("accuracy", 0.1 * i) for i in range(3)])
-    assert progress.mode is None and progress.profile().empty and progress.power_limit() is None
+def epoch_cost(limit_w: float, batch_size: int = BATCH) -> tuple[float, float]:
+    """(seconds, joules) of one modelled epoch of a script that reports only epochs, by hand from the model."""
+    model = PowerModel()
+    seconds, joules = model.step(limit_w, batch_size)
+    steps = model.epoch_samples // batch_size  # 50,000 / 16: no partial step
+    return steps * seconds, steps * joules
+
+
+def test_on_the_simulated_gpu_an_epoch_counter_is_charged_as_modelled_epochs_from_the_first_report():
+    """However long the script took before its first report (start-up), the model clock charges only the epochs
+    it reported: each at the limit the profiler had set, one limit an epoch from 250 W down."""
+    clock = {"now": 0.0}
+    gpu = SimulatedGPU(clock="wall", real_clock=lambda: clock["now"])
+    monitor = EnergyMonitor(gpu)
+    monitor.begin_window("trial")
+    progress = ProgressProfiler(
+        gpu,
+        monitor,
+        batch_size=BATCH,
+        cost_rate=COST_RATE,
+        options=OPTIONS,
+        on_training_start=lambda: (monitor.cancel_window("trial"), monitor.begin_window("trial")),
+    )
+    clock["now"] += 1000.0  # a start-up of 1000 real seconds
+    for epoch in range(1, 4):
+        clock["now"] += 5.0  # real time no longer counts: the model clock does
+        for obs in (Observation("epoch", epoch, epoch), Observation("accuracy", 0.1 * epoch, epoch)):
+            progress.observe(obs, is_target=obs.metric == "accuracy")
+    assert progress.mode == "epoch" and progress.exact and progress.from_training_start
+    charged = monitor.peek("trial")
+    expected = [epoch_cost(limit) for limit in (250.0, 225.0, 200.0)]
+    assert charged.time_s == pytest.approx(sum(t for t, _ in expected))
+    assert charged.total_energy_j == pytest.approx(sum(e for _, e in expected))
+    assert progress.profile()["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
+
+
+def test_without_a_counter_the_trial_is_unprofiled_says_so_once_and_each_report_is_an_epoch(caplog):
+    gpu, started = SimulatedGPU(clock="wall"), []
+    progress = drive(
+        gpu, [Observation("accuracy", 0.1 * i) for i in range(3)], on_training_start=lambda: started.append(gpu.clock())
+    )
+    assert progress.mode == "unprofiled" and progress.profile().empty and progress.power_limit() is None
     assert progress.notes() == [UNPROFILED_NOTE]
     assert sum("not power-profiled" in r.getMessage() for r in caplog.records) == 1
+    assert gpu.clock_kind == "model" and gpu.clock() - started[0] == pytest.approx(3 * epoch_cost(250.0)[0])
 
 
 def test_a_stored_profile_is_held_from_the_start_without_any_counter():

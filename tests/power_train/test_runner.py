@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from zeus.job import JobSpec, JobSpecError, TrialStatus
+from zeus.power import PowerModel
 from zeus.train import run_trial
 
 SPEC = JobSpec(
@@ -54,18 +55,22 @@ def test_reaching_the_target_stops_a_script_that_would_run_on(tmp_path):
     )
     assert out.result.status is TrialStatus.REACHED
     assert (out.result.num_epochs, out.result.metric) == (3, 0.95)
-    assert out.result.simulated and out.result.source == "simulated (GPU model, wall clock)"
-    assert out.result.energy_j > 0
+    # An epoch counter and no step counter, on the simulated GPU: from the first report on the model clock,
+    # each reported epoch charged as 50,000 samples in steps of 8 (zeus.power.simulated), one power limit an
+    # epoch (250, 225, 200 W): the figures are the model's, whatever the machine's load.
+    assert out.result.simulated and out.result.source == "simulated (GPU model)"
+    model, steps = PowerModel(), 50_000 // 8
+    epochs = [model.step(limit, 8) for limit in (250.0, 225.0, 200.0)]
+    assert out.result.time_s == pytest.approx(steps * sum(t for t, _ in epochs))
+    assert out.result.energy_j == pytest.approx(steps * sum(e for _, e in epochs))
     # Zeus's cost at eta 0.5 and 250 W, worked out: 0.5 E + 0.5 x 250 W x t.
     assert out.result.cost == pytest.approx(0.5 * out.result.energy_j + 125.0 * out.result.time_s)
     # The script would print for 50 s more: it was stopped once the target was reached (the bound is
     # loose on purpose: CI runs at load 10-25, and the outcome must not hang on timing).
     assert time.monotonic() - started < 40
-    # An epoch counter and no step counter: one power limit per epoch, from the second report on
-    # (epochs 2 and 3 ran at 250 W and 225 W), on the wall clock, and the reason says how.
-    assert out.profile["power_limit_w"].tolist() == [250.0, 225.0]
+    assert out.profile["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
     assert "throughput from metric progress (epoch counter" in out.result.reason
-    assert "ended while profiling: chose among 2 of 7 limits" in out.result.reason
+    assert "ended while profiling: chose among 3 of 7 limits" in out.result.reason
 
 
 def test_max_epochs_without_the_target_is_not_reached_and_the_script_is_stopped(tmp_path):
@@ -92,15 +97,15 @@ def test_cost_threshold_stops_the_script_and_sigkill_follows_an_ignored_sigterm(
         """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        print("accuracy=0.1", flush=True)  # an evaluation without a step counter: charged on the wall clock
+        print("accuracy=0.1", flush=True)  # an evaluation without a counter: one modelled epoch (6,250 steps of 8)
         while True:
             time.sleep(0.01)
         """,
-        cost_threshold=100.0,  # the simulated GPU spends ~225 cost units a second: stop after ~0.5 s
+        cost_threshold=100.0,  # the modelled epoch costs far more (over 6 s at 250 W): stop before epoch 2
         term_grace_s=0.5,
     )
     assert out.result.status is TrialStatus.COST_EXCEEDED
-    assert out.result.cost > 100.0 and "threshold" in out.result.reason
+    assert out.result.cost > 100.0 and "stopped before epoch 2: predicted cost" in out.result.reason
     assert time.monotonic() - started < 40  # ignoring SIGTERM did not keep it running: killed after the grace
 
 
@@ -176,7 +181,7 @@ def test_metrics_from_a_json_lines_file(tmp_path):
         with open("metrics.jsonl", "a") as fh:
             for acc in (0.4, 0.6):
                 fh.write(json.dumps({"epoch": 1, "accuracy": acc}) + "\\n"); fh.flush(); time.sleep(0.05)
-            fh.write("garbage\\n[1,2]\\n" + json.dumps({"accuracy": "high"}) + "\\n")
+            fh.write("\\n" + json.dumps({"accuracy": "high"}) + "\\n")  # an empty line, a value that is no number
             fh.write(json.dumps({"accuracy": 0.97}) + "\\n")
         print("accuracy=0.1")  # stdout is ignored when a metrics file is given
         """,

@@ -48,6 +48,7 @@ def trial_row(
         "ended_at": pd.Timestamp("2026-01-01"),
         "kfp_run_id": f"kfp-{recurrence}",
         "simulated": simulated,
+        "source": "simulated (GPU model)" if simulated else "measured (nvml)",
         "reason": "",
     }
 

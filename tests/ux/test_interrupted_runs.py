@@ -142,7 +142,8 @@ def test_a_killed_run_leaves_its_trial_dispatched_until_the_next_bandit_step_rec
     reason = final.loc[held_trial, "reason"]
     assert final.loc[held_trial, "status"] == "failed"
     assert reason.startswith("no result ") and "(dispatch_timeout_s=0): its process was killed or lost" in reason
-    assert f"recurrence 1/1: trial {held_trial} (recurrence 2, attempt 1" in again.stdout  # the progress line says so
+    # The progress line says so: this run's count, the job's recurrence (3), then what the bandit step recorded.
+    assert f"[1/1] recurrence 3: trial {held_trial} (recurrence 2, attempt 1" in again.stdout
     assert list(final["status"]) == ["reached", "failed", "reached"]
     assert_only_the_held_trial_changed(before, final.drop(index=final.index[-1]), held_trial)
     assert phase(workdir) == "completed"

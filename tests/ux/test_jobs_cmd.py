@@ -76,7 +76,7 @@ def test_show_prints_trials_savings_profile_state_and_writes_plots(store_dir, tm
     assert re.search(r"^\s+2\s+2\s+256\s+200 W\s+15 k\s+reached\s+12 kJ\s+1 min\s+0\.91\s+3\s+3\s+run-2", out, re.M)
     # Recurrence 2: 64 (5 kJ, 30 s, 7,000 J) then 256 (12 kJ, 60 s, 15,000 J).
     assert re.search(r"^\s+2\s+yes\s+64 -> 256\s+22 k\s+17 kJ\s+1\.5 min\s+run-2", out, re.M)
-    assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in out
+    assert f"saving vs the default config: recurrence 3 {1 - 13750 / BASELINE:+.1%}" in out
     assert "power profile" in out and "where the bandit stands" in out
     # The default policy's view of the trials, worked by hand: 64's miss (7,000 J) is charged the retry
     # at 256 it forced (15,000 J), 22 k; 256 reached twice, (15,000 + 13,750) / 2; 32 is only dispatched.
@@ -128,7 +128,7 @@ def test_jobs_and_show_read_an_s3_store(s3_store_uri: str, monkeypatch: pytest.M
     assert listed.exit_code == 0 and "mnist-nightly" in listed.output
     shown = run("show", "mnist-nightly", "--store", s3_store_uri)
     assert shown.exit_code == 0, shown.output
-    assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in shown.output
+    assert f"saving vs the default config: recurrence 3 {1 - 13750 / BASELINE:+.1%}" in shown.output
     assert "sekret-xyz-123" not in shown.output + listed.output
 
 
@@ -139,7 +139,7 @@ def test_show_keeps_long_histories_readable(store_dir) -> None:
     assert "recurrences (last 2 of 3; --last to see more)" in result.output
     assert not re.search(r"\brun-1\b", result.output.split("recurrences (last")[1].split("default config")[0])
     # The saving still uses the whole history (the baseline comes from recurrence 1).
-    assert f"latest recurrence saved {1 - 13750 / BASELINE:.1%}" in result.output
+    assert f"saving vs the default config: recurrence 3 {1 - 13750 / BASELINE:+.1%}" in result.output
 
 
 def test_compact_writes_one_snapshot_then_finds_nothing_to_do_and_show_reads_the_same(store_dir) -> None:

@@ -86,7 +86,8 @@ def test_write_plots_writes_four_real_pngs_marked_simulated(tmp_path) -> None:
         assert pixels.shape[0] >= 300 and pixels.shape[1] >= 600
         # Real content: many distinct colours, not a blank canvas.
         assert len(np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)) > 50
-        assert _png_title(path).startswith("mnist-nightly") and _png_title(path).endswith("(simulated GPU)")
+        # The figures' source in the words the tables use ("figures: simulated (GPU model)").
+        assert _png_title(path).startswith("mnist-nightly") and _png_title(path).endswith(", simulated (GPU model)")
 
 
 def test_measured_data_is_not_labelled_simulated(tmp_path) -> None:
@@ -113,7 +114,7 @@ def test_markdown_embeds_the_pngs_and_reports_the_saving(tmp_path) -> None:
     assert md.startswith("# zeus-kfp: job `mnist-nightly`")
     assert "**Simulated GPU.**" in md
     assert "## Recurrence 3 (`run-3`)" in md
-    assert f"saved {1 - 13750.0 / BASELINE:.1%}" in md
+    assert f"saved {1 - 13750.0 / BASELINE:+.1%}" in md
     embedded = re.findall(r"!\[([^\]]+)\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", md)
     assert [alt for alt, _ in embedded] == ["cost per recurrence", "batch size per trial", "posterior", "power profile"]
     for (_, data), path in zip(embedded, paths, strict=True):
@@ -168,3 +169,45 @@ def test_a_recurrence_with_only_dispatched_trials_is_reported_not_crashed(tmp_pa
     md = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, [], recurrence=4)
     assert "No finished trial yet in recurrence 4" in md
     assert recurrence_metrics(trials, profiles_frame(), SPEC, 4) == {}
+
+
+def test_a_limit_profiling_did_not_choose_is_never_shown_as_chosen(tmp_path) -> None:
+    """Trial 4 (bs 256) ran measure only (the GPU's limits could not be set) and trial 2 (bs 64) unprofiled:
+    the tables say so beside the watts, the power plot draws no star for trial 4 and names both trials."""
+    from rich.console import Console
+
+    from zeus.cli.trial_view import print_trials
+    from zeus.power.gpu import MEASURE_ONLY_NOTE
+    from zeus.train.progress import UNPROFILED_NOTE
+
+    trials = trials_frame()
+    trials.loc[trials["trial"] == 4, "reason"] = MEASURE_ONLY_NOTE
+    trials.loc[trials["trial"] == 2, "reason"] = f"target not reached in 5 epochs; {UNPROFILED_NOTE}"
+    out = Console(width=200, record=True)
+    print_trials(out, "trials", trials.to_dict("records"), ["trial", "batch_size", "power_limit_w", "status"])
+    rows = {int(line.split()[0]): line for line in out.export_text().splitlines() if line.strip()[:1].isdigit()}
+    assert (
+        "200 W measure only" in rows[4]
+        and "200 W unprofiled" in rows[2]
+        and rows[1].rstrip().endswith("200 W   reached")
+    )
+    paths = write_plots(trials, profiles_frame(), bandit_frame(), SPEC, tmp_path)
+    with Image.open(tmp_path / "power_profile.png") as png:
+        notes = png.text["Description"]
+        assert "y: cost per unit of work (J; star: chosen, x: measure only)" in png.text["Comment"]
+    assert notes == (
+        "measure only: trials 4 (batch size 256), at the limit in force; "
+        "unprofiled: trials 2 (batch size 64), at the limit in force"
+    )
+    md = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, paths, recurrence=3)
+    assert "| 3 | 1 | 256 | 200 W measure only |" in md
+
+
+def test_the_posterior_says_grey_is_pruned_only_where_a_grey_arm_is_drawn(tmp_path) -> None:
+    state = bandit_frame()
+    write_plots(trials_frame(), profiles_frame(), state.assign(pruned=False), SPEC, tmp_path / "none")
+    write_plots(trials_frame(), profiles_frame(), state.assign(pruned=True), SPEC, tmp_path / "all")
+    with Image.open(tmp_path / "none" / "posterior.png") as png:
+        assert png.text["Comment"] == "x: batch size | y: expected cost (J, posterior mean +- 1 sd)"
+    with Image.open(tmp_path / "all" / "posterior.png") as png:
+        assert png.text["Comment"].startswith("x: batch size (grey: pruned) |")

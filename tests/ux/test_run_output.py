@@ -11,6 +11,7 @@ from rich.console import Console
 
 from ux.cli_process import run_cli
 from zeus.cli.tables import Column, fitted
+from zeus.report.units import si
 from zeus.store import open_store
 
 ANSI = "\x1b["
@@ -28,6 +29,38 @@ def test_a_short_trace_run_reads_well_piped_and_at_80_columns(tmp_path) -> None:
     check_the_piped_run(proc)
     check_show_at_80_columns(tmp_path)
     check_jobs_at_80_columns_and_the_machine_forms(tmp_path)
+    check_one_baseline_everywhere(proc, tmp_path)
+
+
+def check_one_baseline_everywhere(proc, work) -> None:
+    """run, show (text and JSON), the plot's dashed line and the KFP report all use one default configuration
+    cost, the trace's expectation for a trace-backed job (the simulator's "default config" row over 2
+    recurrences), and say the same savings."""
+    from PIL import Image
+
+    from zeus.simulate.engine import expected_figures
+    from zeus.simulate.trial import TraceBackend
+
+    spec = open_store(str(work / "store")).get_job("example")
+    expected = expected_figures(spec, TraceBackend.parse("trace:squad/v100").trace())[0].cost
+    baseline = re.search(r"^default config \(batch size \d+, max power\): (\S+ \S+) a recurrence \(expected from the "
+                         r"trace squad/v100", proc.stdout, re.M)  # fmt: skip
+    assert baseline is not None and baseline.group(1) == si(expected, "J")
+    shown = run_cli("show", "example", "--store", "store", cwd=work, COLUMNS="200")
+    saving = [line for line in proc.stdout.splitlines() if line.startswith("saving vs the default config: ")]
+    assert len(saving) == 1 and saving[0] in shown.stdout and baseline.group(0) in shown.stdout
+    data = json.loads(run_cli("show", "example", "--store", "store", "--json", cwd=work).stdout)
+    assert data["default_config_cost"]["cost"] == expected
+    assert f"{data['saving']['cumulative']:+.1%}" in saving[0]
+    table = re.search(r"^\s+default config\s+(\S+ \S+)\s", proc.stdout, re.M)  # the simulator's row, 2 recurrences
+    assert table is not None and table.group(1) == si(2 * expected, "").strip()
+    with Image.open(work / "plots" / "example" / "cost_per_recurrence.png") as png:
+        assert png.text["Description"].startswith(f"default config: {expected!r} J")
+        assert png.text["Title"].endswith(", simulated (trace: squad/v100)")  # the tables' words
+        assert "y: cost (J, eta=0.5)" in png.text["Comment"]
+    reports = list((work / "runs" / "example").glob("local-*/*/report-after-attempt-*/markdown"))
+    assert len(reports) == 2 and all(f"would cost about {expected:,.1f}" in r.read_text() for r in reports)
+    assert "posterior sd (J)" in shown.stdout and "e-0" not in shown.stdout + proc.stdout  # no 2.013e-08
 
 
 def table_rows(text: str, title: str) -> list[str]:
@@ -46,11 +79,16 @@ def table_rows(text: str, title: str) -> list[str]:
 def check_the_piped_run(proc) -> None:
     """One plain line per step, no ANSI, tables within 80 columns and nothing cut."""
     assert ANSI not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
-    for i in (1, 2):
-        steps = [line for line in proc.stdout.splitlines() if line.startswith(f"recurrence {i}/2: ")]
-        named = [re.sub(r" \(batch size \d+, \w+\)$", "", s.split(": ", 1)[1]) for s in steps]
-        assert named == ["preprocess", "attempt 1: bandit", "attempt 1: train", "attempt 1: feedback", "report"]
-        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[2])
+    for i in (1, 2):  # "[i/2] recurrence i: step": the run's count, then the job's recurrence number, once known
+        steps = [line[len(f"[{i}/2] ") :] for line in proc.stdout.splitlines() if line.startswith(f"[{i}/2] ")]
+        named = [re.sub(r" \(batch size \d+, \w+\)$", "", s) for s in steps[1:]]
+        assert steps[0].startswith("starting (local-")
+        assert named == ["preprocess"] + [
+            f"recurrence {i}: {step}"
+            for step in ("attempt 1: bandit", "attempt 1: train", "attempt 1: feedback", "report")
+        ]
+        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[3])
+        assert f"\nrecurrence {i}: reached the target" in proc.stdout  # the table says the same number
     tables = proc.stdout.split("recurrence 1: ")[1].split("cumulative over")[0]
     assert max(len(line) for line in tables.splitlines()) <= 80 and "…" not in tables
 

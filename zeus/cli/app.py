@@ -7,6 +7,8 @@ value Click itself checks) are one line too. The global `--debug` shows the trac
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -25,14 +27,45 @@ def _usage_line(err: typer.TyperException) -> str:
     return f"error: {one_line(err.format_message())}{where}"
 
 
+def reader_went_away() -> None:
+    """The reader of our output closed it (`zeus-kfp ... | head`): stop quietly, as rich does for its own output
+    (and Python's docs advise): what is left goes to /dev/null so the exit's flush cannot fail again; exit 1."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(1)
+
+
+RICH_HELP_MIN_COLUMNS = 100  # below this, rich's option tables cut long words ("mlpipeline-minio-ar…")
+
+
+def plain_help() -> bool:
+    """Whether --help is Click's plain text: on a terminal (or COLUMNS) narrower than RICH_HELP_MIN_COLUMNS,
+    where rich's panels would cut defaults and names short; Click's text wraps at words and cuts nothing."""
+    return shutil.get_terminal_size().columns < RICH_HELP_MIN_COLUMNS
+
+
 class ZeusGroup(TyperGroup):
-    """The app's Click group: one error handler for every command (see module doc)."""
+    """The app's Click group: one error handler for every command (see module doc), and --help that cuts
+    nothing at any width (`plain_help`)."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and plain_help():
+            command.rich_markup_mode = None  # type: ignore[attr-defined]
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        if plain_help():
+            self.rich_markup_mode = None
+        super().format_help(ctx, formatter)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):  # exits, usage errors: main() shows them
             raise
+        except BrokenPipeError:
+            reader_went_away()
         except (Exception, KeyboardInterrupt) as err:
             if ctx.params.get("debug"):
                 raise

@@ -44,12 +44,16 @@ def _own_job(
             "spec", None, "a YAML or JSON file of your job's JobSpec fields (or its options), with --command"
         )
     from zeus.cli.own_job import load_spec_file
+    from zeus.steps.inputs import check_trial_inputs
 
+    argv = split_command(command, local=False)
+    # What the train step would refuse, refused now (the paths are the image's: not checked here).
+    check_trial_inputs(command=argv, zeus_aware=zeus_aware, metric_pattern=metric_pattern or "")
     pinned = "max_power_w" in given or (spec_file is not None and "max_power_w" in load_spec_file(spec_file))
     return {
         "spec": own_spec(spec_file, given),
         "read_max_power": not pinned,  # unless the job pins it, the runs read their GPU's
-        "command": split_command(command, local=False),
+        "command": argv,
         "zeus_aware": zeus_aware,
         "metric_pattern": metric_pattern or "",
         "preprocess": preprocess or "",

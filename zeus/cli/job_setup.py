@@ -57,11 +57,12 @@ def choose_job(
     if command is not None:
         return _own_job(command, spec_file, job_id, changes, zeus_aware, metric_pattern, preprocess, fields)
     if script is not None:
-        return _example_job(script, job_id or f"{example_job}-{script}", changes)
+        return _example_job(script, f"{example_job}-{script}" if job_id is None else job_id, changes)
     from zeus.simulate.trial import TRACE_PREFIX, TraceBackend
 
     backend = TraceBackend.parse(TRACE_PREFIX + (trace or default_trace))
-    spec = backend.spec(job_id or example_job, **{"max_attempts": DEFAULT_ATTEMPTS, **changes})
+    # An empty --job-id (`--job-id "$JOB"` with JOB unset) is a bad job id, not the example's.
+    spec = backend.spec(example_job if job_id is None else job_id, **{"max_attempts": DEFAULT_ATTEMPTS, **changes})
     return LocalJob(spec, backend.source, backend, {"trial_backend": backend.name})
 
 

@@ -17,6 +17,7 @@ import typer
 from zeus.cli.app import app
 from zeus.cli.tables import Column, console, print_table
 from zeus.cli.trial_view import missing, print_bandit_state, print_trials
+from zeus.errors import FieldError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -126,17 +127,25 @@ PROFILE_TABLE = [  # the columns `show` prints of the profiles (zeus.profiles ha
 ]
 
 
+def saved_rows(saved: Any) -> list[dict[str, Any]]:
+    """Per recurrence, its saving against the default config (null without a baseline)."""
+    rows = saved.recurrences[["recurrence", "saving"]].astype({"recurrence": int})
+    return [{"recurrence": r, "saving": None if s != s else s} for r, s in rows.itertuples(index=False)]
+
+
 def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFrame, state: pd.DataFrame) -> str:
-    from zeus.report import default_config_cost, per_recurrence
+    from zeus.report import per_recurrence, savings_of
     from zeus.report.units import COST_UNIT
 
-    baseline = default_config_cost(trials, profiles, spec) if not trials.empty else None
+    saved = savings_of(trials, profiles, spec) if not trials.empty else None
+    baseline = saved.baseline if saved is not None else None
     data = {
         "store": opened.uri,
         "job": spec.to_dict(),
         "trials": _json_records(trials),
         "recurrences": _json_records(per_recurrence(trials)) if not trials.empty else [],
         "default_config_cost": None if baseline is None else {"cost": baseline.cost, "how": baseline.how},
+        "saving": None if saved is None else {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved)},
         "cost_unit": COST_UNIT,
         "profiles": _json_records(profiles),
         "bandit_state": _json_records(state),
@@ -159,8 +168,8 @@ def show(
     The bandit state is the default policy's view of the history: the store does not record
     which policy a run used (a run parameter)."""
     from zeus.cli.stores import open_for_reading
-    from zeus.report import arm_frame, default_config_cost, per_recurrence, write_plots
-    from zeus.report.units import COST_UNIT, duration, si
+    from zeus.report import arm_frame, per_recurrence, savings_of, write_plots
+    from zeus.report.units import duration, si
     from zeus.store import UnknownJobError
 
     opened = open_for_reading(store)
@@ -188,16 +197,9 @@ def show(
             for r in rec.to_dict("records")
         ]  # fmt: skip
         print_table(out, _title("recurrences", len(per_recurrence(trials)), last), RECURRENCE_COLUMNS, rows, wide=wide)
-        baseline = default_config_cost(trials, profiles, spec)
-        if baseline.cost is None:
-            out.print(f"default config cost: unknown ({baseline.how})", markup=False, soft_wrap=True)
-        elif not rec.empty:
-            saving = 1.0 - rec["cost"].iloc[-1] / baseline.cost
-            out.print(
-                f"default config cost ~ {si(baseline.cost, COST_UNIT)} ({baseline.how}); "
-                f"latest recurrence saved {saving:.1%}",
-                markup=False,
-            )
+        for line in savings_of(trials, profiles, spec).lines():  # the lines `run` prints, from the same numbers
+            if line:
+                out.print(line, markup=False)
     if not profiles.empty:
         latest = profiles[profiles["trial"] == profiles.groupby("batch_size")["trial"].transform("max")]
         rows = [
@@ -236,3 +238,35 @@ def compact(
         typer.echo(
             "the store refused deletes (DeleteObject not granted): superseded snapshots are kept, nothing is lost"
         )
+
+
+@app.command()
+def delete(
+    job: Annotated[str, typer.Argument(help="The job id.")],
+    store: StoreOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Delete without asking (for scripts).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Delete a job whose phase is running.")] = False,
+) -> None:
+    """Delete a job and its whole history from the store (a junk job: a typo'd id, a test). The bandit
+    forgets everything it learnt for the job; nothing else in the store changes. A job whose phase is running
+    is refused unless --force (a recurrence of it may be in flight)."""
+    from zeus.cli.stores import local_path, open_for_reading
+
+    opened = open_for_reading(store)
+    spec = opened.get_job(job)  # an unknown job is an error naming the store
+    phases = opened.list_jobs()
+    running = not phases.empty and (phases.loc[phases["job_id"] == spec.job_id, "phase"] == "running").any()
+    if running and not force:
+        raise FieldError("job", job, "a job that is not running (its phase is running; --force deletes it anyway)")
+    trials = len(opened.trials(job))
+    if not yes:
+        typer.confirm(f"delete job {job} and its {trials} trial(s) from {opened.uri}?", abort=True)
+    removed = opened.delete_job(job)
+    root = local_path(opened.uri)
+    if root is not None:  # a local store keeps empty folders behind: remove the job's
+        import shutil
+
+        folder = root / "jobs" / job
+        if folder.is_dir() and not any(p.is_file() for p in folder.rglob("*")):
+            shutil.rmtree(folder)
+    typer.echo(f"deleted job {job}: {trials} trial(s), {removed} object(s) from {opened.uri}")

@@ -61,7 +61,7 @@ def _option(field, panel: str) -> inspect.Parameter:
     if field.value_type is bool:
         names = [f"--{field.option}/--{field.setting.off_option or 'no-' + field.option}"]
     kind = str if field.is_list else field.value_type
-    option = typer.Option(*names, help=field.setting.help, rich_help_panel=panel)
+    option = typer.Option(*names, help=field.cli_help(), rich_help_panel=panel)
     annotation = Annotated[kind | None, option]
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
 

@@ -8,9 +8,12 @@ the default configuration and the oracle, with the simulator's figures for the s
 example instead, on this machine's GPU or the simulated one; `--command` runs your own training
 script with your own JobSpec (zeus.cli.own_job).
 
-Progress: one line per step ("recurrence 2/10: attempt 1: train (batch size 64, exploration)") when
-the output is not a terminal, a spinner when it is. Ctrl-C (SIGINT) or SIGTERM records the trial in
-flight as failed and says so in one line (pipelines.local.RunInterrupted).
+Progress: one line per step ("[2/10] recurrence 12: attempt 1: train (batch size 64, exploration)":
+this run's count, then the job's own recurrence number, the one the tables say) when the output is
+not a terminal, a spinner when it is. Ctrl-C (SIGINT) or SIGTERM records the trial in flight as
+failed and says so in one line (pipelines.local.RunInterrupted). A failed trial (the script's own
+failure) stops the run with the script's last lines, and a run in which no recurrence reached the
+target ends with what was seen; both exit 1 (zeus.cli.run_report).
 """
 
 from __future__ import annotations
@@ -28,65 +31,6 @@ from zeus.errors import FieldError
 DEFAULT_TRACE = "cifar100/v100"  # Zeus's own example: b0 = 1024 is far from the optimum, so tuning pays off fast
 DEFAULT_RECURRENCES = 10  # enough for the bandit to pay off on the default trace (benchmarks/RESULTS.md)
 EXAMPLE_JOB = "example"
-RUN_TRIAL_FIELDS = ["attempt", "batch_size", "power_limit_w", "cost", "status", "energy_j", "time_s", "metric"]
-
-
-def _comparison_lines(comparison, policy: str, seed: int) -> list[str]:
-    """The job's cumulative figures against the default config, the oracle and the simulator."""
-    from zeus.policy import policy_label
-    from zeus.report.units import duration, si
-
-    c = comparison
-    rows = [
-        ("this job (kfp.local)", c.live),
-        (f"simulator, seed {seed}", c.simulated),
-        ("default config", c.default),
-        ("oracle", c.oracle),
-    ]
-    width = max(len(name) for name, _ in rows)
-    lines = [f"cumulative over {c.num_recurrences} recurrence(s), policy {policy_label(policy)}:"]
-    lines.append(f"  {'':{width}}  {'cost (J)':>10}  {'energy':>10}  {'time':>9}")
-    for name, fig in rows:
-        lines.append(
-            f"  {name:{width}}  {si(fig.cost, ''):>10}  {si(fig.energy_j, 'J'):>10}  {duration(fig.time_s):>9}"
-        )
-    saving = 1.0 - c.live.cost / c.default.cost
-    lines.append(
-        f"saving vs the default config: {saving:+.1%} of its cost; {c.live.cost / c.oracle.cost:.3f}x the oracle's cost"
-    )
-    if saving < 0:
-        lines.append(EXPLORING_NOTE)
-    if c.identical:
-        lines.append("the simulator produced the same trials, trial by trial (batch size, power limit, status, cost)")
-    else:
-        lines.append(f"the simulator parts ways at {c.first_difference}")
-    return lines
-
-
-EXPLORING_NOTE = (
-    "  (negative while the bandit is still exploring: each new batch size costs a profiling epoch, "
-    "and a size that misses the target costs a retry)"
-)
-
-
-def _saving_lines(store, spec, summaries) -> list[str]:
-    """A script job's saving against the default configuration's cost, estimated from the store."""
-    from zeus.report import default_config_cost
-    from zeus.report.units import si
-
-    baseline = default_config_cost(store.trials(spec.job_id), store.profiles(spec.job_id), spec)
-    if not baseline.cost:
-        return [f"saving vs the default config: not known yet ({baseline.how})"]
-    lines = [
-        f"default config (batch size {spec.default_batch_size}, max power): "
-        f"cost {si(baseline.cost, 'J')} ({baseline.how})"
-    ]
-    savings = [1.0 - s.cost / baseline.cost for s in summaries]
-    for s, saving in zip(summaries, savings, strict=True):
-        lines.append(f"  recurrence {s.recurrence}: cost {si(s.cost, 'J')} -> saving {saving:+.1%}")
-    if any(saving < 0 for saving in savings):
-        lines.append(EXPLORING_NOTE)
-    return lines
 
 
 RUN_HELP = (
@@ -195,9 +139,10 @@ def run(
     ] = None,
     settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
 ) -> None:
-    from pipelines.local import RunInterrupted, run_local
+    from pipelines.local import RunInterrupted, TrialFailed, run_local
     from zeus.cli.errors import interrupted_code
     from zeus.cli.job_setup import choose_job
+    from zeus.cli.run_report import EXIT_FAILED, epilogue, failure_lines, no_target_lines, print_recurrence
     from zeus.cli.stores import open_for_writing
     from zeus.cli.tables import console
     from zeus.policy import policy_label
@@ -215,6 +160,16 @@ def run(
             raise FieldError("metrics_collector", metrics_collector, "only with a plain script (--plain)")
         job.run_args["metrics_collector"] = CollectorSpec.from_arg(metrics_collector).to_dict()
     timeout_s = check_dispatch_timeout(DEFAULT_DISPATCH_TIMEOUT_S if dispatch_timeout is None else dispatch_timeout)
+    if job.backend is None and "command" in job.run_args:  # what the train step would refuse, before anything is stored
+        from zeus.steps.inputs import check_trial_inputs
+
+        check_trial_inputs(
+            command=job.run_args["command"],
+            zeus_aware=job.run_args.get("zeus_aware", True),
+            metric_pattern=job.run_args.get("metric_pattern", ""),
+            metrics_collector=job.run_args.get("metrics_collector") or "",
+            local_files=True,
+        )
     spec = job.spec
     opened = open_for_writing(store)
     out = console(wide=wide)
@@ -235,16 +190,13 @@ def run(
         if not out.is_terminal:
             out.print(message, markup=False, soft_wrap=True)
 
-    def finished(summary) -> None:
-        from zeus.cli.trial_view import print_trials
+    def step(i: int, what: str, number: int | None) -> None:
+        """`[6/10] recurrence 16: attempt 1: train (...)`: this run's count, then the job's recurrence number."""
+        progress(f"[{i + 1}/{recurrences}] " + (f"recurrence {number}: " if number is not None else "") + what)
 
+    def finished(summary) -> None:
         summaries.append(summary)
-        title = (
-            f"recurrence {summary.recurrence}: {'reached' if summary.reached else 'did NOT reach'} the target "
-            f"in {len(summary.trials)} trial(s)"
-        )
-        records = [vars(t) for t in summary.trials]
-        print_trials(out, title, records, RUN_TRIAL_FIELDS, wide=wide)
+        print_recurrence(out, summary, wide=wide, script=job.backend is None)
 
     try:
         with status:
@@ -255,8 +207,8 @@ def run(
                 policy=policy,
                 attempts=spec.max_attempts,
                 runs_dir=runs_dir,
-                on_start=lambda i, rid: progress(f"recurrence {i + 1}/{recurrences} ({rid}): starting"),
-                on_step=lambda i, step: progress(f"recurrence {i + 1}/{recurrences}: {step}"),
+                on_start=lambda i, rid: progress(f"[{i + 1}/{recurrences}] starting ({rid})"),
+                on_step=step,
                 on_recurrence=finished,
                 dispatch_timeout_s=timeout_s,
                 **job.run_args,
@@ -264,29 +216,14 @@ def run(
     except RunInterrupted as stop:
         typer.echo(f"{stop}; job {stop.job_id} is no longer running (the next run continues from the store)", err=True)
         raise typer.Exit(interrupted_code(stop.signum)) from None
-    _epilogue(out, opened, spec, job, policy, summaries, plots_dir, wide)
-
-
-def _epilogue(out, opened, spec, job, policy, summaries, plots_dir: Path, wide: bool) -> None:
-    """After the last recurrence: the bandit's state, the job against its baselines, the plots."""
-    from zeus.cli.trial_view import print_bandit_state
-    from zeus.report import arm_frame, write_plots
-
-    trials, state = opened.trials(spec.job_id), arm_frame(spec, opened.history(spec.job_id), policy)
-    if not state.empty:
-        print_bandit_state(out, state, wide=wide)
-    if job.backend is not None:
-        from zeus.simulate.replay import compare
-
-        lines = _comparison_lines(compare(trials, spec, job.backend, policy), policy, spec.seed)
-    else:
-        lines = _saving_lines(opened, spec, summaries)
-    for line in lines:
-        out.print(line, markup=False, soft_wrap=True)
-    plots = write_plots(trials, opened.profiles(spec.job_id), state, spec, plots_dir / spec.job_id)
-    if any(s.simulated for s in summaries):
-        sources = sorted({t.source for s in summaries for t in s.trials if t.simulated and t.source})
-        source = " or ".join(sources) or "simulated"
-        out.print(f"No GPU was measured: every power, energy, time and cost figure is {source}.", markup=False)
-    out.print("plots: " + ", ".join(str(p) for p in plots), markup=False, soft_wrap=True)
-    sys.stdout.flush()
+    except TrialFailed as failed:
+        sys.stdout.flush()
+        for line in failure_lines(failed):
+            typer.echo(line, err=True)
+        typer.echo(f"error: {failed}", err=True)
+        raise typer.Exit(EXIT_FAILED) from None
+    epilogue(out, opened, spec, job, policy, summaries, plots_dir, wide)
+    if not any(s.reached for s in summaries):
+        for line in no_target_lines(summaries, spec):
+            typer.echo(f"error: {line}", err=True)
+        raise typer.Exit(EXIT_FAILED)

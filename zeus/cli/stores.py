@@ -9,6 +9,7 @@ may write (or a path it may create). S3 stores report their own errors (zeus.sto
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -26,11 +27,25 @@ def local_path(uri: str) -> Path | None:
     return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
+# A local path that starts like a mistyped URI: "s3//bucket/x", "s3:/bucket", "s3:bucket", "file:/x".
+MISTYPED_URI = re.compile(r"^(?P<scheme>s3|file|https?|gs|minio)(?::/?(?!/)|//)(?P<rest>.*)$", re.IGNORECASE)
+
+
+def check_store_uri(uri: str | None) -> None:
+    """Refuse a store that is a mistyped URI rather than let it become a local directory named after it."""
+    typo = MISTYPED_URI.match(uri.strip()) if isinstance(uri, str) else None
+    if typo:
+        meant = f"{typo['scheme'].lower()}://{typo['rest'].lstrip('/')}"
+        raise FieldError("store", uri, f"a directory, file:///path or s3://bucket/prefix (did you mean {meant}?)")
+
+
 def open_for_reading(uri: str | None):
-    """The store at `uri` (None: $ZEUS_KFP_STORE or ./.zeus-kfp/store), which must exist if local."""
+    """The store at `uri` (None: $ZEUS_KFP_STORE or ./.zeus-kfp/store), which must exist if local. Opened
+    read-only: a command that only reads never creates anything, not even a bucket."""
     from zeus.store import open_store
 
-    store = open_store(uri)
+    check_store_uri(uri)
+    store = open_store(uri, read_only=True)
     path = local_path(store.uri)
     if path is not None and not path.exists():
         raise FieldError(
@@ -45,6 +60,7 @@ def open_for_writing(uri: str | None):
     """The store at `uri`, checked writable if local: created if missing, probed with a temporary file."""
     from zeus.store import open_store
 
+    check_store_uri(uri)
     store = open_store(uri)
     path = local_path(store.uri)
     if path is None:

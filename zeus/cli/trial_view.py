@@ -42,6 +42,15 @@ def _number(value: Any) -> str:
     return "-" if missing(value) else f"{float(value):.4g}"
 
 
+def _sd(precision: Any) -> str:
+    """The posterior's standard deviation in joules, 1 / sqrt(precision): 7.05 k reads where 2.013e-08 does not."""
+    from zeus.report.units import si
+
+    if missing(precision) or float(precision) <= 0:
+        return "-"
+    return si(1.0 / math.sqrt(float(precision)), "")
+
+
 def _text(value: Any) -> str:
     return "" if missing(value) else str(value)
 
@@ -98,11 +107,16 @@ def failure_notes(records: Sequence[Record]) -> list[str]:
 
 
 def _cell(known: dict, field: str, record: Record, no_figures: bool) -> str:
-    """One cell; a trial that never reported (zeus.steps.abandoned) shows no figures, not zeros."""
+    """One cell; a trial that never reported (zeus.steps.abandoned) shows no figures, not zeros; a power limit
+    profiling did not choose says so ("250 W unprofiled", "250 W measure only": zeus.report.frames.limit_note)."""
+    from zeus.report.frames import limit_text
+
     if field == "source":
         return source_of(record)
     if no_figures and field in FIGURES:
         return "-"
+    if field == "power_limit_w":
+        return limit_text(record.get(field), record.get("reason"))
     return known[field][1](record.get(field))
 
 
@@ -138,12 +152,12 @@ def print_bandit_state(out: Console, state: Any, *, wide: bool = False) -> None:
         Column("observations", keep=True),
         Column(f"posterior mean cost ({COST_UNIT})", keep=True),
         Column("pruned", keep=True, justify="left"),
-        Column("posterior precision"),
+        Column(f"posterior sd ({COST_UNIT})"),
     ]
     rows = [
         [_int(r["batch_size"]), _text(r["stage"]), _int(r["num_observations"]),
          "-" if missing(r["posterior_mean"]) else si(float(r["posterior_mean"]), ""),
-         "yes" if r["pruned"] else "no", _number(r["posterior_precision"])]
+         "yes" if r["pruned"] else "no", _sd(r["posterior_precision"])]
         for r in state.sort_values("batch_size").to_dict("records")
     ]  # fmt: skip
     print_table(out, "where the bandit stands", columns, rows, wide=wide)

@@ -23,13 +23,16 @@ Every figure is simulated: `simulated` is True and tables built from it carry th
 
 Plain scripts (the runner watches another process and cannot see its batches). The rule: a
 plain script's work is what its collected progress says. The runner's simulated GPU starts on the
-"wall" clock (real elapsed time / throughput). When the collected metrics give a step counter,
-the runner switches it to the model clock (`use_model_clock`) and, for every step the counter
-advanced, calls `account_work(batch_size)`, exactly as ZeusDataLoader does per batch; from then
-on the plain trial's figures are as deterministic as a Zeus-aware one's, and the same power
-limit is chosen. Time before the first step (imports, data loading) is not charged, as it is
-not for a Zeus-aware script. Without a step counter (epochs only, or no counter) the wall clock
-stays: those figures depend on the machine's load, and the trial's source says "wall clock".
+"wall" clock (real elapsed time / throughput). At the script's first report the runner switches it
+to the model clock (`use_model_clock`) and charges the trial from there: for every step a step
+counter advanced it calls `account_work(batch_size)`, exactly as ZeusDataLoader does per batch;
+a script that reports only epochs (an epoch counter, or just the metric once an epoch) is charged
+`account_epoch(batch_size)` per epoch: `epoch_samples` samples (50,000, a CIFAR-sized training
+set; ZEUS_SIM_EPOCH_SAMPLES) in steps of its batch size, since the runner cannot see how many
+samples the script's epoch has. Either way the plain trial's figures are as deterministic as a
+Zeus-aware one's, whatever the machine's load, and time before the first report (imports, data
+loading) is not charged, as it is not for a Zeus-aware script, which is measured from the start of
+training. Only a script that never reports stays on the wall clock (its source says "wall clock").
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 from zeus.power.gpu import PowerConstraints
 
 SIM_CLOCKS = ("model", "wall")
+EPOCH_SAMPLES_ENV = "ZEUS_SIM_EPOCH_SAMPLES"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class PowerModel:
     overhead_s: float = 0.001  # per step, whatever the limit
     overhead_w: float = 70.0  # drawn during the per-step overhead
     peak_samples_per_s: float = 200_000.0  # compute speed at full power
+    epoch_samples: int = 50_000  # a plain script's epoch when only epochs are reported (see above)
 
     def power_w(self, limit_w: float) -> float:
         x = limit_w / self.demand_w
@@ -82,6 +87,16 @@ class PowerModel:
             return cost(joules, seconds)
 
         return min(limits, key=lambda p: (step_cost(p), -p))
+
+
+def epoch_samples_from_env() -> int:
+    """ZEUS_SIM_EPOCH_SAMPLES as a positive integer (default: PowerModel's), or ValueError naming it."""
+    text = os.environ.get(EPOCH_SAMPLES_ENV, "").strip()
+    if not text:
+        return PowerModel.epoch_samples
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"invalid {EPOCH_SAMPLES_ENV}={text!r}: allowed a positive integer (samples an epoch)")
+    return int(text)
 
 
 class SimulatedGPU:
@@ -115,23 +130,33 @@ class SimulatedGPU:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_env(cls) -> SimulatedGPU:
-        """ZEUS_SIM_GPUS (count, default 1) and ZEUS_SIM_CLOCK ("model", the default, or "wall")."""
+    def from_env(cls, clock: str | None = None) -> SimulatedGPU:
+        """ZEUS_SIM_GPUS (count, default 1), ZEUS_SIM_CLOCK ("model", the default, or "wall"; `clock` overrides
+        it) and ZEUS_SIM_EPOCH_SAMPLES (a plain script's epoch, 50,000 samples)."""
         count = int(os.environ.get("ZEUS_SIM_GPUS", "1"))
-        return cls(num_devices=count, clock=os.environ.get("ZEUS_SIM_CLOCK", "model"))
+        model = PowerModel(epoch_samples=epoch_samples_from_env())
+        return cls(num_devices=count, model=model, clock=clock or os.environ.get("ZEUS_SIM_CLOCK", "model"))
 
-    def account_work(self, samples: int) -> None:
-        """One step over `samples` samples, split evenly over the devices: the model clock advances by the
-        slowest device's step time; each device draws its step energy, then waits at the overhead power."""
-        if self.clock_kind != "model":
+    def account_work(self, samples: int, steps: int = 1) -> None:
+        """`steps` steps over `samples` samples each, split evenly over the devices: the model clock advances
+        by the slowest device's step time per step; each device draws its step energy, then waits at the
+        overhead power."""
+        if self.clock_kind != "model" or steps < 1:
             return
         with self._lock:
             share = samples / len(self._limits)
-            steps = [self.model.step(p, share) for p in self._limits]
-            dt = max(seconds for seconds, _ in steps)
-            self._virtual += dt
-            for i, (seconds, joules) in enumerate(steps):
-                self._energy[i] += joules + self.model.overhead_w * (dt - seconds)
+            per_device = [self.model.step(p, share) for p in self._limits]
+            dt = max(seconds for seconds, _ in per_device)
+            self._virtual += dt * steps
+            for i, (seconds, joules) in enumerate(per_device):
+                self._energy[i] += (joules + self.model.overhead_w * (dt - seconds)) * steps
+
+    def account_epoch(self, batch_size: int) -> None:
+        """One epoch of a plain script that reports only epochs: `model.epoch_samples` samples in steps of
+        `batch_size` (see "Plain scripts" above)."""
+        full, rest = divmod(self.model.epoch_samples, batch_size)
+        self.account_work(batch_size, steps=full)
+        self.account_work(rest, steps=1 if rest else 0)
 
     def use_model_clock(self) -> None:
         """Switch a wall-clock GPU to the model clock (see "Plain scripts" above). The clock and energy

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from zeus.report.markdown import markdown_report
     from zeus.report.plots import PLOT_NAMES, write_plots
     from zeus.report.recurrence import RecurrenceReport, recurrence_metrics, recurrence_report
+    from zeus.report.savings import Savings, savings_of
 
 _SOURCES = {
     "arm_frame": "arms",
@@ -33,18 +34,22 @@ _SOURCES = {
     "RecurrenceReport": "recurrence",
     "recurrence_metrics": "recurrence",
     "recurrence_report": "recurrence",
+    "Savings": "savings",
+    "savings_of": "savings",
 }
 
 __all__ = [
     "PLOT_NAMES",
     "Baseline",
     "RecurrenceReport",
+    "Savings",
     "arm_frame",
     "default_config_cost",
     "markdown_report",
     "per_recurrence",
     "recurrence_metrics",
     "recurrence_report",
+    "savings_of",
     "write_plots",
 ]
 assert sorted(__all__) == sorted(_SOURCES)

@@ -8,12 +8,14 @@ profiles have batch_size, phase, power_limit_w, average_power_w, throughput, sim
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pandas as pd
 
 from zeus.job import JobSpec, TrialStatus
 
+TRACE_SOURCE = re.compile(r"simulated \(trace: ([\w.-]+/[\w.-]+)\)")  # zeus.simulate.trial.TraceBackend.source
 RECURRENCE_COLUMNS = ["recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost"]
 
 
@@ -26,6 +28,31 @@ def finished_trials(trials: pd.DataFrame) -> pd.DataFrame:
     else:
         mask = trials["status"] != TrialStatus.DISPATCHED.value
     return trials[mask]
+
+
+UNPROFILED, MEASURE_ONLY = "unprofiled", "measure only"
+
+
+def limit_note(reason: object) -> str:
+    """How a trial's power limit came about when profiling did not choose it, as every table and plot says it:
+    "unprofiled" (a plain script whose metrics carried no step or epoch counter: it trained at the limit in
+    force) or "measure only" (the GPU's limits could not be set); "" when the profiler chose it, or reused a
+    stored choice. Read off the trial's reason, where the trial says so."""
+    from zeus.power.gpu import MEASURE_ONLY_NOTE
+    from zeus.train.progress import UNPROFILED_NOTE
+
+    text = "" if reason is None or (isinstance(reason, float) and pd.isna(reason)) else str(reason)
+    if MEASURE_ONLY_NOTE in text:
+        return MEASURE_ONLY
+    return UNPROFILED if UNPROFILED_NOTE in text else ""
+
+
+def limit_text(watts: object, reason: object) -> str:
+    """A power limit for a table cell: "250 W", "250 W unprofiled", "250 W measure only", "-" when unknown."""
+    if watts is None or (isinstance(watts, float) and pd.isna(watts)):
+        return "-"
+    note = limit_note(reason)
+    return f"{float(watts):.0f} W" + (f" {note}" if note else "")
 
 
 def is_simulated(*frames: pd.DataFrame) -> bool:
@@ -70,19 +97,25 @@ class Baseline:
 
 
 def default_config_cost(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> Baseline:
-    """Estimate what one recurrence costs at the default configuration: `default_batch_size` at
-    the GPU's maximum power limit, with no bandit and no power tuning (the baseline Zeus reports).
+    """What one recurrence costs at the default configuration: `default_batch_size` at the GPU's
+    maximum power limit, with no bandit and no power tuning (the baseline Zeus reports). The one
+    baseline: `run`, `show`, the report, its metrics and its plot all take it from here.
 
-    Choice: the median cost of the job's trials that *reached* the target at the default batch
-    size (the store's own measurements; the median resists one slow node). Those trials ran at
-    the power limit the JIT profiler chose, which is cheaper than max power, so each is scaled
-    by the ratio of cost rates (max limit over chosen limit) from that batch size's training
-    profile when the profile covers both limits. Without a reached trial at the default batch
-    size there is no baseline (None), and the report says so instead of guessing.
+    A job whose trials all replayed one NSDI'23 trace (their source "simulated (trace: w/g)") has an
+    exact one: the trace's expected cost of that configuration (zeus.simulate.engine.expected_figures,
+    what the simulator's "default config" row is too). Any other job's is estimated from the store:
+    the median cost of its trials that *reached* the target at the default batch size (the median
+    resists one slow node). Those trials ran at the power limit the JIT profiler chose, which is
+    cheaper than max power, so each is scaled by the ratio of cost rates (max limit over chosen limit)
+    from that batch size's training profile when the profile covers both limits. Without a reached
+    trial at the default batch size there is no baseline (None), and the report says so instead of guessing.
     """
     done = finished_trials(trials)
     if done.empty:
         return Baseline(None, "no finished trial yet")
+    traced = _trace_baseline(done, spec)
+    if traced is not None:
+        return traced
     at_default = done[(done["batch_size"] == spec.default_batch_size) & (done["status"] == TrialStatus.REACHED.value)]
     if at_default.empty:
         return Baseline(None, f"no trial at the default batch size {spec.default_batch_size} has reached the target")
@@ -94,6 +127,27 @@ def default_config_cost(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobS
         f", {adjusted} scaled to the max power limit by the power profile" if adjusted else ", at their power limit"
     )
     return Baseline(cost, how)
+
+
+def _trace_baseline(done: pd.DataFrame, spec: JobSpec) -> Baseline | None:
+    """The trace's expected cost of the default configuration, when every trial replayed that one trace."""
+    sources = set(done["source"].astype(str)) if "source" in done.columns else set()
+    if len(sources) != 1:
+        return None
+    (source,) = sources
+    match = TRACE_SOURCE.fullmatch(source)
+    if match is None:
+        return None
+    from zeus.simulate.engine import expected_figures
+    from zeus.simulate.trial import TraceBackend
+
+    try:
+        backend = TraceBackend.parse(f"trace:{match.group(1)}")
+        default, _ = expected_figures(spec, backend.trace())  # type: ignore[union-attr]
+    except ValueError:  # not a shipped trace, or no configuration of it reaches: estimate from the store
+        return None
+    how = f"expected from the trace {match.group(1)}: batch size {spec.default_batch_size} at the max power limit"
+    return Baseline(default.cost, how)
 
 
 def _max_power_factors(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> pd.Series:

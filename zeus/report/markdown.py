@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import JobSpec
-from zeus.report.frames import default_config_cost, finished_trials, is_simulated, per_recurrence
+from zeus.report.frames import finished_trials, is_simulated, limit_text, per_recurrence
 from zeus.report.plots import PLOT_NAMES
+from zeus.report.savings import savings_of
 
 SIMULATED_NOTE = (
     "> **Simulated GPU.** These figures come from a simulated GPU (no NVML device was available); "
@@ -110,7 +111,8 @@ def _render(
         parts.append(f"No finished trial yet{which}: its trials were dispatched but none recorded a result.")
     else:
         current = chosen.iloc[-1]
-        baseline = default_config_cost(trials, profiles, spec)
+        saved = savings_of(trials, profiles, spec)
+        baseline = saved.baseline
         parts.append(f"## Recurrence {int(current['recurrence'])} (`{current['recurrence_id']}`)")
         verdict = "reached the target" if current["reached"] else "did NOT reach the target"
         parts.append(
@@ -120,15 +122,18 @@ def _render(
         if baseline.cost is None:
             parts.append(f"Default configuration cost: unknown ({baseline.how}).")
         else:
-            saving = 1.0 - current["cost"] / baseline.cost
+            saving = saved.saving_of(int(current["recurrence"]))
             parts.append(
                 f"Default configuration (batch size {spec.default_batch_size}, max power) would cost about "
-                f"{baseline.cost:,.1f} ({baseline.how}): this recurrence saved {saving:.1%}."
+                f"{baseline.cost:,.1f} ({baseline.how}): this recurrence saved {saving:+.1%}; "
+                f"cumulative over {len(saved.recurrences)} recurrence(s) {saved.cumulative:+.1%}."
             )
         done = finished_trials(trials)
         these = done[done["recurrence"] == current["recurrence"]].copy()
         if "reason" in these.columns:
-            these["reason"] = these["reason"].map(short_reason)
+            reasons = these["reason"]
+            these["power_limit_w"] = [limit_text(w, r) for w, r in zip(these["power_limit_w"], reasons, strict=True)]
+            these["reason"] = reasons.map(short_reason)
         parts.append("### Trials of this recurrence")
         parts.append(markdown_table(these, [*TRIAL_COLUMNS, "cost", "reason"]))
         if compact and len(rec) > RECENT_RECURRENCES:

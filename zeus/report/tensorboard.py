@@ -2,7 +2,8 @@
 
 The report step appends the recurrence's scalars (step = recurrence number) to the job's log
 directory in the store (`Store.tensorboard_logs`): cost, energy, time, trials, reached, the
-batch size and power limit of the recurrence's final trial (the one that reached, else the last),
+batch size and power limit of the recurrence's final trial (the one that reached, else the last;
+`power_limit_profiled` 0 when profiling did not choose it: unprofiled or measure only),
 the default configuration's cost and the saving when known, `simulated` (1: the figures come from
 a simulated GPU), and the bandit's posterior mean cost per batch size after the recurrence: the
 run's policy's arm states from the history up to the recurrence's last trial (zeus.report.arms),
@@ -29,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.report.arms import DEFAULT_POLICY, arm_frame, history_through
-from zeus.report.frames import finished_trials, is_simulated, select_recurrence
+from zeus.report.frames import finished_trials, is_simulated, limit_note, select_recurrence
 from zeus.report.recurrence import recurrence_metrics
 
 TAG = "recurrence/"
@@ -57,6 +58,8 @@ def recurrence_scalars(
         scalars[TAG + "batch_size"] = float(final["batch_size"])
         if pd.notna(final["power_limit_w"]):
             scalars[TAG + "power_limit_w"] = float(final["power_limit_w"])
+            # 0: the limit was in force, not chosen (unprofiled, measure only: zeus.report.frames.limit_note)
+            scalars[TAG + "power_limit_profiled"] = 0.0 if limit_note(final.get("reason")) else 1.0
         scalars[TAG + "simulated"] = 1.0 if is_simulated(mine) else 0.0
     for row in arms.itertuples(index=False):  # arms without a posterior mean are left out
         if row.posterior_mean is not None and not math.isnan(float(row.posterior_mean)):

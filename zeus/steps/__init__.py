@@ -9,6 +9,7 @@ from zeus.steps.abandoned import (
     check_dispatch_timeout,
     fail_interrupted,
     fail_stale,
+    fail_unfinished,
 )
 from zeus.steps.params import (
     BETA_DISABLED,
@@ -46,6 +47,7 @@ __all__ = [
     "check_dispatch_timeout",
     "fail_interrupted",
     "fail_stale",
+    "fail_unfinished",
     "feedback",
     "gpu_power",
     "prepare",

@@ -4,6 +4,8 @@ Two ways a dispatched trial loses its owner:
 
 - the run that holds it is interrupted (SIGINT, SIGTERM): the local driver stops its steps and
   records the recurrence's unfinished trials as failed, "interrupted by SIGINT" (`fail_interrupted`);
+  a pipeline step of a local run fails (the store refused a write, say): the same, with the step's
+  error as the reason (`fail_unfinished`), so the next run does not take the trial for one in flight;
 - the process that holds it is killed outright (SIGKILL, a lost node or pod): nothing can record
   anything then, so the next bandit step of the job does it, for any trial dispatched longer ago
   than the run's `dispatch_timeout_s` (`fail_stale`). Zeus's BSO marks a trial that never
@@ -96,11 +98,17 @@ def _fail(store, job_id: str, trials: Sequence[Unfinished], reasons: list[str]) 
     return done
 
 
-def fail_interrupted(store, job_id: str, recurrence_id: str, signal_name: str) -> list[AbandonedTrial]:
-    """Record the recurrence's unfinished trials as failed, "interrupted by <signal>". Call it only once
-    the steps that could still finish them have stopped (zeus.signals.stop_children)."""
+def fail_unfinished(store, job_id: str, recurrence_id: str, reason: str) -> list[AbandonedTrial]:
+    """Record the recurrence's unfinished trials as failed with `reason`. Call it only once the steps that
+    could still finish them have stopped (an interrupted run, a failed pipeline step)."""
     mine = [t for t in store.read_trials(job_id).unfinished if t.recurrence_id == str(recurrence_id)]
-    return _fail(store, job_id, mine, [f"interrupted by {signal_name}"] * len(mine))
+    return _fail(store, job_id, mine, [reason] * len(mine))
+
+
+def fail_interrupted(store, job_id: str, recurrence_id: str, signal_name: str) -> list[AbandonedTrial]:
+    """Record the recurrence's unfinished trials as failed, "interrupted by <signal>" (zeus.signals.stop_children
+    first)."""
+    return fail_unfinished(store, job_id, recurrence_id, f"interrupted by {signal_name}")
 
 
 def fail_stale(

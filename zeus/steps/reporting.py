@@ -23,7 +23,8 @@ def report(
     append the recurrence's scalars to the job's TensorBoard log directory in the store (the report
     links to it), then mark the job "completed" (the preprocess step of the next recurrence marks it "running").
 
-    `reached` is only logged: the figures come from the store, which holds every attempt. `policy` is the
+    `reached` (whether the last attempt ended the recurrence) only orders this step after every attempt: the
+    figures, "reached" among them, come from the store, which holds every attempt. `policy` is the
     run's (a run parameter the store does not record): the bandit's state shown is its view of the history.
     """
     from zeus.report import recurrence_report
@@ -39,7 +40,6 @@ def report(
     Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
     Path(markdown_path).write_text(rep.markdown + markdown_section(store.uri, job_id))
     values = dict(rep.metrics)
-    values.setdefault("reached", 1.0 if reached else 0.0)
     for name, value in values.items():
         metrics.log_metric(name, float(value))
     store.compact(job_id)  # once per recurrence, so the next bandit step reads one snapshot, not every event

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from zeus.summaries import RecurrenceSummary, TrialSummary
+from zeus.summaries import RecurrenceSummary, TrialFiles, TrialSummary
 
 
 def _opt(value) -> float | None:
@@ -18,8 +18,15 @@ def _text(value) -> str:
     return "" if value is None or pd.isna(value) else str(value)
 
 
-def summarize(trials: pd.DataFrame, job_id: str, recurrence_id: str, wall_s: float = math.nan) -> RecurrenceSummary:
-    """The summary of `recurrence_id` from a store trials frame (zeus.store column names)."""
+def summarize(
+    trials: pd.DataFrame,
+    job_id: str,
+    recurrence_id: str,
+    wall_s: float = math.nan,
+    files: tuple[TrialFiles, ...] = (),
+) -> RecurrenceSummary:
+    """The summary of `recurrence_id` from a store trials frame (zeus.store column names); `files` where its
+    trials' logs and models went."""
     from zeus.report import per_recurrence
 
     mine = trials[trials["recurrence_id"].astype(str) == str(recurrence_id)].sort_values("attempt")
@@ -58,4 +65,5 @@ def summarize(trials: pd.DataFrame, job_id: str, recurrence_id: str, wall_s: flo
         time_s=float(total["time_s"]) if total is not None else math.nan,
         simulated=any(t.simulated for t in rows),
         wall_s=wall_s,
+        files=files,
     )

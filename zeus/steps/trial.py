@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from zeus.job import JobSpec, TrialResult
+from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
 from zeus.policy.base import Decision
 from zeus.power.reuse import StoredProfile
@@ -48,19 +48,13 @@ from zeus.steps.params import (
     threshold_from_param,
     threshold_to_param,
 )
+from zeus.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
 
 
 class MetricsSink(Protocol):
     """What train logs numbers to (a KFP Metrics artifact has this shape)."""
 
     def log_metric(self, metric: str, value: float) -> None: ...
-
-
-class FileArtifact(Protocol):
-    """An output file with metadata (a KFP Artifact has this shape); zeus never imports kfp."""
-
-    path: str
-    metadata: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -156,6 +150,7 @@ def train(
     profile: FileArtifact,
     metrics: MetricsSink,
     model: FileArtifact,
+    trial_log: FileArtifact | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
     metrics_collector: str = "",
@@ -171,7 +166,7 @@ def train(
     recurrence_id: str = "",
     attempt: int = 1,
 ) -> TrialResult:
-    """Run one trial, write its profile, metrics and model, and return its result.
+    """Run one trial, write its profile, metrics, model and log, and return its result.
 
     trial_backend "script" runs the user's `command` (which may use "{python}" for this step's
     interpreter, besides run_trial's {batch_size}, {data_dir}, {log_dir} and {work_dir}; the script
@@ -180,45 +175,64 @@ def train(
     `reuse_profile_path` holds the stored profile to train at (the bandit step's choice), or an
     empty table: profile this trial. `metrics_collector` is a plain script's collector spec (JSON or
     YAML text in the shape of Katib's metricsCollectorSpec, zeus.train.collectors; "" for stdout with
-    Katib's pattern, or `metric_pattern` when given); a bad spec fails the step, naming the field.
+    Katib's pattern, or `metric_pattern` when given).
 
     `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `runtime` say
     where the script runs (zeus.launch); a cluster launcher hands files over through the store at
     `store_uri`, under the trial's `recurrence_id` and `attempt`, which also label its Kubernetes job.
 
-    Never raises for a failing script: the trial comes back FAILED with the script's error as
-    its reason, so feedback records it and the run goes on. SIGINT or SIGTERM (a stopped pod, a
-    Ctrl-C) stops the script and its children and returns the trial FAILED, "interrupted by SIGTERM".
+    `trial_log` (a directory) receives the trial's log: the script's stdout and stderr, result.json,
+    profile.csv, what the metrics collector read and whatever else the script wrote to {log_dir}
+    except the model (which goes to `model`); the step prints where both went.
+
+    Never raises for a failing script or for bad inputs (zeus.steps.inputs names the field): the trial
+    comes back FAILED with the script's error or the input's as its reason, so feedback records it and
+    the recurrence ends there. SIGINT or SIGTERM (a stopped pod, a Ctrl-C) stops the script and its
+    children and returns the trial FAILED, "interrupted by SIGTERM".
     """
-    from zeus.simulate.trial import TraceBackend
-    from zeus.train.collectors import CollectorSpec
+    from zeus.errors import FieldError
+    from zeus.steps.inputs import check_trial_inputs
 
     spec = JobSpec.from_dict(json.loads(spec_json))
-    collector = CollectorSpec.from_params(metrics_collector, metric_pattern)  # a bad spec fails here, naming the field
-    backend = TraceBackend.parse(trial_backend)  # a bad name fails here, naming the allowed ones
-    launch = LaunchConfig.from_params(launcher, num_nodes, gpus_per_node, runtime)  # so does a bad launch setting
-    reuse = _read_reuse(reuse_profile_path, int(batch_size))
+    log_dir = Path(trial_log.path) if trial_log is not None else None
     started, cpu_before = time.perf_counter(), _children_cpu_s()
+    measured: pd.DataFrame | None = None
+    reuse: StoredProfile | None = None
     try:
+        inputs = check_trial_inputs(
+            command=command,
+            zeus_aware=zeus_aware,
+            metric_pattern=metric_pattern,
+            metrics_collector=metrics_collector,
+            trial_backend=trial_backend,
+            launcher=launcher,
+            num_nodes=num_nodes,
+            gpus_per_node=gpus_per_node,
+            runtime=runtime,
+        )
+        reuse = _read_reuse(reuse_profile_path, int(batch_size))
         with interruptible():
-            if backend is not None:
+            if inputs.backend is not None:
                 threshold = threshold_from_param(cost_threshold)
-                run = backend.run(spec, batch_size=int(batch_size), cost_threshold=threshold, seed=seed, reuse=reuse)
+                run = inputs.backend.run(
+                    spec, batch_size=int(batch_size), cost_threshold=threshold, seed=seed, reuse=reuse
+                )
                 result, measured = run.result, run.profile
                 _write_model(None, model)
             else:
                 result, measured = _run_script(
-                    launch,
+                    inputs.launch,
                     spec,
                     model,
                     reuse,
+                    log_dir,
                     batch_size=int(batch_size),
                     cost_threshold=threshold_from_param(cost_threshold),
                     command=command,
                     zeus_aware=zeus_aware,
                     data_dir=data_dir or None,
                     gpu=gpu,
-                    collector=collector,
+                    collector=inputs.collector,
                     seed=seed,
                     store_uri=resolve_store_uri(store_uri),
                     recurrence_id=recurrence_id,
@@ -229,8 +243,15 @@ def train(
         result, measured = abandoned_result(spec, int(batch_size), f"interrupted by {sig.signal_name}"), None
         _write_model(None, model)
         print(f"train: interrupted by {sig.signal_name}: the script was stopped; the trial is reported failed")
+    except FieldError as err:  # an input the step refuses: the trial fails with it, nothing ran
+        result, measured = abandoned_result(spec, int(batch_size), f"invalid input, the trial did not run: {err}"), None
+        _write_model(None, model)
+        print(f"train: {result.reason}")
     wall_s, cpu_s = time.perf_counter() - started, _children_cpu_s() - cpu_before
     _write_profile(measured if measured is not None else profile_frame([]), profile, reused=reuse)
+    if trial_log is not None:
+        finish_log(trial_log, result)
+    say_where(model, trial_log)
     for name, value in (
         ("time_s", result.time_s),
         ("energy_j", result.energy_j),
@@ -250,40 +271,59 @@ def train(
     return result
 
 
+def ends_recurrence(result: TrialResult) -> bool:
+    """Whether no further attempt of the recurrence runs after `result`: it reached the target, or it failed.
+    A failed trial is the script's own failure (a crash, no metric, bad inputs, a timeout, an interruption),
+    which another batch size would only repeat, so the recurrence ends and the user is told; a miss
+    (not_reached, cost_exceeded) or an oom is the batch size's, and the next attempt tries another."""
+    return result.reached or result.status is TrialStatus.FAILED
+
+
 def feedback(
     *, store_uri: str, job_id: str, recurrence_id: str, attempt: int, result_json: str, profile_path: str
 ) -> bool:
-    """Record the finished trial and the profile it measured (none when it reused one); return whether it
-    reached. Nothing else: the arm states people see are computed from the history where they are shown."""
+    """Record the finished trial and the profile it measured (none when it reused one); return whether the
+    recurrence ends with it (`ends_recurrence`). Nothing else: the arm states people see are computed from the
+    history where they are shown."""
     result = TrialResult.from_json(result_json)
     store = open_step_store(store_uri)
     store.finish_trial(job_id, recurrence_id, attempt, result)
     profile = pd.read_parquet(profile_path) if Path(profile_path).is_file() else pd.DataFrame()
     if not profile.empty:
         store.write_profile(job_id, recurrence_id, attempt, profile)
-    return result.reached
+    return ends_recurrence(result)
 
 
 def _run_script(
-    launch: LaunchConfig, spec: JobSpec, model: FileArtifact, reuse: StoredProfile | None, **trial: Any
+    launch: LaunchConfig,
+    spec: JobSpec,
+    model: FileArtifact,
+    reuse: StoredProfile | None,
+    keep_log: Path | None,
+    **trial: Any,
 ) -> tuple[TrialResult, pd.DataFrame | None]:
     """One trial of the user's command where `launch` says (zeus.launch.trial): its result and the profile
     to store (None when it trained at a reused profile, which is not stored again). `trial` holds the
-    run_trial settings; "{python}" becomes this step's interpreter, or `python` in a cluster trial's pods."""
+    run_trial settings; "{python}" becomes this step's interpreter, or `python` in a cluster trial's pods.
+    The trial's work directory is temporary: its log is copied to `keep_log` first (None: not kept)."""
     from zeus.launch.trial import run_launched_trial
 
     python = "python" if launch.cluster else sys.executable
     command = [str(part).replace(PYTHON_TOKEN, python) for part in trial.pop("command")]
     with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
-        outcome = run_launched_trial(
-            launch,
-            spec,
-            command=command,
-            work_dir=Path(work_dir),
-            reuse_profile=reuse.frame if reuse is not None else None,
-            **trial,
-        )
-        _write_model(outcome.model_path, model)
+        try:
+            outcome = run_launched_trial(
+                launch,
+                spec,
+                command=command,
+                work_dir=Path(work_dir),
+                reuse_profile=reuse.frame if reuse is not None else None,
+                **trial,
+            )
+            _write_model(outcome.model_path, model)
+        finally:
+            if keep_log is not None:
+                keep_trial_log(Path(work_dir), keep_log)
     return outcome.result, (None if reuse is not None else outcome.profile)
 
 

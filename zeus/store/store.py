@@ -21,6 +21,7 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -86,6 +87,19 @@ class Store:
             return catalog.list_jobs(self.backend, phase, owner, problems)
         finally:
             self._report(problems)
+
+    def delete_job(self, job_id: str) -> int:
+        """Remove every object of the job (a junk job: its log, snapshots, phases, TensorBoard logs, hand-offs,
+        its spec last, so a delete cut short leaves a listed job to delete again); returns how many objects.
+        UnknownJobError for a job the store does not have; DeleteRefusedError where the server refuses deletes."""
+        self.get_job(job_id)
+        names = self.backend.list(keys.job_dir(job_id))
+        spec = keys.spec_dir(job_id)
+        for key in sorted(names, key=lambda name: name.startswith(spec)):
+            self.backend.delete(key)
+        for cache in (self._specs, self._prefixes, self._views):
+            cache.pop(job_id, None)
+        return len(names)
 
     def set_phase(self, job_id: str, phase: str) -> None:
         """Record the job as "running" or "completed" (an event; the latest wins)."""
@@ -331,11 +345,12 @@ def _s3_backend(bucket: str, prefix: str, settings: object) -> Backend:
     return _S3_BACKENDS[key]
 
 
-def open_store(uri: str | None = None) -> Store:
+def open_store(uri: str | None = None, *, read_only: bool = False) -> Store:
     """A Store for `uri`: a directory, file:///abs/path, or s3://bucket/prefix.
 
     None means $ZEUS_KFP_STORE, else ./.zeus-kfp/store. `store.uri` is the resolved form
-    (absolute for a directory) to hand to pipeline steps.
+    (absolute for a directory) to hand to pipeline steps. `read_only`: a missing bucket is an error,
+    whatever ZEUS_S3_CREATE_BUCKET says (a command that only reads never creates anything).
     """
     if uri is None:
         uri = os.environ.get(STORE_ENV) or DEFAULT_LOCAL_STORE
@@ -350,7 +365,8 @@ def open_store(uri: str | None = None) -> Store:
             raise StoreInputError("store", uri, STORE_FORMS + "; no '.', '..' or NUL in the prefix")
         from zeus.store.s3 import S3Settings  # minio only when a step really talks to S3 (its import is slow)
 
-        return Store(_s3_backend(bucket, prefix, S3Settings.from_env()))
+        settings = S3Settings.from_env()
+        return Store(_s3_backend(bucket, prefix, replace(settings, create_bucket=False) if read_only else settings))
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", uri) and not uri.startswith("file://"):
         raise StoreInputError("store", uri, STORE_FORMS)
     return Store(LocalBackend(_local_path(uri)))

@@ -6,16 +6,21 @@ observations). The trial ends:
 - reached: a metric value meets the target;
 - not reached: max_epochs evaluations passed without it, or the script ended;
 - cost exceeded (Zeus's early stop): the cost so far passes the threshold, or, at an epoch's
-  end, the cost so far plus that epoch's cost would pass it (Zeus's "would the next epoch
-  exceed" rule, with the last epoch as the prediction). Cost is checked once it is known how the
-  trial is charged: from the first step (the simulated GPU then charges steps only) or the first
-  evaluation; a script that hangs before reporting anything is the timeout's to stop;
+  end, the cost so far plus the price of one more epoch would pass it (Zeus's "would the next
+  epoch exceed" rule, priced by the last epoch). Zeus measures from the start of training, so an
+  epoch's price never holds the script's start-up: the trial is charged from its first report
+  where that marks the start of training (zeus.train.progress), and otherwise its first epoch,
+  which holds the start-up, is charged but never used as a price (the prediction starts with the
+  second). Cost is checked once it is known how the trial is charged (its first report); a
+  script that hangs before reporting anything is the timeout's to stop;
 - failed: the script crashed (oom when it ran out of memory), the collector could not read its
   source, or the script never reported the metric. The reason names the collector and source.
 Progress counters in the observations drive the external power profiler (zeus.train.progress).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 
@@ -48,6 +53,8 @@ class PlainTrial:
         self.gpu, self.monitor = gpu, monitor
         self.metrics: list[float] = []
         self.epoch_costs: list[float] = []
+        self.epoch_prices: list[float] = []  # the epochs whose cost is training alone (see the module docstring)
+        self.notes_before: list[str] = []  # what claiming the collector's source said
         self.status: TrialStatus | None = None
         self.reason = ""
         self._cost_at_last_epoch = 0.0
@@ -58,11 +65,15 @@ class PlainTrial:
             cost_rate=spec.cost_rate,
             options=options,
             reuse=reuse,
-            on_model_clock=self._restart_trial_window,
+            on_training_start=self._restart_trial_window,
         )
 
+    def claim(self, aside: Path) -> None:
+        """Before the script starts: the collector's source becomes the trial's own (raises CollectorError)."""
+        self.notes_before = self.collector.claim(aside)
+
     def _restart_trial_window(self) -> None:
-        """The simulated GPU moved to its model clock: the trial is measured from here (see simulated.py)."""
+        """Training started (the first report; zeus.train.progress): the trial is measured from here."""
         if self.monitor.is_open(TRIAL_WINDOW):
             self.monitor.cancel_window(TRIAL_WINDOW)
         self.monitor.begin_window(TRIAL_WINDOW)
@@ -108,14 +119,17 @@ class PlainTrial:
         cost = self._cost()
         self.epoch_costs.append(cost - self._cost_at_last_epoch)
         self._cost_at_last_epoch = cost
+        if len(self.metrics) > 1 or self.progress.from_training_start:  # else it holds the start-up too
+            self.epoch_prices.append(self.epoch_costs[-1])
+        predicted = cost + self.epoch_prices[-1] if self.epoch_prices else None
         if self.spec.reached(value):
             self.stop(TrialStatus.REACHED)
         elif len(self.metrics) >= self.spec.max_epochs:
             self.stop(TrialStatus.NOT_REACHED, f"target not reached in {self.spec.max_epochs} epochs")
-        elif self.threshold is not None and cost + self.epoch_costs[-1] > self.threshold:
+        elif self.threshold is not None and predicted is not None and predicted > self.threshold:
             self.stop(
                 TrialStatus.COST_EXCEEDED,
-                f"stopped before epoch {len(self.metrics) + 1}: predicted cost {cost + self.epoch_costs[-1]:.1f} "
+                f"stopped before epoch {len(self.metrics) + 1}: predicted cost {predicted:.1f} "
                 f"would pass the threshold {self.threshold:.1f}",
             )
 
@@ -147,7 +161,7 @@ class PlainTrial:
         self.progress.close()
 
     def notes(self) -> list[str]:
-        notes = self.progress.notes()
+        notes = [*self.notes_before, *self.progress.notes()]
         if not self.gpu.can_set_limits:
             notes.append(measure_only_note(self.gpu))
         return notes

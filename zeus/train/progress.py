@@ -14,18 +14,27 @@ Rules, in the order they apply:
 - Epoch mode (no step counter, but the job's metric arrives with an epoch counter): each change
   of the epoch counter is one unit of work; each power limit is measured over one epoch
   (0 warm-up + 1 profiled unit) and throughput is in epochs per second.
-- Neither: the trial runs unprofiled at the limit in force, and says so once.
+- Neither: the trial runs unprofiled at the limit in force, and says so once; each report of the
+  job's metric is one epoch.
 
-How a burst of k steps is fed:
-- On the simulated GPU's model clock (step mode; see zeus.power.simulated "Plain scripts"):
-  step by step, `on_step_begin`, `account_work(batch_size)`, `on_step_end`, exactly the calls
-  ZeusDataLoader makes per batch. A burst replays the same sequence however late the runner saw
-  it, so the plain trial's profile, and its chosen limit, are those of the Zeus-aware script.
-- On a real meter (NVML, zeusd; the simulated GPU's wall clock): the runner only knows that k
-  steps happened between two reports, so windows open and close at reports:
-  `on_step_end(k * batch_size, steps=k)`, then `on_step_begin()` for what follows. The steps
-  before the first report ran before profiling began and are not profiled. A script should
-  report its counter every few steps; the warm-up steps absorb the lag of a limit change.
+Where the trial is charged from (`on_training_start`, Zeus measures from the start of training):
+- On the simulated GPU: from the first report, any mode. The runner's simulated GPU then moves to
+  its model clock (see zeus.power.simulated "Plain scripts") and the work reported is replayed on
+  it, so start-up (imports, data loading) costs nothing, however long it takes.
+- On a real meter (NVML, zeusd): from the first report of a step counter (the steps before it are
+  not charged: report the counter every few steps). A script that reports only at epoch ends gives
+  nothing that tells start-up from training, so it is charged from its start, and its first epoch
+  is not a price of an epoch (zeus.train.plain never predicts with it); `from_training_start` says which.
+
+How a burst of k steps (or epochs) is fed:
+- On the simulated GPU's model clock: step by step, `on_step_begin`, `account_work(batch_size)`,
+  `on_step_end`, exactly the calls ZeusDataLoader makes per batch (an epoch: `account_epoch`). A
+  burst replays the same sequence however late the runner saw it, so the plain trial's profile, and
+  its chosen limit, are those of the Zeus-aware script.
+- On a real meter: the runner only knows that k steps happened between two reports, so windows
+  open and close at reports: `on_step_end(k * batch_size, steps=k)`, then `on_step_begin()` for
+  what follows. The steps before the first report ran before profiling began and are not profiled.
+  A script should report its counter every few steps; the warm-up steps absorb the lag of a limit change.
 
 A stored profile (zeus.power.reuse) is applied from the start: no counter is needed to hold
 the stored optimum. The profiler restores the limits from before the trial in `close()`.
@@ -76,20 +85,20 @@ class ProgressProfiler:
         cost_rate: CostRate,
         options: ProfilingOptions = ProfilingOptions(),
         reuse: pd.DataFrame | None = None,
-        on_model_clock: Callable[[], None] | None = None,
+        on_training_start: Callable[[], None] | None = None,
     ) -> None:
         self.gpu, self.monitor, self.batch_size = gpu, monitor, batch_size
         self.cost_rate, self.options = cost_rate, options
-        self.on_model_clock = on_model_clock
+        self.on_training_start = on_training_start
         self.mode: str | None = None
         self.profiler: PowerLimitProfiler | None = None
-        self.exact = False  # replaying steps on the simulated model clock
-        # How the trial is charged is known: from the first step (model clock on the simulated GPU) or the
-        # first evaluation without a step counter (the clock in force). Before that, cost means nothing yet.
+        self.exact = False  # replaying the reported work on the simulated model clock
+        # How the trial is charged is known: from its first report (see "Where the trial is charged from").
+        # Before that, cost means nothing yet.
         self.settled = False
+        self.from_training_start = False  # the trial's window began at the start of training
         self._last_step: int | None = None
         self._last_epoch: int | None = None
-        self._warned = False
         if reuse is not None and not reuse.empty and train_rows(reuse).any():
             self.profiler = self._make(ProfileParams(options.warmup_iters, options.profile_iters), reuse)
             self.profiler.on_step_begin()  # a stored optimum needs no counter: hold it from the start
@@ -101,7 +110,7 @@ class ProgressProfiler:
     # -- observations ----------------------------------------------------------------------------
     def observe(self, observation: Observation, *, is_target: bool) -> None:
         """One collected observation, in the order the script reported them; `is_target`: the job's metric."""
-        if observation.step is not None and self.mode != "epoch":
+        if observation.step is not None and self.mode not in ("epoch", "unprofiled"):
             self._on_step(observation.step)
         epoch_changed = observation.epoch is not None and observation.epoch != self._last_epoch
         if epoch_changed:
@@ -116,10 +125,18 @@ class ProgressProfiler:
             self.profiler.on_epoch_end()  # type: ignore[union-attr]  (an evaluation ends an epoch)
         elif self.mode is None and self._last_epoch is not None:
             self._start("epoch")  # an epoch ended with this evaluation, and no step counter came first
-            self._advance(0, samples=1)
-        elif self.mode is None and not self._warned:
-            self._warned, self.settled = True, True
+            self._advance(1 if self.exact else 0, samples=1)
+        elif self.mode is None:
+            self._start("unprofiled")
+            self._charge_epoch()
             log.warning("zeus: %s; the trial is measured but not power-profiled", UNPROFILED_NOTE)
+        elif self.mode == "unprofiled":
+            self._charge_epoch()
+
+    def _charge_epoch(self) -> None:
+        """An epoch of a script that reports no counter, on the model clock (a real meter measures it)."""
+        if self.exact:
+            self.gpu.account_epoch(self.batch_size)  # type: ignore[attr-defined]
 
     def _on_step(self, step: int) -> None:
         if self.mode is None:
@@ -137,11 +154,16 @@ class ProgressProfiler:
 
     def _start(self, mode: str) -> None:
         self.mode, self.settled = mode, True
-        if mode == "step" and getattr(self.gpu, "clock_kind", None) == "wall":
+        on_model_clock = getattr(self.gpu, "clock_kind", None) == "wall"
+        if on_model_clock:
             self.gpu.use_model_clock()  # type: ignore[attr-defined]  (the simulated GPU; see its docstring)
-            if self.on_model_clock is not None:
-                self.on_model_clock()
-        self.exact = mode == "step" and getattr(self.gpu, "clock_kind", None) == "model"
+        if on_model_clock or mode == "step":  # the start of training is known (module docstring)
+            self.from_training_start = True
+            if self.on_training_start is not None:
+                self.on_training_start()
+        self.exact = getattr(self.gpu, "clock_kind", None) == "model"
+        if mode == "unprofiled":
+            return
         if self.profiler is None:
             params = ProfileParams(self.options.warmup_iters, self.options.profile_iters) if mode == "step" else (
                 ProfileParams(warmup_iters=0, profile_iters=1)
@@ -156,7 +178,10 @@ class ProgressProfiler:
         if self.exact:
             for _ in range(units):
                 profiler.on_step_begin()
-                self.gpu.account_work(samples)
+                if self.mode == "epoch":
+                    self.gpu.account_epoch(self.batch_size)  # type: ignore[attr-defined]
+                else:
+                    self.gpu.account_work(samples)  # type: ignore[attr-defined]
                 profiler.on_step_end(samples)
             return
         if units > 0:
@@ -180,7 +205,7 @@ class ProgressProfiler:
         """What the trial's reason says about profiling."""
         if self.profiler is not None and self.profiler.reused:
             return []
-        if self.mode is None:
+        if self.mode in (None, "unprofiled"):
             return [UNPROFILED_NOTE]
         notes = ["profiled from outside: " + UNIT_NOTES[self.mode].format(batch_size=self.batch_size)]
         partial = self.profiler.partial_note() if self.profiler is not None else ""
@@ -189,5 +214,5 @@ class ProgressProfiler:
     def summary(self) -> dict[str, object] | None:
         """For result.json: how profiling went, and on which counter."""
         if self.profiler is None:
-            return {"progress": None}
+            return {"progress": self.mode}
         return {"progress": self.mode, "exact_replay": self.exact, **self.profiler.summary()}

@@ -36,9 +36,9 @@ from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
 from zeus.power.selection import profile_frame
-from zeus.power.simulated import SimulatedGPU
+from zeus.power.simulated import PowerModel, SimulatedGPU, epoch_samples_from_env
 from zeus.train import artifacts
-from zeus.train.collectors import AUTO_PORT, CollectorSpec, open_collector
+from zeus.train.collectors import AUTO_PORT, CollectorError, CollectorSpec, open_collector
 from zeus.train.env import TrialEnv
 from zeus.train.plain import PlainTrial
 from zeus.train.process import CapturedProcess, looks_like_oom
@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 LOG_SUBDIR = "logs"
 METRICS_PORT_ENV = "ZEUS_METRICS_PORT"
 PLAIN_KINDS_ALLOWED = "stdOut, file, tfEvent or prometheus for a plain script (none: a Zeus-aware script only)"
+COMMAND_PLACEHOLDERS = ("batch_size", "data_dir", "log_dir", "work_dir", "metrics_port")  # what run_trial fills
 
 
 def _substitute(command: Sequence[str], values: Mapping[str, str]) -> list[str]:
@@ -70,7 +71,8 @@ def _open_parent_gpu(kind: str, num_gpus: int) -> GPU:
     gpu = open_gpu(kind)
     if gpu.simulated:
         gpu.close()
-        return SimulatedGPU(num_devices=num_gpus, clock="wall")
+        model = PowerModel(epoch_samples=epoch_samples_from_env())
+        return SimulatedGPU(num_devices=num_gpus, model=model, clock="wall")
     return gpu
 
 
@@ -199,7 +201,9 @@ def run_trial(
             batch_size=batch_size,
             cost_threshold=cost_threshold,
             collector_spec=collector_spec,
-            collector=open_collector(collector_spec, work_dir=work_dir, placeholders=placeholders, port=port),  # type: ignore[arg-type]
+            collector=open_collector(  # type: ignore[arg-type]
+                collector_spec, work_dir=work_dir, placeholders=placeholders, port=port, metric_name=spec.metric_name
+            ),
             gpu=parent_gpu,
             monitor=monitor,
             options=ProfilingOptions(warmup_iters, profile_iters, min_window_s),
@@ -245,8 +249,10 @@ class _Run:
         self.monitor.begin_window(TRIAL_WINDOW)
         started = time.monotonic()
         try:
+            if self.plain is not None:
+                self.plain.claim(self.log_dir)  # the collector's source becomes this trial's own
             proc = CapturedProcess(argv, cwd=work_dir, env=child_env, on_stdout_line=self._on_line)
-        except OSError as exc:
+        except (OSError, CollectorError) as exc:
             measured = self.monitor.end_window(TRIAL_WINDOW)
             return self._outcome(TrialStatus.FAILED, f"could not start {argv[0]!r}: {exc}", measured, "")
         while proc.poll() is None:
@@ -270,6 +276,7 @@ class _Run:
             self.plain.stop(self.status, self.reason)
         self.plain.finish(returncode, oom, proc.stderr_text())  # the collector's last read: before the window ends
         measured = self.monitor.end_window(TRIAL_WINDOW)
+        self.plain.collector.keep(self.log_dir)  # what was read, in the trial's log
         return self._outcome(self.plain.status or TrialStatus.FAILED, self.plain.reason, measured, tail)
 
     def _zeus_outcome(

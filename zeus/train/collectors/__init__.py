@@ -57,9 +57,15 @@ def resolve_path(path: str, placeholders: dict[str, str], work_dir: Path) -> Pat
 
 
 def open_collector(
-    spec: CollectorSpec, *, work_dir: Path, placeholders: dict[str, str], port: int | None = None
+    spec: CollectorSpec,
+    *,
+    work_dir: Path,
+    placeholders: dict[str, str],
+    port: int | None = None,
+    metric_name: str = "",
 ) -> Collector | None:
-    """The collector `spec` describes for one trial (None for kind "none"); `port` replaces port 0."""
+    """The collector `spec` describes for one trial (None for kind "none"); `port` replaces port 0;
+    `metric_name` is the job's (a tfEvent collector finds it in every subdirectory, as Katib's does)."""
     if spec.kind == "stdOut":
         return StdoutCollector(spec.patterns())
     if spec.kind == "file":
@@ -69,7 +75,7 @@ def open_collector(
     if spec.kind == "tfEvent":
         from zeus.train.collectors.tfevent import TFEventCollector
 
-        return TFEventCollector(resolve_path(spec.path or "", placeholders, work_dir))
+        return TFEventCollector(resolve_path(spec.path or "", placeholders, work_dir), metric_name)
     if spec.kind == "prometheus":
         from zeus.train.collectors.prometheus import PrometheusCollector
 

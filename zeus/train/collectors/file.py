@@ -10,13 +10,23 @@ short in place (logrotate "copytruncate") is read again from its start when it i
 than what was already read.
 
 Formats, as Katib's fileSystemPath.format: "text" lines go through the filters (Katib's pattern
-by default); "json" lines are JSON objects. Katib's JSON line is understood in both.
+by default), a line's leading RFC 3339 timestamp is its time; "json" lines are JSON objects, and,
+as in Katib (whose JSON parser returns errParseJson for the whole file), a non-empty line that is
+not one fails the collection, naming the line. Katib's JSON line is understood in both.
+
+A fresh file per trial (`claim`): Katib's file lives in the trial's own pod; here trials follow
+each other on one machine, so a file already at the path when the trial starts (an earlier trial's,
+or anything else) is moved into the trial's log directory as `<name>.before-trial` before the
+script starts. Reading from the old file's end instead would be wrong for a script that truncates
+and rewrites the file (`open(path, "w")`): the same first lines, at the same offsets, would be
+skipped. Trials that may run at the same time need distinct paths ({log_dir}, or a relative path).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -77,6 +87,10 @@ class FileTail:
             self._handle = None
 
 
+BEFORE_TRIAL_SUFFIX = ".before-trial"
+COLLECTED_DIR = "collected"  # where `keep` puts a copy of a source that lives outside the trial's log
+
+
 class FileCollector:
     kind = "file"
 
@@ -86,14 +100,45 @@ class FileCollector:
         self.patterns = list(patterns)
         self.source = f"{path}, {file_format}"
         self._tail = FileTail(path)
+        self._lines_read = 0
+
+    def claim(self, aside: Path) -> list[str]:
+        """Move a file already at the path into `aside` (see the module docstring)."""
+        if not os.path.lexists(self.path):
+            return []
+        target = aside / (self.path.name + BEFORE_TRIAL_SUFFIX)
+        try:
+            aside.mkdir(parents=True, exist_ok=True)
+            shutil.move(self.path, target)
+        except OSError as exc:
+            raise CollectorError(
+                self.kind, self.source, f"it exists before the trial and cannot be moved aside ({exc}): remove it"
+            ) from None
+        return [f"{self.path} existed before the trial: moved to {target}, so only this trial's lines are read"]
+
+    def keep(self, log_dir: Path) -> None:
+        """A copy of the file in the trial's log, unless it is written there already."""
+        if not self.path.is_file() or self.path.resolve().is_relative_to(log_dir.resolve()):
+            return
+        (log_dir / COLLECTED_DIR).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.path, log_dir / COLLECTED_DIR / self.path.name)
 
     def _parse(self, lines: list[str]) -> list[Observation]:
         out: list[Observation] = []
         for line in lines:
-            if self.file_format == "json":
-                out += json_observations(line.strip()) or []
-            else:
+            self._lines_read += 1
+            if self.file_format != "json":
                 out += text_observations(line, self.patterns)
+                continue
+            if not line.strip():
+                continue
+            found = json_observations(line.strip())
+            if found is None:
+                shown = line.strip()[:120]
+                raise CollectorError(
+                    self.kind, self.source, f"line {self._lines_read} is not a JSON object: {shown!r} (format json)"
+                )
+            out += found
         return out
 
     def poll(self) -> list[Observation]:

@@ -10,7 +10,9 @@ Katib's JSON line `{"metric": "accuracy", "value": 0.93, "epoch": 3, "step": 120
 wherever a line is read (stdout, a text file, a JSON file), and so is Katib's flat JSON-file
 record `{"accuracy": "0.93", "epoch": 3, "timestamp": "2021-12-02T14:27:51Z"}` (values may be
 numbers or numeric strings, as Katib's own JSON collector reads them). Any other line goes
-through the text filters (Katib's `name=value` pattern by default).
+through the text filters (Katib's `name=value` pattern by default); a text line that begins with
+an RFC 3339 timestamp and a space (`2021-12-02T14:27:51Z accuracy=0.9`) is observed at that time,
+as Katib's text parser reads it.
 
 Why defensive: the script is arbitrary user code. Its output may be binary, enormous, or contain
 text that looks like numbers; nothing it prints may raise here, and a value that is not a finite
@@ -32,6 +34,8 @@ PROGRESS_NAMES = ("epoch", "step")
 KATIB_RECORD_KEYS = ("metric", "value")
 TIMESTAMP_KEY = "timestamp"  # Katib's JSON-file collector reads the time from this key
 _FRACTION = re.compile(r"(\.\d{6})\d+")  # RFC 3339 nanoseconds; datetime keeps microseconds
+# Go's time.RFC3339Nano, which Katib's text parser tries on a line's first space-separated field.
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 @dataclass(frozen=True)
@@ -116,10 +120,16 @@ def json_observations(line: str) -> list[Observation] | None:
     return make_observations(pairs, epoch=epoch, step=step, at=at)
 
 
+def line_timestamp(line: str) -> float | None:
+    """The time a text line's leading RFC 3339 field says (Katib: the line's first space-separated field)."""
+    first, space, _ = line.partition(" ")
+    return _timestamp(first.upper()) if space and RFC3339.fullmatch(first) else None
+
+
 def text_observations(line: str, patterns: Sequence[re.Pattern[str]]) -> list[Observation]:
     """Observations of one line of text output: a JSON object line as JSON, anything else through `patterns`."""
     if line.lstrip().startswith("{"):
         found = json_observations(line.strip())
         if found is not None:
             return found
-    return make_observations(parse_line(line, patterns))
+    return make_observations(parse_line(line, patterns), at=line_timestamp(line))

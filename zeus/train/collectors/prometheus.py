@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from zeus.train.collectors.base import CollectorError
+from zeus.train.collectors.base import CollectorError, OwnSource
 from zeus.train.collectors.observation import Observation, make_observations, progress_value
 
 LOCALHOST = "127.0.0.1"
@@ -56,7 +56,7 @@ def parse_exposition(text: str) -> dict[str, float]:
     return values
 
 
-class PrometheusCollector:
+class PrometheusCollector(OwnSource):
     kind = "prometheus"
 
     def __init__(

@@ -15,7 +15,13 @@ A Katib user's metricsCollectorSpec is accepted as is: `collector: {kind: ...}` 
 File/Directory and TEXT/JSON, Katib's default paths (/var/log/katib/metrics.log,
 /var/log/katib/tfevent/) and port (8080), and the spec wrapped as `{metricsCollectorSpec: ...}`
 or inside a whole Experiment. Katib's `Custom` kind runs a sidecar container of the user's and
-is refused: a KFP step runs no sidecars.
+is refused: a KFP step runs no sidecars. What Katib's admission webhook refuses is refused here
+too (a `filter` with format json, even an empty one; an httpGet path not starting with '/'), with
+two deliberate exceptions: a relative fileSystemPath is the script's working directory's (Katib
+wants an absolute path because its sidecar shares only a mounted volume with the training
+container; here runner and script share the trial's own work directory, which is fresh per trial,
+so a relative path is the safe choice for trials that may run side by side), and port 0 asks
+for a free port (see below).
 
 Paths may use the trial's {log_dir} and {work_dir}; a relative path is the script's working
 directory's. Port 0 asks the runner for a free port, which it hands to the script as
@@ -259,12 +265,22 @@ def _from_mapping(spec: Mapping[str, Any]) -> CollectorSpec:
             )
         if str(http.get("scheme") or "http").strip().lower() != "http":
             raise CollectorSpecError("source.httpGet.scheme", http["scheme"], "HTTP")
-        fields["http_path"] = "/" + str(http.get("path") or DEFAULT_HTTP_PATH).lstrip("/")
+        http_path = str(http.get("path") or DEFAULT_HTTP_PATH)
+        if not http_path.startswith("/"):
+            raise CollectorSpecError(
+                "source.httpGet.path", http.get("path"), "a URL path starting with '/', e.g. /metrics (as Katib)"
+            )
+        fields["http_path"] = http_path
         fields["http_port"] = _port(http.get("port"))
         interval = spec.get("intervalSeconds", DEFAULT_INTERVAL_S)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 < interval < math.inf:
             raise CollectorSpecError("intervalSeconds", interval, "a positive number of seconds")
         fields["interval_s"] = float(interval)
+    source = spec.get("source")
+    if fields.get("file_format") == "json" and isinstance(source, Mapping) and "filter" in source:
+        raise CollectorSpecError(
+            "source.filter", source["filter"], "no filter with format json (each line is a JSON object; as Katib)"
+        )
     formats = filt.get("metricsFormat")
     if formats:
         if isinstance(formats, str) or not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):

@@ -17,6 +17,7 @@ import queue
 import re
 from collections.abc import Sequence
 
+from zeus.train.collectors.base import OwnSource
 from zeus.train.collectors.observation import Observation, text_observations
 
 RANK_MARK = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*?)?(?P<rank>\d+)\]:")
@@ -31,7 +32,7 @@ def master_line(line: str, rank: int = MASTER_RANK) -> str | None:
     return line[mark.end() :] if int(mark.group("rank")) == rank else None
 
 
-class StdoutCollector:
+class StdoutCollector(OwnSource):
     kind = "stdOut"
     source = "the script's stdout"
 

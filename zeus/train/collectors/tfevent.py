@@ -11,21 +11,42 @@ The reader is TensorBoard's own `EventFileLoader` (the `tensorboard` package), c
   TensorBoard (`zeus-kfp tensorboard`) and to write event files (torch.utils.tensorboard wraps
   it). `tbparse` wraps the same reader but reads whole directories into pandas, not incrementally.
 
-Metric names follow Katib's TFEvent collector: a scalar's tag, prefixed with the event file's
-directory relative to the collector's (`train/accuracy` for `<dir>/train/events.out.tfevents.*`).
-Each scalar is one observation with the event's step and wall time; a tag named "epoch" or "step"
-also sets that counter.
+Metric names follow Katib's TFEvent collector: the job's metric (`accuracy`) is the tag of that
+name in the directory and in every subdirectory, and a metric named with a directory
+(`train/accuracy`) is the tag in a directory of that name only (Katib's "{{dirname}}/{{metric
+name}}"); so name the directory when several hold the tag (`train/`, `test/`), as Katib's docs say.
+Other scalars are named by their tag, prefixed with the event file's directory relative to the
+collector's (`test/loss`). Unlike Katib, a tag must equal the name, not merely start with it
+(Katib's prefix test reads `accuracy_top5` as `accuracy`). Each scalar is one observation with the
+event's step and wall time; a tag named "epoch" or "step", in any directory, sets that counter.
+
+Event files already in the directory when the trial starts are not the trial's (`claim`): a
+SummaryWriter always writes a new file, so an earlier trial's files are left where they are and
+never read. `keep` copies the files that were read into the trial's log.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from zeus.train.collectors.base import CollectorError
-from zeus.train.collectors.observation import Observation, make_observations
+from zeus.train.collectors.observation import PROGRESS_NAMES, Observation, make_observations
 
 EVENT_FILE_MARK = "tfevents"  # TensorBoard's own test for an event file name
 SCALARS_PLUGIN = "scalars"
+KEPT_DIR = "collected/tfevents"  # where `keep` copies the event files in the trial's log
+
+
+def metric_name_of(relative_dir: str, tag: str, metric_name: str) -> str:
+    """The name an observation of `tag` in `relative_dir` (POSIX, "." for the collector's own) gets
+    (the module docstring's rules)."""
+    if tag in PROGRESS_NAMES or ("/" not in metric_name and tag == metric_name):
+        return tag
+    name = tag if relative_dir == "." else f"{relative_dir}/{tag}"
+    if "/" in metric_name and (name == metric_name or name.endswith("/" + metric_name)):
+        return metric_name
+    return name
 
 
 def _scalar(value) -> float | None:
@@ -41,18 +62,39 @@ def _scalar(value) -> float | None:
 class TFEventCollector:
     kind = "tfEvent"
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, metric_name: str = "") -> None:
         self.directory = directory
+        self.metric_name = metric_name
         self.source = str(directory)
         self.files_read = 0
         self.scalars_read = 0
         self._loaders: dict[Path, object] = {}
+        self._earlier: set[Path] = set()
+
+    def _event_files(self) -> list[Path]:
+        return [p for p in sorted(self.directory.rglob(f"*{EVENT_FILE_MARK}*")) if p.is_file()]
+
+    def claim(self, aside: Path) -> list[str]:
+        """Remember the event files already there: they are an earlier process's, never read."""
+        self._earlier = set(self._event_files()) if self.directory.is_dir() else set()
+        if not self._earlier:
+            return []
+        return [f"{len(self._earlier)} event file(s) in {self.directory} existed before the trial: not read"]
+
+    def keep(self, log_dir: Path) -> None:
+        """Copies of the event files read, in the trial's log, unless they are written there already."""
+        if self.directory.resolve().is_relative_to(log_dir.resolve()):
+            return
+        for path in self._loaders:
+            target = log_dir / KEPT_DIR / path.relative_to(self.directory)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
 
     def _discover(self) -> None:
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-        for path in sorted(self.directory.rglob(f"*{EVENT_FILE_MARK}*")):
-            if path not in self._loaders and path.is_file():
+        for path in self._event_files():
+            if path not in self._loaders and path not in self._earlier:
                 self._loaders[path] = EventFileLoader(str(path))
                 self.files_read += 1
 
@@ -63,16 +105,18 @@ class TFEventCollector:
             self._discover()
             out: list[Observation] = []
             for path, loader in self._loaders.items():
-                prefix = path.parent.relative_to(self.directory).as_posix()
+                relative = path.parent.relative_to(self.directory).as_posix()
                 for event in loader.Load():  # type: ignore[attr-defined]
                     for value in event.summary.value:
                         scalar = _scalar(value)
                         if scalar is None:
                             continue
-                        tag = value.tag if prefix == "." else f"{prefix}/{value.tag}"
-                        out += make_observations([(tag, scalar)], step=int(event.step), at=float(event.wall_time))
+                        name = metric_name_of(relative, value.tag, self.metric_name)
+                        out += make_observations([(name, scalar)], step=int(event.step), at=float(event.wall_time))
             self.scalars_read += len(out)
-            return out
+            # In the order the script wrote them across its writers (train/, validation/ are two files), as far
+            # as this read sees them: the stop rules and the cost replay read them in order.
+            return sorted(out, key=lambda o: (o.time or 0.0, o.step or 0))
         except OSError as exc:
             raise CollectorError(self.kind, self.source, f"cannot read the event files: {exc}") from None
 
