@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus, zeus_cost
+from zeus.cost import zeus_cost
+from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
 from zeus.trials import Trial
 
 BASE = {

@@ -153,6 +153,7 @@ class TrialHistory(Sequence[Trial]):
         records = list(history)
         if not records:
             return cls.empty()
+
         def column(name: str) -> list:
             return [getattr(record, name) for record in records]
 

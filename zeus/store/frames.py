@@ -28,7 +28,7 @@ from zeus.profiles import PROFILE_COLUMNS
 from zeus.store import keys
 from zeus.store.entries import DECISION_FIELDS, KINDS, RESULT_FIELDS
 from zeus.store.errors import ObjectProblem
-from zeus.trials import FRAME_COLUMNS, STATUSES, Trial, TrialHistory
+from zeus.trials import FRAME_COLUMNS, STATUSES, Trial, TrialHistory, trial_columns
 
 TRIAL_BY = ["recurrence_id", "attempt"]
 
@@ -206,7 +206,7 @@ def trials_frame(job_id: str, settled: Settled) -> pd.DataFrame:
         "profiled": _profiled(settled),
     }
     frame = pa.table(columns).to_pandas()
-    for column in ("recurrence", "trial", "batch_size", "num_epochs"):
+    for column in trial_columns("recurrence", "trial", "batch_size", "num_epochs"):
         frame[column] = frame[column].astype("Int64")
     return frame.loc[:, list(FRAME_COLUMNS)]
 
