@@ -163,10 +163,14 @@ def job_trials(settled: Settled) -> JobTrials:
     rids = started.column("recurrence_id").take(out).to_pylist()
     attempt, at = _ints(started.column("attempt"))[out].tolist(), _ints(started.column("at"))[out].tolist()
     unfinished = [
-        replace(history[int(row)], recurrence_id=rids[k], attempt=attempt[k],
-                started_at=datetime.fromtimestamp(at[k] / 1e6, UTC))
+        replace(
+            history[int(row)],
+            recurrence_id=rids[k],
+            attempt=attempt[k],
+            started_at=datetime.fromtimestamp(at[k] / 1e6, UTC),
+        )
         for k, row in enumerate(out)
-    ]  # fmt: skip
+    ]
     return JobTrials(history, unfinished)
 
 
