@@ -69,7 +69,7 @@ def test_the_reports_default_config_scales_by_the_same_rate(n):
         "finished": True,
         "energy_j": 1000.0,
         "time_s": 10.0,
-        "cost": s.cost(1000.0, 10.0),
+        "cost": s.cost_model.cost(1000.0, 10.0),
     }
     profiles = profile(n).assign(batch_size=128, trial=1)
     baseline = default_config_cost(pd.DataFrame([trial]), profiles, s)
