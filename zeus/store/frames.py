@@ -212,6 +212,7 @@ def trials_frame(job_id: str, settled: Settled) -> pd.DataFrame:
     frame = pa.table(columns).to_pandas()
     for column in trial_columns("recurrence", "trial", "batch_size", "num_epochs"):
         frame[column] = frame[column].astype("Int64")
+    frame["profiled"] = frame["profiled"].astype("boolean")  # null while dispatched, whatever the rest hold
     return frame.loc[:, list(FRAME_COLUMNS)]
 
 
