@@ -19,8 +19,8 @@ from zeus.cost import CostModel
 from zeus.errors import FieldError
 from zeus.settings import setting
 
-if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never needs pandas
-    import pandas as pd
+if TYPE_CHECKING:  # zeus.profiles imports this module (JobSpecError) and pandas, which the job model never needs
+    from zeus.profiles import PowerProfile
 
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
 # Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
@@ -408,7 +408,7 @@ class TrialOutcome:
     (zeus.simulate.trial)."""
 
     result: TrialResult
-    profile: pd.DataFrame | None
+    profile: PowerProfile | None
     model_path: Path | None = None
     log_tail: str = ""
 
