@@ -18,7 +18,7 @@ import pytest
 
 from zeus.job import JobSpec, TrialStatus
 from zeus.launch import LaunchConfig
-from zeus.launch.trial import run_launched_trial
+from zeus.launch.trial import launch_runner
 from zeus.power.profile_params import candidate_limits
 from zeus.power.simulated import SimulatedGPU
 from zeus.steps import bandit, feedback, prepare
@@ -43,17 +43,14 @@ def _launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str):
     for name, value in {"ZEUS_TEST_PID_DIR": str(tmp_path), **env}.items():
         monkeypatch.setenv(name, value)
     work_dir = tmp_path / "work"
-    outcome = run_launched_trial(
+    runner = launch_runner(
         LaunchConfig("torchrun", gpus_per_node=2),
-        SPEC,
-        batch_size=GLOBAL_BATCH,
-        cost_threshold=None,
         command=[sys.executable, str(SCRIPT)],
-        work_dir=work_dir,
         gpu="simulated",
         warmup_iters=0,
         profile_iters=PROFILE_ITERS,
     )
+    outcome = runner.run(SPEC, batch_size=GLOBAL_BATCH, cost_threshold=None, seed=None, reuse=None, work_dir=work_dir)
     return outcome, work_dir / "logs"
 
 
