@@ -41,8 +41,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zeus.job import Decision, JobSpec, TrialRecord, TrialResult, TrialStatus
+from zeus.job import Decision, JobSpec, TrialResult, TrialStatus
 from zeus.store import Store, StoreError, entries, keys, open_store, snapshot
+from zeus.trials import Trial
 
 SPEC = JobSpec(
     job_id="bench-job",
@@ -222,10 +223,10 @@ def moto_server(own_process: bool = False) -> Iterator[Moto]:
 # -- the check --------------------------------------------------------------------------------------
 
 
-def expected_history(spec: JobSpec, trials: pd.DataFrame) -> list[TrialRecord]:
+def expected_history(spec: JobSpec, trials: pd.DataFrame) -> list[Trial]:
     numbers = {rid: n for n, rid in enumerate(dict.fromkeys(trials["recurrence_id"]), start=1)}
     return [
-        TrialRecord(numbers[r.recurrence_id], trial, int(r.batch_size), TrialStatus(r.status),
+        Trial(numbers[r.recurrence_id], trial, int(r.batch_size), TrialStatus(r.status),
                     spec.cost(float(r.energy_j), float(r.time_s)), float(r.time_s), float(r.energy_j))
         for trial, r in enumerate(trials.itertuples(index=False), start=1)
     ]  # fmt: skip

@@ -41,8 +41,8 @@ from zeus.simulate.trial import TraceBackend
 from zeus.steps import (
     DEFAULT_DISPATCH_TIMEOUT_S,
     PYTHON_TOKEN,
-    AbandonedTrial,
     RecurrenceSummary,
+    abandoned_line,
     fail_interrupted,
     fail_unfinished,
     run_arguments,
@@ -51,8 +51,9 @@ from zeus.steps import (
 from zeus.steps.inputs import check_trial_inputs
 from zeus.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
 from zeus.store import Store, open_store
-from zeus.summaries import TrialFiles, TrialSummary
+from zeus.summaries import TrialFiles
 from zeus.train import example_command
+from zeus.trials import Trial
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -71,7 +72,7 @@ class TrialFailed(RuntimeError):
     def __init__(self, summaries: list[RecurrenceSummary]) -> None:
         self.summaries = summaries
         self.summary = summaries[-1]
-        self.trial: TrialSummary = self.summary.failed_trial  # type: ignore[assignment]
+        self.trial: Trial = self.summary.failed_trial  # type: ignore[assignment]
         files = self.summary.files_of(self.trial.attempt)
         self.log = files.log if files is not None else ""
         where = f"; its log: {self.log}" if self.log else ""
@@ -85,14 +86,14 @@ class TrialFailed(RuntimeError):
 class RunInterrupted(Interrupted):
     """SIGINT or SIGTERM stopped a local run; its unfinished trials were recorded as failed."""
 
-    def __init__(self, signum: int, job_id: str, recurrence_id: str, abandoned: list[AbandonedTrial]) -> None:
+    def __init__(self, signum: int, job_id: str, recurrence_id: str, abandoned: list[Trial]) -> None:
         super().__init__(signum)
         self.job_id = job_id
         self.recurrence_id = recurrence_id
         self.abandoned = abandoned
 
     def __str__(self) -> str:
-        recorded = "; ".join(str(a) for a in self.abandoned) or "no trial was in flight"
+        recorded = "; ".join(abandoned_line(a) for a in self.abandoned) or "no trial was in flight"
         return f"interrupted by {self.signal_name} during recurrence {self.recurrence_id}: {recorded}"
 
 

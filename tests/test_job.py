@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from zeus.job import JobSpec, JobSpecError, TrialRecord, TrialResult, TrialStatus, zeus_cost
+from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus, zeus_cost
+from zeus.trials import Trial
 
 BASE = {
     "job_id": "resnet-nightly",
@@ -156,5 +157,5 @@ def test_unknown_status_is_rejected():
 
 
 def test_trial_record_finished_tracks_dispatch():
-    assert not TrialRecord(0, 0, 32, TrialStatus.DISPATCHED).finished
-    assert TrialRecord(0, 0, 32, TrialStatus.FAILED, 1.0).finished
+    assert not Trial(0, 0, 32, TrialStatus.DISPATCHED).finished
+    assert Trial(0, 0, 32, TrialStatus.FAILED, 1.0).finished

@@ -13,7 +13,7 @@ import re
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from zeus.errors import FieldError
 from zeus.settings import setting
@@ -444,24 +444,3 @@ class Decision:
     cost_threshold: float | None
     stage: str
     reason: str
-
-
-class TrialRecord(NamedTuple):
-    """One trial as the policies see it: an entry of the job's history, finished or only dispatched.
-
-    `recurrence` orders recurrences; `trial` orders trials within the job. `cost` is None while
-    the trial is only dispatched. A named tuple, not a dataclass: every bandit step builds one per
-    trial of the job's history, and a tuple is made about ten times faster (benchmarks/store.py).
-    """
-
-    recurrence: int
-    trial: int
-    batch_size: int
-    status: TrialStatus
-    cost: float | None = None
-    time_s: float | None = None
-    energy_j: float | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.status.finished

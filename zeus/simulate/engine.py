@@ -18,17 +18,18 @@ them, and a trial reuses only profiles of trials that have finished. K = 1 is th
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialOutcome, TrialRecord, TrialStatus
+from zeus.job import JobSpec, TrialOutcome, TrialStatus
 from zeus.policy.base import Decision, Policy
 from zeus.power.reuse import ProfileBook, StoredProfile
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
 from zeus.simulate.trial import run_trace_trial
-from zeus.summaries import RecurrenceSummary, TrialSummary
+from zeus.summaries import RecurrenceSummary
+from zeus.trials import Trial
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,8 @@ class SimulationResult:
     default: Figures  # b0 at the largest power limit, expected, x num_recurrences
     oracle: Figures  # cheapest expected always-reaching config, x num_recurrences
     rows: list[RecurrenceSummary]
-    trials: list[TrialSummary]
-    history: list[TrialRecord]
+    trials: list[Trial]
+    history: list[Trial]
 
     @property
     def cost_over_oracle(self) -> float:
@@ -113,7 +114,11 @@ def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figu
 class _Recurrence:
     number: int
     attempt: int = 0
-    trials: list[TrialSummary] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def recurrence_id(self) -> str:
+        return f"simulated-{self.number}"
 
 
 class Simulator:
@@ -152,7 +157,7 @@ class _Run:
 
     def __init__(self, sim: Simulator, policy: Policy, spec: JobSpec, n: int, in_flight: int) -> None:
         self.sim, self.policy, self.spec, self.n, self.in_flight = sim, policy, spec, n, in_flight
-        self.history: list[TrialRecord] = []  # index = trial number - 1; dispatched until finished
+        self.history: list[Trial] = []  # index = trial number - 1; dispatched until finished
         self.book = ProfileBook()
         self.pending: list[tuple[float, int, _Recurrence, Decision, TrialOutcome]] = []
         self.done: list[_Recurrence] = []
@@ -177,7 +182,7 @@ class _Run:
         decision = self.policy.decide(spec, self.history, decision_seed(spec.seed, rec.number, rec.attempt))
         b = decision.batch_size
         trial = len(self.history) + 1
-        self.history.append(TrialRecord(rec.number, trial, b, TrialStatus.DISPATCHED))
+        self.history.append(Trial(rec.number, trial, b, TrialStatus.DISPATCHED))
         reuse = self.book.to_reuse(b, rec.number, reprofile_after=spec.reprofile_after)
         run = run_trace_trial(
             spec,
@@ -191,25 +196,24 @@ class _Run:
 
     def _finish(self, trial: int, rec: _Recurrence, decision: Decision, run: TrialOutcome) -> None:
         r = run.result
-        self.history[trial - 1] = TrialRecord(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
+        self.history[trial - 1] = Trial(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
         if run.profile is not None:
             self.book.record(StoredProfile(r.batch_size, rec.number, trial, run.profile))
         rec.trials.append(
-            TrialSummary(
-                recurrence=rec.number,
+            replace(
+                self.history[trial - 1],
+                job_id=self.spec.job_id,
+                recurrence_id=rec.recurrence_id,
                 attempt=rec.attempt,
-                trial=trial,
-                batch_size=r.batch_size,
-                power_limit_w=r.power_limit_w,
-                status=r.status.value,
-                cost=r.cost,
-                energy_j=r.energy_j,
-                time_s=r.time_s,
-                simulated=r.simulated,
-                reason=r.reason,
-                source=r.source,
                 stage=decision.stage,
                 cost_threshold=decision.cost_threshold,
+                decision_reason=decision.reason,
+                power_limit_w=r.power_limit_w,
+                num_epochs=r.num_epochs,
+                metric=r.metric,
+                simulated=r.simulated,
+                source=r.source,
+                reason=r.reason,
                 profiled=run.profile is not None,
             )
         )
@@ -226,7 +230,7 @@ class _Run:
             RecurrenceSummary(
                 job_id=self.spec.job_id,
                 recurrence=rec.number,
-                recurrence_id=f"simulated-{rec.number}",
+                recurrence_id=rec.recurrence_id,
                 trials=tuple(rec.trials),
                 reached=any(t.reached for t in rec.trials),
                 cost=sum(t.cost for t in rec.trials),

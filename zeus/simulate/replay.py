@@ -11,6 +11,7 @@ tests/simulate/test_equivalence.py asserts it through kfp.local.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import pandas as pd
 
@@ -18,9 +19,10 @@ from zeus.job import JobSpec
 from zeus.policy import get_policy
 from zeus.simulate.engine import Figures, SimulationResult, Simulator
 from zeus.simulate.trial import TraceBackend
+from zeus.trials import Trial, trial_columns, trials_of
 
 # What must agree for every trial; cost to the last bit (the same floats in the same order).
-TRIAL_FIELDS = ("recurrence", "attempt", "batch_size", "power_limit_w", "status", "cost")
+TRIAL_FIELDS = trial_columns("recurrence", "attempt", "batch_size", "power_limit_w", "status", "cost")
 
 
 @dataclass(frozen=True)
@@ -37,17 +39,19 @@ class Comparison:
     simulation: SimulationResult
 
 
+def compared(trial: Trial) -> tuple:
+    """The fields of a trial that must agree, as one tuple (what a disagreement prints)."""
+    values = (getattr(trial, name) for name in TRIAL_FIELDS)
+    return tuple(value.value if isinstance(value, Enum) else value for value in values)
+
+
 def live_rows(trials: pd.DataFrame) -> list[tuple]:
     """The store's finished trials as TRIAL_FIELDS tuples, in trial order."""
-    done = trials[trials["finished"]].sort_values("trial")
-    return [
-        (int(r.recurrence), int(r.attempt), int(r.batch_size), float(r.power_limit_w), str(r.status), float(r.cost))
-        for r in done.itertuples(index=False)
-    ]
+    return [compared(trial) for trial in trials_of(trials[trials["finished"]].sort_values("trial"))]
 
 
 def simulated_rows(result: SimulationResult) -> list[tuple]:
-    return [(t.recurrence, t.attempt, t.batch_size, t.power_limit_w, t.status, t.cost) for t in result.trials]
+    return [compared(trial) for trial in result.trials]
 
 
 def compare(trials: pd.DataFrame, spec: JobSpec, backend: TraceBackend, policy: str) -> Comparison:

@@ -32,4 +32,4 @@ RECURRENCE = StepLine("preprocess: recurrence ")  # "<number> (<recurrence id>)"
 TRIAL_LOG = StepLine("train: trial log: ")  # where the trial's log went
 MODEL = StepLine("train: model: ")  # where its model went, or NO_MODEL and why
 NO_MODEL = "none"
-LOST_TRIAL = StepLine("bandit: lost ")  # a trial the bandit step recorded failed (zeus.steps.abandoned.AbandonedTrial)
+LOST_TRIAL = StepLine("bandit: lost ")  # a trial the bandit step recorded failed (zeus.steps.abandoned.abandoned_line)

@@ -7,15 +7,8 @@ import math
 
 import pandas as pd
 
-from zeus.summaries import RecurrenceSummary, TrialFiles, TrialSummary
-
-
-def _opt(value) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)
-
-
-def _text(value) -> str:
-    return "" if value is None or pd.isna(value) else str(value)
+from zeus.summaries import RecurrenceSummary, TrialFiles
+from zeus.trials import trials_of
 
 
 def summarize(
@@ -32,26 +25,7 @@ def summarize(
     mine = trials[trials["recurrence_id"].astype(str) == str(recurrence_id)].sort_values("attempt")
     if mine.empty:
         raise LookupError(f"job {job_id!r} has no trials for recurrence {recurrence_id!r} in the store")
-    rows = tuple(
-        TrialSummary(
-            recurrence=int(r.recurrence),
-            attempt=int(r.attempt),
-            trial=int(r.trial),
-            batch_size=int(r.batch_size),
-            status=str(r.status),
-            power_limit_w=_opt(r.power_limit_w),
-            cost=_opt(r.cost),
-            energy_j=_opt(r.energy_j),
-            time_s=_opt(r.time_s),
-            metric=_opt(r.metric),
-            simulated=bool(r.simulated),
-            reason=_text(r.reason),
-            source=_text(r.source),
-            stage=_text(r.stage),
-            cost_threshold=_opt(r.cost_threshold),
-        )
-        for r in mine.itertuples(index=False)
-    )
+    rows = tuple(trials_of(mine))
     totals = per_recurrence(mine)
     total = totals.iloc[0] if not totals.empty else None
     return RecurrenceSummary(

@@ -246,7 +246,7 @@ class Store:
         return frames.job_trials(self._settled(self._read(job_id)))
 
     def history(self, job_id: str) -> TrialHistory:
-        """The job's trials as policies take them, in trial order: columns whose rows are TrialRecords."""
+        """The job's trials as policies take them, in trial order: columns whose rows are Trials."""
         return self.read_trials(job_id).history
 
     def trials(self, job_id: str) -> pd.DataFrame:
