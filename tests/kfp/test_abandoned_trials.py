@@ -55,9 +55,14 @@ def _started_at(store, trial: int):
 def _ask(store, recurrence_id: str, attempt: int, timeout_s: float, now):
     store.begin_recurrence(SPEC.job_id, recurrence_id)
     return bandit(
-        store_uri=store.uri, job_id=SPEC.job_id, recurrence_id=recurrence_id, attempt=attempt, policy="default",
-        dispatch_timeout_s=timeout_s, now=now,
-    )  # fmt: skip
+        store_uri=store.uri,
+        job_id=SPEC.job_id,
+        recurrence_id=recurrence_id,
+        attempt=attempt,
+        policy="default",
+        dispatch_timeout_s=timeout_s,
+        now=now,
+    )
 
 
 def test_the_bandit_step_records_a_trial_unfinished_past_the_timeout_as_failed(store) -> None:

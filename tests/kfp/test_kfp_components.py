@@ -80,9 +80,12 @@ def test_train_body_takes_the_collector_spec_as_one_parameter(tmp_path):
         artifacts = {
             name: kind(uri=str(tmp_path / name), name=name)
             for name, kind in (
-                ("profile", PowerProfile), ("metrics", dsl.Metrics), ("model", dsl.Model), ("trial_log", dsl.Artifact)
+                ("profile", PowerProfile),
+                ("metrics", dsl.Metrics),
+                ("model", dsl.Model),
+                ("trial_log", dsl.Artifact),
             )
-        }  # fmt: skip
+        }
         return train.python_func(
             spec_json=json.dumps(SPEC.with_changes(metric_name="acc").to_dict()),
             batch_size=8,
