@@ -165,6 +165,7 @@ def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[st
 
 
 def _request_default(name: str, field: SettingField, given: dict[str, Any]) -> Any:
+    """A request run parameter's pipeline default: what the build was given, else the declared default."""
     if name in given:
         return given[name]
     if field.required:
@@ -222,18 +223,10 @@ def build_pipeline(
     comps: ZeusComponents = components_for(image, train_image, type(spec), gpu_image=gpu_image, request_cls=request_cls)
     opts = options
     # The run parameters after the job's settings: (name, KFP type, default, description). Each is a
-    # pipeline parameter that any run may override; `shared` below hands them to the attempts.
-    run_params = [
-        ("policy", str, policy, "The batch-size policy (zeus.policy)."),
-        ("reprofile", bool, False, "Profile power limits again even where a stored profile could be reused."),
-        ("preprocess_ref", str, preprocess, "What fills the recurrence's data: module:function or a command."),
-        ("recurrence_id", str, "", "The recurrence's id (empty: the KFP run id)."),
-        ("owner", str, "", "Who runs the job, recorded with it in the store."),
-        ("dispatch_timeout_s", float, float(dispatch_timeout_s), "Seconds after which an unfinished trial is lost."),
-    ]
-    # Before them, the trial request's run parameters (zeus.steps.request): each with its declared type and
-    # help, and as default what this build says or else the declared default.
-    given_defaults = {
+    # pipeline parameter that any run may override; `shared` below hands them to the attempts. First the
+    # trial request's (zeus.steps.request), typed and described as declared, each defaulting to what this
+    # build says or else to its declared default; then the other steps' own.
+    build_defaults = {
         "store_uri": store_uri,
         "train_command": list(command),
         "zeus_aware": bool(zeus_aware),
@@ -243,9 +236,16 @@ def build_pipeline(
         "launcher": opts.launcher,
     }
     run_params = [
-        (name, param_type(f), _request_default(name, f, given_defaults), f.setting.help)
+        (name, param_type(f), _request_default(name, f, build_defaults), f.setting.help)
         for name, f in request_run_parameters(request_cls)
-    ] + run_params
+    ] + [
+        ("policy", str, policy, "The batch-size policy (zeus.policy)."),
+        ("reprofile", bool, False, "Profile power limits again even where a stored profile could be reused."),
+        ("preprocess_ref", str, preprocess, "What fills the recurrence's data: module:function or a command."),
+        ("recurrence_id", str, "", "The recurrence's id (empty: the KFP run id)."),
+        ("owner", str, "", "Who runs the job, recorded with it in the store."),
+        ("dispatch_timeout_s", float, float(dispatch_timeout_s), "Seconds after which an unfinished trial is lost."),
+    ]
     # The job's settings come first (zeus.settings): those that are run parameters, with `spec`'s values
     # as defaults, and those fixed at compile time (max_attempts), passed to preprocess as constants.
     compiled = spec_to_params(spec.with_changes(max_attempts=attempts))
