@@ -99,8 +99,16 @@ def _datetime(value: Any) -> datetime:
 
 # How a frame cell becomes each field, by the field's annotation; a missing cell (NaN, NA, NaT) is the
 # field's default.
-_FROM_CELL = {"int": int, "int | None": int, "float | None": float, "str": str, "bool": bool,
-              "bool | None": bool, "datetime | None": _datetime, "TrialStatus": TrialStatus}  # fmt: skip
+_FROM_CELL = {
+    "int": int,
+    "int | None": int,
+    "float | None": float,
+    "str": str,
+    "bool": bool,
+    "bool | None": bool,
+    "datetime | None": _datetime,
+    "TrialStatus": TrialStatus,
+}
 _DEFAULTS = {f.name: f.default for f in fields(Trial)}
 
 
@@ -153,6 +161,7 @@ class TrialHistory(Sequence[Trial]):
         records = list(history)
         if not records:
             return cls.empty()
+
         def column(name: str) -> list:
             return [getattr(record, name) for record in records]
 

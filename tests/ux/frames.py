@@ -42,7 +42,7 @@ def trial_row(
         "reached": status == "reached",
         "time_s": time_s,
         "energy_j": energy_j,
-        "cost": SPEC.cost(energy_j, time_s),
+        "cost": SPEC.cost_model.cost(energy_j, time_s),
         "num_epochs": 3,
         "metric": 0.91 if status == "reached" else 0.5,
         "started_at": pd.Timestamp("2026-01-01"),

@@ -37,8 +37,9 @@ def _trials_table(out, result, wide: bool) -> None:
     from dataclasses import asdict
 
     from zeus.cli.trial_view import print_trials
+    from zeus.trials import trial_columns
 
-    fields = ["recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status", "time_s"]
+    fields = trial_columns("recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status", "time_s")
     print_trials(out, f"seed {result.seed}: every trial", [asdict(t) for t in result.trials], fields, wide=wide)
 
 

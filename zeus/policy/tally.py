@@ -61,7 +61,7 @@ def spend(spec: JobSpec, history: TrialHistory) -> np.ndarray:
     may be a penalty, not money spent: zeus.policy.history), its cost otherwise."""
     energy, time = history.energy_j, history.time_s
     parts = ~(np.isnan(energy) | np.isnan(time))
-    priced = spec.cost(np.nan_to_num(energy), np.nan_to_num(time))
+    priced = spec.cost_model.cost(np.nan_to_num(energy), np.nan_to_num(time))
     return np.where(parts, priced, np.nan_to_num(history.cost))
 
 

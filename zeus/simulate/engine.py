@@ -18,10 +18,11 @@ them, and a trial reuses only profiles of trials that have finished. K = 1 is th
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from zeus.cost import Figures
 from zeus.job import JobSpec, TrialOutcome, TrialStatus
 from zeus.policy.base import Decision, Policy
 from zeus.power.reuse import ProfileBook, StoredProfile
@@ -30,21 +31,6 @@ from zeus.simulate.trace import WorkloadTrace
 from zeus.simulate.trial import run_trace_trial
 from zeus.summaries import RecurrenceSummary
 from zeus.trials import Trial
-
-
-@dataclass(frozen=True)
-class Figures:
-    """Cumulative (or per-recurrence expected) cost, energy and time."""
-
-    cost: float
-    energy_j: float
-    time_s: float
-
-    def times(self, n: int) -> Figures:
-        return Figures(self.cost * n, self.energy_j * n, self.time_s * n)
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -97,7 +83,7 @@ def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figu
             continue
         mean_epochs = float(epochs.mean())
         energy, time = mean_epochs * size.energy_per_epoch, mean_epochs * size.time_per_epoch
-        costs = spec.cost(energy, time)
+        costs = spec.cost_model.cost(energy, time)
         k = int(np.argmin(costs))
         if best is None or costs[k] < best.cost:
             best = Figures(float(costs[k]), float(energy[k]), float(time[k]))
@@ -107,7 +93,7 @@ def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figu
     reached = b0.target_epochs[~np.isnan(b0.target_epochs)]
     mean_epochs = float(reached.mean()) if reached.size else float(spec.max_epochs)
     energy, time = mean_epochs * b0.energy_per_epoch[-1], mean_epochs * b0.time_per_epoch[-1]
-    return Figures(spec.cost(energy, time), float(energy), float(time)), best
+    return Figures(spec.cost_model.cost(energy, time), float(energy), float(time)), best
 
 
 @dataclass
@@ -233,9 +219,7 @@ class _Run:
                 recurrence_id=rec.recurrence_id,
                 trials=tuple(rec.trials),
                 reached=any(t.reached for t in rec.trials),
-                cost=sum(t.cost for t in rec.trials),
-                energy_j=sum(t.energy_j for t in rec.trials),
-                time_s=sum(t.time_s for t in rec.trials),
+                **Figures.of(rec.trials).to_dict(),
                 simulated=True,
             )
             for rec in recs
@@ -247,7 +231,7 @@ class _Run:
             seed=self.spec.seed,
             num_recurrences=self.n,
             in_flight=self.in_flight,
-            totals=Figures(sum(t.cost for t in trials), sum(t.energy_j for t in trials), sum(t.time_s for t in trials)),
+            totals=Figures.of(trials),
             default=sim.default.times(self.n),
             oracle=sim.oracle.times(self.n),
             rows=rows,

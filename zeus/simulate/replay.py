@@ -15,9 +15,10 @@ from enum import Enum
 
 import pandas as pd
 
+from zeus.cost import Figures
 from zeus.job import JobSpec
 from zeus.policy import get_policy
-from zeus.simulate.engine import Figures, SimulationResult, Simulator
+from zeus.simulate.engine import SimulationResult, Simulator
 from zeus.simulate.trial import TraceBackend
 from zeus.trials import Trial, trial_columns, trials_of
 
@@ -46,8 +47,12 @@ def compared(trial: Trial) -> tuple:
 
 
 def live_rows(trials: pd.DataFrame) -> list[tuple]:
-    """The store's finished trials as TRIAL_FIELDS tuples, in trial order."""
-    return [compared(trial) for trial in trials_of(trials[trials["finished"]].sort_values("trial"))]
+    """The store's finished trials (a trials frame) as TRIAL_FIELDS tuples, in trial order."""
+    return [compared(trial) for trial in _finished(trials)]
+
+
+def _finished(trials: pd.DataFrame) -> list[Trial]:
+    return trials_of(trials[trials["finished"]].sort_values("trial"))
 
 
 def simulated_rows(result: SimulationResult) -> list[tuple]:
@@ -56,7 +61,8 @@ def simulated_rows(result: SimulationResult) -> list[tuple]:
 
 def compare(trials: pd.DataFrame, spec: JobSpec, backend: TraceBackend, policy: str) -> Comparison:
     """Simulate as many recurrences as the store holds for `spec` (seed spec.seed) and compare trial by trial."""
-    live = live_rows(trials)
+    done = _finished(trials)
+    live = [compared(trial) for trial in done]
     n = max((row[0] for row in live), default=0)
     if n == 0:
         raise ValueError(f"job {spec.job_id!r} has no finished trial to compare with the simulator yet")
@@ -70,10 +76,9 @@ def compare(trials: pd.DataFrame, spec: JobSpec, backend: TraceBackend, policy: 
         got = live[first] if first < len(live) else "no trial"
         expected = simulated[first] if first < len(simulated) else "no trial"
         why = f"trial {first + 1}: the store has {got}, the simulator {expected} (fields {', '.join(TRIAL_FIELDS)})"
-    done = trials[trials["finished"]]
     return Comparison(
         num_recurrences=n,
-        live=Figures(float(done["cost"].sum()), float(done["energy_j"].sum()), float(done["time_s"].sum())),
+        live=Figures.of(done),
         simulated=result.totals,
         default=result.default,
         oracle=result.oracle,

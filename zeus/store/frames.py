@@ -28,7 +28,7 @@ from zeus.profiles import PROFILE_COLUMNS
 from zeus.store import keys
 from zeus.store.entries import DECISION_FIELDS, KINDS, RESULT_FIELDS
 from zeus.store.errors import ObjectProblem
-from zeus.trials import FRAME_COLUMNS, STATUSES, Trial, TrialHistory
+from zeus.trials import FRAME_COLUMNS, STATUSES, Trial, TrialHistory, trial_columns
 
 TRIAL_BY = ["recurrence_id", "attempt"]
 
@@ -163,10 +163,14 @@ def job_trials(settled: Settled) -> JobTrials:
     rids = started.column("recurrence_id").take(out).to_pylist()
     attempt, at = _ints(started.column("attempt"))[out].tolist(), _ints(started.column("at"))[out].tolist()
     unfinished = [
-        replace(history[int(row)], recurrence_id=rids[k], attempt=attempt[k],
-                started_at=datetime.fromtimestamp(at[k] / 1e6, UTC))
+        replace(
+            history[int(row)],
+            recurrence_id=rids[k],
+            attempt=attempt[k],
+            started_at=datetime.fromtimestamp(at[k] / 1e6, UTC),
+        )
         for k, row in enumerate(out)
-    ]  # fmt: skip
+    ]
     return JobTrials(history, unfinished)
 
 
@@ -206,8 +210,9 @@ def trials_frame(job_id: str, settled: Settled) -> pd.DataFrame:
         "profiled": _profiled(settled),
     }
     frame = pa.table(columns).to_pandas()
-    for column in ("recurrence", "trial", "batch_size", "num_epochs"):
+    for column in trial_columns("recurrence", "trial", "batch_size", "num_epochs"):
         frame[column] = frame[column].astype("Int64")
+    frame["profiled"] = frame["profiled"].astype("boolean")  # null while dispatched, whatever the rest hold
     return frame.loc[:, list(FRAME_COLUMNS)]
 
 
