@@ -49,6 +49,7 @@ from zeus.steps.params import (
     threshold_to_param,
 )
 from zeus.steps.request import TrialRequest
+from zeus.steps.step_lines import LOST_TRIAL
 from zeus.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
 from zeus.trials import Trial
 
@@ -78,7 +79,8 @@ class Choice:
 
     @property
     def abandoned_lines(self) -> list[str]:
-        return [abandoned_line(trial) for trial in self.abandoned]
+        """The lines the bandit step prints for the lost trials it recorded failed (`zeus-kfp run` shows them)."""
+        return [LOST_TRIAL.say(abandoned_line(trial)) for trial in self.abandoned]
 
     @property
     def cost_threshold_param(self) -> float:
