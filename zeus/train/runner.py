@@ -32,7 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import JobSpec, JobSpecError, TrialOutcome, TrialResult, TrialStatus
-from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source, open_gpu
+from zeus.power.devices import open_gpu
+from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
 from zeus.power.selection import profile_frame
