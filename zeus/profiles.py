@@ -28,6 +28,9 @@ PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
 )
 PROFILE_COLUMNS = tuple(name for name, _ in PROFILE_SCHEMA)
 PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the chosen one
+# In a trial's reason when it has no profile because its metrics could not pace the profiler (zeus.train.progress);
+# the report reads it back (zeus.report.frames.limit_note), so it is declared here, below both.
+UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
 
 
 def _is_flag(value: Any) -> bool:
