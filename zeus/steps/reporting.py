@@ -2,7 +2,7 @@
 embedded) and its Metrics, from the store.
 
 This step reads the store and writes to it; zeus.report only turns the data it is handed into
-Markdown, plots and event files (it never opens a store: docs/DESIGN.md, the layers).
+Markdown, plots and event files (it never opens a store: the layers of tests/test_layering.py).
 """
 
 from __future__ import annotations
