@@ -5,8 +5,7 @@ a trial hands over (zeus.train.artifacts, the train step's PowerProfile artifact
 One row per (phase, power limit): the average power in watts over all the job's GPUs and the
 throughput in units of work per second (samples, or epochs for a trace or an epoch counter), and
 whether the figures are simulated. Types are given by name so pandas (`astype`) and pyarrow
-(`pa.type_for_alias`) read the same declaration; this module imports neither, so the store's light
-paths (the bandit step) do not pay for pandas.
+(`pa.type_for_alias`) read the same declaration.
 """
 
 from __future__ import annotations
@@ -14,10 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from numbers import Real
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import pandas as pd
+import numpy as np
+import pandas as pd
+
+from zeus.job import JobSpecError
 
 PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("phase", "string"),  # one of PROFILE_PHASES
@@ -34,8 +35,6 @@ UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch co
 
 
 def _is_flag(value: Any) -> bool:
-    import numpy as np
-
     return isinstance(value, (bool, np.bool_))
 
 
@@ -77,10 +76,6 @@ def check_profile(frame: Any) -> pd.DataFrame:
     callers skip an empty profile, so an empty table is refused. Values are checked as they are, not
     coerced: the text "False" is not a flag, nor "300" a number.
     """
-    import pandas as pd
-
-    from zeus.job import JobSpecError
-
     columns = list(PROFILE_COLUMNS)
     if not isinstance(frame, pd.DataFrame):
         raise JobSpecError("profile", type(frame).__name__, f"a pandas DataFrame with columns {columns}")

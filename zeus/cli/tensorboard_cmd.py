@@ -14,6 +14,7 @@ import typer
 
 from zeus.cli.app import app
 from zeus.cli.jobs_cmd import StoreOpt
+from zeus.cli.stores import open_for_reading
 
 if TYPE_CHECKING:
     from zeus.store import Store
@@ -47,7 +48,7 @@ def tensorboard(
 ) -> None:
     """Sync JOB's TensorBoard logs (cost, energy, time, batch size, power limit, reached and the posterior
     mean per batch size, one step per recurrence) from the store and serve them on 127.0.0.1."""
-    from zeus.cli.stores import open_for_reading
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.report.tensorboard import tensorboard_argv
     from zeus.store import UnknownJobError
 
@@ -66,6 +67,7 @@ def tensorboard(
     typer.echo(f"synced {len(files)} recurrence(s) of {job} from {opened.uri} to {run_dir}")
     if not serve:
         return
+    # deferred: tensorboard takes seconds to import; only this command serves it
     from tensorboard import program
 
     board = program.TensorBoard()

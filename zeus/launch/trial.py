@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zeus.job import JobSpec, TrialOutcome
+from zeus.launch.cluster import run_cluster_trial
 from zeus.launch.config import LaunchConfig, LaunchError
 from zeus.launch.torchrun import local_command
 from zeus.train.runner import run_trial
@@ -43,7 +44,6 @@ def run_launched_trial(
             f"true for launcher {config.launcher!r}: on a cluster rank 0's ZeusDataLoader measures the trial "
             "(a plain script is measured from outside, which needs launcher local or torchrun)",
         )
-    from zeus.launch.cluster import run_cluster_trial
 
     # The step's dataset path means nothing in the pods (the script reads its own data), and a collector reads a
     # plain script's metrics, which a cluster trial (Zeus-aware, checked above) has none of.

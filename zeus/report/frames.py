@@ -16,6 +16,8 @@ import pandas as pd
 from zeus.job import JobSpec, TrialStatus
 from zeus.power.gpu import MEASURE_ONLY_NOTE
 from zeus.profiles import UNPROFILED_NOTE
+from zeus.simulate.engine import expected_figures
+from zeus.simulate.trial import TraceBackend
 
 TRACE_SOURCE = re.compile(r"simulated \(trace: ([\w.-]+/[\w.-]+)\)")  # zeus.simulate.trial.TraceBackend.source
 RECURRENCE_COLUMNS = ["recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost"]
@@ -137,8 +139,6 @@ def _trace_baseline(done: pd.DataFrame, spec: JobSpec) -> Baseline | None:
     match = TRACE_SOURCE.fullmatch(source)
     if match is None:
         return None
-    from zeus.simulate.engine import expected_figures
-    from zeus.simulate.trial import TraceBackend
 
     try:
         backend = TraceBackend.parse(f"trace:{match.group(1)}")

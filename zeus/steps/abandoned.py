@@ -24,14 +24,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.report.units import duration
-
-if TYPE_CHECKING:  # the store pulls in pyarrow: zeus.steps imports it only where a step runs
-    from zeus.store import Unfinished
+from zeus.store import EventConflictError, Unfinished
 
 # The default `dispatch_timeout_s`: a day. A recurring job's trial that runs longer than its own
 # period (nightly at most, as a rule) would overlap the next recurrence anyway; raise it for longer ones.
@@ -81,8 +78,6 @@ def abandoned_result(spec: JobSpec, batch_size: int, reason: str) -> TrialResult
 
 def _fail(store, job_id: str, trials: Sequence[Unfinished], reasons: list[str]) -> list[AbandonedTrial]:
     """Finish each trial as failed; a trial whose real result got in first keeps it."""
-    from zeus.store import EventConflictError
-
     if not trials:  # nothing to record: not even the spec is read
         return []
     spec = store.get_job(job_id)

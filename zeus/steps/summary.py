@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from zeus.report import per_recurrence
 from zeus.summaries import RecurrenceSummary, TrialFiles, TrialSummary
 
 
@@ -27,8 +28,6 @@ def summarize(
 ) -> RecurrenceSummary:
     """The summary of `recurrence_id` from a store trials frame (zeus.store column names); `files` where its
     trials' logs and models went."""
-    from zeus.report import per_recurrence
-
     mine = trials[trials["recurrence_id"].astype(str) == str(recurrence_id)].sort_values("attempt")
     if mine.empty:
         raise LookupError(f"job {job_id!r} has no trials for recurrence {recurrence_id!r} in the store")

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from zeus.job import TrialResult
+from zeus.train.artifacts import MODEL_FILE, RESULT_FILE
+from zeus.train.runner import LOG_SUBDIR
 
 TRIAL_OUTPUT_FILES = ("stdout.log", "stderr.log")  # what the runner writes in a trial's work directory
 KEEP_MAX_BYTES = 64 * 1024 * 1024
@@ -33,9 +35,6 @@ def keep_trial_log(work_dir: Path, target: Path) -> None:
     """The trial's log into `target`: the runner's stdout.log and stderr.log, then everything in the trial's
     {log_dir} but the model (the Model artifact has it); a file over KEEP_MAX_BYTES is named in not-kept.txt
     instead (a checkpoint, say: the log is for reading, not a second model store)."""
-    from zeus.train.artifacts import MODEL_FILE
-    from zeus.train.runner import LOG_SUBDIR
-
     target.mkdir(parents=True, exist_ok=True)
     sources = [work_dir / name for name in TRIAL_OUTPUT_FILES]
     logs = work_dir / LOG_SUBDIR
@@ -58,8 +57,6 @@ def keep_trial_log(work_dir: Path, target: Path) -> None:
 
 def finish_log(artifact: FileArtifact, result: TrialResult) -> None:
     """The log artifact's own summary: its result (always, also when nothing ran) and its file count."""
-    from zeus.train.artifacts import RESULT_FILE
-
     target = Path(artifact.path)
     target.mkdir(parents=True, exist_ok=True)
     if not (target / RESULT_FILE).is_file():
