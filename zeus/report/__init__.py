@@ -1,4 +1,5 @@
-"""Plots and Markdown for people (pure pandas + matplotlib; never kfp).
+"""Plots and Markdown for people (pure pandas + matplotlib; never kfp, never the store: the report
+step, zeus.steps.reporting, and the CLI read it and hand these functions the data).
 
 The pipeline's report step, `zeus-kfp run`, `zeus-kfp show` and the notebook all draw from
 these functions, so every view of a job shows the same numbers (the bandit's state too: `arm_frame`
