@@ -56,7 +56,7 @@ def bandit(
         reuse_profile_path=reuse_profile.path,
         dispatch_timeout_s=dispatch_timeout_s,
     )
-    for lost in choice.abandoned:
+    for lost in choice.abandoned_lines:
         print(f"attempt {attempt}: {lost}")
     print(f"attempt {attempt}: batch size {choice.batch_size} ({choice.decision.stage}: {choice.decision.reason})")
     return choice.batch_size, choice.cost_threshold_param, choice.trial, choice.trial_seed

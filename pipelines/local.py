@@ -39,8 +39,8 @@ from zeus.signals import Interrupted, interruptible, stop_children
 from zeus.steps import (
     DEFAULT_DISPATCH_TIMEOUT_S,
     PYTHON_TOKEN,
-    AbandonedTrial,
     RecurrenceSummary,
+    abandoned_line,
     fail_interrupted,
     fail_unfinished,
     run_arguments,
@@ -48,7 +48,8 @@ from zeus.steps import (
 )
 from zeus.steps.prepare import RECURRENCE_LINE
 from zeus.steps.trial_files import MODEL_LINE, TRIAL_LOG_LINE
-from zeus.summaries import TrialFiles, TrialSummary
+from zeus.summaries import TrialFiles
+from zeus.trials import Trial
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -73,7 +74,7 @@ class TrialFailed(RuntimeError):
     def __init__(self, summaries: list[RecurrenceSummary]) -> None:
         self.summaries = summaries
         self.summary = summaries[-1]
-        self.trial: TrialSummary = self.summary.failed_trial  # type: ignore[assignment]
+        self.trial: Trial = self.summary.failed_trial  # type: ignore[assignment]
         files = self.summary.files_of(self.trial.attempt)
         self.log = files.log if files is not None else ""
         where = f"; its log: {self.log}" if self.log else ""
@@ -87,14 +88,14 @@ class TrialFailed(RuntimeError):
 class RunInterrupted(Interrupted):
     """SIGINT or SIGTERM stopped a local run; its unfinished trials were recorded as failed."""
 
-    def __init__(self, signum: int, job_id: str, recurrence_id: str, abandoned: list[AbandonedTrial]) -> None:
+    def __init__(self, signum: int, job_id: str, recurrence_id: str, abandoned: list[Trial]) -> None:
         super().__init__(signum)
         self.job_id = job_id
         self.recurrence_id = recurrence_id
         self.abandoned = abandoned
 
     def __str__(self) -> str:
-        recorded = "; ".join(str(a) for a in self.abandoned) or "no trial was in flight"
+        recorded = "; ".join(abandoned_line(a) for a in self.abandoned) or "no trial was in flight"
         return f"interrupted by {self.signal_name} during recurrence {self.recurrence_id}: {recorded}"
 
 

@@ -13,8 +13,9 @@ import re
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from zeus.cost import CostModel
 from zeus.errors import FieldError
 from zeus.settings import setting
 
@@ -48,23 +49,6 @@ class TrialStatus(StrEnum):
         return self is not TrialStatus.DISPATCHED
 
 
-def zeus_cost(energy_j: float, time_s: float, *, eta: float, max_power_w: float, num_gpus: int) -> float:
-    """Zeus's cost (NSDI'23, eq. 2): a weighted sum of energy and time, time priced at full power.
-
-    eta = 1 counts energy only; eta = 0 counts time only (in joules the GPUs could have drawn).
-    """
-    return eta * energy_j + (1.0 - eta) * max_power_w * num_gpus * time_s
-
-
-def zeus_cost_rate(power_w: float, throughput: float, *, eta: float, max_power_w: float, num_gpus: int) -> float:
-    """Zeus's cost per unit of work at `power_w` (all GPUs together) and `throughput` units/s: the JIT
-    profiler's objective. One unit takes 1/throughput s and power/throughput J, priced by `zeus_cost`
-    itself, so this is the same formula, not a second one. Infinite when nothing was done."""
-    if not throughput > 0:
-        return math.inf
-    return zeus_cost(power_w / throughput, 1.0 / throughput, eta=eta, max_power_w=max_power_w, num_gpus=num_gpus)
-
-
 COST_REL_TOL = 1e-9  # a cost that went through JSON or another float order, not a different cost
 COST_ABS_TOL = 1e-9
 
@@ -86,7 +70,7 @@ def check_result_for(spec: JobSpec, result: TrialResult) -> TrialResult:
         result.batch_size,
         f"one of the job's batch_sizes {list(spec.batch_sizes)}",
     )
-    expected = spec.cost(result.energy_j, result.time_s)
+    expected = spec.cost_model.cost(result.energy_j, result.time_s)
     _require(
         math.isclose(result.cost, expected, rel_tol=COST_REL_TOL, abs_tol=COST_ABS_TOL),
         "cost",
@@ -251,15 +235,10 @@ class JobSpec:
         if self.beta_knob is not None:
             object.__setattr__(self, "beta_knob", float(self.beta_knob))
 
-    def cost(self, energy_j: float, time_s: float) -> float:
-        """This job's cost of spending `energy_j` (all its GPUs together) over `time_s`."""
-        return zeus_cost(energy_j, time_s, eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
-
-    def cost_rate(self, power_w: float, throughput: float) -> float:
-        """This job's cost per unit of work at `power_w` (all its GPUs together) and `throughput` units/s."""
-        return zeus_cost_rate(
-            power_w, throughput, eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus
-        )
+    @property
+    def cost_model(self) -> CostModel:
+        """How this job prices a trial (zeus.cost): its eta, max power and GPUs."""
+        return CostModel(eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
 
     def reached(self, metric: float) -> bool:
         """Whether `metric` meets the target, in the job's direction."""
@@ -377,7 +356,7 @@ class TrialResult:
             time_s=time_s,
             energy_j=energy_j,
             num_epochs=num_epochs,
-            cost=spec.cost(energy_j, time_s),
+            cost=spec.cost_model.cost(energy_j, time_s),
             power_limit_w=power_limit_w,
             metric=metric,
             simulated=simulated,
@@ -444,24 +423,3 @@ class Decision:
     cost_threshold: float | None
     stage: str
     reason: str
-
-
-class TrialRecord(NamedTuple):
-    """One trial as the policies see it: an entry of the job's history, finished or only dispatched.
-
-    `recurrence` orders recurrences; `trial` orders trials within the job. `cost` is None while
-    the trial is only dispatched. A named tuple, not a dataclass: every bandit step builds one per
-    trial of the job's history, and a tuple is made about ten times faster (benchmarks/store.py).
-    """
-
-    recurrence: int
-    trial: int
-    batch_size: int
-    status: TrialStatus
-    cost: float | None = None
-    time_s: float | None = None
-    energy_j: float | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.status.finished

@@ -52,8 +52,8 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     for trial, rows in profiles.groupby("trial"):
         measured = limits[: int((rows["phase"] == "train").sum())]
         batch = int(trials.set_index("trial").loc[trial, "batch_size"])
-        assert ran_at[trial] == PowerModel().optimal_limit(measured, spec.cost, samples=batch), trial
-        assert choose_limit(rows, spec.cost_rate) == ran_at[trial], trial
+        assert ran_at[trial] == PowerModel().optimal_limit(measured, spec.cost_model.cost, samples=batch), trial
+        assert choose_limit(rows, spec.cost_model.rate) == ran_at[trial], trial
     # Where the bandit stands, from the history (run_local's policy is the default): exploiting 128,
     # the only size that reached; 1024 pruned.
     state = arm_frame(spec, store.history(SPEC.job_id)).set_index("batch_size")

@@ -95,7 +95,7 @@ def test_zeus_early_stop_from_collected_values_is_exact_on_the_model_clock(tmp_p
     """A stored profile holds 250 W from the start, so every step costs the model's step at 250 W:
     10 steps an epoch; a threshold of 15 steps' cost stops the trial before epoch 2 (10 + 10 > 15)."""
     seconds, joules = PowerModel().step(250.0, 8)
-    step_cost = SPEC.cost(joules, seconds)
+    step_cost = SPEC.cost_model.cost(joules, seconds)
     held = pd.DataFrame(
         [{"phase": "train", "power_limit_w": 250.0, "average_power_w": 200.0, "throughput": 1e4, "simulated": True}]
     )

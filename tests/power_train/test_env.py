@@ -15,7 +15,7 @@ def test_round_trip_through_the_environment():
     assert variables["ZEUS_BATCH_SIZE"] == "64" and variables["ZEUS_HIGHER_IS_BETTER"] == "1"
     assert "ZEUS_DATA_DIR" not in variables  # None is not exported
     assert TrialEnv.from_env(variables) == env
-    assert env.spec().cost(10.0, 1.0) == example_spec().cost(10.0, 1.0)
+    assert env.spec().cost_model.cost(10.0, 1.0) == example_spec().cost_model.cost(10.0, 1.0)
 
 
 @pytest.mark.parametrize(

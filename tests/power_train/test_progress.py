@@ -212,7 +212,7 @@ def test_plain_example_profiled_from_outside_picks_the_zeus_aware_limit(tmp_path
         profile_iters=8,
         **common,
     )
-    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost, samples=128)
+    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost_model.cost, samples=128)
     assert zeus.result.status is plain.result.status is TrialStatus.REACHED, plain.log_tail
     assert plain.result.power_limit_w == zeus.result.power_limit_w == expected
     train = zeus.profile[zeus.profile["phase"] == "train"].reset_index(drop=True)

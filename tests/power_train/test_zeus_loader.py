@@ -95,7 +95,7 @@ def test_example_on_the_simulated_gpu_picks_the_exhaustive_optimum(tmp_path):
         gpu="simulated",
         profile_iters=120,
     )
-    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost, samples=16)
+    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost_model.cost, samples=16)
     assert out.result.status is TrialStatus.REACHED, out.log_tail
     assert out.result.power_limit_w == expected == 100.0, out.profile.to_string()
     assert out.result.simulated and out.result.energy_j > 0

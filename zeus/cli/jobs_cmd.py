@@ -21,6 +21,7 @@ from zeus.cli.tables import Column, console, print_table
 from zeus.cli.trial_view import missing, print_bandit_state, print_trials
 from zeus.errors import FieldError
 from zeus.report.units import COST_UNIT, duration, si
+from zeus.trials import trial_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,10 +36,10 @@ WideOpt = Annotated[bool, typer.Option("--wide", help="Every column at full widt
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the data as one JSON document instead of tables.")]
 
 # The trial columns `show` prints, most important first (keys of zeus.cli.trial_view.trial_fields()).
-SHOW_TRIAL_FIELDS = [
+SHOW_TRIAL_FIELDS = trial_columns(
     "recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status",
     "energy_j", "time_s", "metric", "num_epochs", "trial", "recurrence_id",
-]  # fmt: skip
+)  # fmt: skip
 
 
 def _cell(value: Any) -> str:

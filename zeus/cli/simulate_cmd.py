@@ -13,6 +13,7 @@ from zeus.cli.tables import Column, console, print_table
 from zeus.cli.trial_view import print_trials
 from zeus.errors import FieldError
 from zeus.report.units import COST_UNIT, duration, si
+from zeus.trials import trial_columns
 
 
 def _table(out, results, num_recurrences: int, wide: bool) -> None:
@@ -36,7 +37,7 @@ def _table(out, results, num_recurrences: int, wide: bool) -> None:
 
 def _trials_table(out, result, wide: bool) -> None:
     """Every trial of one simulation, as `zeus-kfp run` prints a trace-backed job's trials."""
-    fields = ["recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status", "time_s"]
+    fields = trial_columns("recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status", "time_s")
     print_trials(out, f"seed {result.seed}: every trial", [asdict(t) for t in result.trials], fields, wide=wide)
 
 

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from zeus.cli.tables import Column, print_table
 from zeus.report.units import COST_UNIT, duration, si
+from zeus.trials import trial_columns
 
 Record = Mapping[str, Any]
 NOTE_CHARS = 240  # a failure note is the reason's last line, cut here: the store and `show --json` keep it whole
@@ -119,7 +120,7 @@ def _cell(known: dict, field: str, record: Record, no_figures: bool) -> str:
     return known[field][1](record.get(field))
 
 
-FIGURES = ("cost", "energy_j", "time_s", "num_epochs", "metric", "power_limit_w")
+FIGURES = trial_columns("cost", "energy_j", "time_s", "num_epochs", "metric", "power_limit_w")
 
 
 def print_trials(

@@ -122,7 +122,7 @@ class PowerLimitProfiler:
     """Drives one trial's power limits. Hooks: on_step_begin/on_step_end, on_epoch_end, on_eval_begin/end.
 
     `selector` (zeus.power.selection) chooses the limit; `cost_rate` is shorthand for ZeusCost(cost_rate),
-    the job's cost per unit of work (JobSpec.cost_rate). `reuse`: a stored profile to train at instead
+    the job's cost per unit of work (CostModel.rate (JobSpec.cost_model)). `reuse`: a stored profile to train at instead
     of profiling (its eval is measured if it has none). `agree`: see the module docstring.
     """
 

@@ -7,7 +7,7 @@ zero or not finite is a void window (the meter did not tick), which profiles sto
 waited for the meter may still contain.
 
 What "optimum" means is an `OptimumSelector`, after ml-energy/zeus `optimizer/power_limit.py`:
-`ZeusCost` (the job's cost per unit of work, JobSpec.cost_rate: what zeus-kfp uses, because the bandit
+`ZeusCost` (the job's cost per unit of work, zeus.cost.CostModel.rate: what zeus-kfp uses, because the bandit
 prices trials with the same cost), `Energy`, `Time` and `MaxSlowdown`. Ties go to the higher limit
 (same figure, faster).
 """
@@ -23,7 +23,7 @@ import pandas as pd
 
 from zeus.profiles import PROFILE_COLUMNS, PROFILE_SCHEMA
 
-# (power in W over all the job's GPUs, throughput in units/s) -> cost per unit of work: JobSpec.cost_rate
+# (power in W over all the job's GPUs, throughput in units/s) -> cost per unit of work: zeus.cost.CostModel.rate
 CostRate = Callable[[float, float], float]
 
 
@@ -106,7 +106,7 @@ class MaxSlowdown(OptimumSelector):
 
 
 def as_selector(how: OptimumSelector | CostRate) -> OptimumSelector:
-    """A selector as given, or a job's cost rate (JobSpec.cost_rate) as its ZeusCost selector."""
+    """A selector as given, or a job's cost rate (CostModel.rate (JobSpec.cost_model)) as its ZeusCost selector."""
     return how if isinstance(how, OptimumSelector) else ZeusCost(how)
 
 

@@ -128,10 +128,10 @@ def run_trace_trial(
     """One trial of `size` under the rules in the module docstring."""
     measured = reuse is None
     profile = trace_profile(size) if measured else reuse.frame
-    limit = choose_limit(profile, spec.cost_rate)
+    limit = choose_limit(profile, spec.cost_model.rate)
     k = int(np.flatnonzero(size.power_limits == limit)[0])
     energy, time = float(size.energy_per_epoch[k]), float(size.time_per_epoch[k])
-    epoch_cost = spec.cost(energy, time)
+    epoch_cost = spec.cost_model.cost(energy, time)
     runs = size.target_epochs
     target = runs[int(np.random.default_rng(seed).integers(len(runs)))]
     cap = spec.max_epochs

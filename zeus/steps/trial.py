@@ -35,7 +35,7 @@ from zeus.signals import Interrupted, interruptible, stop_children
 from zeus.simulate.trial import SCRIPT_BACKEND
 from zeus.steps.abandoned import (
     DEFAULT_DISPATCH_TIMEOUT_S,
-    AbandonedTrial,
+    abandoned_line,
     abandoned_result,
     check_dispatch_timeout,
     fail_stale,
@@ -49,6 +49,7 @@ from zeus.steps.params import (
     threshold_to_param,
 )
 from zeus.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
+from zeus.trials import Trial
 
 
 class MetricsSink(Protocol):
@@ -68,11 +69,15 @@ class Choice:
     trial: int
     trial_seed: int
     reuse: StoredProfile | None
-    abandoned: tuple[AbandonedTrial, ...] = ()
+    abandoned: tuple[Trial, ...] = ()
 
     @property
     def batch_size(self) -> int:
         return int(self.decision.batch_size)
+
+    @property
+    def abandoned_lines(self) -> list[str]:
+        return [abandoned_line(trial) for trial in self.abandoned]
 
     @property
     def cost_threshold_param(self) -> float:
@@ -111,7 +116,7 @@ def bandit(
     spec = store.get_job(job_id)
     recurrence = store.recurrence_number(job_id, recurrence_id)
     existing = store.get_dispatch(job_id, recurrence_id, attempt)
-    abandoned: list[AbandonedTrial] = []
+    abandoned: list[Trial] = []
     if existing is not None:  # a retried bandit step: hand out the decision already recorded
         trial, decision = existing
     else:

@@ -1,7 +1,7 @@
 """The store's public face: `open_store(uri)` and the `Store` every step and the CLI use.
 
 A Store holds a backend and the problems its last read found, nothing else: all state is in the
-objects (DESIGN.md, "Stateless steps"), so any number of processes may open the same store.
+objects (docs/DESIGN.md, "The store's protocol"), so any number of processes may open the same store.
 
 Each write appends one entry to the job's log (log.py) and then reads the log up to its own slot,
 so what it tells its caller is what every reader reads from then on:
@@ -244,7 +244,7 @@ class Store:
         return frames.job_trials(self._settled(self._read(job_id)))
 
     def history(self, job_id: str) -> TrialHistory:
-        """The job's trials as policies take them, in trial order: columns whose rows are TrialRecords."""
+        """The job's trials as policies take them, in trial order: columns whose rows are Trials."""
         return self.read_trials(job_id).history
 
     def trials(self, job_id: str) -> pd.DataFrame:

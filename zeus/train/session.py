@@ -82,7 +82,7 @@ class ZeusTrial:
         )
         return PowerLimitProfiler(
             self.gpu,
-            cost_rate=self.spec.cost_rate,
+            cost_rate=self.spec.cost_model.rate,
             params=params,
             monitor=self.monitor,
             reuse=reuse,
@@ -124,7 +124,7 @@ class ZeusTrial:
                 yield epoch
                 measured = self.monitor.end_window(EPOCH_WINDOW)
                 self.metrics = self.ranks.leader_list(self.metrics)  # rank 0's metric decides for every rank
-                self.epoch_costs.append(self.spec.cost(measured.total_energy_j, measured.time_s))
+                self.epoch_costs.append(self.spec.cost_model.cost(measured.total_energy_j, measured.time_s))
                 if self.metrics and self.spec.reached(self.metrics[-1]):
                     self.finish(TrialStatus.REACHED)
                     return
@@ -151,14 +151,14 @@ class ZeusTrial:
                 if not evals.empty and self.eval_samples:
                     te = self.eval_samples / evals["throughput"].iloc[0]
                     t, energy = t + te, energy + evals["average_power_w"].iloc[0] * te
-                return self.spec.cost(energy, t)
+                return self.spec.cost_model.cost(energy, t)
         return self.epoch_costs[-1] if self.epoch_costs else 0.0
 
     def _would_exceed(self) -> bool:
         if self.env.cost_threshold is None:
             return False
         so_far = self.monitor.peek(TRIAL_WINDOW)
-        cost = self.spec.cost(so_far.total_energy_j, so_far.time_s)
+        cost = self.spec.cost_model.cost(so_far.total_energy_j, so_far.time_s)
         predicted = cost + self.predicted_epoch_cost()
         if predicted > self.env.cost_threshold:
             self.stop_reason = (
