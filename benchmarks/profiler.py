@@ -111,7 +111,7 @@ def main() -> None:
             for _ in range(args.repeats)
         ]
         priced = spec.with_changes(eta_knob=eta)
-        best = model.optimal_limit(limits, priced.cost, samples=args.batch_size)
+        best = model.optimal_limit(limits, priced.cost_model.cost, samples=args.batch_size)
         opt_cost = step_cost(model, priced, best, args.batch_size)
         regrets = [step_cost(model, priced, p, args.batch_size) / opt_cost - 1 for p in picks]
         choices.append(
