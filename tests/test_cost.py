@@ -19,6 +19,7 @@ import pytest
 from zeus.cost import Figures
 from zeus.job import JobSpec, TrialStatus
 from zeus.power.selection import choose_limit
+from zeus.profiles import PowerProfile
 from zeus.report import default_config_cost
 from zeus.simulate.trace import SizeTrace
 from zeus.simulate.trial import run_trace_trial
@@ -52,7 +53,7 @@ def test_job_cost_and_cost_rate_price_time_for_every_gpu(n):
 
 @pytest.mark.parametrize("n", GPUS)
 def test_the_profilers_choice_is_the_same_for_every_gpu_count(n):
-    assert choose_limit(profile(n), spec(n).cost_model.rate) == 300.0
+    assert choose_limit(PowerProfile.of(profile(n)), spec(n).cost_model.rate) == 300.0
 
 
 @pytest.mark.parametrize("n", GPUS)

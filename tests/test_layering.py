@@ -104,10 +104,11 @@ ALLOWED: dict[str, set[str]] = {
     # deterministic seeds and signal handling: small utilities that know nothing of the job
     "zeus.seeds": set(),
     "zeus.signals": set(),
-    # the job, its settings and its cost, and the values that describe its trials and profiles
-    "zeus.job": {"zeus.errors", "zeus.settings", "zeus.cost"},
+    # the power profile: a value a trial's outcome (zeus.job.TrialOutcome) holds, so it sits below the job;
+    # then the job and the values that describe its trials
+    "zeus.profiles": {"zeus.errors", "zeus.settings", "zeus.cost"},
+    "zeus.job": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.profiles"},
     "zeus.trials": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job"},
-    "zeus.profiles": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job"},
     "zeus.summaries": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job", "zeus.trials"},
     # the policies: pure functions of a history; no store, GPU, simulator or report
     "zeus.policy": FOUNDATION | {"zeus.seeds"},

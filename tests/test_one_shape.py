@@ -21,7 +21,7 @@ TRIAL_SHAPED_CLASSES = {
     "zeus/trials.py:Trial": "the trial",
     "zeus/trials.py:TrialHistory": "the same trials as numpy columns, for the policies (its rows are Trials)",
     "zeus/job.py:TrialResult": "what a runner reports, checked at entry: a trial has it once the store numbers it",
-    "zeus/power/reuse.py:StoredProfile": "the power profile (a batch size's, measured by one trial)",
+    "zeus/profiles.py:PowerProfile": "a power profile: its rows, and the size, recurrence and trial that measured it",
 }
 # Lists of string literals naming four or more trial columns that are not trial_columns(...) calls.
 OTHER_COLUMN_LISTS = {

@@ -243,7 +243,7 @@ def test_the_jit_profilers_profile_passes():
     profiler.on_eval_begin()
     now[0] += 2.0
     profiler.on_eval_end(640)
-    profile = profiler.profile()
+    profile = profiler.profile().rows
     assert set(profile["phase"]) == {"train", "eval"}
     assert check_profile(profile).equals(profile)
 
@@ -261,7 +261,7 @@ def test_the_trace_simulators_profiles_pass():
             spec = backend.spec("trace-check")
             for size in trace.sizes.values():
                 profile = trace_profile(size)
-                assert check_profile(profile).equals(profile), (workload, gpu, size.batch_size)
+                assert check_profile(profile.rows).equals(profile.rows), (workload, gpu, size.batch_size)
             b0 = spec.default_batch_size
             outcome = backend.run(spec, batch_size=b0, cost_threshold=None, seed=1, reuse=None)
             assert check_result_for(spec, TrialResult.from_json(outcome.result.to_json())) == outcome.result

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zeus.cost import CostModel
-from zeus.errors import FieldError
+from zeus.errors import JobSpecError
 from zeus.settings import setting
 
-if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never needs pandas
-    import pandas as pd
+if TYPE_CHECKING:  # zeus.profiles loads pandas and pyarrow, which the job model never needs
+    from zeus.profiles import PowerProfile
 
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
 # Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
@@ -28,10 +28,6 @@ if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never nee
 MAX_ATTEMPTS = 32
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
-
-
-class JobSpecError(FieldError):
-    """A job setting is out of range. Carries the field so callers (CLI, pipeline) can point at it."""
 
 
 class TrialStatus(StrEnum):
@@ -408,7 +404,7 @@ class TrialOutcome:
     (zeus.simulate.trial)."""
 
     result: TrialResult
-    profile: pd.DataFrame | None
+    profile: PowerProfile | None
     model_path: Path | None = None
     log_tail: str = ""
 

@@ -76,7 +76,7 @@ def test_two_ranks_profile_in_lockstep_and_record_one_trial_with_both_ranks_ener
         assert [w["window"] for w in windows] == [f"profile:{limit:g}" for limit in limits]
         assert [w["gpu_limit_w"] for w in windows] == limits
     # each profile row is both ranks' window together: energy summed, time the slower rank's, global samples
-    rows = outcome.profile[outcome.profile["phase"] == "train"]
+    rows = outcome.profile.rows[outcome.profile.rows["phase"] == "train"]
     assert list(rows["power_limit_w"]) == limits
     for (_, row), w0, w1 in zip(rows.iterrows(), _train_windows(records[0]), _train_windows(records[1]), strict=True):
         slowest = max(w0["time_s"], w1["time_s"])

@@ -20,6 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from zeus.job import JobSpec, TrialStatus
 from zeus.power.selection import choose_limit
+from zeus.profiles import PowerProfile
 from zeus.report.frames import default_config_cost, finished_trials, is_simulated, limit_note, per_recurrence
 
 PLOT_NAMES = ("cost_per_recurrence", "batch_size_per_trial", "posterior", "power_profile")
@@ -200,7 +201,7 @@ def _limit_ran_at(trials: pd.DataFrame, group: pd.DataFrame, latest: pd.DataFram
         if not row.empty and _positive(row["power_limit_w"].iloc[0]):
             reason = row["reason"].iloc[0] if "reason" in row.columns else ""
             return float(row["power_limit_w"].iloc[0]), limit_note(reason)
-    return choose_limit(latest.assign(phase="train"), spec.cost_model.rate), ""
+    return choose_limit(PowerProfile(latest.assign(phase="train")), spec.cost_model.rate), ""
 
 
 def write_plots(

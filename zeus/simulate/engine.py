@@ -25,7 +25,7 @@ import numpy as np
 from zeus.cost import Figures
 from zeus.job import JobSpec, TrialOutcome, TrialStatus
 from zeus.policy.base import Decision, Policy
-from zeus.power.reuse import ProfileBook, StoredProfile
+from zeus.power.reuse import ProfileBook
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
 from zeus.simulate.trial import run_trace_trial
@@ -184,7 +184,7 @@ class _Run:
         r = run.result
         self.history[trial - 1] = Trial(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
         if run.profile is not None:
-            self.book.record(StoredProfile(r.batch_size, rec.number, trial, run.profile))
+            self.book.record(replace(run.profile, batch_size=r.batch_size, recurrence=rec.number, trial=trial))
         rec.trials.append(
             replace(
                 self.history[trial - 1],

@@ -25,12 +25,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
-from zeus.power.reuse import StoredProfile
-from zeus.power.selection import choose_limit, profile_frame
+from zeus.power.selection import choose_limit
+from zeus.profiles import PowerProfile
 from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
 from zeus.simulate.workloads import WORKLOADS, get_workload, load_shipped
 
@@ -84,7 +83,7 @@ class TraceBackend:
         return get_workload(self.workload).spec(self.trace()).with_changes(job_id=job_id, **changes)
 
     def run(
-        self, spec: JobSpec, *, batch_size: int, cost_threshold: float | None, seed: int, reuse: StoredProfile | None
+        self, spec: JobSpec, *, batch_size: int, cost_threshold: float | None, seed: int, reuse: PowerProfile | None
     ) -> TrialOutcome:
         trace = self.trace()
         if batch_size not in trace.sizes:
@@ -100,7 +99,7 @@ def _load(workload: str, gpu: str) -> WorkloadTrace:
 
 
 @lru_cache(maxsize=256)
-def trace_profile(size: SizeTrace) -> pd.DataFrame:
+def trace_profile(size: SizeTrace) -> PowerProfile:
     """The profile a trial measures at this batch size: one training row per power limit of the trace.
     Cached per batch size (the simulator asks for it on every trial); callers never modify it."""
     rows = [
@@ -113,7 +112,7 @@ def trace_profile(size: SizeTrace) -> pd.DataFrame:
         }
         for limit, energy, time in zip(size.power_limits, size.energy_per_epoch, size.time_per_epoch, strict=True)
     ]
-    return profile_frame(rows[::-1])  # from the maximum down, the order the JIT profiler walks
+    return PowerProfile.of(rows[::-1])  # from the maximum down, the order the JIT profiler walks
 
 
 def run_trace_trial(
@@ -122,12 +121,12 @@ def run_trace_trial(
     *,
     cost_threshold: float | None,
     seed: int,
-    reuse: StoredProfile | None,
+    reuse: PowerProfile | None,
     source: str,
 ) -> TrialOutcome:
     """One trial of `size` under the rules in the module docstring."""
     measured = reuse is None
-    profile = trace_profile(size) if measured else reuse.frame
+    profile = trace_profile(size) if measured else reuse
     limit = choose_limit(profile, spec.cost_model.rate)
     k = int(np.flatnonzero(size.power_limits == limit)[0])
     energy, time = float(size.energy_per_epoch[k]), float(size.time_per_epoch[k])

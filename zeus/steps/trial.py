@@ -23,13 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import pandas as pd
-
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
 from zeus.policy.base import Decision
-from zeus.power.reuse import StoredProfile
-from zeus.power.selection import profile_frame
+from zeus.profiles import PowerProfile
 from zeus.seeds import decision_seed, trial_seed
 from zeus.signals import Interrupted, interruptible, stop_children
 from zeus.simulate.trial import SCRIPT_BACKEND
@@ -68,7 +65,7 @@ class Choice:
     decision: Decision
     trial: int
     trial_seed: int
-    reuse: StoredProfile | None
+    reuse: PowerProfile | None
     abandoned: tuple[Trial, ...] = ()
 
     @property
@@ -135,7 +132,7 @@ def bandit(
     book = ProfileBook.from_frame(store.profiles(job_id))
     reuse = book.to_reuse(decision.batch_size, recurrence, reprofile_after=spec.reprofile_after, force=reprofile)
     if reuse_profile_path:
-        (reuse.frame if reuse is not None else profile_frame([])).to_parquet(reuse_profile_path, index=False)
+        (reuse if reuse is not None else PowerProfile.empty()).to_parquet(reuse_profile_path)
     return Choice(
         decision=decision,
         trial=int(trial),
@@ -201,8 +198,8 @@ def train(
     spec = JobSpec.from_dict(json.loads(spec_json))
     log_dir = Path(trial_log.path) if trial_log is not None else None
     started, cpu_before = time.perf_counter(), _children_cpu_s()
-    measured: pd.DataFrame | None = None
-    reuse: StoredProfile | None = None
+    measured: PowerProfile | None = None
+    reuse: PowerProfile | None = None
     try:
         inputs = check_trial_inputs(
             command=command,
@@ -215,7 +212,7 @@ def train(
             gpus_per_node=gpus_per_node,
             runtime=runtime,
         )
-        reuse = _read_reuse(reuse_profile_path, int(batch_size))
+        reuse = _read_reuse(reuse_profile_path)
         with interruptible():
             if inputs.backend is not None:
                 threshold = threshold_from_param(cost_threshold)
@@ -253,7 +250,7 @@ def train(
         _write_model(None, model)
         print(f"train: {result.reason}")
     wall_s, cpu_s = time.perf_counter() - started, _children_cpu_s() - cpu_before
-    _write_profile(measured if measured is not None else profile_frame([]), profile, reused=reuse)
+    _write_profile(measured if measured is not None else PowerProfile.empty(), profile, reused=reuse)
     if trial_log is not None:
         finish_log(trial_log, result)
     say_where(model, trial_log)
@@ -293,8 +290,8 @@ def feedback(
     result = TrialResult.from_json(result_json)
     store = open_step_store(store_uri)
     store.finish_trial(job_id, recurrence_id, attempt, result)
-    profile = pd.read_parquet(profile_path) if Path(profile_path).is_file() else pd.DataFrame()
-    if not profile.empty:
+    profile = PowerProfile.read_parquet(profile_path) if Path(profile_path).is_file() else PowerProfile.empty()
+    if not profile.is_empty:
         store.write_profile(job_id, recurrence_id, attempt, profile)
     return ends_recurrence(result)
 
@@ -303,10 +300,10 @@ def _run_script(
     launch: LaunchConfig,
     spec: JobSpec,
     model: FileArtifact,
-    reuse: StoredProfile | None,
+    reuse: PowerProfile | None,
     keep_log: Path | None,
     **trial: Any,
-) -> tuple[TrialResult, pd.DataFrame | None]:
+) -> tuple[TrialResult, PowerProfile | None]:
     """One trial of the user's command where `launch` says (zeus.launch.trial): its result and the profile
     to store (None when it trained at a reused profile, which is not stored again). `trial` holds the
     run_trial settings; "{python}" becomes this step's interpreter, or `python` in a cluster trial's pods.
@@ -322,7 +319,7 @@ def _run_script(
                 spec,
                 command=command,
                 work_dir=Path(work_dir),
-                reuse_profile=reuse.frame if reuse is not None else None,
+                reuse_profile=reuse,
                 **trial,
             )
             _write_model(outcome.model_path, model)
@@ -332,14 +329,13 @@ def _run_script(
     return outcome.result, (None if reuse is not None else outcome.profile)
 
 
-def _read_reuse(path: str, batch_size: int) -> StoredProfile | None:
-    """The stored profile the bandit step handed over, or None (no file, or an empty table: profile)."""
+def _read_reuse(path: str) -> PowerProfile | None:
+    """The stored profile the bandit step handed over, with the recurrence and trial that measured it, or None
+    (no file, or an empty table: profile)."""
     if not path or not Path(path).is_file():
         return None
-    frame = pd.read_parquet(path)
-    if frame.empty:
-        return None
-    return StoredProfile(batch_size, recurrence=0, trial=0, frame=profile_frame(frame.to_dict("records")))
+    reuse = PowerProfile.read_parquet(path)
+    return None if reuse.is_empty else reuse
 
 
 def _children_cpu_s() -> float:
@@ -347,14 +343,13 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _write_profile(profile_df: pd.DataFrame, artifact: FileArtifact, reused: StoredProfile | None) -> None:
+def _write_profile(measured: PowerProfile, artifact: FileArtifact, reused: PowerProfile | None) -> None:
     """The JIT profile the trial measured as Parquet, marked simulated when any row is (figures from no
     real GPU); empty when the trial trained at a reused stored profile (metadata "reused": True)."""
-    profile_df.to_parquet(artifact.path, index=False)
-    simulated = bool(profile_df["simulated"].any()) if "simulated" in profile_df and len(profile_df) else False
+    measured.to_parquet(artifact.path)
     artifact.metadata["kind"] = PROFILE_KIND
-    artifact.metadata["rows"] = len(profile_df)
-    artifact.metadata["simulated"] = simulated
+    artifact.metadata["rows"] = len(measured)
+    artifact.metadata["simulated"] = measured.simulated
     artifact.metadata["reused"] = reused is not None
 
 

@@ -29,8 +29,8 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 import pyarrow.compute as pc
 
-from zeus.job import Decision, JobSpec, TrialResult, check_result_for
-from zeus.profiles import check_profile
+from zeus.job import Decision, JobSpec, JobSpecError, TrialResult, check_result_for
+from zeus.profiles import PowerProfile, check_profile
 from zeus.store import catalog, entries, frames, keys, log
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus.store.compaction import CompactResult, compact
@@ -226,10 +226,13 @@ class Store:
             where = keys.log_dir(job_id) + f" ({recurrence_id} attempt {attempt})"
             raise EventConflictError(where, f"another result is stored: {entries.differences(stored, given)}")
 
-    def write_profile(self, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame) -> None:
+    def write_profile(self, job_id: str, recurrence_id: str, attempt: int, profile: PowerProfile) -> None:
         """Store a trial's power profile (phase, power_limit_w, average_power_w, throughput, simulated).
-        The first profile of a trial is kept: a retried step's later one is not written."""
-        clean = check_profile(profile)
+        The first profile of a trial is kept: a retried step's later one is not written. The store numbers
+        it: it is read back with its batch size, recurrence and trial (`profiles`, ProfileBook)."""
+        if not isinstance(profile, PowerProfile):
+            raise JobSpecError("profile", type(profile).__name__, "a zeus.profiles.PowerProfile")
+        clean = check_profile(profile.rows)
         read, settled, _row = self._require_dispatch(job_id, recurrence_id, attempt)
         trials = settled.profiles.filter(_is_trial(settled.profiles, recurrence_id, attempt))
         if trials.num_rows == 0:

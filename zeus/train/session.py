@@ -24,14 +24,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
-
 from zeus.job import TrialResult, TrialStatus
 from zeus.power.devices import open_gpu
 from zeus.power.gpu import GPU, gpu_source, measure_only_note
 from zeus.power.monitor import EnergyMonitor
 from zeus.power.profile_params import ProfileParams
 from zeus.power.profiler import PowerLimitProfiler
+from zeus.profiles import PowerProfile
 from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
 from zeus.train.distributed import Ranks, ranks_from_env
 from zeus.train.env import TrialEnv, TrialEnvError
@@ -75,7 +74,7 @@ class ZeusTrial:
             return None
         reuse = None
         if self.env.profile_path and Path(self.env.profile_path).exists():
-            reuse = pd.read_csv(self.env.profile_path)
+            reuse = PowerProfile.from_csv(self.env.profile_path)
             log.info("reusing the power profile at %s (no profiling this trial)", self.env.profile_path)
         params = ProfileParams(self.env.warmup_iters, self.env.profile_iters, min_window_s=self.env.min_window_s).fit(
             self.steps_per_epoch
@@ -142,7 +141,7 @@ class ZeusTrial:
         """One more epoch's cost: from the profile at the chosen limit when profiling is done, else the last epoch."""
         p = self.profiler
         if p is not None and p.done and self.num_train_samples:
-            prof = p.profile()
+            prof = p.profile().rows
             at = prof[prof["power_limit_w"] == p.chosen_limit]
             train, evals = at[at["phase"] == "train"], at[at["phase"] == "eval"]
             if not train.empty:
