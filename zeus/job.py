@@ -13,7 +13,7 @@ import re
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zeus.cost import CostModel
 from zeus.errors import JobSpecError
@@ -28,6 +28,21 @@ if TYPE_CHECKING:  # zeus.profiles loads pandas and pyarrow, which the job model
 MAX_ATTEMPTS = 32
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
+
+
+def meets_target(metric: float, target: float, *, higher_is_better: bool) -> bool:
+    """Whether `metric` meets `target` in the job's direction (the job's and a trial's own check)."""
+    return metric >= target if higher_is_better else metric <= target
+
+
+class Pricing(Protocol):
+    """What prices a trial's result: a cost model and the name of the metric its result reports."""
+
+    @property
+    def cost_model(self) -> CostModel: ...
+
+    @property
+    def metric_name(self) -> str: ...
 
 
 class TrialStatus(StrEnum):
@@ -238,7 +253,7 @@ class JobSpec:
 
     def reached(self, metric: float) -> bool:
         """Whether `metric` meets the target, in the job's direction."""
-        return metric >= self.target_metric if self.higher_is_better else metric <= self.target_metric
+        return meets_target(metric, self.target_metric, higher_is_better=self.higher_is_better)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -322,7 +337,7 @@ class TrialResult:
     @classmethod
     def build(
         cls,
-        spec: JobSpec,
+        spec: Pricing,
         *,
         batch_size: int,
         status: TrialStatus | str,
@@ -335,7 +350,8 @@ class TrialResult:
         reason: str = "",
         source: str = "",
     ) -> TrialResult:
-        """A result from a trial's measurements, priced by `spec`'s cost function.
+        """A result from a trial's measurements, priced by `spec`'s cost model: the job's JobSpec, or the
+        trial's own settings in a training child (zeus.train.env.TrialEnv), which carry the same three.
 
         A non-finite metric (a script that diverged reports a NaN loss) is a trial that ran, not bad
         input: it is kept as no metric, with a note in `reason`, so its energy and time still count.

@@ -21,7 +21,7 @@ from zeus.cli.tables import Column, console, print_table
 from zeus.cli.trial_view import missing, print_bandit_state, print_trials
 from zeus.errors import FieldError
 from zeus.report.units import COST_UNIT, duration, si
-from zeus.trials import trial_columns
+from zeus.trials import trial_columns, trials_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -190,8 +190,8 @@ def show(
     if trials.empty:
         out.print("no trials yet")
     else:
-        records = trials.tail(last).to_dict("records")
-        print_trials(out, _title("trials", len(trials), last), records, SHOW_TRIAL_FIELDS, wide=wide)
+        shown = trials_of(trials.tail(last))
+        print_trials(out, _title("trials", len(trials), last), shown, SHOW_TRIAL_FIELDS, wide=wide)
         rec = per_recurrence(trials).tail(last)
         rows = [
             [str(r["recurrence"]), "yes" if r["reached"] else "no", r["batch_sizes"], si(r["cost"], ""),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from zeus.cli.errors import FAILED
@@ -35,7 +34,7 @@ def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
     """One recurrence's trials; for a script job, where the model of the trial that reached went, and its logs."""
     verdict = "reached" if summary.reached else "did NOT reach"
     title = f"recurrence {summary.recurrence}: {verdict} the target in {len(summary.trials)} trial(s)"
-    print_trials(out, title, [asdict(t) for t in summary.trials], RUN_TRIAL_FIELDS, wide=wide)
+    print_trials(out, title, summary.trials, RUN_TRIAL_FIELDS, wide=wide)
     if not script:
         return
     reached = next((t for t in summary.trials if t.reached), None)

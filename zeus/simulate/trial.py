@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -83,8 +84,17 @@ class TraceBackend:
         return get_workload(self.workload).spec(self.trace()).with_changes(job_id=job_id, **changes)
 
     def run(
-        self, spec: JobSpec, *, batch_size: int, cost_threshold: float | None, seed: int, reuse: PowerProfile | None
+        self,
+        spec: JobSpec,
+        *,
+        batch_size: int,
+        cost_threshold: float | None,
+        seed: int | None,
+        reuse: PowerProfile | None,
+        work_dir: Path | None = None,
     ) -> TrialOutcome:
+        """One replayed trial: a zeus.launch.trial.TrialRunner, like the script and cluster runners (a replay
+        writes nothing, so `work_dir` goes unused)."""
         trace = self.trace()
         if batch_size not in trace.sizes:
             raise FieldError("batch_size", batch_size, f"one of the trace's batch sizes {list(trace.batch_sizes)}")

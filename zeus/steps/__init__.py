@@ -25,6 +25,7 @@ from zeus.steps.params import (
 from zeus.steps.power import MaxPower, gpu_power
 from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
 from zeus.steps.reporting import report
+from zeus.steps.request import TrialRequest
 from zeus.steps.summary import summarize
 from zeus.steps.trial import Choice, bandit, feedback, train
 from zeus.summaries import RecurrenceSummary
@@ -41,6 +42,7 @@ __all__ = [
     "Prepared",
     "RecurrenceSummary",
     "StepError",
+    "TrialRequest",
     "abandoned_line",
     "bandit",
     "check_dispatch_timeout",

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from zeus.job import JobSpec
 from zeus.steps.params import open_step_store, spec_from_params
+from zeus.steps.step_lines import RECURRENCE
 
-RECURRENCE_LINE = "preprocess: recurrence "  # what the step prints: the recurrence's number in the job
 PASS_THROUGH_NOTE = "pass-through: no preprocessing configured; the training script reads its own data\n"
 
 
@@ -125,5 +125,5 @@ def preprocess(
         preprocess=preprocess_ref,
         owner=owner,
     )
-    print(f"{RECURRENCE_LINE}{prepared.recurrence} ({prepared.recurrence_id})")  # pipelines.local reads it
+    print(RECURRENCE.say(f"{prepared.recurrence} ({prepared.recurrence_id})"))  # pipelines.local reads it
     return json.dumps(prepared.spec.to_dict()), prepared.recurrence_id, prepared.recurrence

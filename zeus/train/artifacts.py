@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zeus.job import JobSpec, TrialResult
+from zeus.job import Pricing, TrialResult
 from zeus.profiles import PowerProfile
 
 RESULT_FILE = "result.json"
@@ -48,7 +48,7 @@ def read_result_json(log_dir: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text())
 
 
-def result_from_json(spec: JobSpec, data: dict[str, Any]) -> TrialResult:
+def result_from_json(spec: Pricing, data: dict[str, Any]) -> TrialResult:
     """Rebuild a TrialResult under `spec`'s cost function (the job's, not whatever the script assumed)."""
     return TrialResult.build(
         spec,

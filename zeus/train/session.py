@@ -48,7 +48,7 @@ class ZeusTrial:
         self, env: TrialEnv, gpu: GPU | None = None, num_train_samples: int | None = None, ranks: Ranks | None = None
     ) -> None:
         self.env = env
-        self.spec = env.spec()
+        env.check()
         self.ranks = ranks or ranks_from_env()
         self.local_batch_size = _local_batch_size(env, self.ranks.info.world_size)
         self.gpu = self.ranks.rank_gpu(gpu or open_gpu(env.gpu))
@@ -81,7 +81,7 @@ class ZeusTrial:
         )
         return PowerLimitProfiler(
             self.gpu,
-            cost_rate=self.spec.cost_model.rate,
+            cost_rate=self.env.cost_model.rate,
             params=params,
             monitor=self.monitor,
             reuse=reuse,
@@ -123,8 +123,8 @@ class ZeusTrial:
                 yield epoch
                 measured = self.monitor.end_window(EPOCH_WINDOW)
                 self.metrics = self.ranks.leader_list(self.metrics)  # rank 0's metric decides for every rank
-                self.epoch_costs.append(self.spec.cost_model.cost(measured.total_energy_j, measured.time_s))
-                if self.metrics and self.spec.reached(self.metrics[-1]):
+                self.epoch_costs.append(self.env.cost_model.cost(measured.total_energy_j, measured.time_s))
+                if self.metrics and self.env.reached(self.metrics[-1]):
                     self.finish(TrialStatus.REACHED)
                     return
             self.finish(TrialStatus.NOT_REACHED, f"target not reached in {self.env.max_epochs} epochs")
@@ -150,14 +150,14 @@ class ZeusTrial:
                 if not evals.empty and self.eval_samples:
                     te = self.eval_samples / evals["throughput"].iloc[0]
                     t, energy = t + te, energy + evals["average_power_w"].iloc[0] * te
-                return self.spec.cost_model.cost(energy, t)
+                return self.env.cost_model.cost(energy, t)
         return self.epoch_costs[-1] if self.epoch_costs else 0.0
 
     def _would_exceed(self) -> bool:
         if self.env.cost_threshold is None:
             return False
         so_far = self.monitor.peek(TRIAL_WINDOW)
-        cost = self.spec.cost_model.cost(so_far.total_energy_j, so_far.time_s)
+        cost = self.env.cost_model.cost(so_far.total_energy_j, so_far.time_s)
         predicted = cost + self.predicted_epoch_cost()
         if predicted > self.env.cost_threshold:
             self.stop_reason = (
@@ -187,7 +187,7 @@ class ZeusTrial:
             if self.profiler is not None and self.profiler.partial_note():
                 notes.append(self.profiler.partial_note())
             self.result = TrialResult.build(
-                self.spec,
+                self.env,
                 batch_size=self.env.batch_size,
                 status=status,
                 time_s=measured.time_s if measured else 0.0,
