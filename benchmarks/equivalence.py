@@ -25,6 +25,7 @@ from zeus.simulate.trial import TraceBackend
 from zeus.store import open_store
 
 COMMAND = "python benchmarks/equivalence.py"
+SMOKE = {"recurrences": 1, "workloads": ["movielens-1m/v100@4"]}
 
 
 def _row(row: tuple) -> str:
@@ -62,7 +63,10 @@ def main() -> int:
     parser.add_argument("--workloads", nargs="+", default=["librispeech/a40@0", "movielens-1m/v100@4"])
     parser.add_argument("--seed", type=int, default=0, help="for workloads given without @SEED")
     parser.add_argument("--policy", default="default")
+    parser.add_argument("--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     with tempfile.TemporaryDirectory(prefix="zeus-eq-") as root:
         ok = []
         for item in args.workloads:

@@ -4,11 +4,12 @@ The server is a socket on 127.0.0.1 (port 0) that accepts every connection and n
 The store should give up within ZEUS_S3_RETRY_BUDGET_S (30 s by default) with its one-line
 StoreUnavailableError. (The test suite checks the same with a 1 s budget, asserting the error.)
 
-Reproduce: .venv/bin/python benchmarks/hung_server.py
+Reproduce: .venv/bin/python benchmarks/hung_server.py   (--smoke: a 1 s budget, what the suite runs)
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import sys
@@ -17,8 +18,15 @@ import time
 
 from zeus.store import StoreUnavailableError, open_store
 
+SMOKE_BUDGET = {"ZEUS_S3_RETRY_BUDGET_S": "1", "ZEUS_S3_READ_TIMEOUT_S": "0.5"}
+
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py): a 1 s budget"
+    )
+    args = parser.parse_args()
     listener = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []
     threading.Thread(target=lambda: [held.append(listener.accept()[0]) for _ in iter(int, 1)], daemon=True).start()
@@ -33,6 +41,8 @@ def main() -> int:
         "ZEUS_S3_MAX_ATTEMPTS",
     ):
         os.environ.pop(name, None)  # the defaults
+    if args.smoke:
+        os.environ.update(SMOKE_BUDGET)
     started = time.perf_counter()
     try:
         open_store("s3://zeus-hung/p").trials("some-job")

@@ -20,6 +20,8 @@ from contextlib import ExitStack
 from peer_bso import measure_kfp
 from seed import moto_server, simulated_history
 
+SMOKE = {"trials": 100, "cycles": 2, "clients": 2, "client_cycles": 2}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -28,7 +30,10 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=30)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--client-cycles", type=int, default=15)
+    parser.add_argument("--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     with tempfile.TemporaryDirectory(prefix="zeus-ab-") as tmp, ExitStack() as stack:
         uri = f"s3://{stack.enter_context(moto_server()).bucket()}/p" if args.backend == "s3" else f"{tmp}/store"
         print(json.dumps({"backend": args.backend} | measure_kfp(uri, simulated_history(args.trials), args)))

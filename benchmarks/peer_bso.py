@@ -20,6 +20,7 @@ Zeus's server runs in its own throwaway virtualenv (bso_server.py); nothing leav
 
 Reproduce: .venv/bin/python benchmarks/peer_bso.py                  (about 10 minutes)
            .venv/bin/python benchmarks/peer_bso.py --trials 1000 --venv /tmp/bso-venv
+           .venv/bin/python benchmarks/peer_bso.py --smoke                  (zeus-kfp's side only, seconds)
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from bso_server import BsoClient, BsoServer, bso_job, ensure_venv
-from seed import SPEC, history_frame, moto_server, outcome, seed_job
+from seed import SPEC, history_frame, moto_server, outcome, seed_job, simulated_history
 
 from zeus.job import TrialResult
 from zeus.steps.trial import bandit, feedback
@@ -50,6 +51,7 @@ from zeus.store import open_store
 COMMAND = ".venv/bin/python benchmarks/peer_bso.py"
 POLICY = "default"
 WARM_JOB = "warm-job"
+SMOKE = {"trials": 100, "cycles": 2, "clients": 2, "client_cycles": 2, "backends": ["local"]}
 
 
 def seed_bso(server: BsoServer, count: int, seed: int = 0) -> pd.DataFrame:
@@ -251,16 +253,28 @@ def main() -> int:
     parser.add_argument("--client-cycles", type=int, default=15, help="cycles per client in the throughput run")
     parser.add_argument("--venv", type=Path, default=None, help="Zeus's server venv (made there if missing)")
     parser.add_argument("--backends", nargs="+", default=["local", "s3"], choices=["local", "s3"])
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest run (tests/test_benchmarks_smoke.py): zeus-kfp's side only, on seed.py's simulated "
+        "history (Zeus's server needs zeus 0.16 from PyPI)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     with tempfile.TemporaryDirectory(prefix="zeus-peer-") as tmp:
-        python = ensure_venv(args.venv or Path(tmp) / "bso-venv")
-        server = BsoServer(python, Path(tmp) / "bso.db")
-        server.start()
-        client = BsoClient(server.port)
-        client.register(bso_job(SPEC, SPEC.job_id))
-        started = time.perf_counter()
-        history = seed_bso(server, args.trials)
-        print(f"seeded BSO with {len(history):,} trials in {time.perf_counter() - started:.0f} s", flush=True)
+        server = None
+        if args.smoke:
+            history = simulated_history(args.trials)
+        else:
+            python = ensure_venv(args.venv or Path(tmp) / "bso-venv")
+            server = BsoServer(python, Path(tmp) / "bso.db")
+            server.start()
+            client = BsoClient(server.port)
+            client.register(bso_job(SPEC, SPEC.job_id))
+            started = time.perf_counter()
+            history = seed_bso(server, args.trials)
+            print(f"seeded BSO with {len(history):,} trials in {time.perf_counter() - started:.0f} s", flush=True)
         results: dict[str, dict[str, float]] = {}
         with ExitStack() as stack:
             for backend in args.backends:
@@ -269,8 +283,9 @@ def main() -> int:
                 name = "zeus-kfp local" if local else "zeus-kfp S3 (moto)"
                 results[name] = measure_kfp(uri, history, args)
                 print(f"measured zeus-kfp on {backend}", flush=True)
-        results["Zeus BSO (SQLite)"] = measure_bso(server, args)
-        server.stop()
+        if server is not None:
+            results["Zeus BSO (SQLite)"] = measure_bso(server, args)
+            server.stop()
     print(f"\npython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
           f"policy '{POLICY}'; simulated trial results, measured times\n")  # fmt: skip
     print(table(results, args.trials))

@@ -28,6 +28,7 @@ from pathlib import Path
 
 COMMAND = "python benchmarks/pipeline.py"
 TARGET_S = 2.0
+SMOKE = {"recurrences": 1}
 TASK_LINE = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) - \w+ - (Executing task|Task) \W*\[\d+m'([\w-]+)'")
 
 
@@ -87,7 +88,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recurrences", type=int, default=2, help="recurrences to time (each reported)")
     parser.add_argument("--s3", action="store_true", help="store on an in-process moto S3 server (127.0.0.1)")
+    parser.add_argument("--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
 
     from pipelines.local import run_local
     from zeus.train import example_spec

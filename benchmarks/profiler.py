@@ -34,6 +34,7 @@ from zeus.train import TrialEnv, example_spec  # noqa: E402
 from zeus.train.dataloader import ZeusDataLoader  # noqa: E402
 
 COMMAND = "benchmarks/profiler.py"
+SMOKE = {"repeats": 1, "profile_iters": 5}
 
 
 def first_epoch(batch_size: int, *, profile: bool, eta: float = 0.5, profile_iters: int = 40) -> dict:
@@ -77,7 +78,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--profile-iters", type=int, default=40, help="profiled steps per limit (Zeus: 40)")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     torch.set_num_threads(1)
     first_epoch(args.batch_size, profile=False)  # warm caches and lazy imports
 
@@ -107,7 +111,7 @@ def main() -> None:
             for _ in range(args.repeats)
         ]
         priced = spec.with_changes(eta_knob=eta)
-        best = model.optimal_limit(limits, priced.cost, samples=args.batch_size)
+        best = model.optimal_limit(limits, priced.cost_model.cost, samples=args.batch_size)
         opt_cost = step_cost(model, priced, best, args.batch_size)
         regrets = [step_cost(model, priced, p, args.batch_size) / opt_cost - 1 for p in picks]
         choices.append(

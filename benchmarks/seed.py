@@ -55,6 +55,7 @@ SPEC = JobSpec(
 SOURCE = "simulated (benchmarks/seed.py outcome model)"
 STAGE = "seeded"
 COMMAND = ".venv/bin/python benchmarks/seed.py"
+SMOKE = {"check": True, "trials": 100}
 REQUIRED = trial_columns("recurrence_id", "attempt", "batch_size", "status", "time_s", "energy_j", "num_epochs")
 
 
@@ -293,7 +294,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="of the simulated history")
     parser.add_argument("--check", action="store_true", help="seed fresh stores and check what reads return")
     parser.add_argument("--backends", nargs="+", default=["local", "moto"], choices=["local", "moto"])
+    parser.add_argument("--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     if args.check:
         count, failures = args.trials or 1_000, []
         print(f"seed check, {count:,} trials, load average {os.getloadavg()[0]:.1f}")

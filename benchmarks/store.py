@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POLICY = "default"
 READ_BARS = {("local", 10_000): 0.1, ("moto", 10_000): 0.2, ("local", 100_000): 1.0}
 STEP_BAR = 1.2
+SMOKE = {"sizes": [100], "moto_sizes": [100], "runs": 1, "step_sizes": [10], "step_runs": 1, "step_backends": ["local"]}
 BANDIT_STEP = """
 import sys
 from zeus.steps.trial import bandit
@@ -253,7 +254,10 @@ def main() -> int:
                         help="also time the parts of a local read + decide and of bandit() at these sizes")  # fmt: skip
     parser.add_argument("--profile-step", type=int, nargs="*", default=[], metavar="TRIALS",
                         help="also print a cProfile of in-process bandit() calls at these sizes (local)")  # fmt: skip
+    parser.add_argument("--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     print(f"zeus-kfp store benchmark: python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {load()}")
     print(f"policy {POLICY!r}; histories seeded by benchmarks/seed.py (simulated results); times measured")
     reads: list[ReadDecide] = []

@@ -45,6 +45,15 @@ from zeus.store import open_store  # noqa: E402
 
 COMMAND = ".venv/bin/python benchmarks/store_races.py"
 STORES = ("local", *FLAVOURS)
+SMOKE = {
+    "stores": ["local", "racy"],
+    "clients": 2,
+    "trials": 1,
+    "rounds": 1,
+    "processes": 2,
+    "attempts": 2,
+    "timeout": 120,
+}
 
 
 def _errors(reports: list, compactors: list) -> tuple[list[str], list[str]]:
@@ -124,7 +133,10 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=300)
     parser.add_argument("--parts", nargs="+", default=["clients", "same"], choices=["clients", "same"])
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for each client's report")
+    parser.add_argument("--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start")
     failed = False
     standins: dict[str, StandIn] = {}

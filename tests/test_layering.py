@@ -1,13 +1,17 @@
-"""The layering DESIGN.md draws, enforced: imports only point down.
+"""The layering, enforced: imports only point down.
 
     notebooks/, zeus/cli/   user entry points
     pipelines/              wiring: DAG, compile, kfp.Client
     components/             thin KFP components that call zeus
     zeus/                   the library: never imports kfp
 
-zeus/cli/ is the top layer (DESIGN's zeus/cli.py): it may use pipelines/ and kfp, but only inside
-its command functions, so `import zeus` and `zeus-kfp --help` never pay for kfp, and a library
-module can never reach kfp through the CLI.
+zeus/cli/ is the top layer: it may use pipelines/ and kfp, but only inside its command functions, so
+`import zeus` and `zeus-kfp --help` never pay for kfp, and a library module can never reach kfp
+through the CLI.
+
+Inside zeus/, the packages form layers too: ALLOWED below says which package may import which, and
+why; no module takes part in an import circle. Every import counts, at module level or inside a
+function (a deferred import is still a dependency: it only moves when it is paid for).
 """
 
 from __future__ import annotations
@@ -85,43 +89,225 @@ def test_the_cli_may_import_kfp_inside_a_command(tmp_path):
     assert violations(tmp_path) == []
 
 
-def _store_imports() -> dict[str, set[str]]:
-    """Each zeus/store module's imports of zeus modules, lazy ones too (`from zeus.store import keys` is an
-    import of zeus.store.keys; `from zeus.store import Store`, of the package itself)."""
-    here = ROOT / "zeus" / "store"
-    graph = {}
-    for path in sorted(here.glob("*.py")):
-        name = "zeus.store" if path.stem == "__init__" else f"zeus.store.{path.stem}"
-        found = set()
+# -- the packages inside zeus/ ---------------------------------------------------------------------------
+
+# The layers, bottom up: what each one may import of zeus, and why it sits where it does. A layer is a
+# package under zeus/ (zeus.store covers zeus/store/*) or a top-level module (zeus.job); "zeus" is the
+# package's own __init__. A new package or module has to be placed here before anything imports it.
+FOUNDATION = {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job", "zeus.trials", "zeus.profiles", "zeus.summaries"}
+ALLOWED: dict[str, set[str]] = {
+    # errors every layer raises, and the job's settings declared once: they import nothing of zeus
+    "zeus.errors": set(),
+    "zeus.settings": set(),
+    # Zeus's cost model as a value, and the sum of what trials spent: a job holds one, so it sits below the job
+    "zeus.cost": set(),
+    # deterministic seeds and signal handling: small utilities that know nothing of the job
+    "zeus.seeds": set(),
+    "zeus.signals": set(),
+    # the power profile: a value a trial's outcome (zeus.job.TrialOutcome) holds, so it sits below the job;
+    # then the job and the values that describe its trials
+    "zeus.profiles": {"zeus.errors", "zeus.settings", "zeus.cost"},
+    "zeus.job": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.profiles"},
+    "zeus.trials": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job"},
+    "zeus.summaries": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job", "zeus.trials"},
+    # the policies: pure functions of a history; no store, GPU, simulator or report
+    "zeus.policy": FOUNDATION | {"zeus.seeds"},
+    # the GPUs and the power-limit profiler: they measure, and know nothing of policies or the store
+    "zeus.power": FOUNDATION,
+    # the store keeps what the others produce; it decides nothing, so it imports no policy (nor GPU)
+    "zeus.store": FOUNDATION,
+    # the simulator replays the policies on traces with the power model
+    "zeus.simulate": FOUNDATION | {"zeus.seeds", "zeus.policy", "zeus.power"},
+    # the report turns data it is handed into tables, plots and event files: never the store (the steps
+    # and the CLI read it), never training. It may use the simulator's model: the default configuration's
+    # cost of a trace-replayed run is the trace's expected figure (zeus.report.frames), a pure function of
+    # the shipped traces, as the bandit's state is a pure function of the history (zeus.policy)
+    "zeus.report": FOUNDATION | {"zeus.policy", "zeus.power", "zeus.simulate"},
+    # the training child: the user's script under the profiler; no store, no policy (it is told what to run)
+    "zeus.train": FOUNDATION | {"zeus.power", "zeus.signals"},
+    # launchers start a trial (local, torchrun, a cluster) and hand its result over through the store
+    "zeus.launch": FOUNDATION | {"zeus.power", "zeus.store", "zeus.train", "zeus.signals"},
+    # the pipeline's steps: each step wires the layers below for one KFP component
+    "zeus.steps": FOUNDATION
+    | {"zeus.seeds", "zeus.signals", "zeus.policy", "zeus.power", "zeus.store", "zeus.simulate"}
+    | {"zeus.report", "zeus.train", "zeus.launch"},
+    # the command line: the top; everything below it, never the other way
+    "zeus.cli": set(),  # filled in below: every other layer
+    # `import zeus`: the job's and the trial's names, nothing heavy
+    "zeus": FOUNDATION,
+}
+ALLOWED["zeus.cli"] = set(ALLOWED) - {"zeus.cli"}
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str:
+    """zeus.store.keys -> zeus.store; zeus.job -> zeus.job; zeus -> zeus."""
+    return ".".join(module.split(".")[:2])
+
+
+def module_graph(root: Path) -> dict[str, dict[str, int]]:
+    """Each module under `root`/zeus and the zeus modules it imports, with the line of the first such import:
+    at module level, inside functions and under TYPE_CHECKING alike. `from zeus.store import keys` is an
+    import of zeus.store.keys when that is a module, of zeus.store (its __init__) otherwise; relative imports
+    are resolved. The implicit import of a module's parent packages is not an arrow (Python runs them first
+    whatever the module says)."""
+    paths = sorted((root / "zeus").rglob("*.py"))
+    modules = {module_name(root, path): path for path in paths}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: dict[str, int] = {}
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zeus"):
-                for alias in node.names:
-                    submodule = node.module == "zeus.store" and (here / f"{alias.name}.py").exists()
-                    found.add(f"zeus.store.{alias.name}" if submodule else node.module)
-            elif isinstance(node, ast.Import):
-                found |= {alias.name for alias in node.names if alias.name.startswith("zeus")}
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            for target in targets:
+                while target not in modules and "." in target:  # `import zeus.x.y.Name`-style: its module
+                    target = target.rpartition(".")[0]
+                if target in modules and target != name:
+                    found.setdefault(target, node.lineno)
         graph[name] = found
     return graph
 
 
-def test_the_store_imports_no_policy_and_its_modules_form_no_circle():
-    graph = _store_imports()
-    assert sorted(m for deps in graph.values() for m in deps if m.startswith("zeus.policy")) == []
-    inside = {name: {d for d in deps if d in graph} for name, deps in graph.items()}
-    visiting, done, circle = set(), set(), []
+def forbidden_arrows(graph: dict[str, dict[str, int]], allowed: dict[str, set[str]] = ALLOWED) -> list[str]:
+    """Every import from one layer into another that `allowed` does not list; a layer it does not know."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        source = layer_of(module)
+        if source not in allowed:
+            out.append(f"{module}: no layer {source!r} in ALLOWED")
+            continue
+        for target, line in sorted(targets.items()):
+            into = layer_of(target)
+            if into != source and into not in allowed[source]:
+                out.append(f"{module}:{line} imports {target} ({source} -> {into} is not allowed)")
+    return out
 
-    def visit(module: str, path: list[str]) -> None:
-        if module in done or circle:
-            return
-        if module in visiting:
-            circle.extend([*path[path.index(module) :], module])
-            return
-        visiting.add(module)
-        for dep in sorted(inside[module]):
-            visit(dep, [*path, module])
-        visiting.discard(module)
-        done.add(module)
 
-    for module in sorted(inside):
-        visit(module, [])
-    assert circle == []
+def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The import circles: strongly connected components of more than one module (Tarjan's algorithm,
+    iterative so that a long chain cannot hit the recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            module, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, {})))))
+                elif target in on_stack:
+                    low[module] = min(low[module], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[module])
+            if low[module] == index[module]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def test_every_arrow_between_zeus_packages_is_an_allowed_one():
+    assert forbidden_arrows(module_graph(ROOT)) == []
+
+
+def test_no_module_under_zeus_takes_part_in_an_import_circle():
+    assert circles(module_graph(ROOT)) == []
+
+
+def test_the_report_imports_nothing_of_the_store_and_the_store_nothing_of_the_policies():
+    graph = module_graph(ROOT)
+    reached = {(layer_of(m), layer_of(t)) for m, targets in graph.items() for t in targets}
+    assert ("zeus.report", "zeus.store") not in reached
+    assert ("zeus.store", "zeus.policy") not in reached
+    assert {"zeus.report", "zeus.store", "zeus.policy"} <= {layer_of(m) for m in graph}  # the graph saw them
+
+
+def test_every_layer_in_the_table_exists_and_the_table_has_no_circle():
+    """A stale row (a package that is gone) or a table that allows a circle would make the checks above
+    weaker than they read."""
+    graph = module_graph(ROOT)
+    assert set(ALLOWED) <= {layer_of(m) for m in graph}
+    table = {layer: dict.fromkeys(allowed, 0) for layer, allowed in ALLOWED.items()}
+    assert circles(table) == []
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for where, source in files.items():
+        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / where).write_text(source)
+    return tmp_path
+
+
+def test_a_planted_circle_is_caught_however_it_is_imported(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "zeus/__init__.py": "",
+            "zeus/power/__init__.py": "",
+            "zeus/power/gpu.py": "def open_gpu():\n    from zeus.power import nvml\n",  # deferred: still an arrow
+            "zeus/power/nvml.py": "from zeus.power.gpu import GPUError\n",
+            "zeus/policy/__init__.py": "",
+            "zeus/policy/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import View\n",
+            "zeus/policy/b.py": "import zeus.policy.a\n",
+            "zeus/policy/c.py": "from zeus.policy import a\n",  # into the circle, not part of it
+        },
+    )
+    graph = module_graph(root)
+    assert graph["zeus.policy.a"] == {"zeus.policy.b": 3}
+    assert circles(graph) == [["zeus.policy.a", "zeus.policy.b"], ["zeus.power.gpu", "zeus.power.nvml"]]
+
+
+def test_a_planted_forbidden_arrow_and_an_unplaced_module_are_caught(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "zeus/__init__.py": "",
+            "zeus/report/__init__.py": "",
+            "zeus/report/frames.py": "import pandas\n\n\ndef read(uri):\n    from zeus.store import open_store\n",
+            "zeus/store/__init__.py": "from zeus.store.store import open_store\n",
+            "zeus/store/store.py": "from zeus.policy.history import HistoryView\n",
+            "zeus/policy/__init__.py": "",
+            "zeus/policy/history.py": "from zeus.job import JobSpec\n",
+            "zeus/job.py": "",
+            "zeus/planted.py": "",
+        },
+    )
+    assert forbidden_arrows(module_graph(root)) == [
+        "zeus.planted: no layer 'zeus.planted' in ALLOWED",
+        "zeus.report.frames:5 imports zeus.store (zeus.report -> zeus.store is not allowed)",
+        "zeus.store.store:1 imports zeus.policy.history (zeus.store -> zeus.policy is not allowed)",
+    ]
+    assert circles(module_graph(root)) == []

@@ -12,10 +12,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from zeus.trials import Trial
+
+class Spent(Protocol):
+    """What a sum of figures reads of a trial (zeus.trials.Trial has it): named here, not imported, because
+    zeus.job holds a CostModel and zeus.trials builds on zeus.job (tests/test_layering.py: no circles)."""
+
+    @property
+    def cost(self) -> float | None: ...
+
+    @property
+    def energy_j(self) -> float | None: ...
+
+    @property
+    def time_s(self) -> float | None: ...
 
 
 def zeus_cost(energy_j: float, time_s: float, *, eta: float, max_power_w: float, num_gpus: int) -> float:
@@ -58,7 +69,7 @@ class Figures:
     time_s: float
 
     @classmethod
-    def of(cls, trials: Iterable[Trial]) -> Figures:
+    def of(cls, trials: Iterable[Spent]) -> Figures:
         """The sum over `trials` of their figures; a trial without figures (dispatched, or failed without
         reporting) adds nothing. A recurrence's cost is this sum over its trials, failed attempts included:
         exploring a batch size that misses the target is part of what the recurrence cost (Zeus, NSDI'23)."""

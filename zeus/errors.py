@@ -18,3 +18,8 @@ class FieldError(ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"invalid {field_name}={value!r}: allowed {allowed}")
+
+
+class JobSpecError(FieldError):
+    """A job setting is out of range. Carries the field so callers (CLI, pipeline) can point at it.
+    (Here, not in zeus.job, so that zeus.profiles, which zeus.job's TrialOutcome holds, can raise it.)"""

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zeus.cost import CostModel
-from zeus.errors import FieldError
+from zeus.errors import JobSpecError
 from zeus.settings import setting
 
-if TYPE_CHECKING:  # zeus.profiles imports this module (JobSpecError) and pandas, which the job model never needs
+if TYPE_CHECKING:  # zeus.profiles loads pandas and pyarrow, which the job model never needs
     from zeus.profiles import PowerProfile
 
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
@@ -43,10 +43,6 @@ class Pricing(Protocol):
 
     @property
     def metric_name(self) -> str: ...
-
-
-class JobSpecError(FieldError):
-    """A job setting is out of range. Carries the field so callers (CLI, pipeline) can point at it."""
 
 
 class TrialStatus(StrEnum):

@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zeus.job import JobSpecError
+from zeus.errors import JobSpecError
 
 PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("phase", "string"),  # one of PROFILE_PHASES
@@ -39,6 +39,9 @@ PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
 )
 PROFILE_COLUMNS = tuple(name for name, _ in PROFILE_SCHEMA)
 PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the chosen one
+# In a trial's reason when it has no profile because its metrics could not pace the profiler (zeus.train.progress);
+# the report reads it back (zeus.report.frames.limit_note), so it is declared here, below both.
+UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
 
 
 def _is_flag(value: Any) -> bool:

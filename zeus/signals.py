@@ -17,6 +17,8 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 
+import psutil
+
 CHILD_GRACE_S = 10.0  # how long children get to exit on SIGTERM before SIGKILL
 
 
@@ -61,8 +63,6 @@ def stop_children(grace_s: float = CHILD_GRACE_S) -> int:
     `grace_s`. Returns how many there were. (psutil follows parent links, so a child that started
     its own session, as the training script does, is found too. A zombie counts as stopped: only its
     parent, maybe already gone, can reap it.)"""
-    import psutil
-
     children = psutil.Process().children(recursive=True)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = _running(children)
@@ -80,8 +80,6 @@ def stop_children(grace_s: float = CHILD_GRACE_S) -> int:
 
 def _running(procs: list) -> list:
     """The processes of `procs` still running (direct children that exited are reaped on the way)."""
-    import psutil
-
     _, alive = psutil.wait_procs(procs, timeout=0)
     running = []
     for proc in alive:

@@ -69,7 +69,7 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
         assert keys.tensorboard_dir(SPEC.job_id) in reports[0].read_text()
 
     # TensorBoard across recurrences, synced from the S3 store: one step per recurrence, its cost.
-    from zeus.report.tensorboard import sync_logs
+    from zeus.cli.tensorboard_cmd import sync_logs
     from zeus.train.collectors.tfevent import TFEventCollector
 
     run_dir = sync_logs(store, SPEC.job_id, tmp_path / "tb")

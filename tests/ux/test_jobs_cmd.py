@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ux.frames import SPEC
 from ux.store_data import populate
 from zeus.cli import app
-from zeus.report import recurrence_report
+from zeus.steps.reporting import recurrence_report
 from zeus.store import open_store
 
 BASELINE = 25000.0 * 2.9 / 2.75  # see test_report.py

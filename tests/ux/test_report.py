@@ -179,12 +179,13 @@ def test_a_limit_profiling_did_not_choose_is_never_shown_as_chosen(tmp_path) -> 
     from zeus.cli.trial_view import print_trials
     from zeus.power.gpu import MEASURE_ONLY_NOTE
     from zeus.train.progress import UNPROFILED_NOTE
+    from zeus.trials import trials_of
 
     trials = trials_frame()
     trials.loc[trials["trial"] == 4, "reason"] = MEASURE_ONLY_NOTE
     trials.loc[trials["trial"] == 2, "reason"] = f"target not reached in 5 epochs; {UNPROFILED_NOTE}"
     out = Console(width=200, record=True)
-    print_trials(out, "trials", trials.to_dict("records"), ["trial", "batch_size", "power_limit_w", "status"])
+    print_trials(out, "trials", trials_of(trials), ["trial", "batch_size", "power_limit_w", "status"])
     rows = {int(line.split()[0]): line for line in out.export_text().splitlines() if line.strip()[:1].isdigit()}
     assert (
         "200 W measure only" in rows[4]

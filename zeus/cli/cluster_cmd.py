@@ -36,6 +36,7 @@ ServiceAccount = Annotated[str | None, typer.Option(help="Kubernetes service acc
 
 def _connection(host: str | None, namespace: str | None, token_env: str) -> Any:
     """Where the KFP API is (checked first: the host is every cluster command's first need)."""
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import Connection
 
     return Connection.from_env(host, namespace, token_env)
@@ -47,6 +48,7 @@ def _cluster(conn: Any) -> Iterator[Any]:
     arguments) before it connects, so bad input never reaches the network. Our input errors reach the app's
     error handler (exit 2, naming the field); an API or network failure exits 1 here saying what to check
     (never echoing the token)."""
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -70,6 +72,7 @@ def _cluster(conn: Any) -> Iterator[Any]:
 def _run_arguments(pairs: list[str] | None, package: Any) -> dict[str, Any]:
     """The --param pairs as the package's run arguments, checked against it: submit and schedule both
     call this before they send anything."""
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import parse_arguments, validate_run_arguments
     from zeus.train.collectors import PARAM, CollectorSpec
 
@@ -95,6 +98,7 @@ def upload(
     token_env: TokenEnv = "KFP_TOKEN",
 ) -> None:
     """Upload the compiled pipeline to KFP (a new version if a pipeline with that name exists)."""
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import read_package
     from pipelines.client import upload as do_upload
 
@@ -120,6 +124,7 @@ def submit(
     token_env: TokenEnv = "KFP_TOKEN",
 ) -> None:
     """Start one recurrence of the compiled pipeline on the cluster now."""
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import read_package
     from pipelines.client import submit as do_submit
 
@@ -162,6 +167,7 @@ def schedule(
     token_env: TokenEnv = "KFP_TOKEN",
 ) -> None:
     """Run the job on a schedule: one recurrence per cron tick (kfp recurring run)."""
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import (
         ClusterInputError,
         latest_version,

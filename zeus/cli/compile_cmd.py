@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from zeus.cli.app import app
-from zeus.cli.own_job import setting_options
+from zeus.cli.own_job import load_spec_file, own_spec, setting_options, split_command
+from zeus.errors import FieldError
 
 COMPILE_HELP = (
     "Compile the recurrence pipeline to a YAML the Kubeflow UI and kfp.Client accept, for your KFP backend "
@@ -30,9 +31,6 @@ def _own_job(
 ) -> dict:
     """compile_pipeline's job arguments: your command and spec (the file's settings, the options over
     them), or {} for the example job."""
-    from zeus.cli.own_job import own_spec, split_command
-    from zeus.errors import FieldError
-
     given = {name: value for name, value in settings.items() if value is not None}
     if command is None:
         if spec_file is not None or zeus_aware or metric_pattern or preprocess is not None or given:
@@ -43,7 +41,7 @@ def _own_job(
         raise FieldError(
             "spec", None, "a YAML or JSON file of your job's JobSpec fields (or its options), with --command"
         )
-    from zeus.cli.own_job import load_spec_file
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.steps.inputs import check_trial_inputs
 
     argv = split_command(command, local=False)
@@ -62,6 +60,7 @@ def _own_job(
 
 def _images_line(path: Path) -> str:
     """The images the package names, read back from it: what the cluster must be able to pull."""
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.package import CompiledPackage
 
     package = CompiledPackage.read(path)
@@ -204,6 +203,7 @@ def compile_cmd(
     ] = None,
     settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
 ) -> None:
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
     from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
 

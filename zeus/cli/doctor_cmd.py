@@ -31,6 +31,7 @@ def doctor(
     """Check, before a run, that the cluster can run the pipeline: the backend version against the
     compiled target and its hazards, the namespace with the token, and the store from here. Prints
     what it could not check. Exit 1 when a check fails."""
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import ClusterInputError, Connection
     from pipelines.doctor import FAIL, run_doctor
 

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 
 from zeus.cli.app import app
 
@@ -37,10 +39,7 @@ def dry_run_cmd(
     attempt: Annotated[int, typer.Option(help="The attempt within the recurrence.")] = 1,
 ) -> None:
     """Print the exact manifest one trial would create, as YAML (kubectl apply --dry-run=server -f - takes it)."""
-    import os
-
-    import yaml
-
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import parse_arguments, read_package
     from pipelines.dry_run import dry_run, trainer_api_of
 
@@ -49,6 +48,7 @@ def dry_run_cmd(
     launcher = arguments.get("launcher", compiled.default("launcher"))
     api = trainer_api_of(trainer_version) if trainer_version else None
     if launcher == "trainjob" and api is None:
+        # deferred: the kubernetes client (0.7 s) comes with it; only a cluster run needs it
         from zeus.launch.kube import load_api_client
         from zeus.launch.trainer_api import detect
 

@@ -50,6 +50,7 @@ def _is_runtime_failure(err: BaseException) -> bool:
 
 def describe(err: BaseException) -> tuple[int, str]:
     """(exit code, the one line to print) for an exception that ended a command."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.store.errors import EventConflictError, StoreError, UnknownJobError
 
     if isinstance(err, KeyboardInterrupt):

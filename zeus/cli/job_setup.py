@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zeus.cli.own_job import load_spec_file, option_name, own_spec, split_command
 from zeus.errors import FieldError
 
 DEFAULT_ATTEMPTS = 5  # pipelines.dag.DEFAULT_ATTEMPTS, for the trace and example jobs
@@ -48,8 +49,6 @@ def choose_job(
         raise FieldError("job", " and ".join(chosen), "one of --trace, --script or --command")
     own = spec_file is not None or zeus_aware or metric_pattern or preprocess is not None
     if command is None and (own or any(value is not None for value in fields.values())):
-        from zeus.cli.own_job import option_name
-
         settings = ", ".join(option_name(name) for name in fields)  # the setting options `run` has (own_job)
         allowed = f"--spec, {settings}, --zeus-aware, --metric-pattern and --preprocess"
         raise FieldError("options", "given without --command", f"{allowed} only with --command")
@@ -58,6 +57,7 @@ def choose_job(
         return _own_job(command, spec_file, job_id, changes, zeus_aware, metric_pattern, preprocess, fields)
     if script is not None:
         return _example_job(script, f"{example_job}-{script}" if job_id is None else job_id, changes)
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.simulate.trial import TRACE_PREFIX, TraceBackend
 
     backend = TraceBackend.parse(TRACE_PREFIX + (trace or default_trace))
@@ -67,6 +67,7 @@ def choose_job(
 
 
 def _example_job(script: str, job_id: str, changes: dict[str, Any]) -> LocalJob:
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.dag import EXAMPLE_PREPROCESS
     from zeus.power import max_power_limit_w
     from zeus.train import example_command, example_spec
@@ -91,7 +92,7 @@ def _own_job(
     preprocess: str | None,
     fields: dict[str, Any],
 ) -> LocalJob:
-    from zeus.cli.own_job import own_spec, split_command
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.power import max_power_limit_w
 
     options = dict(fields, job_id=job_id, **changes)
@@ -112,6 +113,4 @@ def _own_job(
 
 
 def _file_fields(path: Path) -> dict[str, Any]:
-    from zeus.cli.own_job import load_spec_file
-
     return load_spec_file(path)

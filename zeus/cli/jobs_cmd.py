@@ -9,15 +9,18 @@ column, --json prints the same data as one JSON document.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from zeus.cli.app import app
+from zeus.cli.stores import local_path, open_for_reading
 from zeus.cli.tables import Column, console, print_table
 from zeus.cli.trial_view import missing, print_bandit_state, print_trials
 from zeus.errors import FieldError
+from zeus.report.units import COST_UNIT, duration, si
 from zeus.trials import trial_columns, trials_of
 
 if TYPE_CHECKING:
@@ -40,6 +43,7 @@ SHOW_TRIAL_FIELDS = trial_columns(
 
 
 def _cell(value: Any) -> str:
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     import pandas as pd
 
     if missing(value):
@@ -86,8 +90,6 @@ def jobs(
 ) -> None:
     """List the jobs in the store. phase: running while a recurrence is in flight, completed when
     none is (also after one was interrupted)."""
-    from zeus.cli.stores import open_for_reading
-
     opened = open_for_reading(store)
     frame = opened.list_jobs(phase=phase, owner=owner)
     if as_json:
@@ -135,8 +137,8 @@ def saved_rows(saved: Any) -> list[dict[str, Any]]:
 
 
 def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFrame, state: pd.DataFrame) -> str:
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.report import per_recurrence, savings_of
-    from zeus.report.units import COST_UNIT
 
     saved = savings_of(trials, profiles, spec) if not trials.empty else None
     baseline = saved.baseline if saved is not None else None
@@ -168,9 +170,8 @@ def show(
     (the totals and the plots always use all of them). Costs are in joules (README: glossary).
     The bandit state is the default policy's view of the history: the store does not record
     which policy a run used (a run parameter)."""
-    from zeus.cli.stores import open_for_reading
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.report import arm_frame, per_recurrence, savings_of, write_plots
-    from zeus.report.units import duration, si
     from zeus.store import UnknownJobError
 
     opened = open_for_reading(store)
@@ -224,8 +225,6 @@ def compact(
     """Write the job's log as one snapshot, so reads fetch one object instead of every event, and remove
     the snapshots it supersedes where the store allows deletes. The report step does this after every
     recurrence; run it by hand after importing or repairing a store. Safe while the job runs."""
-    from zeus.cli.stores import open_for_reading
-
     opened = open_for_reading(store)
     opened.get_job(job)  # an unknown job is an error, not an empty compaction
     result = opened.compact(job)
@@ -251,8 +250,6 @@ def delete(
     """Delete a job and its whole history from the store (a junk job: a typo'd id, a test). The bandit
     forgets everything it learnt for the job; nothing else in the store changes. A job whose phase is running
     is refused unless --force (a recurrence of it may be in flight)."""
-    from zeus.cli.stores import local_path, open_for_reading
-
     opened = open_for_reading(store)
     spec = opened.get_job(job)  # an unknown job is an error naming the store
     phases = opened.list_jobs()
@@ -265,8 +262,6 @@ def delete(
     removed = opened.delete_job(job)
     root = local_path(opened.uri)
     if root is not None:  # a local store keeps empty folders behind: remove the job's
-        import shutil
-
         folder = root / "jobs" / job
         if folder.is_dir() and not any(p.is_file() for p in folder.rglob("*")):
             shutil.rmtree(folder)

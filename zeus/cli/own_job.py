@@ -20,16 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import typer
+import yaml
+
 from zeus.errors import FieldError
+from zeus.job import JobSpec
+from zeus.settings import settings_of
 
 SPEC_FORMS = "a YAML or JSON file of JobSpec fields (job_id, batch_sizes, default_batch_size, target_metric, ...)"
 SETTINGS_PARAM = "settings"  # the command's parameter that receives the generated options' values
 
 
 def _fields(spec_cls: type | None = None):
-    from zeus.job import JobSpec
-    from zeus.settings import settings_of
-
     return settings_of(spec_cls or JobSpec)
 
 
@@ -55,8 +57,6 @@ def parse_list(field, text: str | None) -> list | None:
 
 
 def _option(field, panel: str) -> inspect.Parameter:
-    import typer
-
     names = [f"--{field.option}"]
     if field.value_type is bool:
         names = [f"--{field.option}/--{field.setting.off_option or 'no-' + field.option}"]
@@ -91,8 +91,6 @@ def setting_options(panel: str, spec_cls: type | None = None) -> Callable[[Calla
 
 def load_spec_file(path: Path) -> dict[str, Any]:
     """The fields in a YAML or JSON spec file (JSON is YAML), checked to be a mapping."""
-    import yaml
-
     if not path.is_file():
         raise FieldError("spec", str(path), f"{SPEC_FORMS}; {path} is not a file")
     try:
@@ -107,6 +105,7 @@ def load_spec_file(path: Path) -> dict[str, Any]:
 
 def own_spec(spec_file: Path | None, options: dict[str, Any]):
     """The JobSpec from `spec_file` with `options` (None: not given) over it, validated field by field."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.steps import spec_from_params
 
     values = load_spec_file(spec_file) if spec_file is not None else {}

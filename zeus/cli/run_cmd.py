@@ -25,7 +25,12 @@ from typing import Annotated
 import typer
 
 from zeus.cli.app import app
+from zeus.cli.errors import interrupted_code
+from zeus.cli.job_setup import choose_job
 from zeus.cli.own_job import setting_options
+from zeus.cli.run_report import EXIT_FAILED, epilogue, failure_lines, no_target_lines, print_recurrence
+from zeus.cli.stores import open_for_writing
+from zeus.cli.tables import console
 from zeus.errors import FieldError
 
 DEFAULT_TRACE = "cifar100/v100"  # Zeus's own example: b0 = 1024 is far from the optimum, so tuning pays off fast
@@ -139,12 +144,8 @@ def run(
     ] = None,
     settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
 ) -> None:
+    # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.local import RunInterrupted, TrialFailed, run_local
-    from zeus.cli.errors import interrupted_code
-    from zeus.cli.job_setup import choose_job
-    from zeus.cli.run_report import EXIT_FAILED, epilogue, failure_lines, no_target_lines, print_recurrence
-    from zeus.cli.stores import open_for_writing
-    from zeus.cli.tables import console
     from zeus.policy import policy_label
     from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout
 
@@ -154,6 +155,7 @@ def run(
         fields=settings or {}, default_trace=DEFAULT_TRACE, example_job=EXAMPLE_JOB,
     )  # fmt: skip
     if metrics_collector:
+        # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
         from zeus.train.collectors import CollectorSpec
 
         if job.backend is not None or job.run_args.get("zeus_aware", True):
@@ -161,6 +163,7 @@ def run(
         job.run_args["metrics_collector"] = CollectorSpec.from_arg(metrics_collector).to_dict()
     timeout_s = check_dispatch_timeout(DEFAULT_DISPATCH_TIMEOUT_S if dispatch_timeout is None else dispatch_timeout)
     if job.backend is None and "command" in job.run_args:  # what the train step would refuse, before anything is stored
+        # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
         from zeus.steps.inputs import check_trial_inputs
 
         check_trial_inputs(

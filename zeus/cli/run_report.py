@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 from zeus.cli.errors import FAILED
+from zeus.cli.trial_view import print_bandit_state, print_trials
+from zeus.report.units import duration, si
 from zeus.trials import trial_columns
 
 RUN_TRIAL_FIELDS = trial_columns(
@@ -30,8 +32,6 @@ EXIT_REASON = re.compile(r"exit code (-?\d+):")  # zeus.train.plain's reason for
 
 def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
     """One recurrence's trials; for a script job, where the model of the trial that reached went, and its logs."""
-    from zeus.cli.trial_view import print_trials
-
     verdict = "reached" if summary.reached else "did NOT reach"
     title = f"recurrence {summary.recurrence}: {verdict} the target in {len(summary.trials)} trial(s)"
     print_trials(out, title, summary.trials, RUN_TRIAL_FIELDS, wide=wide)
@@ -49,8 +49,8 @@ def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
 
 def _comparison_lines(comparison, policy: str, seed: int) -> list[str]:
     """A trace-backed job's cumulative figures against the default config, the oracle and the simulator."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.policy import policy_label
-    from zeus.report.units import duration, si
 
     c = comparison
     rows = [
@@ -76,7 +76,7 @@ def _comparison_lines(comparison, policy: str, seed: int) -> list[str]:
 
 def epilogue(out, opened, spec, job, policy: str, summaries, plots_dir: Path, wide: bool) -> None:
     """After the last recurrence: the bandit's state, the job against its baselines, the plots."""
-    from zeus.cli.trial_view import print_bandit_state
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.report import arm_frame, savings_of, write_plots
 
     trials, profiles = opened.trials(spec.job_id), opened.profiles(spec.job_id)
@@ -85,6 +85,7 @@ def epilogue(out, opened, spec, job, policy: str, summaries, plots_dir: Path, wi
         print_bandit_state(out, state, wide=wide)
     lines = []
     if job.backend is not None:
+        # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
         from zeus.simulate.replay import compare
 
         lines = _comparison_lines(compare(trials, spec, job.backend, policy), policy, spec.seed)

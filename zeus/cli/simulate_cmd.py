@@ -8,12 +8,14 @@ from typing import Annotated
 import typer
 
 from zeus.cli.app import app
+from zeus.cli.tables import Column, console, print_table
+from zeus.cli.trial_view import print_trials
+from zeus.errors import FieldError
+from zeus.report.units import COST_UNIT, duration, si
+from zeus.trials import trial_columns
 
 
 def _table(out, results, num_recurrences: int, wide: bool) -> None:
-    from zeus.cli.tables import Column, print_table
-    from zeus.report.units import COST_UNIT, duration, si
-
     columns = [
         Column("seed", keep=True),
         Column("who", keep=True, justify="left"),
@@ -34,18 +36,12 @@ def _table(out, results, num_recurrences: int, wide: bool) -> None:
 
 def _trials_table(out, result, wide: bool) -> None:
     """Every trial of one simulation, as `zeus-kfp run` prints a trace-backed job's trials."""
-
-    from zeus.cli.trial_view import print_trials
-    from zeus.trials import trial_columns
-
     fields = trial_columns("recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status", "time_s")
     print_trials(out, f"seed {result.seed}: every trial", result.trials, fields, wide=wide)
 
 
 def _seed_list(words: list[str]) -> list[int]:
     """Seeds from words, each a non-negative integer or an inclusive range A-B (numpy refuses negative seeds)."""
-    from zeus.errors import FieldError
-
     seeds: list[int] = []
     for word in words:
         first, dash, last = word.partition("-")
@@ -59,8 +55,6 @@ def _seed_list(words: list[str]) -> list[int]:
 
 def _check_json_target(path: Path | None) -> None:
     """Refuse, before simulating anything, a --json file whose directory is missing or is a file."""
-    from zeus.errors import FieldError
-
     if path is None:
         return
     folder = path.parent
@@ -137,8 +131,7 @@ def simulate(
 
     See SIMULATE_HELP for what it prints.
     """
-    from zeus.cli.tables import console
-    from zeus.errors import FieldError
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
     from zeus.simulate.trace import shipped_trace
 

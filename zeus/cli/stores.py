@@ -42,6 +42,7 @@ def check_store_uri(uri: str | None) -> None:
 def open_for_reading(uri: str | None):
     """The store at `uri` (None: $ZEUS_KFP_STORE or ./.zeus-kfp/store), which must exist if local. Opened
     read-only: a command that only reads never creates anything, not even a bucket."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.store import open_store
 
     check_store_uri(uri)
@@ -58,6 +59,7 @@ def open_for_reading(uri: str | None):
 
 def open_for_writing(uri: str | None):
     """The store at `uri`, checked writable if local: created if missing, probed with a temporary file."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.store import open_store
 
     check_store_uri(uri)

@@ -8,14 +8,32 @@ command copies them into a local directory (one TensorBoard run per job) and ser
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from zeus.cli.app import app
 from zeus.cli.jobs_cmd import StoreOpt
+from zeus.cli.stores import open_for_reading
+
+if TYPE_CHECKING:
+    from zeus.store import Store
 
 DEFAULT_LOGDIR = Path(".zeus-kfp") / "tensorboard"
+
+
+def sync_logs(store: Store, job_id: str, logdir: Path) -> Path:
+    """Copy the job's event files from the store into `logdir`/<job_id>/ (one TensorBoard run); returns
+    that directory. Files already there are kept (the objects never change), none are removed."""
+    run_dir = Path(logdir) / job_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in store.tensorboard_logs(job_id).items():
+        target = run_dir / name
+        if not target.exists():
+            tmp = run_dir / f".{name}.part"
+            tmp.write_bytes(data)
+            tmp.replace(target)
+    return run_dir
 
 
 @app.command()
@@ -30,8 +48,8 @@ def tensorboard(
 ) -> None:
     """Sync JOB's TensorBoard logs (cost, energy, time, batch size, power limit, reached and the posterior
     mean per batch size, one step per recurrence) from the store and serve them on 127.0.0.1."""
-    from zeus.cli.stores import open_for_reading
-    from zeus.report.tensorboard import sync_logs, tensorboard_argv
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
+    from zeus.report.tensorboard import tensorboard_argv
     from zeus.store import UnknownJobError
 
     opened = open_for_reading(store)  # errors end the command with one line (zeus.cli.errors)
@@ -49,6 +67,7 @@ def tensorboard(
     typer.echo(f"synced {len(files)} recurrence(s) of {job} from {opened.uri} to {run_dir}")
     if not serve:
         return
+    # deferred: tensorboard takes seconds to import; only this command serves it
     from tensorboard import program
 
     board = program.TensorBoard()

@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 
 from zeus.cli.tables import Column, print_table
+from zeus.report.units import COST_UNIT, duration, si
 from zeus.trials import Trial, trial_columns
 
 NOTE_CHARS = 240  # a failure note is the reason's last line, cut here: the store and `show --json` keep it whole
@@ -44,8 +45,6 @@ def _number(value: Any) -> str:
 
 def _sd(precision: Any) -> str:
     """The posterior's standard deviation in joules, 1 / sqrt(precision): 7.05 k reads where 2.013e-08 does not."""
-    from zeus.report.units import si
-
     if missing(precision) or float(precision) <= 0:
         return "-"
     return si(1.0 / math.sqrt(float(precision)), "")
@@ -58,7 +57,6 @@ def _text(value: Any) -> str:
 def trial_fields() -> dict[str, tuple[Column, Callable[[Any], str]]]:
     """Every trial field a table may show: its column and how a value reads (tables pick and order
     them). Built on call: zeus.report loads matplotlib (a second), which `zeus-kfp --help` should not."""
-    from zeus.report.units import COST_UNIT, duration, si
 
     def joules(unit: str) -> Callable[[Any], str]:
         return lambda value: "-" if missing(value) else si(float(value), unit)
@@ -107,6 +105,7 @@ def failure_notes(records: Sequence[Trial]) -> list[str]:
 def _cell(known: dict, field: str, record: Trial, no_figures: bool) -> str:
     """One cell; a trial that never reported (zeus.steps.abandoned) shows no figures, not zeros; a power limit
     profiling did not choose says so ("250 W unprofiled", "250 W measure only": zeus.report.frames.limit_note)."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.report.frames import limit_text
 
     if field == "source":
@@ -126,6 +125,7 @@ def print_trials(
 ) -> None:
     """The trials table (`fields`: keys of trial_fields(), most important first), then what it does not
     repeat: the figures' source when the trials share one (else a source column) and the failure notes."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus.steps.abandoned import NO_FIGURES
 
     sources = sorted({source_of(r) for r in records} - {"", NO_FIGURES})
@@ -142,8 +142,6 @@ def print_trials(
 
 def print_bandit_state(out: Console, state: Any, *, wide: bool = False) -> None:
     """Where the bandit stands after the history (zeus.report.arms.arm_frame), one row per batch size."""
-    from zeus.report.units import COST_UNIT, si
-
     columns = [
         Column("batch size", keep=True),
         Column("stage", keep=True, justify="left"),

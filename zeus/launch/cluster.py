@@ -61,6 +61,7 @@ from zeus.launch.manifests import (
     job_name,
     manifest,
 )
+from zeus.launch.trainer_api import detect
 from zeus.profiles import PowerProfile
 from zeus.store.keys import check_recurrence_id
 from zeus.train.artifacts import MODEL_FILE, result_from_json
@@ -108,6 +109,7 @@ class ClusterTrial:
     # -- 1. create or adopt -------------------------------------------------------------------
     def start(self, reuse_profile: PowerProfile | None) -> None:
         """Adopt the predecessor's job if it runs this trial, else (re)create it; sets self.trial's run."""
+        # deferred: kubernetes takes 0.7 s to import; only a cluster trial uses it
         from kubernetes.client.exceptions import ApiException
 
         wanted = digest(self.trial)
@@ -289,7 +291,6 @@ def with_trainer_api(config: LaunchConfig, api_client: Any) -> LaunchConfig:
     """`config` with the TrainJob shape the cluster's Trainer accepts (read from it unless set)."""
     if config.launcher != "trainjob" or config.trainer_api is not None:
         return config
-    from zeus.launch.trainer_api import detect
 
     return replace(config, trainer_api=detect(api_client))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zeus.profiles import PowerProfile
+from zeus.store import open_store
 from zeus.train.artifacts import MODEL_FILE, PROFILE_FILE, RESULT_FILE
 
 STORE_ENV = "ZEUS_KFP_STORE"
@@ -60,8 +61,6 @@ class Handoff:
         return {var: str(getattr(self, name)) for name, var in ENV.items()}
 
     def _store(self):
-        from zeus.store import open_store
-
         return open_store(self.store_uri)
 
     def _put(self, name: str, data: bytes) -> None:

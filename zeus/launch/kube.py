@@ -9,6 +9,7 @@ started, why one is waiting (unschedulable, image pull) and whether one failed o
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -39,7 +40,7 @@ class LaunchSetupError(RuntimeError):
 def load_api_client() -> Any:
     """In a pod: its service account (in-cluster config); elsewhere: the kubeconfig ($KUBECONFIG, read now: the
     client reads it once, at import)."""
-    from kubernetes import client, config
+    from kubernetes import client, config  # deferred: 0.7 s to import (the module docstring)
 
     try:
         config.load_incluster_config()
@@ -122,7 +123,7 @@ class KubeJobs:
     api_client: Any = None
 
     def __post_init__(self) -> None:
-        from kubernetes import client
+        from kubernetes import client  # deferred: 0.7 s to import (the module docstring)
 
         self.api_client = self.api_client or load_api_client()
         self.custom = client.CustomObjectsApi(self.api_client)
@@ -130,7 +131,7 @@ class KubeJobs:
         self._where = (self.kind.group, self.kind.version, self.namespace, self.kind.plural)
 
     def get(self, name: str) -> dict[str, Any] | None:
-        from kubernetes.client.exceptions import ApiException
+        from kubernetes.client.exceptions import ApiException  # deferred: 0.7 s to import (the module docstring)
 
         try:
             return self.custom.get_namespaced_custom_object(*self._where, name)
@@ -143,7 +144,7 @@ class KubeJobs:
         """Create the job, with strict field validation: a field the cluster's CRD does not know is refused
         rather than dropped (a dropped label would leave the trial's pods unfindable). A refusal that is the
         cluster's setup (not this trial's) says what to check."""
-        from kubernetes.client.exceptions import ApiException
+        from kubernetes.client.exceptions import ApiException  # deferred: 0.7 s to import (the module docstring)
 
         try:
             return self.custom.create_namespaced_custom_object(*self._where, body, field_validation="Strict")
@@ -157,8 +158,8 @@ class KubeJobs:
 
     def delete(self, name: str) -> bool:
         """Delete the job and (by propagation) its pods; False if it was already gone."""
-        from kubernetes.client import V1DeleteOptions
-        from kubernetes.client.exceptions import ApiException
+        from kubernetes.client import V1DeleteOptions  # deferred: 0.7 s to import (the module docstring)
+        from kubernetes.client.exceptions import ApiException  # deferred: 0.7 s to import (the module docstring)
 
         try:
             options = V1DeleteOptions(propagation_policy="Background")
@@ -171,7 +172,7 @@ class KubeJobs:
 
     def watch(self, name: str, timeout_s: float) -> Iterator[tuple[str, dict[str, Any]]]:
         """(event type, job) as the job changes, for up to `timeout_s` (the server ends the watch)."""
-        from kubernetes import watch
+        from kubernetes import watch  # deferred: 0.7 s to import (the module docstring)
 
         stream = watch.Watch().stream(
             self.custom.list_namespaced_custom_object,
@@ -184,8 +185,6 @@ class KubeJobs:
 
     def pods(self, run: str) -> list[dict[str, Any]]:
         """The job's pods as the API sends them (raw JSON: no client-side model checks to trip over)."""
-        import json
-
         response = self.core.list_namespaced_pod(
             self.namespace, label_selector=f"{LABEL_PREFIX}run={run}", _preload_content=False
         )
@@ -207,7 +206,7 @@ class LogFollower(threading.Thread):
         self.error = ""
 
     def run(self) -> None:
-        from kubernetes import watch
+        from kubernetes import watch  # deferred: 0.7 s to import (the module docstring)
 
         try:
             lines = watch.Watch().stream(

@@ -38,6 +38,7 @@ from typing import Any
 from zeus.launch.config import LaunchConfig
 from zeus.launch.handoff import STORE_PLAIN_ENV, STORE_SECRET_KEY_TO_ENV, Handoff
 from zeus.launch.torchrun import DEADLINE_ENV, pod_command
+from zeus.train.runner import substitute_placeholders
 
 LABEL_PREFIX = "zeus-kfp.ml/"
 RUN_ANNOTATION = f"{LABEL_PREFIX}run"
@@ -280,7 +281,5 @@ def digest(trial: TrialJob) -> str:
 def fill_placeholders(command: Sequence[str], batch_size: int) -> tuple[str, ...]:
     """The runner's placeholders as the pod sees them: its own log and work dirs; no data dir (the step's
     dataset artifact is not mounted in the pods: the script reads its data itself)."""
-    from zeus.train.runner import substitute_placeholders
-
     values = {"batch_size": str(batch_size), "data_dir": "", "log_dir": POD_LOG_DIR, "work_dir": POD_WORK_DIR}
     return tuple(substitute_placeholders(command, values))

@@ -160,6 +160,7 @@ def _write_termination_message(text: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # deferred: torch takes seconds to import; only the pod's entry point runs it, not the steps that import this
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, parse_min_max_nnodes, run

@@ -59,6 +59,7 @@ def _trainjob_schema(document: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def detect(api_client: Any) -> str:
     """The cluster's TrainJob shape ("v2.1" or "v2.2"), from its OpenAPI v3 document (see the module doc)."""
+    # deferred: kubernetes takes 0.7 s to import; only a cluster trial uses it
     from kubernetes.client.exceptions import ApiException
 
     try:

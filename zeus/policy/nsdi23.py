@@ -23,8 +23,24 @@ from zeus.job import JobSpec
 from zeus.policy.base import ArmState, Decision
 from zeus.policy.gts import Posterior, posterior, posterior_of, thompson_pick
 from zeus.policy.history import HistoryView, decision_rng, read_history
-from zeus.policy.pruning import PruningState, concurrent_exploration
+from zeus.policy.pruning import PruningState, feasible_default
 from zeus.trials import Trial
+
+
+def concurrent_exploration(spec: JobSpec, view: HistoryView, expected: int) -> Decision | None:
+    """Zeus's rule for a recurrence that overlaps an exploration trial (zeus-nsdi23): while the size the
+    walk waits for is in flight elsewhere, run the cheapest converged size (or the default) rather than
+    a duplicate exploration slot. None when `expected` is not in flight. (`default` has its own rule,
+    which also explores meanwhile: zeus.policy.turning_walk.)"""
+    if not view.in_flight(expected):
+        return None
+    fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
+    return Decision(
+        fallback,
+        view.threshold(spec),
+        "exploration-concurrent",
+        f"exploration of {expected} is in flight; running the cheapest converged size {fallback}",
+    )
 
 
 class ZeusNSDI23Policy:

@@ -14,13 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from zeus.job import JobSpec
-from zeus.policy.base import Decision
-
-if TYPE_CHECKING:
-    from zeus.policy.history import HistoryView
 
 
 @dataclass(frozen=True)
@@ -137,19 +130,3 @@ def feasible_default(feasible: tuple[int, ...], default: int) -> int:
     """The default size, or the largest feasible size below it when an oom ruled it out."""
     below = [b for b in feasible if b <= default]
     return below[-1] if below else feasible[0]
-
-
-def concurrent_exploration(spec: JobSpec, view: HistoryView, expected: int) -> Decision | None:
-    """Zeus's rule for a recurrence that overlaps an exploration trial (zeus-nsdi23): while the size the
-    walk waits for is in flight elsewhere, run the cheapest converged size (or the default) rather than
-    a duplicate exploration slot. None when `expected` is not in flight. (`default` has its own rule,
-    which also explores meanwhile: zeus.policy.turning_walk.)"""
-    if not view.in_flight(expected):
-        return None
-    fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
-    return Decision(
-        fallback,
-        view.threshold(spec),
-        "exploration-concurrent",
-        f"exploration of {expected} is in flight; running the cheapest converged size {fallback}",
-    )

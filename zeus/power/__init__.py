@@ -1,6 +1,7 @@
 """GPU power: backends behind one protocol (NVML, zeusd, simulated), an energy monitor, the JIT profiler."""
 
-from zeus.power.gpu import GPU, GPU_KINDS, GPUError, GPUKindError, PowerConstraints, max_power_limit_w, open_gpu
+from zeus.power.devices import max_power_limit_w, open_gpu
+from zeus.power.gpu import GPU, GPU_KINDS, GPUError, GPUKindError, PowerConstraints
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profiler import (
     Done,

@@ -3,7 +3,7 @@
 Why a protocol: the profiler, the energy monitor and the trial runner must run unchanged on a
 GPU node with root, on a Kubeflow pod that may only ask the node daemon (zeusd) to set limits,
 and on a CPU-only laptop or CI machine where a simulated GPU stands in. They only ever talk
-to this interface, so the hardware question is answered once, in `open_gpu`.
+to this interface, so the hardware question is answered once, in `open_gpu` (zeus.power.devices).
 
 Units are watts, joules and seconds everywhere above this layer; backends convert from NVML's
 milliwatts and millijoules.
@@ -12,7 +12,6 @@ milliwatts and millijoules.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -121,57 +120,3 @@ def warn_measure_only(kind: str, detail: str) -> None:
         kind,
         detail,
     )
-
-
-def _nvml_visible() -> bool:
-    try:
-        import pynvml  # optional: absent on CPU machines
-
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlDeviceGetCount() > 0
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return False
-
-
-def _zeusd_configured() -> bool:
-    return bool(os.environ.get("ZEUSD_HOST") or os.environ.get("ZEUSD_HOST_PORT"))
-
-
-def open_gpu(kind: str = "auto") -> GPU:
-    """Open the GPUs of this process through the backend `kind`.
-
-    "auto": zeusd when a GPU is visible and ZEUSD_HOST (or ZEUSD_HOST_PORT) is set, NVML when a
-    GPU is visible, else the simulated GPU. "nvml" and "zeusd" fail with `GPUError` when no GPU
-    is visible (asking for real hardware and silently getting a model would mislabel numbers).
-    """
-    if kind not in GPU_KINDS:
-        raise GPUKindError(kind)
-    if kind == "auto":
-        kind = ("zeusd" if _zeusd_configured() else "nvml") if _nvml_visible() else "simulated"
-    if kind == "simulated":
-        from zeus.power.simulated import SimulatedGPU
-
-        return SimulatedGPU.from_env()
-    if kind == "nvml":
-        from zeus.power.nvml import NvmlGPU
-
-        return NvmlGPU()
-    from zeus.power.zeusd import ZeusdGPU
-
-    return ZeusdGPU.from_env()
-
-
-def max_power_limit_w(kind: str = "auto") -> tuple[float, bool]:
-    """The largest maximum power limit among this process's GPUs, and whether it is simulated.
-
-    Why: Zeus prices time at the GPU's maximum power (MAXPOWER), so a job run on a real GPU should
-    use that GPU's figure (700 W on an H200), not the simulated V100's 250 W.
-    """
-    gpu = open_gpu(kind)
-    try:
-        return max(gpu.constraints(i).max_w for i in range(gpu.device_count())), gpu.simulated
-    finally:
-        gpu.close()

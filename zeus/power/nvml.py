@@ -99,7 +99,7 @@ class NvmlGPU:
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock or time.monotonic
         try:
-            import pynvml
+            import pynvml  # here, not at the top: its absence is this GPUError, not an ImportError of zeus.power
         except ImportError as exc:
             raise GPUError("gpu=nvml needs nvidia-ml-py (import pynvml)") from exc
         self._nvml = pynvml

@@ -79,7 +79,7 @@ class PowerModel:
     def optimal_limit(self, limits: list[float], cost: Callable[[float, float], float], samples: float) -> float:
         """The exhaustive-sweep optimum for steps of `samples`: what a perfect profiler would choose.
 
-        `cost(energy_j, time_s)` is the job's (JobSpec.cost); ties go to the higher limit.
+        `cost(energy_j, time_s)` is the job's (JobSpec.cost_model.cost); ties go to the higher limit.
         """
 
         def step_cost(limit: float) -> float:

@@ -1,4 +1,5 @@
-"""Plots and Markdown for people (pure pandas + matplotlib; never kfp).
+"""Plots and Markdown for people (pure pandas + matplotlib; never kfp, never the store: the report
+step, zeus.steps.reporting, and the CLI read it and hand these functions the data).
 
 The pipeline's report step, `zeus-kfp run`, `zeus-kfp show` and the notebook all draw from
 these functions, so every view of a job shows the same numbers (the bandit's state too: `arm_frame`
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from zeus.report.frames import Baseline, default_config_cost, per_recurrence
     from zeus.report.markdown import markdown_report
     from zeus.report.plots import PLOT_NAMES, write_plots
-    from zeus.report.recurrence import RecurrenceReport, recurrence_metrics, recurrence_report
+    from zeus.report.recurrence import RecurrenceReport, build_recurrence_report, recurrence_metrics
     from zeus.report.savings import Savings, savings_of
 
 _SOURCES = {
@@ -33,7 +34,7 @@ _SOURCES = {
     "write_plots": "plots",
     "RecurrenceReport": "recurrence",
     "recurrence_metrics": "recurrence",
-    "recurrence_report": "recurrence",
+    "build_recurrence_report": "recurrence",
     "Savings": "savings",
     "savings_of": "savings",
 }
@@ -44,11 +45,11 @@ __all__ = [
     "RecurrenceReport",
     "Savings",
     "arm_frame",
+    "build_recurrence_report",
     "default_config_cost",
     "markdown_report",
     "per_recurrence",
     "recurrence_metrics",
-    "recurrence_report",
     "savings_of",
     "write_plots",
 ]

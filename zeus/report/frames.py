@@ -14,6 +14,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from zeus.job import JobSpec, TrialStatus
+from zeus.power.gpu import MEASURE_ONLY_NOTE
+from zeus.profiles import UNPROFILED_NOTE
+from zeus.simulate.engine import expected_figures
+from zeus.simulate.trial import TraceBackend
 
 TRACE_SOURCE = re.compile(r"simulated \(trace: ([\w.-]+/[\w.-]+)\)")  # zeus.simulate.trial.TraceBackend.source
 RECURRENCE_COLUMNS = ["recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost"]
@@ -38,9 +42,6 @@ def limit_note(reason: object) -> str:
     "unprofiled" (a plain script whose metrics carried no step or epoch counter: it trained at the limit in
     force) or "measure only" (the GPU's limits could not be set); "" when the profiler chose it, or reused a
     stored choice. Read off the trial's reason, where the trial says so."""
-    from zeus.power.gpu import MEASURE_ONLY_NOTE
-    from zeus.train.progress import UNPROFILED_NOTE
-
     text = "" if reason is None or (isinstance(reason, float) and pd.isna(reason)) else str(reason)
     if MEASURE_ONLY_NOTE in text:
         return MEASURE_ONLY
@@ -138,8 +139,6 @@ def _trace_baseline(done: pd.DataFrame, spec: JobSpec) -> Baseline | None:
     match = TRACE_SOURCE.fullmatch(source)
     if match is None:
         return None
-    from zeus.simulate.engine import expected_figures
-    from zeus.simulate.trial import TraceBackend
 
     try:
         backend = TraceBackend.parse(f"trace:{match.group(1)}")

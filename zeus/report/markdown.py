@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 
 import pandas as pd
+from PIL import Image
 
 from zeus.job import JobSpec
 from zeus.report.frames import finished_trials, is_simulated, limit_text, per_recurrence
@@ -72,8 +73,6 @@ def image_data_uri(path: Path, compact: bool = False) -> str:
     with a 64-colour palette (about a third of the size; plots have few colours anyway)."""
     data = Path(path).read_bytes()
     if compact:
-        from PIL import Image  # pillow ships with matplotlib
-
         with Image.open(io.BytesIO(data)) as img:
             out = io.BytesIO()
             img.convert("RGB").quantize(colors=64).save(out, format="PNG", optimize=True)

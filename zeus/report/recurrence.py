@@ -1,5 +1,5 @@
-"""One recurrence's report straight from the store: what the pipeline's report step and
-`zeus-kfp run` call at the end of a recurrence."""
+"""One recurrence's report from the job's data: what the pipeline's report step and `zeus-kfp run`
+show at the end of a recurrence (they read the data from the store: zeus.steps.reporting)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from zeus.job import JobSpec
+from zeus.policy.history import History
 from zeus.report.arms import DEFAULT_POLICY, arm_frame
 from zeus.report.frames import default_config_cost, per_recurrence, select_recurrence
 from zeus.report.markdown import markdown_report
@@ -29,20 +30,20 @@ class RecurrenceReport:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def recurrence_report(
-    store_uri: str | None, job_id: str, recurrence_id: str | None, out_dir: Path, policy: str = DEFAULT_POLICY
+def build_recurrence_report(
+    spec: JobSpec,
+    trials: pd.DataFrame,
+    profiles: pd.DataFrame,
+    history: History,
+    recurrence_id: str | None,
+    out_dir: Path,
+    policy: str = DEFAULT_POLICY,
 ) -> RecurrenceReport:
-    """Read the job from the store at `store_uri`, plot its history into `out_dir` and report on
-    the recurrence `recurrence_id` (None: the latest one that has trials). The bandit's state is
-    `policy`'s view of the whole history (zeus.report.arms): the run's policy, which the store does
-    not record."""
-    from zeus.store import open_store  # the store pulls in pyarrow/minio; keep `import zeus.report` light
-
-    store = open_store(store_uri)
-    spec = store.get_job(job_id)
-    trials = store.trials(job_id)
-    profiles = store.profiles(job_id)
-    state = arm_frame(spec, store.history(job_id), policy)
+    """Plot the job's history into `out_dir` and report on the recurrence `recurrence_id` (None: the
+    latest one that has trials). The bandit's state is `policy`'s view of the whole `history`
+    (zeus.report.arms): the run's policy, which the store does not record. The caller reads the store
+    (zeus.steps.reporting.recurrence_report): the report takes data, so it never opens one."""
+    state = arm_frame(spec, history, policy)
     chosen = select_recurrence(trials, recurrence_id)
     number = int(chosen["recurrence"].iloc[0])
     plots = write_plots(trials, profiles, state, spec, Path(out_dir))

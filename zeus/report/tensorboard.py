@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from zeus.job import JobSpec
+from zeus.policy.history import History
 from zeus.report.arms import DEFAULT_POLICY, arm_frame, history_through
 from zeus.report.frames import finished_trials, is_simulated, limit_note, select_recurrence
 from zeus.report.recurrence import recurrence_metrics
@@ -69,6 +71,7 @@ def recurrence_scalars(
 
 def event_file(scalars: dict[str, float], step: int, wall_time: float) -> bytes:
     """An event file holding `scalars` at `step`: the same input gives the same bytes."""
+    # deferred: the writer's import takes 0.7 s, and only the report step writes event files
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.summary.writer.record_writer import RecordWriter
@@ -81,50 +84,33 @@ def event_file(scalars: dict[str, float], step: int, wall_time: float) -> bytes:
     return buffer.getvalue()
 
 
-def append_recurrence(store, job_id: str, recurrence_id: str, policy: str = DEFAULT_POLICY) -> str:
-    """Store the recurrence's event file in the job's log directory (once); returns its name. The
-    posterior is `policy`'s (the run's: the store does not record it)."""
-    spec = store.get_job(job_id)
-    trials = store.trials(job_id)
+def recurrence_event(
+    spec: JobSpec,
+    trials: pd.DataFrame,
+    profiles: pd.DataFrame,
+    history: History,
+    recurrence_id: str,
+    policy: str = DEFAULT_POLICY,
+) -> tuple[str, bytes]:
+    """The recurrence's event file: (its name in the job's log directory, its bytes). The posterior is
+    `policy`'s (the run's: the store does not record it). The report step stores it
+    (zeus.steps.reporting.append_recurrence)."""
     number = int(select_recurrence(trials, recurrence_id)["recurrence"].iloc[0])
-    arms = arm_frame(spec, history_through(store.history(job_id), number), policy)
-    scalars = recurrence_scalars(trials, store.profiles(job_id), arms, spec, number)
+    arms = arm_frame(spec, history_through(history, number), policy)
+    scalars = recurrence_scalars(trials, profiles, arms, spec, number)
     mine = trials[trials["recurrence"] == number]
     ended = pd.to_datetime(mine["ended_at"]).max() if "ended_at" in mine else pd.NaT
     wall_time = float(ended.timestamp()) if pd.notna(ended) else 0.0
-    name = event_file_name(number, recurrence_id)
-    store.tensorboard_logs(job_id, add={name: event_file(scalars, number, wall_time)}, read=False)
-    return name
+    return event_file_name(number, recurrence_id), event_file(scalars, number, wall_time)
 
 
-def log_dir_uri(store_uri: str, job_id: str) -> str:
-    from zeus.store.keys import tensorboard_dir
-
-    return f"{store_uri.rstrip('/')}/{tensorboard_dir(job_id)}"
-
-
-def markdown_section(store_uri: str, job_id: str) -> str:
-    """The report's link to the job's TensorBoard log directory, and how to view it."""
-    where = log_dir_uri(store_uri, job_id)
+def markdown_section(log_dir: str, store_uri: str, job_id: str) -> str:
+    """The report's link to the job's TensorBoard log directory `log_dir` (a URI), and how to view it."""
     return (
         "\n### TensorBoard\n\n"
-        f"Every recurrence of this job, as TensorBoard scalars (step = recurrence): [{where}]({where}). "
+        f"Every recurrence of this job, as TensorBoard scalars (step = recurrence): [{log_dir}]({log_dir}). "
         f"View them with `zeus-kfp tensorboard {job_id} --store {store_uri}`.\n"
     )
-
-
-def sync_logs(store, job_id: str, logdir: Path) -> Path:
-    """Copy the job's event files from the store into `logdir`/<job_id>/ (one TensorBoard run); returns
-    that directory. Files already there are kept (the objects never change), none are removed."""
-    run_dir = Path(logdir) / job_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for name, data in store.tensorboard_logs(job_id).items():
-        target = run_dir / name
-        if not target.exists():
-            tmp = run_dir / f".{name}.part"
-            tmp.write_bytes(data)
-            tmp.replace(target)
-    return run_dir
 
 
 def tensorboard_argv(logdir: Path, port: int = DEFAULT_PORT) -> list[str]:

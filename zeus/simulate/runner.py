@@ -6,29 +6,14 @@ The CLI and benchmarks/policy.py both go through here, so they measure the same 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from zeus.policy import get_policy
 from zeus.simulate.engine import SimulationResult, Simulator
-from zeus.simulate.trace import (
-    POWER_COLUMNS,
-    SHIPPED_POWER_TRACES,
-    TRAIN_COLUMNS,
-    WorkloadTrace,
-    load_workload_trace,
-    read_trace,
-    shipped_trace,
-)
+from zeus.simulate.trace import SHIPPED_POWER_TRACES, cached_trace, load_workload_trace, shipped_trace
 from zeus.simulate.workloads import get_workload
-
-
-@lru_cache(maxsize=8)
-def _read(path: str, what: str):
-    columns = TRAIN_COLUMNS if what == "train" else POWER_COLUMNS
-    return read_trace(path, columns, what)
 
 
 def build_simulator(
@@ -47,8 +32,8 @@ def build_simulator(
     w = get_workload(workload)
     if power_trace is not None and str(power_trace) in SHIPPED_POWER_TRACES:
         power_trace = shipped_trace(str(power_trace))
-    train = _read(str(train_trace or shipped_trace("train")), "train")
-    power = _read(str(power_trace or shipped_trace("v100")), "power")
+    train = cached_trace(str(train_trace or shipped_trace("train")), "train")
+    power = cached_trace(str(power_trace or shipped_trace("v100")), "power")
     trace = load_workload_trace(
         train, power, dataset=w.dataset, network=w.network, optimizer=w.optimizer, target_metric=w.target_metric
     )
@@ -57,16 +42,6 @@ def build_simulator(
         spec = spec.with_changes(max_attempts=max_attempts)
     label = Path(str(power_trace or "v100")).stem.removeprefix("summary_power_")
     return Simulator(spec, trace, f"simulated (trace: {workload}/{label})")
-
-
-def load_shipped(workload: str, gpu: str) -> WorkloadTrace:
-    """A workload's trace on one of the shipped GPUs (SHIPPED_POWER_TRACES)."""
-    w = get_workload(workload)
-    train = _read(str(shipped_trace("train")), "train")
-    power = _read(str(shipped_trace(gpu)), "power")
-    return load_workload_trace(
-        train, power, dataset=w.dataset, network=w.network, optimizer=w.optimizer, target_metric=w.target_metric
-    )
 
 
 def simulate_seeds(

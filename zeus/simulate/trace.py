@@ -9,6 +9,7 @@ power trace with the same columns works unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -38,6 +39,14 @@ def read_trace(path: str | Path, columns: tuple[str, ...], what: str) -> pd.Data
     if missing:
         raise ValueError(f"invalid {what} trace {path}: missing columns {missing}; needs {list(columns)}")
     return df
+
+
+@lru_cache(maxsize=8)
+def cached_trace(path: str, what: str) -> pd.DataFrame:
+    """`read_trace` of a train ('train') or power trace, read once per process: the simulator and the
+    trace backend ask for the same shipped files many times."""
+    columns = TRAIN_COLUMNS if what == "train" else POWER_COLUMNS
+    return read_trace(path, columns, what)
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: its arrays are not hashable

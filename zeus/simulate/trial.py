@@ -32,7 +32,7 @@ from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
 from zeus.power.selection import choose_limit
 from zeus.profiles import PowerProfile
 from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
-from zeus.simulate.workloads import WORKLOADS, get_workload
+from zeus.simulate.workloads import WORKLOADS, get_workload, load_shipped
 
 SCRIPT_BACKEND = "script"
 TRACE_PREFIX = "trace:"
@@ -105,8 +105,6 @@ class TraceBackend:
 
 @lru_cache(maxsize=16)
 def _load(workload: str, gpu: str) -> WorkloadTrace:
-    from zeus.simulate.runner import load_shipped
-
     return load_shipped(workload, gpu)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeus.job import JobSpec
-from zeus.simulate.trace import WorkloadTrace
+from zeus.simulate.trace import WorkloadTrace, cached_trace, load_workload_trace, shipped_trace
 
 # Zeus's simulator gives up on a recurrence after 20 tries; the simulated jobs use the same limit.
 ZEUS_MAX_TRIES = 20
@@ -60,3 +60,13 @@ def get_workload(name: str) -> Workload:
     if name not in WORKLOADS:
         raise ValueError(f"invalid workload={name!r}: allowed {', '.join(WORKLOADS)}")
     return WORKLOADS[name]
+
+
+def load_shipped(workload: str, gpu: str) -> WorkloadTrace:
+    """A workload's trace on one of the shipped GPUs (SHIPPED_POWER_TRACES)."""
+    w = get_workload(workload)
+    train = cached_trace(str(shipped_trace("train")), "train")
+    power = cached_trace(str(shipped_trace(gpu)), "power")
+    return load_workload_trace(
+        train, power, dataset=w.dataset, network=w.network, optimizer=w.optimizer, target_metric=w.target_metric
+    )

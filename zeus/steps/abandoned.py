@@ -28,6 +28,7 @@ from datetime import datetime
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.report.units import duration
+from zeus.store import EventConflictError
 from zeus.trials import Trial
 
 # The default `dispatch_timeout_s`: a day. A recurring job's trial that runs longer than its own
@@ -69,8 +70,6 @@ def abandoned_result(spec: JobSpec, batch_size: int, reason: str) -> TrialResult
 
 def _fail(store, job_id: str, trials: Sequence[Trial], reasons: list[str]) -> list[Trial]:
     """Finish each trial as failed; a trial whose real result got in first keeps it."""
-    from zeus.store import EventConflictError
-
     if not trials:  # nothing to record: not even the spec is read
         return []
     spec = store.get_job(job_id)

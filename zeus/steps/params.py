@@ -13,7 +13,9 @@ import json
 from typing import Any
 
 from zeus.job import JobSpec, JobSpecError
+from zeus.launch.config import POD_NAMESPACE_ENV, pod_namespace
 from zeus.settings import SettingField, settings_of
+from zeus.store import open_store
 
 # A bandit decision without an early-stop threshold travels as this value (a float output
 # cannot be None). Any negative threshold means "none".
@@ -41,8 +43,6 @@ NAMESPACE_TOKEN = "{namespace}"
 
 def resolve_store_uri(store_uri: str, environ: dict[str, str] | None = None) -> str:
     """`store_uri` with {namespace} replaced by the pod's namespace (zeus.launch.config.pod_namespace)."""
-    from zeus.launch.config import POD_NAMESPACE_ENV, pod_namespace
-
     if NAMESPACE_TOKEN not in store_uri:
         return store_uri
     namespace = pod_namespace(environ)
@@ -58,8 +58,6 @@ def resolve_store_uri(store_uri: str, environ: dict[str, str] | None = None) -> 
 
 def open_step_store(store_uri: str):
     """The store a step works on: `store_uri` resolved for this pod (resolve_store_uri); "" is the local default."""
-    from zeus.store import open_store
-
     return open_store(resolve_store_uri(store_uri) or None)
 
 

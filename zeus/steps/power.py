@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeus.errors import FieldError
+from zeus.power import max_power_limit_w
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,6 @@ class MaxPower:
 
 def gpu_power(max_power_w: float, gpu: str = "auto") -> MaxPower:
     """`max_power_w` when it is pinned (> 0); 0: the largest maximum power limit of this pod's GPUs."""
-    from zeus.power import max_power_limit_w
-
     if not isinstance(max_power_w, (int, float)) or isinstance(max_power_w, bool) or max_power_w < 0:
         raise FieldError("max_power_w", max_power_w, "watts > 0 to pin it, or 0 to read it from the GPU at run time")
     if max_power_w > 0:

@@ -1,12 +1,70 @@
 """The report step (`report`, what the report component calls): the recurrence's Markdown (plots
-embedded) and its Metrics, from the store."""
+embedded) and its Metrics, from the store.
+
+This step reads the store and writes to it; zeus.report only turns the data it is handed into
+Markdown, plots and event files (it never opens a store: the layers of tests/test_layering.py).
+"""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from zeus.report.arms import DEFAULT_POLICY  # arms loads no plotting library
+from zeus.steps.params import resolve_store_uri
 from zeus.steps.trial import MetricsSink
+from zeus.store import Store, keys, open_store
+
+if TYPE_CHECKING:
+    from zeus.report import RecurrenceReport
+
+
+def recurrence_report(
+    store_uri: str | None, job_id: str, recurrence_id: str | None, out_dir: Path, policy: str = DEFAULT_POLICY
+) -> RecurrenceReport:
+    """Read the job from the store at `store_uri`, plot its history into `out_dir` and report on the
+    recurrence `recurrence_id` (None: the latest one that has trials), as
+    zeus.report.build_recurrence_report does."""
+    return _report_of(open_store(store_uri), job_id, recurrence_id, out_dir, policy)
+
+
+def _report_of(store: Store, job_id: str, recurrence_id: str | None, out_dir: Path, policy: str) -> RecurrenceReport:
+    # deferred: the report draws with matplotlib, which every other step (zeus.steps imports this module)
+    # must not load (tests/test_cold_start.py)
+    from zeus.report import build_recurrence_report
+
+    return build_recurrence_report(
+        spec=store.get_job(job_id),
+        trials=store.trials(job_id),
+        profiles=store.profiles(job_id),
+        history=store.history(job_id),
+        recurrence_id=recurrence_id,
+        out_dir=Path(out_dir),
+        policy=policy,
+    )
+
+
+def append_recurrence(store: Store, job_id: str, recurrence_id: str, policy: str = DEFAULT_POLICY) -> str:
+    """Store the recurrence's TensorBoard event file in the job's log directory (once); returns its name.
+    The posterior is `policy`'s (the run's: the store does not record it)."""
+    from zeus.report.tensorboard import recurrence_event  # deferred: matplotlib, as in _report_of
+
+    name, data = recurrence_event(
+        spec=store.get_job(job_id),
+        trials=store.trials(job_id),
+        profiles=store.profiles(job_id),
+        history=store.history(job_id),
+        recurrence_id=recurrence_id,
+        policy=policy,
+    )
+    store.tensorboard_logs(job_id, add={name: data}, read=False)
+    return name
+
+
+def log_dir_uri(store_uri: str, job_id: str) -> str:
+    """Where the job's TensorBoard event files live in the store at `store_uri`."""
+    return f"{store_uri.rstrip('/')}/{keys.tensorboard_dir(job_id)}"
 
 
 def report(
@@ -17,7 +75,7 @@ def report(
     reached: bool,
     markdown_path: str,
     metrics: MetricsSink,
-    policy: str = "default",
+    policy: str = DEFAULT_POLICY,
 ) -> dict[str, float]:
     """Write the report for `recurrence_id` to `markdown_path` and log its numbers to `metrics`,
     append the recurrence's scalars to the job's TensorBoard log directory in the store (the report
@@ -27,18 +85,16 @@ def report(
     figures, "reached" among them, come from the store, which holds every attempt. `policy` is the
     run's (a run parameter the store does not record): the bandit's state shown is its view of the history.
     """
-    from zeus.report import recurrence_report
-    from zeus.report.tensorboard import append_recurrence, markdown_section
-    from zeus.steps.params import resolve_store_uri
-    from zeus.store import open_store
+    from zeus.report.tensorboard import markdown_section  # deferred: matplotlib, as in _report_of
 
     store_uri = resolve_store_uri(store_uri)
-    with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
-        rep = recurrence_report(store_uri or None, job_id, recurrence_id, Path(plots_dir), policy)
     store = open_store(store_uri or None)
+    with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
+        rep = _report_of(store, job_id, recurrence_id, Path(plots_dir), policy)
     append_recurrence(store, job_id, recurrence_id, policy)
     Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(markdown_path).write_text(rep.markdown + markdown_section(store.uri, job_id))
+    section = markdown_section(log_dir_uri(store.uri, job_id), store.uri, job_id)
+    Path(markdown_path).write_text(rep.markdown + section)
     values = dict(rep.metrics)
     for name, value in values.items():
         metrics.log_metric(name, float(value))

@@ -13,7 +13,9 @@ import json
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pandas as pd
 
 from zeus.job import JobSpec
 from zeus.store import consensus, entries, keys
@@ -25,9 +27,6 @@ from zeus.store.errors import (
     StoreInputError,
     UnknownJobError,
 )
-
-if TYPE_CHECKING:  # pandas only where a frame is returned
-    import pandas as pd
 
 DEFAULT_PHASE = "running"
 
@@ -93,8 +92,6 @@ def phase_of(backend: Backend, job_id: str) -> str:
 
 def list_jobs(backend: Backend, phase: str | None, owner: str | None, problems: list[ObjectProblem]) -> pd.DataFrame:
     """One row per job: job_id, owner, created_at, phase, then the spec's fields."""
-    import pandas as pd
-
     if phase is not None and phase not in keys.PHASES:
         raise StoreInputError("phase", phase, f"one of {list(keys.PHASES)} or None for all")
     records = []

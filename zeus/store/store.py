@@ -23,8 +23,11 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote, urlparse
+
+import pandas as pd
+import pyarrow.compute as pc
 
 from zeus.job import Decision, JobSpec, JobSpecError, TrialResult, check_result_for
 from zeus.profiles import PowerProfile, check_profile
@@ -33,9 +36,6 @@ from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus.store.compaction import CompactResult, compact
 from zeus.store.errors import EventConflictError, ObjectProblem, StoreInputError, StoreWarning, UnknownTrialError
 from zeus.trials import TrialHistory
-
-if TYPE_CHECKING:  # pandas only for the functions that return frames
-    import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -154,8 +154,6 @@ class Store:
 
     @staticmethod
     def _dispatch(settled: frames.Settled, recurrence_id: str, attempt: int) -> dict[str, Any] | None:
-        import pyarrow.compute as pc
-
         table = settled.dispatched
         found = pc.indices_nonzero(_is_trial(table, recurrence_id, attempt))
         if not len(found):
@@ -306,8 +304,6 @@ def _check_trial(job_id: str, recurrence_id: str, attempt: int) -> None:
 
 
 def _is_trial(table: Any, recurrence_id: str, attempt: int) -> Any:
-    import pyarrow.compute as pc
-
     return pc.and_(pc.equal(table.column("recurrence_id"), recurrence_id), pc.equal(table.column("attempt"), attempt))
 
 
@@ -340,7 +336,7 @@ _S3_BACKENDS: dict[tuple, Backend] = {}
 def _s3_backend(bucket: str, prefix: str, settings: object) -> Backend:
     """One S3Backend per bucket, prefix and settings in a process: stores opened again (the bandit and
     feedback steps each open one) reuse its connections. It holds no data."""
-    from zeus.store.s3 import S3Backend
+    from zeus.store.s3 import S3Backend  # deferred: minio's import is slow; only an s3:// store needs it
 
     key = (bucket, prefix, settings)
     if key not in _S3_BACKENDS:

@@ -51,7 +51,7 @@ from zeus.power.monitor import EnergyMonitor
 from zeus.power.profile_params import ProfileParams
 from zeus.power.profiler import PowerLimitProfiler
 from zeus.power.selection import CostRate
-from zeus.profiles import PowerProfile
+from zeus.profiles import UNPROFILED_NOTE, PowerProfile
 from zeus.train.collectors.observation import Observation
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,6 @@ UNIT_NOTES = {
     "step": "throughput from metric progress (step counter, {batch_size} samples a step)",
     "epoch": "throughput from metric progress (epoch counter; throughput in epochs/s)",
 }
-UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from zeus.job import JobSpec, JobSpecError, TrialOutcome, TrialResult, TrialStatus
-from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source, open_gpu
+from zeus.power.devices import open_gpu
+from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
 from zeus.power.simulated import PowerModel, SimulatedGPU, epoch_samples_from_env

@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from zeus.job import TrialResult, TrialStatus
-from zeus.power.gpu import GPU, gpu_source, measure_only_note, open_gpu
+from zeus.power.devices import open_gpu
+from zeus.power.gpu import GPU, gpu_source, measure_only_note
 from zeus.power.monitor import EnergyMonitor
 from zeus.power.profile_params import ProfileParams
 from zeus.power.profiler import PowerLimitProfiler
