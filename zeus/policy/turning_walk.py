@@ -97,6 +97,7 @@ class TurningWalkPolicy:
         contend_factor: float = 1.1,
         contend_z: float = 1.0,
         std_scale: float = 0.3,
+        resume: bool = False,
     ) -> None:
         self.turn_margin = turn_margin
         self.hard_turn = hard_turn
@@ -108,6 +109,7 @@ class TurningWalkPolicy:
         self.contend_factor = contend_factor
         self.contend_z = contend_z
         self.std_scale = std_scale
+        self.resume = resume
 
     # -- shared by decide and arm_states -------------------------------------------------------
 
@@ -119,6 +121,7 @@ class TurningWalkPolicy:
             turn_margin=self.turn_margin,
             hard_turn=self.hard_turn,
             skip_margin=self.skip_margin,
+            resume=self.resume,
         )
         return _Plan(view, walk, _candidates(view, walk))
 
@@ -168,6 +171,7 @@ class TurningWalkPolicy:
             turn_margin=self.turn_margin,
             hard_turn=self.hard_turn,
             skip_margin=self.skip_margin,
+            resume=self.resume,
         )
         started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
         outlasted = view.max_trial is not None and view.max_trial > started
@@ -181,6 +185,10 @@ class TurningWalkPolicy:
         if not plan.walk.done:
             return self._explore(spec, plan)
         threshold = view.threshold(spec)
+        probe = _due_probe(view, plan.walk) if threshold is not None else None
+        if probe is not None:
+            why = f"probing {probe}, past where the walk turned ({plan.walk.probes} probes so far)"
+            return Decision(probe, threshold, "exploration", why)
         arms = list(plan.candidates)
         costs = {b: view.charged(b, spec.window_size) for b in arms}  # (count, mean)
         cold = [b for b in arms if costs[b][0] == 0]
@@ -235,6 +243,25 @@ def _first_wave(view: HistoryView, default: int, offsets: tuple[int, ...], size:
     i = sizes.index(default)
     options = [sizes[i + k] for k in offsets if 0 <= i + k < len(sizes)][:size]
     return [b for b in options if not view.in_flight(b)]
+
+
+def _due_probe(view: HistoryView, walk: WalkState) -> int | None:
+    """The size past a turn or a skip to probe now, if one is due (with `resume`; rule 10).
+
+    A turn or a skip is read off single first trials, which can be off by a factor of 1.5 or more (a
+    7-epoch run among 4-epoch ones), and a curve can rise before it falls further (a bump, a plateau):
+    ruling the sizes past it out for good can leave a job on a local minimum for all its recurrences.
+    So they are probed one at a time, at doubling intervals, the doubling trick: probe p (from 0) is
+    due once the job has 2^(p+1) times as many observations as the walk took steps. The probes then
+    cost a number of trials logarithmic in the job's length, each capped by the job's early stop
+    (beta x the cheapest recurrence: never without it), while a probe that finds a cheaper size
+    resumes the walk there. No constant here was chosen on the traces: 2 is the doubling."""
+    if not walk.lazy or not walk.done:
+        return None
+    observed = sum(arm.n for arm in view.tally.arms)
+    if observed < 2 ** (walk.probes + 1) * max(walk.walked, 1):
+        return None
+    return next((b for b in walk.lazy if not view.in_flight(b)), None)
 
 
 def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:
