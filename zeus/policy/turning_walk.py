@@ -187,8 +187,9 @@ class TurningWalkPolicy:
         threshold = view.threshold(spec)
         probe = _due_probe(view, plan.walk) if threshold is not None else None
         if probe is not None:
-            why = f"probing {probe}, past where the walk turned ({plan.walk.probes} probes so far)"
-            return Decision(probe, threshold, "exploration", why)
+            b, cap = probe
+            why = f"probing {b}, past where the walk turned ({plan.walk.probes} probes so far); stopped past {cap:.4g}"
+            return Decision(b, min(threshold, cap), "exploration", why)
         arms = list(plan.candidates)
         costs = {b: view.charged(b, spec.window_size) for b in arms}  # (count, mean)
         cold = [b for b in arms if costs[b][0] == 0]
@@ -245,7 +246,7 @@ def _first_wave(view: HistoryView, default: int, offsets: tuple[int, ...], size:
     return [b for b in options if not view.in_flight(b)]
 
 
-def _due_probe(view: HistoryView, walk: WalkState) -> int | None:
+def _due_probe(view: HistoryView, walk: WalkState) -> tuple[int, float] | None:
     """The size past a turn or a skip to probe now, if one is due (with `resume`; rule 10).
 
     A turn or a skip is read off single first trials, which can be off by a factor of 1.5 or more (a
@@ -254,14 +255,15 @@ def _due_probe(view: HistoryView, walk: WalkState) -> int | None:
     So they are probed one at a time, at doubling intervals, the doubling trick: probe p (from 0) is
     due once the job has 2^(p+1) times as many observations as the walk took steps. The probes then
     cost a number of trials logarithmic in the job's length, each capped by the job's early stop
-    (beta x the cheapest recurrence: never without it), while a probe that finds a cheaper size
-    resumes the walk there. No constant here was chosen on the traces: 2 is the doubling."""
+    (beta x the cheapest recurrence: never without it) and stopped once it costs more than the step
+    before it (then it has shown the rise it was sent to rule out), while a probe that finds a
+    cheaper size resumes the walk there. No constant here was chosen on the traces: 2 is the doubling."""
     if not walk.lazy or not walk.done:
         return None
     observed = sum(arm.n for arm in view.tally.arms)
     if observed < 2 ** (walk.probes + 1) * max(walk.walked, 1):
         return None
-    return next((b for b in walk.lazy if not view.in_flight(b)), None)
+    return next(((b, cap) for b, cap in walk.lazy if not view.in_flight(b)), None)
 
 
 def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:

@@ -71,9 +71,10 @@ class WalkState:
     steps: tuple[WalkStep, ...]
     best_size: int | None
     best_cost: float | None
-    # With `resume`: the size past each turn or skip that a probe would try next (down first), how many
+    # With `resume`: the size past each turn or skip that a probe would try next (down first) with the cost
+    # of the direction's step before it (a probe costing more is a rise: it can stop there), how many
     # probes have been taken, and how many steps the walk took before any probe.
-    lazy: tuple[int, ...] = ()
+    lazy: tuple[tuple[int, float], ...] = ()
     probes: int = 0
     walked: int = 0
 
@@ -165,7 +166,7 @@ class _Replay:
         self.skip_margin = skip_margin
         self.pending = pending
         self.resume = resume
-        self.lazy: list[int] = []  # with resume: the next size past each turn or skip
+        self.lazy: list[tuple[int, float]] = []  # with resume: the next size past each turn or skip, and its cap
         self.probes = 0  # with resume: steps taken past a turn or a skip
         self.steps: list[WalkStep] = []
         self.closed: set[int] = set()  # misses, the rest of an ended direction, a skipped direction
@@ -175,11 +176,14 @@ class _Replay:
         """Replay one direction over `plan`; a `skipped` direction ends at its frontier. Pending sizes are
         passed over; a frontier behind one is marked `waiting`."""
         walker = _Walker()
+        if skipped and self.resume:
+            return self._past(plan, walker, self.first[self.default][0])
         after_best, behind_pending = True, False
         for k, b in enumerate(plan):
             if b not in self.first:
                 if skipped:
-                    return self._past(plan[k:], walker)
+                    self.closed.update(plan[k:])
+                    return walker
                 if b in self.pending:
                     behind_pending = True
                     continue
@@ -193,26 +197,27 @@ class _Replay:
                 return walker
             reference, self.cheapest = self.cheapest, min(self.cheapest, cost)
             worse = cost > self.turn * reference
-            if skipped and self.resume:  # a probe of a skipped direction
-                self.probes += 1
-                skipped = cost >= reference  # one cheaper than every step so far refutes the skip
             # Clearly worse; or worse, and past the minimum already (a worse step right after the cheapest
             # one may be noise or a bump at the minimum: the next step decides).
             if cost > self.hard_turn * reference or (worse and not after_best):
-                return self._past(plan[k + 1 :], walker)
+                if not self.resume:
+                    self.closed.update(plan[k + 1 :])
+                    return walker
+                return self._past(plan[k + 1 :], walker, cost)
             after_best = cost <= reference
         return walker
 
-    def _past(self, rest: list[int], walker: _Walker) -> _Walker:
-        """The sizes past a turn or a skip (`rest`, in walk order): ruled out. With `resume`, only until
-        probed: they are probed one at a time (the policy says when), each observed one a step; a probe
-        that misses ends the direction for good (as any miss does), one cheaper than every step so far
-        resumes the walk from it (the turn was noise or a bump), and any other leaves the next size as
-        the one to probe."""
+    def _past(self, rest: list[int], walker: _Walker, last: float) -> _Walker:
+        """With `resume`: the sizes past a turn or a skip (`rest`, in walk order; `last` the cost of the
+        direction's step before them) are ruled out only until probed, one at a time (the policy says
+        when; each observed one is a step). A probe cheaper than every step so far resumes the walk from
+        it: the turn was noise or a bump. A probe that misses ends the direction for good, as any miss
+        does; so does one that costs at least the step before it: two rises in a row are the curve
+        rising, not noise. Otherwise the next size is the one to probe."""
         for j, b in enumerate(rest):
-            if not self.resume or b not in self.first:
-                if self.resume and b not in self.pending:
-                    self.lazy.append(b)
+            if b not in self.first:
+                if b not in self.pending:
+                    self.lazy.append((b, last))
                 self.closed.update(rest[j:])
                 return walker
             cost, reached = self.first[b]
@@ -220,9 +225,10 @@ class _Replay:
             if reached and cost < self.cheapest:
                 return self._walk(rest[j:], skipped=False)
             self.steps.append(WalkStep(b, cost, reached))
-            if not reached:
-                self.closed.update(rest[j:])
+            if not reached or cost >= last:
+                self.closed.update(rest[j + (1 if reached else 0) :])
                 return walker
+            last = cost
         return walker
 
     def _below_default(self) -> bool:
