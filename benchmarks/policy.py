@@ -50,7 +50,7 @@ CANDIDATES: dict[str, dict] = {
     OURS: {},
     "turning-walk soft turn 0.1": {"turn_margin": 0.1},
     "turning-walk soft turn 0.3": {"turn_margin": 0.3},
-    "turning-walk sampling width 0.5": {"std_scale": 0.5},
+    "turning-walk resume": {"resume": True},  # probes past turns and skips (zeus.policy.walk, rule 10)
 }
 
 
@@ -173,29 +173,46 @@ def leave_one_gpu_out(cells, results, seeds, gpus) -> dict[str, float]:
     return out
 
 
-def perturbed(jobs_seed: int, count: int, results, tuned_cut: float) -> None:
-    """ours against zeus-nsdi23 on the perturbed jobs (one simulation seed each: the job's index + 1)."""
+def perturbed(jobs_seed: int, count: int, results, cells, seeds) -> None:
+    """Each candidate against zeus-nsdi23 on the perturbed jobs (one simulation seed each: the job's index
+    + 1), all jobs and by kind, with the gap to the same candidate's cut on the tuned cells."""
     sources = [("job", jobs_seed, i) for i in range(count)]
     key = {s: (s[2] + 1,) for s in sources}
-    ours, zeus = [results[(s, OURS, key[s], 1)] for s in sources], [results[(s, BASELINE, key[s], 1)] for s in sources]
-    ratios = np.array([o["cost"] / z["cost"] for o, z in zip(ours, zeus, strict=True)])
+    zeus = [results[(s, BASELINE, key[s], 1)] for s in sources]
     print(f"\nperturbed jobs: {count} generated from seed {jobs_seed} (zeus.simulate.perturb), K = 1")
-    print(f"{'jobs':<20}{'n':>5}{'regret cut':>12}{'cheaper':>10}{'gap':>8}{'median':>9}{'p90':>8}{'worst':>8}"
-          f"{'excess z':>10}{'excess o':>10}{'(worst)':>8}")  # fmt: skip
-    for kind in ("all", *KINDS):
-        sel = [i for i in range(count) if kind in ("all", ours[i]["kind"])]
-        if not sel:
-            continue
-        rz, ro = np.mean([zeus[i]["regret"] for i in sel]), np.mean([ours[i]["regret"] for i in sel])
-        ez, eo = [zeus[i]["excess"] for i in sel], [ours[i]["excess"] for i in sel]
-        r = ratios[sel]
-        c = 100.0 * (1.0 - ro / rz)
-        print(
-            f"{kind:<20}{len(sel):>5}{c:>11.1f}%{f'{int((r < 1).sum())}/{len(sel)}':>10}{tuned_cut - c:>+8.1f}"
-            f"{np.median(r):>9.4f}{np.quantile(r, 0.9):>8.4f}{r.max():>8.4f}{np.mean(ez):>10.2f}{np.mean(eo):>10.2f}"
-            f"{np.max(eo):>8.2f}"
-        )
-    print("ratio: ours' cumulative cost / zeus-nsdi23's per job; gap: the cut on the tuned cells minus the cut here")
+    print(f"{'policy / jobs':<44}{'n':>5}{'regret cut':>12}{'cheaper':>10}{'gap':>8}{'median':>9}{'p90':>8}"
+          f"{'worst':>8}{'excess z':>10}{'excess o':>10}{'(worst)':>8}")  # fmt: skip
+    for policy in CANDIDATES:
+        ours = [results[(s, policy, key[s], 1)] for s in sources]
+        ratios = np.array([o["cost"] / z["cost"] for o, z in zip(ours, zeus, strict=True)])
+        tuned_cut = cut(results, cells, policy, seeds)[0]
+        for kind in ("all", *KINDS):
+            sel = [i for i in range(count) if kind in ("all", ours[i]["kind"])]
+            if not sel:
+                continue
+            rz, ro = np.mean([zeus[i]["regret"] for i in sel]), np.mean([ours[i]["regret"] for i in sel])
+            ez, eo = [zeus[i]["excess"] for i in sel], [ours[i]["excess"] for i in sel]
+            r = ratios[sel]
+            c = 100.0 * (1.0 - ro / rz)
+            print(
+                f"{policy + ' / ' + kind:<44}{len(sel):>5}{c:>11.1f}%{f'{int((r < 1).sum())}/{len(sel)}':>10}"
+                f"{tuned_cut - c:>+8.1f}{np.median(r):>9.4f}{np.quantile(r, 0.9):>8.4f}{r.max():>8.4f}"
+                f"{np.mean(ez):>10.2f}{np.mean(eo):>10.2f}{np.max(eo):>8.2f}"
+            )
+    print(
+        "ratio: the policy's cumulative cost / zeus-nsdi23's per job; gap: its cut on the tuned cells minus its cut"
+        " here; excess: the worst excess over the default configuration (mean over jobs; worst job)"
+    )
+
+
+def print_candidates(cells, results, seeds, gpus) -> None:
+    """Each candidate on the tuned cells: mean regret per GPU and overall, its cut, the cells it wins."""
+    print(f"\ncandidates on the tuned cells (seeds {seeds[0]}-{seeds[-1]}, K = 1): mean regret; {BASELINE} for scale")
+    print(f"{'policy':<34}" + "".join(f"{g:>9}" for g in gpus) + f"{'all':>9}{'cut':>8}{'cheaper':>9}")
+    for policy in (BASELINE, *CANDIDATES):
+        per = [np.mean([results[(c, policy, seeds, 1)]["regret"] for c in cells if c[2] == g]) for g in gpus]
+        c, wins, ro, _ = cut(results, cells, policy, seeds)
+        print(f"{policy:<34}" + "".join(f"{x:>9.3f}" for x in per) + f"{ro:>9.3f}{c:>7.1f}%{wins:>5}/{len(cells)}")
 
 
 def print_fidelity(cells, results, seeds) -> None:
@@ -267,13 +284,12 @@ def main(argv: list[str] | None = None) -> None:
     tasks = [(c, p, seeds, 1) for c, p in product(cells, policies)]
     tasks += [(c, p, check, 1) for c, p in product(cells, (BASELINE, OURS)) if check]
     tasks += [(c, p, seeds, k) for c, p, k in product(half, (BASELINE, OURS), ks) if k > 1]
-    tasks += [(j, p, (j[2] + 1,), 1) for j, p in product(jobs, (BASELINE, OURS))]
+    tasks += [(j, p, (j[2] + 1,), 1) for j, p in product(jobs, policies)]
     t0 = time.perf_counter()
     results = run_tasks(tasks, args.jobs)
     wall = time.perf_counter() - t0
 
     print_cells(cells, results, seeds)
-    tuned_cut = cut(results, cells, OURS, seeds)[0]
     for label, s in (("seeds", seeds), ("check seeds", check)):
         if s:
             c, wins, ro, rz = cut(results, cells, OURS, s)
@@ -283,8 +299,9 @@ def main(argv: list[str] | None = None) -> None:
             )
     if len(args.gpus) > 1:
         leave_one_gpu_out(cells, results, seeds, args.gpus)
+    print_candidates(cells, results, seeds, args.gpus)
     if jobs:
-        perturbed(args.perturb_seed, args.perturbed, results, tuned_cut)
+        perturbed(args.perturb_seed, args.perturbed, results, cells, seeds)
     if len(ks) > 1:
         excess = first_wave_excess([c[1:] for c in half], list(seeds))
         k1 = np.mean([results[(c, OURS, seeds, 1)]["regret"] for c in half])
