@@ -46,6 +46,15 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
    charged cost, wherever its trials came from, not only walk steps), never a pruned one; the
    default while nothing has reached.
 
+Off by default (`resume=True`; benchmarks/RESULTS.md, issue 25, says why it is not the default yet):
+
+10. A turn or a skip rules the sizes past it out only until probed (zeus.policy.walk, `_due_probe`): one
+    size at a time, at doubling intervals, under the early stop and stopped once it costs more than
+    the step before it; a probe cheaper than every step resumes the walk, a miss or a second rise ends
+    the direction for good. On jobs generated from the traces (zeus.simulate.perturb) a plateau or a
+    bump past a turn otherwise leaves a job on a local minimum for good; on the measured cells, whose
+    curves have one minimum, the probes only cost.
+
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
 first result, the count and sum of its costs and its misses' charges, the spread of its repeat costs,
