@@ -213,7 +213,7 @@ def _run_example(
         written = read_result_json(Path(work) / LOG_SUBDIR) or {}
     wall_s = time.monotonic() - started
     print(out.result, flush=True)
-    print(out.profile.to_string(), flush=True)
+    print(out.profile.rows.to_string(), flush=True)
     after = _limits()
     if after != before:  # leave the device as we found it, whatever the trial did
         _restore(before)
@@ -223,7 +223,7 @@ def _run_example(
         "limits_after_w": after,
         "limits_final_w": _limits(),
         "result": out.result.to_dict(),
-        "profile": out.profile.to_dict("records"),
+        "profile": out.profile.rows.to_dict("records"),
         "profiling": written.get("profiling"),
         "model_saved": out.model_path is not None,
         "log_tail": out.log_tail[-2000:],

@@ -33,7 +33,7 @@ from itertools import product
 
 import numpy as np
 
-from zeus.job import TrialRecord, TrialStatus
+from zeus.job import TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
 from zeus.policy.base import Decision, Policy
 from zeus.policy.turning_walk import TurningWalkPolicy
@@ -42,6 +42,7 @@ from zeus.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
 from zeus.simulate.runner import build_simulator
 from zeus.simulate.trace import SHIPPED_POWER_TRACES
 from zeus.simulate.workloads import WORKLOADS
+from zeus.trials import Trial
 
 BASELINE, OURS = "zeus-nsdi23", "turning-walk"  # "default" is an alias of turning-walk
 ETAS = (0.25, 0.5, 0.75)
@@ -239,7 +240,7 @@ def decide_speed(num_trials: int = 10_000) -> dict[str, float]:
     while len(history) < num_trials:
         b = int(rng.choice(arms))
         cost = float(rng.normal(1.0, 0.05)) * sim.oracle.cost / seed_run.num_recurrences
-        history.append(TrialRecord(len(history), len(history), b, TrialStatus.REACHED, cost, cost / 300, cost))
+        history.append(Trial(len(history), len(history), b, TrialStatus.REACHED, cost, cost / 300, cost))
     out = {name: float("inf") for name in POLICY_NAMES}
     for _ in range(7):  # the best of 7, interleaved: other work on the machine only ever adds time
         for name in POLICY_NAMES:

@@ -68,7 +68,7 @@ def first_epoch(batch_size: int, *, profile: bool, eta: float = 0.5, profile_ite
 def step_cost(model: PowerModel, spec: JobSpec, limit_w: float, samples: int) -> float:
     """The job's cost of one simulated step of `samples` at `limit_w` (what optimal_limit minimizes)."""
     seconds, joules = model.step(limit_w, samples)
-    return spec.cost(joules, seconds)
+    return spec.cost_model.cost(joules, seconds)
 
 
 def main() -> None:

@@ -41,8 +41,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zeus.job import Decision, JobSpec, TrialRecord, TrialResult, TrialStatus
+from zeus.job import Decision, JobSpec, TrialResult, TrialStatus
 from zeus.store import Store, StoreError, entries, keys, open_store, snapshot
+from zeus.trials import Trial, trial_columns
 
 SPEC = JobSpec(
     job_id="bench-job",
@@ -54,7 +55,7 @@ SPEC = JobSpec(
 SOURCE = "simulated (benchmarks/seed.py outcome model)"
 STAGE = "seeded"
 COMMAND = ".venv/bin/python benchmarks/seed.py"
-REQUIRED = ("recurrence_id", "attempt", "batch_size", "status", "time_s", "energy_j", "num_epochs")
+REQUIRED = trial_columns("recurrence_id", "attempt", "batch_size", "status", "time_s", "energy_j", "num_epochs")
 
 
 # -- the simulated history ---------------------------------------------------------------------------
@@ -222,11 +223,11 @@ def moto_server(own_process: bool = False) -> Iterator[Moto]:
 # -- the check --------------------------------------------------------------------------------------
 
 
-def expected_history(spec: JobSpec, trials: pd.DataFrame) -> list[TrialRecord]:
+def expected_history(spec: JobSpec, trials: pd.DataFrame) -> list[Trial]:
     numbers = {rid: n for n, rid in enumerate(dict.fromkeys(trials["recurrence_id"]), start=1)}
     return [
-        TrialRecord(numbers[r.recurrence_id], trial, int(r.batch_size), TrialStatus(r.status),
-                    spec.cost(float(r.energy_j), float(r.time_s)), float(r.time_s), float(r.energy_j))
+        Trial(numbers[r.recurrence_id], trial, int(r.batch_size), TrialStatus(r.status),
+                    spec.cost_model.cost(float(r.energy_j), float(r.time_s)), float(r.time_s), float(r.energy_j))
         for trial, r in enumerate(trials.itertuples(index=False), start=1)
     ]  # fmt: skip
 
@@ -249,8 +250,7 @@ def check(uri: str, count: int, spec: JobSpec = SPEC) -> list[str]:
     if history != expected_history(spec, trials):
         failures.append(f"history: {len(history)} records read, not the {count} seeded")
     frame = reader.trials(spec.job_id)
-    columns = ["recurrence_id", "attempt", "batch_size", "status", "time_s", "energy_j", "num_epochs"]
-    rows = [list(f[columns].itertuples(index=False, name=None)) for f in (frame, trials)]
+    rows = [list(f[REQUIRED].itertuples(index=False, name=None)) for f in (frame, trials)]
     if rows[0] != rows[1]:
         failures.append("trials(): the frame's columns differ from the seeded history")
     if list(frame["trial"]) != list(range(1, count + 1)) or not (frame["simulated"].all() and frame["finished"].all()):

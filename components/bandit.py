@@ -44,6 +44,7 @@ def bandit(
         trial_seed: The seed of the trial's own randomness (zeus.seeds).
     """
     from zeus import steps
+    from zeus.steps.step_lines import LOST_TRIAL
 
     choice = steps.bandit(
         store_uri=store_uri,
@@ -56,7 +57,7 @@ def bandit(
         reuse_profile_path=reuse_profile.path,
         dispatch_timeout_s=dispatch_timeout_s,
     )
-    for lost in choice.abandoned:
-        print(f"attempt {attempt}: {lost}")
+    for lost in choice.abandoned_lines:
+        print(LOST_TRIAL.say(lost))  # `zeus-kfp run` shows it (pipelines.local); the decision it reads from the store
     print(f"attempt {attempt}: batch size {choice.batch_size} ({choice.decision.stage}: {choice.decision.reason})")
     return choice.batch_size, choice.cost_threshold_param, choice.trial, choice.trial_seed

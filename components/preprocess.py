@@ -1,27 +1,23 @@
 """preprocess: once per recurrence. Validates the job settings, registers or checks the job in
 the store, opens the recurrence and writes the Dataset the trials train on.
 
-Generated from TEMPLATE and the JobSpec's declared settings (zeus.settings). Why: KFP needs each
-setting as a real typed parameter, and a lightweight component runs its function's *source*
-(kfp embeds inspect.getsource in the component), so the function must exist as text. Written out by
-hand, the settings here were a second copy of zeus/job.py (a new setting took edits here, in the
-pipeline and in the step); now the declaration is the only copy. The generated text is registered
-in linecache under its own file name, so inspect.getsource, kfp and tracebacks show exactly the
-code that runs; tests/test_job_fields.py compares the compiled component with the declaration.
+Generated from TEMPLATE and the JobSpec's declared settings (zeus.settings), the way
+components/generated.py says. Written out by hand, the settings here were a second copy of zeus/job.py
+(a new setting took edits here, in the pipeline and in the step); now the declaration is the only copy.
+tests/test_job_fields.py compares the compiled component with the declaration.
 
 Chosen over: one `spec_json` parameter (the KFP UI would lose a typed, described field per setting
 and `--param max_epochs=10` would become JSON), and a hand-written list checked by a test (still
 two edits per setting).
 """
 
-import linecache
 from string import Template
 from typing import NamedTuple
 
-from kfp import dsl
 from kfp.dsl import Dataset, Output
 from kfp.dsl.python_component import PythonComponent
 
+from components.generated import generated_component
 from components.image import LOCAL_IMAGE
 from zeus.job import JobSpec
 from zeus.settings import settings_of
@@ -84,15 +80,14 @@ def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
 
 def make_preprocess(spec_cls: type[JobSpec] = JobSpec, base_image: str = LOCAL_IMAGE) -> PythonComponent:
     """The preprocess component for `spec_cls` (JobSpec, or a JobSpec with more settings) on `base_image`."""
-    source = preprocess_source(spec_cls)
-    filename = f"<zeus-kfp: preprocess component for {spec_cls.__module__}.{spec_cls.__qualname__}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    # A module name of its own: were the text ever dropped from linecache, inspect.getsource fails
-    # loudly instead of reading this file's lines as the function's.
-    namespace = {"__name__": "components.preprocess.generated", "Output": Output, "Dataset": Dataset}
-    namespace["NamedTuple"] = NamedTuple
-    exec(compile(source, filename, "exec"), namespace)
-    return dsl.component(namespace["preprocess"], base_image=base_image, install_kfp_package=False)
+    namespace = {"Output": Output, "Dataset": Dataset, "NamedTuple": NamedTuple}
+    return generated_component(
+        preprocess_source(spec_cls),
+        function="preprocess",
+        declared_by=spec_cls,
+        namespace=namespace,
+        base_image=base_image,
+    )
 
 
 preprocess = make_preprocess()

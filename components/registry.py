@@ -15,8 +15,9 @@ from components.gpu_power import gpu_power
 from components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
 from components.preprocess import make_preprocess, preprocess
 from components.report import report
-from components.train import train
+from components.train import make_train, train
 from zeus.job import JobSpec
+from zeus.steps.request import TrialRequest
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,12 @@ def components_for(
     train_image: str | None = None,
     spec_cls: type[JobSpec] = JobSpec,
     gpu_image: str | None = None,
+    request_cls: type[TrialRequest] = TrialRequest,
 ) -> ZeusComponents:
     """The components on `image` (the store steps; None: LOCAL_IMAGE) with train on `train_image`
     (None: LOCAL_TRAIN_IMAGE) and gpu-power on `gpu_image`, the image of the trials' GPUs (None: train's).
-    Same functions, only the base image differs; preprocess takes `spec_cls`'s settings
-    (components.preprocess generates it from the declaration)."""
+    Same functions, only the base image differs; preprocess takes `spec_cls`'s settings and train
+    `request_cls`'s fields (components.preprocess and components.train generate them from the declarations)."""
     image = image or LOCAL_IMAGE
     train_image = train_image or LOCAL_TRAIN_IMAGE
     on = {"train": train_image, "gpu_power": gpu_image or train_image}
@@ -60,6 +62,8 @@ def components_for(
     )
     if spec_cls is not JobSpec:
         comps = dataclasses.replace(comps, preprocess=make_preprocess(spec_cls, image))
+    if request_cls is not TrialRequest:
+        comps = dataclasses.replace(comps, train=make_train(request_cls, train_image))
     return comps
 
 

@@ -1,64 +1,49 @@
 """train: one trial of the user's training script at the bandit's batch size, with just-in-time
 power-limit profiling. Touches the store only to read back a cluster trial's result (launcher trainjob or
-pytorchjob); its outputs feed the feedback step."""
+pytorchjob); its result feeds the feedback step.
 
+Generated from TEMPLATE and the declared trial request (zeus.steps.request.TrialRequest), the way
+components/generated.py says: every request field is a typed, described parameter, and the body hands the
+step the request as one value. tests/test_trial_request.py compares the component with the declaration.
+
+Its outputs: the trial's result as JSON (what feedback records), the power profile it measured, the model,
+the trial's log, and a Metrics artifact (energy, time, cost, epochs, ...): the KFP UI shows it beside the
+step, and benchmarks/pipeline.py reads its wall_s and script_cpu_s. Nothing else: the result's scalars as
+separate outputs were read by no step.
+"""
+
+from string import Template
 from typing import NamedTuple
 
-from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
+from kfp.dsl.python_component import PythonComponent
 
 from components.artifacts import PowerProfile
+from components.generated import generated_component
 from components.image import LOCAL_TRAIN_IMAGE
+from zeus.settings import SettingField
+from zeus.steps.params import param_type
+from zeus.steps.request import TrialRequest, request_fields
 
-
-@dsl.component(base_image=LOCAL_TRAIN_IMAGE, install_kfp_package=False)
+# $required and $optional become one parameter per request field (those without a default, then those with
+# one: Python wants them in that order); $fields_help a line of Args each, $fields_args an argument each.
+TEMPLATE = '''\
 def train(
-    spec_json: str,
-    batch_size: int,
-    cost_threshold: float,
-    command: list,
-    zeus_aware: bool,
-    metric_pattern: str,
-    metrics_collector: str,
-    trial_backend: str,
-    seed: int,
+$required
     data: Input[Dataset],
     reuse_profile: Input[Dataset],
     profile: Output[PowerProfile],
     metrics: Output[Metrics],
     model: Output[Model],
     trial_log: Output[Artifact],
-    launcher: str = "local",
-    num_nodes: int = 1,
-    gpus_per_node: int = 1,
-    trainjob_runtime: str = "torch-distributed",
-    store_uri: str = "",
-    recurrence_id: str = "",
-    attempt: int = 1,
-) -> NamedTuple(
-    "TrainOutputs",
-    status=str,
-    reached=bool,
-    time_s=float,
-    energy_j=float,
-    cost=float,
-    epochs=int,
-    result_json=str,
-):
+$optional
+) -> NamedTuple("TrainOutputs", result_json=str):
     """Runs one trial of the training script at the bandit's batch size, with just-in-time power-limit
     profiling. A failing script, or a bad input, does not fail the step: the trial comes back 'failed' with
     the error, feedback records it and the recurrence ends.
 
     Args:
-        spec_json: The job's JobSpec as JSON (preprocess's output).
-        batch_size: The batch size the bandit chose.
-        cost_threshold: The early-stop cost threshold in joules; negative for none.
-        command: The training command, with placeholders {python}, {batch_size}, {data_dir}, {log_dir}, {work_dir}.
-        zeus_aware: The script uses ZeusDataLoader (false: a plain script, its metrics collected).
-        metric_pattern: A plain script's metric regex, groups name and value ("" for Katib's name=value).
-        metrics_collector: A plain script's Katib-style metricsCollectorSpec, JSON or YAML ("" for stdout).
-        trial_backend: "script" (run `command`) or "trace:<workload>/<gpu>" (replay the NSDI'23 trace).
-        seed: The trial's own seed (ZEUS_SEED for the script).
+$fields_help
         data: The recurrence's data directory (preprocess's output).
         reuse_profile: A stored power profile to train at (an empty table: profile this trial).
         profile: The power profile the trial measured.
@@ -66,48 +51,61 @@ def train(
         model: The model the script saved (a note when it saved none).
         trial_log: The trial's log: the script's stdout and stderr, result.json, what the collector read, and
             whatever else the script wrote to {log_dir} but the model.
-        launcher: Where the trial runs: local, torchrun, trainjob or pytorchjob (zeus.launch).
-        num_nodes: Nodes of a cluster trial.
-        gpus_per_node: GPUs (processes) per node.
-        trainjob_runtime: The TrainJob's ClusterTrainingRuntime.
-        store_uri: The store, through which a cluster trial's pods hand their result back.
-        recurrence_id: The trial's recurrence (labels a cluster trial's job).
-        attempt: The trial's attempt (labels it too).
 
     Returns:
-        status: How the trial ended (zeus.job.TrialStatus).
-        reached: Whether it reached the target.
-        time_s: Its time in seconds.
-        energy_j: Its energy in joules, all GPUs.
-        cost: Its cost by the job's cost function.
-        epochs: Epochs it ran.
-        result_json: Its zeus.job.TrialResult as JSON, for feedback.
+        result_json: The trial's zeus.job.TrialResult as JSON, for feedback.
     """
     from zeus import steps
+    from $request_module import $request_name
 
+    request = $request_name(
+$fields_args
+    )
     result = steps.train(
-        spec_json=spec_json,
-        batch_size=batch_size,
-        cost_threshold=cost_threshold,
-        command=command,
+        request,
         data_dir=data.path,
+        reuse_profile_path=reuse_profile.path,
         profile=profile,
         metrics=metrics,
         model=model,
         trial_log=trial_log,
-        zeus_aware=zeus_aware,
-        metric_pattern=metric_pattern,
-        metrics_collector=metrics_collector,
-        trial_backend=trial_backend,
-        seed=seed,
-        reuse_profile_path=reuse_profile.path,
-        launcher=launcher,
-        num_nodes=num_nodes,
-        gpus_per_node=gpus_per_node,
-        runtime=trainjob_runtime,
-        store_uri=store_uri,
-        recurrence_id=recurrence_id,
-        attempt=attempt,
     )
-    r = result
-    return r.status.value, r.reached, r.time_s, r.energy_j, r.cost, r.num_epochs, r.to_json()
+    return (result.to_json(),)
+'''
+
+
+def train_source(request_cls: type[TrialRequest] = TrialRequest) -> str:
+    """The train component's function, as the text KFP embeds, for `request_cls`'s fields."""
+    fields = request_fields(request_cls)
+
+    def parameter(f: SettingField) -> str:
+        return f"    {f.name}: {param_type(f).__name__}" + ("," if f.required else f" = {f.default!r},")
+
+    return Template(TEMPLATE).substitute(
+        required="\n".join(parameter(f) for f in fields if f.required),
+        optional="\n".join(parameter(f) for f in fields if not f.required),
+        fields_help="\n".join(f"        {f.name}: {f.setting.help}" for f in fields),
+        fields_args="\n".join(f"        {f.name}={f.name}," for f in fields),
+        request_module=request_cls.__module__,
+        request_name=request_cls.__qualname__,
+    )
+
+
+def make_train(request_cls: type[TrialRequest] = TrialRequest, base_image: str = LOCAL_TRAIN_IMAGE) -> PythonComponent:
+    """The train component for `request_cls` (TrialRequest, or one with more fields) on `base_image`."""
+    namespace = {
+        "NamedTuple": NamedTuple,
+        "Input": Input,
+        "Output": Output,
+        "Dataset": Dataset,
+        "PowerProfile": PowerProfile,
+        "Metrics": Metrics,
+        "Model": Model,
+        "Artifact": Artifact,
+    }
+    return generated_component(
+        train_source(request_cls), function="train", declared_by=request_cls, namespace=namespace, base_image=base_image
+    )
+
+
+train = make_train()

@@ -51,10 +51,11 @@ from kfp.dsl.pipeline_task import PipelineTask
 from components.registry import ZeusComponents, components_for, renamed
 from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, gpu_power_step, store_step, train_step
 from zeus.job import JobSpec
-from zeus.launch import DEFAULT_RUNTIME
-from zeus.settings import settings_of
+from zeus.settings import SettingField, settings_of
 from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
 from zeus.steps.params import param_type
+from zeus.steps.request import Source, TrialRequest, request_fields, wired
+from zeus.steps.request import run_parameters as request_run_parameters
 
 DEFAULT_ATTEMPTS = 5
 # max_power_w's default in a pipeline that reads it at run time (zeus.steps.power), and what the KFP UI says of it.
@@ -73,6 +74,14 @@ __all__ = ["DEFAULT_ATTEMPTS", "EXAMPLE_PREPROCESS", "LOCAL", "PIPELINE_NAME", "
 def attempt_task_name(k: int, step: str) -> str:
     """The task (and component) name of attempt k's step: what the KFP UI shows."""
     return f"attempt-{k}-{step}"
+
+
+def parse_attempt_task(name: str) -> tuple[int, str] | None:
+    """(k, step) of a task named by `attempt_task_name`, None for any other task (preprocess, a report)."""
+    parts = name.split("-")
+    if len(parts) != 3 or parts[0] != "attempt" or not parts[1].isdigit():
+        return None
+    return int(parts[1]), parts[2]
 
 
 def report_task_name(k: int) -> str:
@@ -96,24 +105,9 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     )
     store_step(choice, "bandit", opts, nested=nested)
     trial = renamed(comps.train, attempt_task_name(k, "train"))(
-        spec_json=shared["spec_json"],
-        batch_size=choice.outputs["batch_size"],
-        cost_threshold=choice.outputs["cost_threshold"],
-        command=shared["train_command"],
-        zeus_aware=shared["zeus_aware"],
-        metric_pattern=shared["metric_pattern"],
-        metrics_collector=shared["metrics_collector"],
-        trial_backend=shared["trial_backend"],
-        seed=choice.outputs["trial_seed"],
+        **train_arguments(shared["request_cls"], shared=shared, bandit=choice, attempt=k),
         data=shared["data"],
         reuse_profile=choice.outputs["reuse_profile"],
-        launcher=shared["launcher"],
-        num_nodes=shared["num_nodes"],
-        gpus_per_node=shared["gpus_per_node"],
-        trainjob_runtime=shared["trainjob_runtime"],
-        store_uri=shared["store_uri"],
-        recurrence_id=shared["recurrence_id"],
-        attempt=k,
     )
     train_step(trial, opts)
     cluster_launch(trial, opts, shared["launch_image"])
@@ -122,6 +116,26 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     )
     store_step(fed, "feedback", opts, nested=nested)
     return fed
+
+
+def train_arguments(
+    request_cls: type[TrialRequest], *, shared: dict[str, Any], bandit: PipelineTask, attempt: int
+) -> dict[str, Any]:
+    """Attempt `attempt`'s train inputs, each where the request declares it comes from (zeus.steps.request):
+    a pipeline run parameter or a preprocess output (both in `shared`), the attempt's bandit's output, or the
+    attempt's number. Every declared field is bound: a new one needs no edit here."""
+    bound: dict[str, Any] = {}
+    for field in request_fields(request_cls):
+        where = wired(field, request_cls)
+        if where.source is Source.BANDIT:
+            bound[field.name] = bandit.outputs[where.name]
+        elif where.source is Source.PREPROCESS:
+            bound[field.name] = shared["preprocess"].outputs[where.name]
+        elif where.source is Source.ATTEMPT:
+            bound[field.name] = attempt
+        else:
+            bound[field.name] = shared[where.name]
+    return bound
 
 
 def _report(comps: ZeusComponents, k: int, ended, shared: dict[str, Any], opts: ClusterOptions, nested: bool):
@@ -150,6 +164,15 @@ def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[st
         _report(comps, k, ended, shared, opts, nested=True)
 
 
+def _request_default(name: str, field: SettingField, given: dict[str, Any]) -> Any:
+    """A request run parameter's pipeline default: what the build was given, else the declared default."""
+    if name in given:
+        return given[name]
+    if field.required:
+        raise TypeError(f"the trial request's run parameter {name} has no default: declare one, or build_pipeline's")
+    return field.default
+
+
 def _parameter(name: str, kind: type, default: Any) -> inspect.Parameter:
     return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=kind)
 
@@ -173,6 +196,7 @@ def build_pipeline(
     zeus_aware: bool = True,
     metric_pattern: str = "",
     read_max_power: bool = False,
+    request_cls: type[TrialRequest] = TrialRequest,
 ):
     """The pipeline function (a kfp GraphComponent). `spec`, `command`, `store_uri`, `policy` and
     `preprocess` are only the parameters' defaults; every run may override them. The compiled
@@ -188,29 +212,35 @@ def build_pipeline(
     read_max_power: the max_power_w parameter defaults to 0, "read the GPU's maximum power limit at run time",
     which the gpu-power step does before preprocess registers the job (zeus.steps.power; a cluster compile's
     default); False: spec.max_power_w is the default and no gpu-power step runs (local runs, which read
-    this machine's GPU before they start)."""
+    this machine's GPU before they start).
+    request_cls: the train step's request (zeus.steps.request; a TrialRequest with more fields: train takes
+    them, and those wired from run parameters are pipeline parameters too)."""
     check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
     # gpu-power reads a GPU like the trials': on their pods' image when they hold GPUs, else train's.
     gpu_image = launch_image if options.trials_use_gpus else None
-    comps: ZeusComponents = components_for(image, train_image, type(spec), gpu_image=gpu_image)
+    comps: ZeusComponents = components_for(image, train_image, type(spec), gpu_image=gpu_image, request_cls=request_cls)
     opts = options
     # The run parameters after the job's settings: (name, KFP type, default, description). Each is a
-    # pipeline parameter that any run may override; `shared` below hands them to the attempts.
+    # pipeline parameter that any run may override; `shared` below hands them to the attempts. First the
+    # trial request's (zeus.steps.request), typed and described as declared, each defaulting to what this
+    # build says or else to its declared default; then the other steps' own.
+    build_defaults = {
+        "store_uri": store_uri,
+        "train_command": list(command),
+        "zeus_aware": bool(zeus_aware),
+        "metric_pattern": metric_pattern,
+        "metrics_collector": "",
+        "trial_backend": trial_backend,
+        "launcher": opts.launcher,
+    }
     run_params = [
-        ("store_uri", str, store_uri, "Where the store is: a directory, file:// or s3://bucket/prefix."),
+        (name, param_type(f), _request_default(name, f, build_defaults), f.setting.help)
+        for name, f in request_run_parameters(request_cls)
+    ] + [
         ("policy", str, policy, "The batch-size policy (zeus.policy)."),
-        ("train_command", list, list(command), "The training command; placeholders {python}, {batch_size}, ..."),
-        ("zeus_aware", bool, bool(zeus_aware), "The script uses ZeusDataLoader (false: it prints its metric)."),
-        ("metric_pattern", str, metric_pattern, "A plain script's metric regex, groups name and value."),
-        ("metrics_collector", str, "", "A plain script's Katib metricsCollectorSpec, JSON or YAML (empty: stdout)."),
-        ("trial_backend", str, trial_backend, "script, or trace:<workload>/<gpu> to replay the NSDI'23 traces."),
         ("reprofile", bool, False, "Profile power limits again even where a stored profile could be reused."),
-        ("launcher", str, opts.launcher, "Where a trial runs: local, torchrun, trainjob or pytorchjob."),
-        ("num_nodes", int, 1, "Nodes a cluster trial runs on."),
-        ("gpus_per_node", int, 1, "GPUs (processes) per node of a trial."),
-        ("trainjob_runtime", str, DEFAULT_RUNTIME, "The TrainJob's ClusterTrainingRuntime."),
         ("preprocess_ref", str, preprocess, "What fills the recurrence's data: module:function or a command."),
         ("recurrence_id", str, "", "The recurrence's id (empty: the KFP run id)."),
         ("owner", str, "", "Who runs the job, recorded with it in the store."),
@@ -255,6 +285,8 @@ def build_pipeline(
             recurrence_id=prep.outputs["recurrence_id"],
             launch_image=launch_image or comps.train.component_spec.implementation.container.image,
             data=prep.outputs["data"],
+            preprocess=prep,
+            request_cls=request_cls,
         )
         _attempts_from(comps, 1, attempts, shared, opts)
 

@@ -33,33 +33,32 @@ from typing import TextIO
 from kfp import local
 from kfp.local.config import LocalExecutionConfig
 
-from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
-from zeus.job import JobSpec
+from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline, parse_attempt_task
+from zeus.job import Decision, JobSpec
+from zeus.policy import get_policy
 from zeus.signals import Interrupted, interruptible, stop_children
+from zeus.simulate.trial import TraceBackend
 from zeus.steps import (
     DEFAULT_DISPATCH_TIMEOUT_S,
     PYTHON_TOKEN,
-    AbandonedTrial,
     RecurrenceSummary,
+    abandoned_line,
     fail_interrupted,
     fail_unfinished,
     run_arguments,
     summarize,
 )
-from zeus.steps.prepare import RECURRENCE_LINE
-from zeus.steps.trial_files import MODEL_LINE, TRIAL_LOG_LINE
-from zeus.summaries import TrialFiles, TrialSummary
+from zeus.steps.inputs import check_trial_inputs
+from zeus.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
+from zeus.store import Store, open_store
+from zeus.summaries import TrialFiles
+from zeus.train import example_command
+from zeus.trials import Trial
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 TASK_LINE = re.compile(r"Executing task '([\w-]+)'")
-# What the bandit component prints (components/bandit.py): its decision, and a lost trial it recorded failed.
-DECISION_LINE = re.compile(r"^attempt (\d+): batch size (\d+) \((\w+)")
-ABANDONED_LINE = re.compile(r"^attempt \d+: (trial \d+ .* recorded as failed: .*)$")
-
-
 FAILED_TASK = re.compile(r"Task '([\w-]+)' finished with status FAILURE")
-NO_MODEL = "none"
 
 
 class LocalRunError(RuntimeError):
@@ -73,7 +72,7 @@ class TrialFailed(RuntimeError):
     def __init__(self, summaries: list[RecurrenceSummary]) -> None:
         self.summaries = summaries
         self.summary = summaries[-1]
-        self.trial: TrialSummary = self.summary.failed_trial  # type: ignore[assignment]
+        self.trial: Trial = self.summary.failed_trial  # type: ignore[assignment]
         files = self.summary.files_of(self.trial.attempt)
         self.log = files.log if files is not None else ""
         where = f"; its log: {self.log}" if self.log else ""
@@ -87,26 +86,35 @@ class TrialFailed(RuntimeError):
 class RunInterrupted(Interrupted):
     """SIGINT or SIGTERM stopped a local run; its unfinished trials were recorded as failed."""
 
-    def __init__(self, signum: int, job_id: str, recurrence_id: str, abandoned: list[AbandonedTrial]) -> None:
+    def __init__(self, signum: int, job_id: str, recurrence_id: str, abandoned: list[Trial]) -> None:
         super().__init__(signum)
         self.job_id = job_id
         self.recurrence_id = recurrence_id
         self.abandoned = abandoned
 
     def __str__(self) -> str:
-        recorded = "; ".join(str(a) for a in self.abandoned) or "no trial was in flight"
+        recorded = "; ".join(abandoned_line(a) for a in self.abandoned) or "no trial was in flight"
         return f"interrupted by {self.signal_name} during recurrence {self.recurrence_id}: {recorded}"
 
 
 class StepWatcher(io.TextIOBase):
     """kfp.local's output on its way to the log: each step it starts becomes one `on_step` call
-    ("preprocess", "attempt 1: bandit", "attempt 1: train (batch size 32)", ...)."""
+    ("preprocess", "attempt 1: bandit", "attempt 1: train (batch size 32, exploration)", ...).
 
-    def __init__(self, log: TextIO, on_step: Callable[[str, int | None], None] | None) -> None:
-        self.log, self.on_step = log, on_step
+    What a train step is about to run comes typed from the store: `dispatched(attempt)` is the decision its
+    bandit step recorded (None: none recorded). What no store holds (the recurrence's number before any
+    trial, where a trial's files went, the lost trials a bandit recorded) is read from the lines the steps
+    print, each a zeus.steps.step_lines.StepLine shared with the step that prints it."""
+
+    def __init__(
+        self,
+        log: TextIO,
+        on_step: Callable[[str, int | None], None] | None,
+        dispatched: Callable[[int], Decision | None] | None = None,
+    ) -> None:
+        self.log, self.on_step, self.dispatched = log, on_step, dispatched
         self._pending = ""
-        self._batch_sizes: dict[str, str] = {}
-        self._task = ""
+        self._attempt: int | None = None  # the attempt of the task running now, if it is an attempt's
         self.recurrence: int | None = None  # the recurrence's number in the job, once preprocess says it
         self.files: dict[int, dict[str, str]] = {}  # attempt -> where its log and model went
 
@@ -122,22 +130,19 @@ class StepWatcher(io.TextIOBase):
         self.log.flush()
 
     def _line(self, line: str) -> None:
-        if line.startswith(RECURRENCE_LINE):
-            self.recurrence = int(line[len(RECURRENCE_LINE) :].split()[0])
-        for prefix, kind in ((TRIAL_LOG_LINE, "log"), (MODEL_LINE, "model")):
-            parts = self._task.split("-")
-            if line.startswith(prefix) and len(parts) == 3 and parts[0] == "attempt":
-                value = line[len(prefix) :]
-                self.files.setdefault(int(parts[1]), {})[kind] = "" if value.startswith(NO_MODEL) else value
-        decided = DECISION_LINE.match(line)
-        if decided:
-            self._batch_sizes[decided.group(1)] = f"batch size {decided.group(2)}, {decided.group(3)}"
-        lost = ABANDONED_LINE.match(line)
-        if lost and self.on_step is not None:
-            self.on_step(lost.group(1), self.recurrence)
+        recurrence = RECURRENCE.read(line)
+        if recurrence is not None:
+            self.recurrence = int(recurrence.split()[0])
+        for kind, said in (("log", TRIAL_LOG.read(line)), ("model", MODEL.read(line))):
+            if said is not None and self._attempt is not None:
+                self.files.setdefault(self._attempt, {})[kind] = "" if said.startswith(NO_MODEL) else said
+        lost = LOST_TRIAL.read(line)
+        if lost is not None and self.on_step is not None:
+            self.on_step(lost, self.recurrence)
         task = TASK_LINE.search(line)
         if task:
-            self._task = task.group(1)
+            attempt_step = parse_attempt_task(task.group(1))
+            self._attempt = attempt_step[0] if attempt_step is not None else None
             if self.on_step is not None:
                 self.on_step(self._describe(task.group(1)), self.recurrence)
 
@@ -145,11 +150,13 @@ class StepWatcher(io.TextIOBase):
         return tuple(TrialFiles(attempt, **where) for attempt, where in sorted(self.files.items()))
 
     def _describe(self, task: str) -> str:
-        parts = task.split("-")
-        if parts[0] == "attempt" and len(parts) == 3:
-            detail = self._batch_sizes.get(parts[1]) if parts[2] == "train" else None
-            return f"attempt {parts[1]}: {parts[2]}" + (f" ({detail})" if detail else "")
-        return "report" if parts[0] == "report" else task
+        attempt_step = parse_attempt_task(task)
+        if attempt_step is None:
+            return "report" if task.split("-")[0] == "report" else task
+        attempt, step = attempt_step
+        decision = self.dispatched(attempt) if step == "train" and self.dispatched is not None else None
+        detail = f" (batch size {decision.batch_size}, {decision.stage})" if decision is not None else ""
+        return f"attempt {attempt}: {step}{detail}"
 
 
 def _error_lines(log_text: str) -> str:
@@ -178,13 +185,15 @@ def run_recurrence(
     outputs_dir: Path,
     log_path: Path,
     on_step: Callable[[str, int | None], None] | None = None,
+    dispatched: Callable[[int], Decision | None] | None = None,
 ) -> StepWatcher:
     """One pipeline run; kfp.local's output goes to `log_path` (each step started: `on_step(step, recurrence)`,
-    the recurrence's number once preprocess said it); returns what was read on the way (the recurrence's
-    number, where its trials' logs and models went). Failure raises LocalRunError."""
+    the recurrence's number once preprocess said it; a train step with `dispatched(attempt)`, the decision its
+    bandit recorded); returns what was read on the way (the recurrence's number, where its trials' logs and
+    models went). Failure raises LocalRunError."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log, _local_session(outputs_dir):
-        watcher = StepWatcher(log, on_step)
+        watcher = StepWatcher(log, on_step, dispatched)
         try:
             with contextlib.redirect_stdout(watcher), warnings.catch_warnings():
                 # "custom base image in a Python environment" and "platform config ignored": expected here
@@ -256,11 +265,6 @@ def run_local(
     stores nothing, and a changed spec fails here with the fields that changed. A failed trial stops the
     run (TrialFailed); a failed step records its unfinished trial failed and raises LocalRunError.
     """
-    from zeus.policy import get_policy
-    from zeus.simulate.trial import TraceBackend
-    from zeus.steps.inputs import check_trial_inputs
-    from zeus.store import open_store
-
     if isinstance(recurrences, bool) or not isinstance(recurrences, int) or recurrences < 1:
         raise ValueError(f"invalid recurrences={recurrences!r}: allowed a positive integer")
     attempts = spec.max_attempts if attempts is None else attempts
@@ -268,8 +272,6 @@ def run_local(
     if TraceBackend.parse(trial_backend) is not None:  # a bad name fails here, naming the allowed ones
         command, preprocess = command or ["true"], preprocess or ""
     elif command is None:
-        from zeus.train import example_command
-
         command = example_command("zeus")
         preprocess = EXAMPLE_PREPROCESS if preprocess is None else preprocess
     command = portable_command(command)
@@ -322,6 +324,7 @@ def run_local(
                     outputs_dir=runs / spec.job_id / recurrence_id,
                     log_path=runs / spec.job_id / f"{recurrence_id}.log",
                     on_step=None if on_step is None else functools.partial(on_step, i),
+                    dispatched=functools.partial(_dispatched, opened, spec.job_id, recurrence_id),
                 )
             except Interrupted as sig:
                 stop_children()  # nothing may write to the store after this
@@ -341,6 +344,12 @@ def run_local(
             if summary.failed_trial is not None:
                 raise TrialFailed(summaries)
     return summaries
+
+
+def _dispatched(store: Store, job_id: str, recurrence_id: str, attempt: int) -> Decision | None:
+    """The decision the attempt's bandit step recorded in the store, if it has."""
+    found = store.get_dispatch(job_id, recurrence_id, attempt)
+    return None if found is None else found[1]
 
 
 def _record_failed_step(

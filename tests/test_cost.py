@@ -16,11 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from zeus.cost import Figures
 from zeus.job import JobSpec, TrialStatus
 from zeus.power.selection import choose_limit
+from zeus.profiles import PowerProfile
 from zeus.report import default_config_cost
 from zeus.simulate.trace import SizeTrace
 from zeus.simulate.trial import run_trace_trial
+from zeus.trials import Trial
 
 GPUS = [1, 4, 8]
 
@@ -43,14 +46,14 @@ def profile(n: int) -> pd.DataFrame:
 
 @pytest.mark.parametrize("n", GPUS)
 def test_job_cost_and_cost_rate_price_time_for_every_gpu(n):
-    assert spec(n).cost(1000.0, 10.0) == pytest.approx(500.0 + 1500.0 * n)
-    assert spec(n).cost_rate(200.0 * n, 50.0) == pytest.approx(5.0 * n)
-    assert spec(n).cost_rate(100.0, 0.0) == float("inf")
+    assert spec(n).cost_model.cost(1000.0, 10.0) == pytest.approx(500.0 + 1500.0 * n)
+    assert spec(n).cost_model.rate(200.0 * n, 50.0) == pytest.approx(5.0 * n)
+    assert spec(n).cost_model.rate(100.0, 0.0) == float("inf")
 
 
 @pytest.mark.parametrize("n", GPUS)
 def test_the_profilers_choice_is_the_same_for_every_gpu_count(n):
-    assert choose_limit(profile(n), spec(n).cost_rate) == 300.0
+    assert choose_limit(PowerProfile.of(profile(n)), spec(n).cost_model.rate) == 300.0
 
 
 @pytest.mark.parametrize("n", GPUS)
@@ -67,7 +70,7 @@ def test_the_reports_default_config_scales_by_the_same_rate(n):
         "finished": True,
         "energy_j": 1000.0,
         "time_s": 10.0,
-        "cost": s.cost(1000.0, 10.0),
+        "cost": s.cost_model.cost(1000.0, 10.0),
     }
     profiles = profile(n).assign(batch_size=128, trial=1)
     baseline = default_config_cost(pd.DataFrame([trial]), profiles, s)
@@ -85,3 +88,14 @@ def test_a_trace_backed_trial_prices_its_epochs_for_every_gpu(n):
     energy, time = 517.5 + 560.0, 2.25 + 2.0
     assert (run.result.energy_j, run.result.time_s) == pytest.approx((energy, time))
     assert run.result.cost == pytest.approx(0.5 * energy + 150.0 * n * time)
+
+
+def test_a_recurrences_figures_are_the_sum_of_its_trials_and_a_trial_without_figures_adds_nothing():
+    """Figures.of is the one sum of what trials spent (the run's summary, the simulator, the replay)."""
+    trials = [
+        Trial(1, 1, 64, TrialStatus.NOT_REACHED, 1500.0, 10.0, 1000.0),
+        Trial(1, 2, 128, TrialStatus.DISPATCHED),  # no figures yet
+        Trial(1, 3, 128, TrialStatus.REACHED, 700.0, 4.0, 400.0),
+    ]
+    assert Figures.of(trials) == Figures(2200.0, 1400.0, 14.0)
+    assert Figures.of([]) == Figures(0.0, 0.0, 0.0)

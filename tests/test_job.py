@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from zeus.job import JobSpec, JobSpecError, TrialRecord, TrialResult, TrialStatus, zeus_cost
+from zeus.cost import zeus_cost
+from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
+from zeus.trials import Trial
 
 BASE = {
     "job_id": "resnet-nightly",
@@ -119,7 +121,7 @@ def test_reached_respects_direction():
 def test_cost_is_eta_energy_plus_time_priced_at_max_power_of_all_gpus():
     s = spec(eta_knob=0.25, max_power_w=300, num_gpus=2)
     # 0.25 * 1000 J + 0.75 * 300 W * 2 GPUs * 10 s
-    assert s.cost(1000.0, 10.0) == pytest.approx(250.0 + 4500.0)
+    assert s.cost_model.cost(1000.0, 10.0) == pytest.approx(250.0 + 4500.0)
     assert zeus_cost(1000.0, 10.0, eta=1.0, max_power_w=300, num_gpus=2) == 1000.0
     assert zeus_cost(1000.0, 10.0, eta=0.0, max_power_w=300, num_gpus=2) == 6000.0
 
@@ -156,5 +158,5 @@ def test_unknown_status_is_rejected():
 
 
 def test_trial_record_finished_tracks_dispatch():
-    assert not TrialRecord(0, 0, 32, TrialStatus.DISPATCHED).finished
-    assert TrialRecord(0, 0, 32, TrialStatus.FAILED, 1.0).finished
+    assert not Trial(0, 0, 32, TrialStatus.DISPATCHED).finished
+    assert Trial(0, 0, 32, TrialStatus.FAILED, 1.0).finished

@@ -137,7 +137,7 @@ def test_a_script_sees_every_trial_setting_as_zeus_name_and_the_env_round_trips(
     spec = SPEC.with_changes(eta_knob=0.25, higher_is_better=False, max_power_w=400.0)
     env = TrialEnv.for_trial(spec, batch_size=8, log_dir="/tmp/x").to_env()
     assert env["ZEUS_ETA_KNOB"] == "0.25" and env["ZEUS_HIGHER_IS_BETTER"] == "0" and env["ZEUS_JOB_ID"] == "fields"
-    assert TrialEnv.from_env(env).spec().cost(100.0, 2.0) == spec.cost(100.0, 2.0)
+    assert TrialEnv.from_env(env).cost_model.cost(100.0, 2.0) == spec.cost_model.cost(100.0, 2.0)
 
 
 def test_the_env_check_fails_on_a_setting_marked_for_the_script_that_trial_env_lacks() -> None:

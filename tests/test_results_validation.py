@@ -105,7 +105,7 @@ def test_build_keeps_a_trial_whose_metric_diverged_without_its_metric():
         SPEC, batch_size=64, status="not_reached", time_s=10.0, energy_j=900.0, num_epochs=5, metric=math.nan,
         reason="target not reached in 5 epochs",
     )  # fmt: skip
-    assert result.metric is None and result.cost == SPEC.cost(900.0, 10.0)
+    assert result.metric is None and result.cost == SPEC.cost_model.cost(900.0, 10.0)
     assert result.reason.startswith("target not reached in 5 epochs; the last accuracy was nan")
     assert TrialResult.from_json(result.to_json()) == result
 
@@ -134,7 +134,7 @@ def test_legitimate_results_round_trip():
 # -- the result belongs to the job -----------------------------------------------------------------------
 def test_check_result_for_refuses_a_cost_the_job_did_not_compute():
     err = refused(lambda: check_result_for(SPEC, good_result(cost=1.0)), "cost")
-    assert repr(SPEC.cost(30_000.0, 120.0)) in err.allowed
+    assert repr(SPEC.cost_model.cost(30_000.0, 120.0)) in err.allowed
     other = SPEC.with_changes(eta_knob=1.0)  # priced under another eta
     refused(lambda: check_result_for(other, good_result()), "cost")
 
@@ -235,7 +235,7 @@ def test_the_jit_profilers_profile_passes():
 
     now = [0.0]
     gpu = SimulatedGPU(clock="wall", real_clock=lambda: now[0])
-    profiler = PowerLimitProfiler(gpu, cost_rate=SPEC.cost_rate, params=ProfileParams(2, 5))
+    profiler = PowerLimitProfiler(gpu, cost_rate=SPEC.cost_model.rate, params=ProfileParams(2, 5))
     while not profiler.done:
         profiler.on_step_begin()
         now[0] += 0.01
@@ -243,7 +243,7 @@ def test_the_jit_profilers_profile_passes():
     profiler.on_eval_begin()
     now[0] += 2.0
     profiler.on_eval_end(640)
-    profile = profiler.profile()
+    profile = profiler.profile().rows
     assert set(profile["phase"]) == {"train", "eval"}
     assert check_profile(profile).equals(profile)
 
@@ -261,7 +261,7 @@ def test_the_trace_simulators_profiles_pass():
             spec = backend.spec("trace-check")
             for size in trace.sizes.values():
                 profile = trace_profile(size)
-                assert check_profile(profile).equals(profile), (workload, gpu, size.batch_size)
+                assert check_profile(profile.rows).equals(profile.rows), (workload, gpu, size.batch_size)
             b0 = spec.default_batch_size
             outcome = backend.run(spec, batch_size=b0, cost_threshold=None, seed=1, reuse=None)
             assert check_result_for(spec, TrialResult.from_json(outcome.result.to_json())) == outcome.result

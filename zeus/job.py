@@ -13,13 +13,14 @@ import re
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Protocol
 
+from zeus.cost import CostModel
 from zeus.errors import FieldError
 from zeus.settings import setting
 
-if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never needs pandas
-    import pandas as pd
+if TYPE_CHECKING:  # zeus.profiles imports this module (JobSpecError) and pandas, which the job model never needs
+    from zeus.profiles import PowerProfile
 
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
 # Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
@@ -27,6 +28,21 @@ if TYPE_CHECKING:  # a profile is a pandas table; the job model itself never nee
 MAX_ATTEMPTS = 32
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
+
+
+def meets_target(metric: float, target: float, *, higher_is_better: bool) -> bool:
+    """Whether `metric` meets `target` in the job's direction (the job's and a trial's own check)."""
+    return metric >= target if higher_is_better else metric <= target
+
+
+class Pricing(Protocol):
+    """What prices a trial's result: a cost model and the name of the metric its result reports."""
+
+    @property
+    def cost_model(self) -> CostModel: ...
+
+    @property
+    def metric_name(self) -> str: ...
 
 
 class JobSpecError(FieldError):
@@ -46,23 +62,6 @@ class TrialStatus(StrEnum):
     @property
     def finished(self) -> bool:
         return self is not TrialStatus.DISPATCHED
-
-
-def zeus_cost(energy_j: float, time_s: float, *, eta: float, max_power_w: float, num_gpus: int) -> float:
-    """Zeus's cost (NSDI'23, eq. 2): a weighted sum of energy and time, time priced at full power.
-
-    eta = 1 counts energy only; eta = 0 counts time only (in joules the GPUs could have drawn).
-    """
-    return eta * energy_j + (1.0 - eta) * max_power_w * num_gpus * time_s
-
-
-def zeus_cost_rate(power_w: float, throughput: float, *, eta: float, max_power_w: float, num_gpus: int) -> float:
-    """Zeus's cost per unit of work at `power_w` (all GPUs together) and `throughput` units/s: the JIT
-    profiler's objective. One unit takes 1/throughput s and power/throughput J, priced by `zeus_cost`
-    itself, so this is the same formula, not a second one. Infinite when nothing was done."""
-    if not throughput > 0:
-        return math.inf
-    return zeus_cost(power_w / throughput, 1.0 / throughput, eta=eta, max_power_w=max_power_w, num_gpus=num_gpus)
 
 
 COST_REL_TOL = 1e-9  # a cost that went through JSON or another float order, not a different cost
@@ -86,7 +85,7 @@ def check_result_for(spec: JobSpec, result: TrialResult) -> TrialResult:
         result.batch_size,
         f"one of the job's batch_sizes {list(spec.batch_sizes)}",
     )
-    expected = spec.cost(result.energy_j, result.time_s)
+    expected = spec.cost_model.cost(result.energy_j, result.time_s)
     _require(
         math.isclose(result.cost, expected, rel_tol=COST_REL_TOL, abs_tol=COST_ABS_TOL),
         "cost",
@@ -251,19 +250,14 @@ class JobSpec:
         if self.beta_knob is not None:
             object.__setattr__(self, "beta_knob", float(self.beta_knob))
 
-    def cost(self, energy_j: float, time_s: float) -> float:
-        """This job's cost of spending `energy_j` (all its GPUs together) over `time_s`."""
-        return zeus_cost(energy_j, time_s, eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
-
-    def cost_rate(self, power_w: float, throughput: float) -> float:
-        """This job's cost per unit of work at `power_w` (all its GPUs together) and `throughput` units/s."""
-        return zeus_cost_rate(
-            power_w, throughput, eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus
-        )
+    @property
+    def cost_model(self) -> CostModel:
+        """How this job prices a trial (zeus.cost): its eta, max power and GPUs."""
+        return CostModel(eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
 
     def reached(self, metric: float) -> bool:
         """Whether `metric` meets the target, in the job's direction."""
-        return metric >= self.target_metric if self.higher_is_better else metric <= self.target_metric
+        return meets_target(metric, self.target_metric, higher_is_better=self.higher_is_better)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -347,7 +341,7 @@ class TrialResult:
     @classmethod
     def build(
         cls,
-        spec: JobSpec,
+        spec: Pricing,
         *,
         batch_size: int,
         status: TrialStatus | str,
@@ -360,7 +354,8 @@ class TrialResult:
         reason: str = "",
         source: str = "",
     ) -> TrialResult:
-        """A result from a trial's measurements, priced by `spec`'s cost function.
+        """A result from a trial's measurements, priced by `spec`'s cost model: the job's JobSpec, or the
+        trial's own settings in a training child (zeus.train.env.TrialEnv), which carry the same three.
 
         A non-finite metric (a script that diverged reports a NaN loss) is a trial that ran, not bad
         input: it is kept as no metric, with a note in `reason`, so its energy and time still count.
@@ -377,7 +372,7 @@ class TrialResult:
             time_s=time_s,
             energy_j=energy_j,
             num_epochs=num_epochs,
-            cost=spec.cost(energy_j, time_s),
+            cost=spec.cost_model.cost(energy_j, time_s),
             power_limit_w=power_limit_w,
             metric=metric,
             simulated=simulated,
@@ -429,7 +424,7 @@ class TrialOutcome:
     (zeus.simulate.trial)."""
 
     result: TrialResult
-    profile: pd.DataFrame | None
+    profile: PowerProfile | None
     model_path: Path | None = None
     log_tail: str = ""
 
@@ -444,24 +439,3 @@ class Decision:
     cost_threshold: float | None
     stage: str
     reason: str
-
-
-class TrialRecord(NamedTuple):
-    """One trial as the policies see it: an entry of the job's history, finished or only dispatched.
-
-    `recurrence` orders recurrences; `trial` orders trials within the job. `cost` is None while
-    the trial is only dispatched. A named tuple, not a dataclass: every bandit step builds one per
-    trial of the job's history, and a tuple is made about ten times faster (benchmarks/store.py).
-    """
-
-    recurrence: int
-    trial: int
-    batch_size: int
-    status: TrialStatus
-    cost: float | None = None
-    time_s: float | None = None
-    energy_j: float | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.status.finished

@@ -5,19 +5,30 @@ a trial hands over (zeus.train.artifacts, the train step's PowerProfile artifact
 One row per (phase, power limit): the average power in watts over all the job's GPUs and the
 throughput in units of work per second (samples, or epochs for a trace or an epoch counter), and
 whether the figures are simulated. Types are given by name so pandas (`astype`) and pyarrow
-(`pa.type_for_alias`) read the same declaration; this module imports neither, so the store's light
-paths (the bandit step) do not pay for pandas.
+(`pa.type_for_alias`) read the same declaration.
+
+`PowerProfile` is the one value a profile travels as, between the profiler, the selection, reuse, the
+artifacts, the steps and the store: its rows and which trial measured them (batch size, recurrence,
+trial), which a reused profile carries through the bandit step's Parquet file (its schema metadata), so
+its age is counted from the recurrence that measured it.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from numbers import Real
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    import pandas as pd
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from zeus.job import JobSpecError
 
 PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("phase", "string"),  # one of PROFILE_PHASES
@@ -31,8 +42,6 @@ PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the 
 
 
 def _is_flag(value: Any) -> bool:
-    import numpy as np
-
     return isinstance(value, (bool, np.bool_))
 
 
@@ -68,16 +77,12 @@ def check_profile(frame: Any) -> pd.DataFrame:
 
     The rules keep what the producers make. A JIT profiler row (zeus.power.profiler) has a positive
     throughput (a window closes only after steps that did work) and a power >= 0: zero only for a
-    window whose clock did not move, which zeus.power.selection.valid_rows already skips when choosing,
+    window whose clock did not move, which PowerProfile.train_rows already skips when choosing,
     so it is kept rather than failing the trial's feedback. A trace's rows (zeus.simulate.trial) are
     positive. No producer writes a marker row: a trial that measured nothing hands over no rows, and
     callers skip an empty profile, so an empty table is refused. Values are checked as they are, not
     coerced: the text "False" is not a flag, nor "300" a number.
     """
-    import pandas as pd
-
-    from zeus.job import JobSpecError
-
     columns = list(PROFILE_COLUMNS)
     if not isinstance(frame, pd.DataFrame):
         raise JobSpecError("profile", type(frame).__name__, f"a pandas DataFrame with columns {columns}")
@@ -96,3 +101,83 @@ def check_profile(frame: Any) -> pd.DataFrame:
         if bad:
             raise JobSpecError(column, bad[0], allowed)
     return out.astype(dict(PROFILE_SCHEMA))
+
+
+IDENTITY_KEY = b"zeus.profile"  # the Parquet schema metadata that holds a profile's batch size, recurrence, trial
+
+
+@dataclass(frozen=True, eq=False)
+class PowerProfile:
+    """A power profile: its rows (PROFILE_COLUMNS in PROFILE_SCHEMA's types) and, once the store holds it,
+    the batch size, recurrence and trial that measured it (None before: a trial's own measurement)."""
+
+    rows: pd.DataFrame
+    batch_size: int | None = None
+    recurrence: int | None = None
+    trial: int | None = None
+
+    @classmethod
+    def of(cls, rows: Iterable[dict] | pd.DataFrame, **identity: int | None) -> PowerProfile:
+        """Rows (dicts, or a frame with at least PROFILE_COLUMNS) as a profile, typed per PROFILE_SCHEMA."""
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=list(PROFILE_COLUMNS))
+        return cls(frame.loc[:, list(PROFILE_COLUMNS)].astype(dict(PROFILE_SCHEMA)).reset_index(drop=True), **identity)
+
+    @classmethod
+    def empty(cls) -> PowerProfile:
+        """No rows: a trial that measured nothing, or "profile this trial" where a reused one would go."""
+        return cls.of([])
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.rows.empty
+
+    @property
+    def simulated(self) -> bool:
+        """Whether any figure came from no real GPU."""
+        return bool(self.rows["simulated"].any())
+
+    def train_rows(self) -> np.ndarray:
+        """A mask of the valid training rows (power and throughput positive and finite): what a limit is
+        chosen from. numpy, not pandas: the simulator asks this for every trial it runs."""
+        power = self.rows["average_power_w"].to_numpy(dtype=float)
+        throughput = self.rows["throughput"].to_numpy(dtype=float)
+        valid = (power > 0) & (throughput > 0) & np.isfinite(power) & np.isfinite(throughput)
+        return valid & (self.rows["phase"].to_numpy(dtype=object) == "train")
+
+    def is_usable(self) -> bool:
+        """Has at least one valid training row to choose a limit from."""
+        return bool(self.train_rows().any())
+
+    def has_eval(self) -> bool:
+        return bool((self.rows["phase"] == "eval").any())
+
+    def to_parquet(self, path: str | Path) -> None:
+        """The rows as Parquet, the batch size, recurrence and trial in the schema's metadata."""
+        table = pa.Table.from_pandas(self.rows, preserve_index=False)
+        identity = {"batch_size": self.batch_size, "recurrence": self.recurrence, "trial": self.trial}
+        pq.write_table(
+            table.replace_schema_metadata({**table.schema.metadata, IDENTITY_KEY: json.dumps(identity)}), path
+        )
+
+    @classmethod
+    def read_parquet(cls, path: str | Path) -> PowerProfile:
+        """`to_parquet`'s file as the profile it wrote, identity included."""
+        table = pq.read_table(path)
+        identity = json.loads((table.schema.metadata or {}).get(IDENTITY_KEY, b"{}"))
+        return cls.of(table.to_pandas(), **identity)
+
+    def to_csv(self) -> str:
+        """The rows as CSV: what a trial's log directory and a cluster trial's handoff hold (profile.csv)."""
+        return self.rows.to_csv(index=False)
+
+    @classmethod
+    def from_csv(cls, source: str | Path | Any) -> PowerProfile:
+        """A profile from `to_csv`'s text (a path or a file object); ValueError naming missing columns."""
+        frame = pd.read_csv(source)
+        missing = set(PROFILE_COLUMNS) - set(frame.columns)
+        if missing:
+            raise ValueError(f"{source}: profile lacks columns {sorted(missing)}")
+        return cls.of(frame)

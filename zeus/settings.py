@@ -8,6 +8,9 @@ zeus/steps/params.py the conversions, zeus/train/env.py the variables, zeus/cli/
 So adding a field to the job is one edit in zeus/job.py, and tests/test_job_fields.py fails when any of
 the five drifts from the declaration.
 
+The train step's request (zeus.steps.request.TrialRequest) is declared the same way, `setting` metadata plus
+where the pipeline takes each field from, and read with the same `settings_of`.
+
 Why metadata on the dataclass field rather than a separate table: the field is where a maintainer adds
 a setting, its validation sits next to it (JobSpec.__post_init__), and a second table would be a second
 place to forget.

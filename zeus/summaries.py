@@ -1,6 +1,6 @@
-"""A job's trials and recurrences as people read them: the rows of `zeus-kfp run`'s and `zeus-kfp
-simulate`'s tables, one type for each whether the figures come from the store (zeus.steps.summary)
-or from the simulator (zeus.simulate.engine), so the two read alike and compare field by field."""
+"""A job's recurrences as people read them: what `zeus-kfp run` and `zeus-kfp simulate` print, one type
+whether the figures come from the store (zeus.steps.summary) or from the simulator (zeus.simulate.engine),
+so the two read alike and compare trial by trial (each row is a zeus.trials.Trial)."""
 
 from __future__ import annotations
 
@@ -8,38 +8,7 @@ import math
 from dataclasses import dataclass
 
 from zeus.job import TrialStatus
-
-
-@dataclass(frozen=True)
-class TrialSummary:
-    """One row of a job's trial table, as people read it: what `zeus-kfp run` prints from the store and
-    what `zeus-kfp simulate` prints from the simulator (the same columns, so the two read alike).
-
-    `stage` and `cost_threshold` are the bandit's decision; `source` says where the figures come from
-    (TrialResult.source); `profiled`: whether the trial measured a power profile (False: it trained at a
-    reused one; None: not known, as in the store's table). `cost` and the other figures are None for a
-    trial that has no result."""
-
-    recurrence: int
-    attempt: int
-    trial: int
-    batch_size: int
-    status: str
-    power_limit_w: float | None
-    cost: float | None
-    energy_j: float | None
-    time_s: float | None
-    metric: float | None = None
-    simulated: bool = False
-    reason: str = ""
-    source: str = ""
-    stage: str = ""
-    cost_threshold: float | None = None
-    profiled: bool | None = None
-
-    @property
-    def reached(self) -> bool:
-        return self.status == TrialStatus.REACHED.value
+from zeus.trials import Trial
 
 
 @dataclass(frozen=True)
@@ -64,7 +33,7 @@ class RecurrenceSummary:
     job_id: str
     recurrence: int
     recurrence_id: str
-    trials: tuple[TrialSummary, ...]
+    trials: tuple[Trial, ...]
     reached: bool
     cost: float
     energy_j: float
@@ -74,7 +43,7 @@ class RecurrenceSummary:
     files: tuple[TrialFiles, ...] = ()
 
     @property
-    def failed_trial(self) -> TrialSummary | None:
+    def failed_trial(self) -> Trial | None:
         """The trial whose failure ended the recurrence (the script's own: zeus.steps.trial.ends_recurrence),
         None when it reached the target or ran out of attempts."""
         last = self.trials[-1] if self.trials else None

@@ -55,9 +55,14 @@ def _started_at(store, trial: int):
 def _ask(store, recurrence_id: str, attempt: int, timeout_s: float, now):
     store.begin_recurrence(SPEC.job_id, recurrence_id)
     return bandit(
-        store_uri=store.uri, job_id=SPEC.job_id, recurrence_id=recurrence_id, attempt=attempt, policy="default",
-        dispatch_timeout_s=timeout_s, now=now,
-    )  # fmt: skip
+        store_uri=store.uri,
+        job_id=SPEC.job_id,
+        recurrence_id=recurrence_id,
+        attempt=attempt,
+        policy="default",
+        dispatch_timeout_s=timeout_s,
+        now=now,
+    )
 
 
 def test_the_bandit_step_records_a_trial_unfinished_past_the_timeout_as_failed(store) -> None:
@@ -156,6 +161,7 @@ TRAIN_STEP = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from zeus.steps import train
+    from zeus.steps.request import TrialRequest
 
     class Sink:
         def log_metric(self, name, value): pass
@@ -169,9 +175,11 @@ TRAIN_STEP = textwrap.dedent(
                       "pathlib.Path(os.environ['HOLD_PID']).write_text(str(os.getpid()))\\n"
                       "while True: time.sleep(0.2)\\n")
     spec = {"job_id": "held", "batch_sizes": [8], "default_batch_size": 8, "target_metric": 0.9, "max_epochs": 2}
-    result = train(spec_json=json.dumps(spec), batch_size=8, cost_threshold=-1.0, command=["{python}", str(script)],
-                   data_dir="", profile=Artifact(str(out / "profile.parquet")), metrics=Sink(),
-                   model=Artifact(str(out / "model")), zeus_aware=False, gpu="simulated")
+    request = TrialRequest(spec_json=json.dumps(spec), batch_size=8, cost_threshold=-1.0,
+                           command=["{python}", str(script)], zeus_aware=False, metric_pattern="",
+                           metrics_collector="", trial_backend="script", seed=0)
+    result = train(request, data_dir="", profile=Artifact(str(out / "profile.parquet")), metrics=Sink(),
+                   model=Artifact(str(out / "model")), gpu="simulated")
     (out / "result.json").write_text(result.to_json())
     """
 )

@@ -80,9 +80,12 @@ def test_train_body_takes_the_collector_spec_as_one_parameter(tmp_path):
         artifacts = {
             name: kind(uri=str(tmp_path / name), name=name)
             for name, kind in (
-                ("profile", PowerProfile), ("metrics", dsl.Metrics), ("model", dsl.Model), ("trial_log", dsl.Artifact)
+                ("profile", PowerProfile),
+                ("metrics", dsl.Metrics),
+                ("model", dsl.Model),
+                ("trial_log", dsl.Artifact),
             )
-        }  # fmt: skip
+        }
         return train.python_func(
             spec_json=json.dumps(SPEC.with_changes(metric_name="acc").to_dict()),
             batch_size=8,
@@ -98,12 +101,14 @@ def test_train_body_takes_the_collector_spec_as_one_parameter(tmp_path):
             **artifacts,
         )
 
-    status, reached, *_ = call(collector)
-    assert (status, reached) == ("reached", True)
+    (result_json,) = call(collector)
+    result = TrialResult.from_json(result_json)
+    assert (result.status.value, result.reached) == ("reached", True)
     kept = tmp_path / "trial_log"  # the trial's log: what the collector read, the runner's stdout, the result
     assert (kept / "m.log").read_text() == "step=4 epoch=1 acc=0.95\n" and (kept / "result.json").is_file()
     # A spec the step refuses fails the trial, naming the field; the step itself succeeds, so feedback records
     # the trial (no trial is left dispatched) and the recurrence ends.
-    status, reached, *_, result_json = call("collector: {kind: Custom}")
-    assert (status, reached) == ("failed", False)
+    (result_json,) = call("collector: {kind: Custom}")
+    result = TrialResult.from_json(result_json)
+    assert (result.status.value, result.reached) == ("failed", False)
     assert "invalid input, the trial did not run: invalid metrics_collector.kind='Custom'" in result_json

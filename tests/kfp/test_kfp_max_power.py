@@ -105,7 +105,7 @@ def test_a_run_prices_time_at_its_gpus_maximum_and_a_changed_gpu_is_refused(tmp_
     spec = store.get_job("on-h100")
     assert spec.max_power_w == 700.0  # not the compiled 0, not 300, not the V100 trace's 250
     trial = store.trials("on-h100").iloc[0]
-    assert trial["cost"] == pytest.approx(spec.cost(trial["energy_j"], trial["time_s"]))
+    assert trial["cost"] == pytest.approx(spec.cost_model.cost(trial["energy_j"], trial["time_s"]))
     assert "time is priced at 700 W, read from this pod's GPU" in (tmp_path / "runs" / "r1.log").read_text()
 
     _recurrence(pipeline, tmp_path, "pinned", "p1", max_power_w=450.0)  # a run that pins it reads nothing

@@ -10,7 +10,7 @@ from typing import Any
 from zeus.job import JobSpec, TrialResult
 from zeus.launch import LaunchConfig
 from zeus.launch.handoff import Handoff
-from zeus.power.selection import profile_frame
+from zeus.profiles import PowerProfile
 from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
 
 SPEC = JobSpec(
@@ -67,7 +67,7 @@ def rank0_hands_over(result: TrialResult, model: bytes = b"weights") -> Callable
         assert handoff is not None, "the job's pods were not told where to hand over"
         with tempfile.TemporaryDirectory() as log_dir:
             write_result(log_dir, result, metrics=[0.5, 0.93])
-            write_profile(log_dir, profile_frame(PROFILE_ROWS))
+            write_profile(log_dir, PowerProfile.of(PROFILE_ROWS))
             (Path(log_dir) / MODEL_FILE).write_bytes(model)
             handoff.publish(log_dir)
 

@@ -84,7 +84,7 @@ def test_create_then_watch_then_logs_then_result_then_delete(tmp_path, monkeypat
     assert calls[order[2]][2] == KINDS[launcher].container  # the master's trainer container
     assert "epoch=2 accuracy=0.93" in log  # the master's log, streamed into the step's log
     assert outcome.result == result_from_json(SPEC, finished.to_dict())  # rank 0's result, priced by the job
-    assert outcome.profile.to_dict("records") == PROFILE_ROWS
+    assert outcome.profile.rows.to_dict("records") == PROFILE_ROWS
     assert outcome.model_path is not None and outcome.model_path.read_bytes() == b"weights"
     assert _not_allowed_by_the_shipped_rbac(calls) == []
 

@@ -57,7 +57,7 @@ def test_a_trainjobs_pods_run_the_trial_across_two_nodes_and_hand_rank_0s_result
     assert sorted(records) == [0, 1]  # rank 0 on node 0, rank 1 on node 1
     assert result.energy_j == pytest.approx(records[0]["energy_j"] + records[1]["energy_j"], rel=1e-9)
     assert records[0]["trained_at_w"] == records[1]["trained_at_w"] == result.power_limit_w
-    assert len(outcome.profile[outcome.profile["phase"] == "train"]) == 7
+    assert len(outcome.profile.rows[outcome.profile.rows["phase"] == "train"]) == 7
     assert outcome.model_path is not None and outcome.model_path.stat().st_size > 0
     assert "epoch=3 accuracy=" in out.getvalue()  # the master's log, streamed into the step's log
     assert not api.jobs

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,11 +19,12 @@ import pytest
 
 from zeus.job import JobSpec, TrialStatus
 from zeus.launch import LaunchConfig
-from zeus.launch.trial import run_launched_trial
+from zeus.launch.trial import launch_runner
 from zeus.power.profile_params import candidate_limits
 from zeus.power.simulated import SimulatedGPU
 from zeus.steps import bandit, feedback, prepare
 from zeus.store import open_store
+from zeus.train.artifacts import read_result_json
 from zeus.train.distributed import read_rank_records
 
 SCRIPT = Path(__file__).with_name("ddp_trial.py").resolve()
@@ -43,17 +45,14 @@ def _launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str):
     for name, value in {"ZEUS_TEST_PID_DIR": str(tmp_path), **env}.items():
         monkeypatch.setenv(name, value)
     work_dir = tmp_path / "work"
-    outcome = run_launched_trial(
+    runner = launch_runner(
         LaunchConfig("torchrun", gpus_per_node=2),
-        SPEC,
-        batch_size=GLOBAL_BATCH,
-        cost_threshold=None,
         command=[sys.executable, str(SCRIPT)],
-        work_dir=work_dir,
         gpu="simulated",
         warmup_iters=0,
         profile_iters=PROFILE_ITERS,
     )
+    outcome = runner.run(SPEC, batch_size=GLOBAL_BATCH, cost_threshold=None, seed=None, reuse=None, work_dir=work_dir)
     return outcome, work_dir / "logs"
 
 
@@ -76,7 +75,7 @@ def test_two_ranks_profile_in_lockstep_and_record_one_trial_with_both_ranks_ener
         assert [w["window"] for w in windows] == [f"profile:{limit:g}" for limit in limits]
         assert [w["gpu_limit_w"] for w in windows] == limits
     # each profile row is both ranks' window together: energy summed, time the slower rank's, global samples
-    rows = outcome.profile[outcome.profile["phase"] == "train"]
+    rows = outcome.profile.rows[outcome.profile.rows["phase"] == "train"]
     assert list(rows["power_limit_w"]) == limits
     for (_, row), w0, w1 in zip(rows.iterrows(), _train_windows(records[0]), _train_windows(records[1]), strict=True):
         slowest = max(w0["time_s"], w1["time_s"])
@@ -127,13 +126,16 @@ def test_the_pods_own_deadline_stops_a_trial_that_would_run_for_ever(tmp_path):
     """What bounds a job whose train step was killed outright, on every Kubeflow (Trainer v2.1's TrainJob has no
     activeDeadlineSeconds): the pod command stops its ranks once ZEUS_TRIAL_DEADLINE_S has passed, fails the pod,
     and rank 0 records the trial failed, saying why. The script here never ends by itself."""
-    import subprocess
-
-    from zeus.train.artifacts import read_result_json
-
     log_dir = tmp_path / "logs"
-    env = dict(os.environ, ZEUS_TRIAL_DEADLINE_S="2", ZEUS_BATCH_SIZE="64", ZEUS_TARGET_METRIC="0.9",
-               ZEUS_MAX_EPOCHS="3", ZEUS_LOG_DIR=str(log_dir), ZEUS_NUM_GPUS="1")  # fmt: skip
+    env = dict(
+        os.environ,
+        ZEUS_TRIAL_DEADLINE_S="2",
+        ZEUS_BATCH_SIZE="64",
+        ZEUS_TARGET_METRIC="0.9",
+        ZEUS_MAX_EPOCHS="3",
+        ZEUS_LOG_DIR=str(log_dir),
+        ZEUS_NUM_GPUS="1",
+    )
     never_ends = [sys.executable, "-c", "import time; time.sleep(3600)"]
     command = [sys.executable, "-m", "zeus.launch.torchrun", "--standalone", "--nproc-per-node", "1", "--", *never_ends]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)

@@ -14,6 +14,7 @@ import yaml
 
 from pipelines.compile import compile_pipeline
 from zeus.steps import train
+from zeus.steps.request import TrialRequest
 
 from .cluster_fixtures import COMMAND, NAMESPACE, PROFILE_ROWS, SPEC, rank0_hands_over
 from .kube_api_server import Scenario, StandInServer
@@ -49,20 +50,22 @@ def _kubeconfig(path: Path, url: str) -> Path:
 
 def _train(tmp_path: Path, **launch) -> tuple:
     profile, model, metrics = Artifact(str(tmp_path / "profile.parquet")), Artifact(str(tmp_path / "model")), Metrics()
-    out = train(
+    request = TrialRequest(
         spec_json=json.dumps(SPEC.to_dict()),
         batch_size=64,
         cost_threshold=-1.0,
         command=list(COMMAND),
-        data_dir=str(tmp_path / "data"),
-        profile=profile,
-        metrics=metrics,
-        model=model,
+        zeus_aware=True,
+        metric_pattern="",
+        metrics_collector="",
+        trial_backend="script",
+        seed=0,
         store_uri=str(tmp_path / "store"),
         recurrence_id="run-step",
         attempt=2,
         **launch,
     )
+    out = train(request, data_dir=str(tmp_path / "data"), profile=profile, metrics=metrics, model=model)
     return out, profile, model, metrics
 
 

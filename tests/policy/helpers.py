@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from zeus.job import JobSpec, TrialRecord, TrialStatus
+from zeus.job import JobSpec, TrialStatus
+from zeus.trials import Trial
 
 SIZES = (8, 16, 32, 64, 128, 256)
 
@@ -19,9 +20,9 @@ def make_spec(**changes) -> JobSpec:
     return JobSpec(**{**base, **changes})
 
 
-def record(recurrence: int, trial: int, batch_size: int, status: str, cost: float | None = None) -> TrialRecord:
+def record(recurrence: int, trial: int, batch_size: int, status: str, cost: float | None = None) -> Trial:
     """A record whose energy/time agree with `cost` under make_spec() (eta 0.5, 100 W: cost = 0.5 e + 50 t)."""
     st = TrialStatus(status)
     if cost is None or not st.finished:
-        return TrialRecord(recurrence, trial, batch_size, st)
-    return TrialRecord(recurrence, trial, batch_size, st, cost, time_s=cost / 100.0, energy_j=cost)
+        return Trial(recurrence, trial, batch_size, st)
+    return Trial(recurrence, trial, batch_size, st, cost, time_s=cost / 100.0, energy_j=cost)

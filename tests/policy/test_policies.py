@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from tests.policy.helpers import make_spec, record
-from zeus.job import TrialRecord, TrialStatus
+from zeus.job import TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
 from zeus.policy.history import retry_charges
 from zeus.policy.turning_walk import TurningWalkPolicy
+from zeus.trials import Trial
 
 
 def test_names_and_unknown_name_error():
@@ -29,7 +30,7 @@ def test_threshold_is_beta_times_lowest_reached_recurrence_spend(policy_name):
         record(0, 1, 64, "reached", 10.0),  # recurrence 0 spent 40
         record(1, 2, 32, "cost_exceeded", 5.0),  # recurrence 1 never reached: not a reference
         # The simulator's 0-epoch quirk: a penalty cost, but nothing spent.
-        TrialRecord(2, 3, 32, TrialStatus.COST_EXCEEDED, 1e6, time_s=0.0, energy_j=0.0),
+        Trial(2, 3, 32, TrialStatus.COST_EXCEEDED, 1e6, time_s=0.0, energy_j=0.0),
         record(2, 4, 64, "reached", 18.0),  # recurrence 2 spent 18
     ]
     # Both policies stop a trial at beta x 18, exploring or not (default's walk judges reached costs instead
@@ -90,7 +91,7 @@ def test_the_order_the_history_comes_in_does_not_matter(policy_name):
     # In a new process too: tests/policy/test_properties.py decides generated histories in a subprocess.
     spec, policy = make_spec(), get_policy(policy_name)
     history = exploit_history() + exploit_history()[:6]
-    history = [TrialRecord(i, i, r.batch_size, r.status, r.cost, r.time_s, r.energy_j) for i, r in enumerate(history)]
+    history = [Trial(i, i, r.batch_size, r.status, r.cost, r.time_s, r.energy_j) for i, r in enumerate(history)]
     for seed in (1, 7):
         assert policy.decide(spec, list(reversed(history)), seed) == policy.decide(spec, history, seed)
 

@@ -10,6 +10,7 @@ CI sees the same ones every run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import subprocess
@@ -20,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.policy.helpers import make_spec, record
-from zeus.job import JobSpec, TrialRecord
+from zeus.job import JobSpec
 from zeus.policy import POLICY_NAMES, NoFeasibleBatchSizeError, get_policy
+from zeus.trials import Trial
 
 ALL_SIZES = (8, 16, 32, 64, 128, 256, 512)
 MISSES = ("not_reached", "cost_exceeded", "oom", "failed")
@@ -46,7 +48,7 @@ costs = st.floats(min_value=1.0, max_value=100.0, allow_nan=False)
 
 
 @st.composite
-def histories(draw, spec: JobSpec) -> list[TrialRecord]:
+def histories(draw, spec: JobSpec) -> list[Trial]:
     """Recurrences of misses ended by a reach, a miss or an in-flight trial, interleaved in trial order."""
     recurrences = []
     for _ in range(draw(st.integers(0, 10))):
@@ -64,13 +66,13 @@ def histories(draw, spec: JobSpec) -> list[TrialRecord]:
 
 
 @st.composite
-def driven(draw, spec: JobSpec, policy_name: str) -> list[tuple[list[TrialRecord], int]]:
+def driven(draw, spec: JobSpec, policy_name: str) -> list[tuple[list[Trial], int]]:
     """The histories a policy makes running the job, up to 4 recurrences in flight: (history, seed) per decision."""
     policy = get_policy(policy_name)
     limit = draw(st.sampled_from([*ALL_SIZES, 10_000]))  # oom at this size and above
     base = {b: draw(st.floats(min_value=5.0, max_value=50.0)) for b in spec.batch_sizes}
     never = {b for b in spec.batch_sizes if draw(st.integers(0, 4)) == 0}  # sizes that never reach
-    history: list[TrialRecord] = []
+    history: list[Trial] = []
     decisions, in_flight, recurrence = [], [], 0
     for _ in range(draw(st.integers(1, 24))):
         if in_flight and (len(in_flight) >= 4 or draw(st.booleans())):
@@ -93,12 +95,12 @@ def driven(draw, spec: JobSpec, policy_name: str) -> list[tuple[list[TrialRecord
     return decisions
 
 
-def smallest_oom(history: list[TrialRecord]) -> int | None:
+def smallest_oom(history: list[Trial]) -> int | None:
     ooms = [r.batch_size for r in history if r.status.value == "oom"]
     return min(ooms) if ooms else None
 
 
-def check(policy_name: str, spec: JobSpec, history: list[TrialRecord], seed: int) -> None:
+def check(policy_name: str, spec: JobSpec, history: list[Trial], seed: int) -> None:
     """The properties every decision keeps (see the module docstring of each policy)."""
     policy = get_policy(policy_name)
     limit = smallest_oom(history)
@@ -141,12 +143,12 @@ def test_properties_over_histories_the_policy_makes(policy_name, data):
         check(policy_name, spec, history, seed)
 
 
-def _generated_cases(policy_name: str, count: int) -> list[tuple[JobSpec, list[TrialRecord], int]]:
+def _generated_cases(policy_name: str, count: int) -> list[tuple[JobSpec, list[Trial], int]]:
     """A few (spec, history, seed) from a job the policy runs with 3 recurrences in flight (seeded RNG)."""
     rng, policy, cases = random.Random(8), get_policy(policy_name), []
     spec = make_spec()
     base = {b: rng.uniform(5, 50) for b in spec.batch_sizes}
-    history: list[TrialRecord] = []
+    history: list[Trial] = []
     in_flight: list[int] = []
     while len(cases) < count:
         if len(in_flight) == 3:
@@ -164,12 +166,13 @@ def _generated_cases(policy_name: str, count: int) -> list[tuple[JobSpec, list[T
 
 SUBPROCESS = """
 import json, sys
-from zeus.job import JobSpec, TrialRecord, TrialStatus
+from zeus.job import JobSpec, TrialStatus
+from zeus.trials import Trial
 from zeus.policy import get_policy
 out = []
 for case in json.load(sys.stdin):
     spec = JobSpec.from_dict(case["spec"])
-    hist = [TrialRecord(**{**r, "status": TrialStatus(r["status"])}) for r in case["history"]]
+    hist = [Trial(**{**r, "status": TrialStatus(r["status"])}) for r in case["history"]]
     out.append(get_policy(case["policy"]).decide(spec, hist, case["seed"]).__dict__)
 print(json.dumps(out))
 """
@@ -181,7 +184,7 @@ def test_same_spec_history_and_seed_give_the_same_decision_in_a_new_process():
         {
             "policy": name,
             "spec": spec.to_dict(),
-            "history": [{**r._asdict(), "status": r.status.value} for r in history],
+            "history": [{**dataclasses.asdict(r), "status": r.status.value} for r in history],
             "seed": seed,
         }
         for name, spec, history, seed in cases

@@ -11,18 +11,18 @@ import numpy as np
 import pytest
 
 from tests.policy.helpers import make_spec, record
-from zeus.job import TrialRecord, TrialStatus
+from zeus.job import TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
 from zeus.policy.history import read_history, tally_history
 from zeus.policy.recurrences import running_spend
-from zeus.trials import TrialHistory
+from zeus.trials import Trial, TrialHistory
 
 
 def test_a_history_as_columns_gives_back_its_records():
     records = [
         record(1, 1, 64, "reached", 12.5),
         record(2, 2, 32, "dispatched"),
-        TrialRecord(2, 3, 16, TrialStatus.FAILED),  # a result with no figures
+        Trial(2, 3, 16, TrialStatus.FAILED),  # a result with no figures
         record(3, 4, 128, "oom", 3.0),
     ]
     history = TrialHistory.of(records)

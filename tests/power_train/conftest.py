@@ -23,12 +23,10 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch):
 
 
 def rate(eta: float, max_power_w: float, num_gpus: int = 1):
-    """The job's cost rate for a profiler under test (what JobSpec.cost_rate gives a real job)."""
-    from functools import partial
+    """The job's cost rate for a profiler under test (what JobSpec.cost_model.rate gives a real job)."""
+    from zeus.cost import CostModel
 
-    from zeus.job import zeus_cost_rate
-
-    return partial(zeus_cost_rate, eta=eta, max_power_w=max_power_w, num_gpus=num_gpus)
+    return CostModel(eta=eta, max_power_w=max_power_w, num_gpus=num_gpus).rate
 
 
 def wall_optimum(model, limits: list[float], eta: float, max_power_w: float) -> float:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from tests.power_train.scripts import write_script
 from zeus.job import JobSpec, JobSpecError, TrialStatus
 from zeus.power import PowerModel
+from zeus.profiles import PowerProfile
 from zeus.train import run_trial
 
 SPEC = JobSpec(job_id="collect-test", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.9, max_epochs=5)
@@ -95,8 +95,8 @@ def test_zeus_early_stop_from_collected_values_is_exact_on_the_model_clock(tmp_p
     """A stored profile holds 250 W from the start, so every step costs the model's step at 250 W:
     10 steps an epoch; a threshold of 15 steps' cost stops the trial before epoch 2 (10 + 10 > 15)."""
     seconds, joules = PowerModel().step(250.0, 8)
-    step_cost = SPEC.cost(joules, seconds)
-    held = pd.DataFrame(
+    step_cost = SPEC.cost_model.cost(joules, seconds)
+    held = PowerProfile.of(
         [{"phase": "train", "power_limit_w": 250.0, "average_power_w": 200.0, "throughput": 1e4, "simulated": True}]
     )
     out = plain_trial(

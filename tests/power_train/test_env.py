@@ -15,7 +15,7 @@ def test_round_trip_through_the_environment():
     assert variables["ZEUS_BATCH_SIZE"] == "64" and variables["ZEUS_HIGHER_IS_BETTER"] == "1"
     assert "ZEUS_DATA_DIR" not in variables  # None is not exported
     assert TrialEnv.from_env(variables) == env
-    assert env.spec().cost(10.0, 1.0) == example_spec().cost(10.0, 1.0)
+    assert env.cost_model.cost(10.0, 1.0) == example_spec().cost_model.cost(10.0, 1.0)
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_missing_required_and_out_of_range_values_are_named():
         TrialEnv.from_env({"ZEUS_BATCH_SIZE": "8", "ZEUS_TARGET_METRIC": "0.5", "ZEUS_MAX_EPOCHS": "3"})
     env = TrialEnv(batch_size=8, target_metric=0.5, max_epochs=3, log_dir="/tmp/x", eta_knob=1.5)
     with pytest.raises(TrialEnvError, match="ZEUS_ETA_KNOB"):
-        env.spec()
+        env.check()
 
 
 def test_min_window_s_travels_as_zeus_min_window_s_and_a_bad_one_is_named(tmp_path):

@@ -146,7 +146,7 @@ def test_a_refusal_discovered_mid_profile_measures_only_the_limit_in_force(fake_
         time.sleep(0.01)
         profiler.on_step_end(8)
     assert profiler.done and profiler.measure_only
-    assert list(profiler.profile()["power_limit_w"]) == [280.0] and profiler.chosen_limit == 280.0
+    assert list(profiler.profile().rows["power_limit_w"]) == [280.0] and profiler.chosen_limit == 280.0
     gpu.close()
 
 

@@ -28,7 +28,7 @@ def per_second() -> float:
     """What a real second costs at 250 W on the stand-in (its time runs 1 / speed(250 W), about 2 % slower)."""
     model = PowerModel()
     stretched = 1.0 / model.relative_throughput(250.0)
-    return SPEC.cost(model.power_w(250.0) * stretched, stretched)
+    return SPEC.cost_model.cost(model.power_w(250.0) * stretched, stretched)
 
 
 def trial(gpu: MeterStandIn, threshold: float) -> PlainTrial:
@@ -90,5 +90,5 @@ def test_a_step_counter_marks_the_start_of_training_and_the_start_up_is_not_char
     assert plain.status is TrialStatus.REACHED and plain.progress.from_training_start
     # From the first step report on: 2.9 s of training (the 0.1 s before the first report is not charged either).
     cost = plain.monitor.peek(TRIAL_WINDOW)
-    assert SPEC.cost(cost.total_energy_j, cost.time_s) == pytest.approx(2.9 * per_second())
+    assert SPEC.cost_model.cost(cost.total_energy_j, cost.time_s) == pytest.approx(2.9 * per_second())
     assert plain.epoch_prices[0] == pytest.approx(0.9 * per_second())  # epoch 1 is a price: it holds no start-up

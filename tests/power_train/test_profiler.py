@@ -25,6 +25,7 @@ from zeus.power import (
 )
 from zeus.power.nvml import NvmlGPU
 from zeus.power.profiler import MAX_REMEASURES
+from zeus.profiles import PowerProfile
 
 from .conftest import rate, wall_optimum
 from .fake_pynvml import FakeDevice, make_module
@@ -67,7 +68,7 @@ def test_sweep_measures_every_limit_exactly_and_picks_the_model_optimum(eta):
         assert not profiler.done
         step(profiler, clock)
     assert profiler.done
-    table = profiler.profile()
+    table = profiler.profile().rows
     assert list(table.columns) == list(PROFILE_COLUMNS)
     assert list(table["power_limit_w"]) == [250.0, 225.0, 200.0, 175.0, 150.0, 125.0, 100.0]
     for row in table.itertuples():
@@ -145,7 +146,7 @@ def test_choose_limit_breaks_ties_toward_the_higher_limit():
             "simulated": [True] * 3,
         }
     )
-    assert choose_limit(table, rate(0.5, 300)) == 200.0
+    assert choose_limit(PowerProfile.of(table), rate(0.5, 300)) == 200.0
 
 
 def test_params_shrink_to_fit_a_short_epoch_and_reject_bad_values():
@@ -213,7 +214,7 @@ def test_on_a_coarse_counter_windows_last_the_backends_minimum_and_the_choice_is
     profiler = PowerLimitProfiler(gpu, cost_rate=rate(eta, 250.0), params=ProfileParams())  # 10 + 40 steps
     train(profiler, gpu, clock)
     model = PowerModel()
-    table = profiler.profile()
+    table = profiler.profile().rows
     assert list(table["power_limit_w"]) == candidate_limits(gpu)
     assert (table["average_power_w"] > 0).all() and profiler.invalid_windows == 0
     for row in table.itertuples():  # a 1 s window reads the energy to within one 100 ms counter step
@@ -238,7 +239,7 @@ def test_the_coarse_counter_reads_zero_over_short_windows_which_are_void_and_mea
         train(profiler, gpu, clock)
     assert profiler.invalid_windows >= 3
     assert len([r for r in caplog.records if "did not advance" in r.getMessage()]) == 1
-    assert (profiler.profile()["average_power_w"] > 0).all() and not profiler.gave_up
+    assert (profiler.profile().rows["average_power_w"] > 0).all() and not profiler.gave_up
 
 
 def test_a_counter_that_never_moves_ends_profiling_at_the_limit_in_force(monkeypatch):
@@ -247,7 +248,7 @@ def test_a_counter_that_never_moves_ends_profiling_at_the_limit_in_force(monkeyp
     profiler = PowerLimitProfiler(gpu, cost_rate=rate(1.0, 250.0), params=ProfileParams())
     train(profiler, gpu, clock)
     assert profiler.invalid_windows == MAX_REMEASURES + 1 and "did not advance" in profiler.gave_up
-    assert profiler.profile().empty and profiler.chosen_limit == gpu.get_power_limit(0) == 250.0
+    assert profiler.profile().rows.empty and profiler.chosen_limit == gpu.get_power_limit(0) == 250.0
 
 
 def run_epochs(profiler: PowerLimitProfiler, clock: ManualClock, steps: int, max_epochs: int) -> int:
@@ -267,7 +268,7 @@ def test_a_window_longer_than_an_epoch_spans_epochs_instead_of_restarting_foreve
     epochs = run_epochs(profiler, clock, steps=20, max_epochs=40)
     assert profiler.cancelled_windows == 0 and profiler.spanned_epochs > 0 and epochs <= 7 * 3 + 1
     model = PowerModel()
-    for row in profiler.profile().itertuples():  # exact: the 100 s between epochs was left out of every window
+    for row in profiler.profile().rows.itertuples():  # exact: the 100 s between epochs was left out of every window
         assert row.throughput == pytest.approx(BATCH / STEP_S * model.relative_throughput(row.power_limit_w))
         assert row.average_power_w == pytest.approx(model.power_w(row.power_limit_w))
     assert profiler.chosen_limit == 100.0
@@ -278,7 +279,7 @@ def test_a_window_that_fits_an_epoch_is_still_cancelled_at_its_end_and_restarted
     _, profiler, clock = make(eta=1.0, params=ProfileParams(2, 5, min_window_s=0.5))
     assert run_epochs(profiler, clock, steps=80, max_epochs=20) == 7
     assert profiler.cancelled_windows == 6 and profiler.spanned_epochs == 0 and not profiler.span_epochs
-    for row in profiler.profile().itertuples():
+    for row in profiler.profile().rows.itertuples():
         assert row.throughput == pytest.approx(BATCH / STEP_S * PowerModel().relative_throughput(row.power_limit_w))
 
 
@@ -308,6 +309,6 @@ def test_zero_power_rows_of_an_old_stored_profile_are_never_chosen():
         }
     )
     # The 625 W row's cost would be (0.5 * 0 + 0.5 * 700) / 16095, the lowest: the void row would win.
-    assert choose_limit(stored, rate(0.5, 700.0)) == 600.0
-    _, profiler, _ = make(reuse=stored.assign(average_power_w=0.0))  # nothing valid: profile again
+    assert choose_limit(PowerProfile.of(stored), rate(0.5, 700.0)) == 600.0
+    _, profiler, _ = make(reuse=PowerProfile.of(stored.assign(average_power_w=0.0)))  # nothing valid: profile again
     assert not profiler.reused and profiler.state == Ready(0)

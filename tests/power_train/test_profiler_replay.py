@@ -61,10 +61,10 @@ def test_the_profiler_on_the_traces_picks_what_the_simulator_picks_for_every_bat
     backend = TraceBackend(workload, gpu)
     trace, spec = backend.trace(), backend.spec("replay")
     for batch_size, size in trace.sizes.items():
-        profiler = replay(size, spec.cost_rate)
-        expected = choose_limit(trace_profile(size), spec.cost_rate)
+        profiler = replay(size, spec.cost_model.rate)
+        expected = choose_limit(trace_profile(size), spec.cost_model.rate)
         assert profiler.state == Eval(expected), (batch_size, profiler.summary())
-        measured = profiler.profile().sort_values("power_limit_w")
+        measured = profiler.profile().rows.sort_values("power_limit_w")
         assert list(measured["power_limit_w"]) == list(size.power_limits)  # every limit of the trace, once
         power = size.energy_per_epoch / size.time_per_epoch
         assert np.allclose(measured["average_power_w"], power, rtol=1e-9)

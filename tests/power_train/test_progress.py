@@ -12,6 +12,7 @@ import pytest
 
 from zeus.job import TrialStatus
 from zeus.power import EnergyMonitor, PowerLimitProfiler, PowerModel, ProfileParams, SimulatedGPU
+from zeus.profiles import PowerProfile
 from zeus.train.collectors import Observation
 from zeus.train.progress import UNPROFILED_NOTE, ProfilingOptions, ProgressProfiler
 
@@ -33,7 +34,7 @@ def zeus_aware_profile(epochs: int) -> tuple[pd.DataFrame, float]:
             gpu.account_work(BATCH)
             profiler.on_step_end(BATCH)
         profiler.on_epoch_end()
-    return profiler.profile(), profiler.chosen_limit
+    return profiler.profile().rows, profiler.chosen_limit
 
 
 def step_reports(every: int, epochs: int) -> list[Observation]:
@@ -62,7 +63,8 @@ def test_on_the_model_clock_any_reporting_interval_replays_the_zeus_aware_profil
     switched = []
     progress = drive(gpu, step_reports(every, epochs=2), on_training_start=lambda: switched.append(gpu.clock()))
     assert gpu.clock_kind == "model" and len(switched) == 1 and progress.exact
-    pd.testing.assert_frame_equal(progress.profile(), expected)  # bit for bit: the same arithmetic in the same order
+    # bit for bit: the same arithmetic in the same order
+    pd.testing.assert_frame_equal(progress.profile().rows, expected)
     assert progress.power_limit() == chosen and len(expected) == 7
     assert progress.notes() == [
         "profiled from outside: throughput from metric progress (step counter, 16 samples a step)"
@@ -97,7 +99,7 @@ def test_on_a_meter_windows_open_and_close_where_progress_was_reported():
     for obs in observations:
         gpu.now += 1.0  # 10 steps per real second; at limit p the wall-clock model runs them in 1 / speed(p) s
         progress.observe(obs, is_target=False)
-    rows = progress.profile()
+    rows = progress.profile().rows
     # First report: profiling starts (the steps before it are not profiled). Each limit then has a
     # warm-up report (10 >= 2 steps) and a profiled report (10 >= 3 steps): 160 samples in 1 real second.
     assert rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0, 175.0, 150.0, 125.0, 100.0]
@@ -117,7 +119,7 @@ def test_epoch_counter_without_steps_profiles_one_limit_per_epoch():
     assert progress.mode == "epoch" and not progress.exact
     assert not progress.from_training_start  # a meter cannot tell start-up from epoch 1: charged from the start
     # Epoch 1's evaluation starts profiling; epochs 2, 3, 4 are measured at 250, 225, 200 W.
-    rows = progress.profile()
+    rows = progress.profile().rows
     assert rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
     assert rows["throughput"].iloc[0] == pytest.approx(0.5 * PowerModel().relative_throughput(250.0))  # epochs/s
     assert "epoch counter; throughput in epochs/s" in progress.notes()[0]
@@ -157,7 +159,7 @@ def test_on_the_simulated_gpu_an_epoch_counter_is_charged_as_modelled_epochs_fro
     expected = [epoch_cost(limit) for limit in (250.0, 225.0, 200.0)]
     assert charged.time_s == pytest.approx(sum(t for t, _ in expected))
     assert charged.total_energy_j == pytest.approx(sum(e for _, e in expected))
-    assert progress.profile()["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
+    assert progress.profile().rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
 
 
 def test_without_a_counter_the_trial_is_unprofiled_says_so_once_and_each_report_is_an_epoch(caplog):
@@ -165,7 +167,7 @@ def test_without_a_counter_the_trial_is_unprofiled_says_so_once_and_each_report_
     progress = drive(
         gpu, [Observation("accuracy", 0.1 * i) for i in range(3)], on_training_start=lambda: started.append(gpu.clock())
     )
-    assert progress.mode == "unprofiled" and progress.profile().empty and progress.power_limit() is None
+    assert progress.mode == "unprofiled" and progress.profile().rows.empty and progress.power_limit() is None
     assert progress.notes() == [UNPROFILED_NOTE]
     assert sum("not power-profiled" in r.getMessage() for r in caplog.records) == 1
     assert gpu.clock_kind == "model" and gpu.clock() - started[0] == pytest.approx(3 * epoch_cost(250.0)[0])
@@ -182,7 +184,7 @@ def test_a_stored_profile_is_held_from_the_start_without_any_counter():
         }
     )
     gpu = SimulatedGPU(clock="wall")
-    progress = drive(gpu, [], reuse=stored)
+    progress = drive(gpu, [], reuse=PowerProfile.of(stored))
     assert gpu.get_power_limit(0) == 150.0 == progress.power_limit()  # (0.5*120+125)/900 is the cheapest
     assert progress.notes() == []
     progress.close()
@@ -212,11 +214,11 @@ def test_plain_example_profiled_from_outside_picks_the_zeus_aware_limit(tmp_path
         profile_iters=8,
         **common,
     )
-    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost, samples=128)
+    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost_model.cost, samples=128)
     assert zeus.result.status is plain.result.status is TrialStatus.REACHED, plain.log_tail
     assert plain.result.power_limit_w == zeus.result.power_limit_w == expected
-    train = zeus.profile[zeus.profile["phase"] == "train"].reset_index(drop=True)
-    pd.testing.assert_frame_equal(plain.profile, train)  # the same windows: every train row identical
+    train = zeus.profile.rows[zeus.profile.rows["phase"] == "train"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(plain.profile.rows, train)  # the same windows: every train row identical
     assert plain.result.source == "simulated (GPU model)"
     assert "throughput from metric progress (step counter, 128 samples a step)" in plain.result.reason
     assert plain.result.num_epochs == zeus.result.num_epochs

@@ -68,7 +68,7 @@ def test_reaching_the_target_stops_a_script_that_would_run_on(tmp_path):
     # The script would print for 50 s more: it was stopped once the target was reached (the bound is
     # loose on purpose: CI runs at load 10-25, and the outcome must not hang on timing).
     assert time.monotonic() - started < 40
-    assert out.profile["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
+    assert out.profile.rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
     assert "throughput from metric progress (epoch counter" in out.result.reason
     assert "ended while profiling: chose among 3 of 7 limits" in out.result.reason
 

@@ -7,6 +7,7 @@ import pytest
 
 from zeus.power import Done, Energy, Eval, MaxSlowdown, PowerLimitProfiler, ProfileParams, SimulatedGPU, Time, ZeusCost
 from zeus.power.selection import choose_limit
+from zeus.profiles import PowerProfile
 
 from .conftest import rate
 
@@ -34,11 +35,11 @@ PROFILE = pd.DataFrame(
     ],
 )
 def test_each_selector_picks_its_optimum(selector, limit) -> None:
-    assert choose_limit(PROFILE, selector) == limit
+    assert choose_limit(PowerProfile.of(PROFILE), selector) == limit
 
 
 def test_a_cost_rate_is_the_zeus_cost_selector_and_a_slowdown_below_one_is_refused() -> None:
-    assert choose_limit(PROFILE, rate(1.0, 300.0)) == 200.0  # eta 1: energy only
+    assert choose_limit(PowerProfile.of(PROFILE), rate(1.0, 300.0)) == 200.0  # eta 1: energy only
     with pytest.raises(ValueError, match="factor"):
         MaxSlowdown(0.9)
 
@@ -58,6 +59,6 @@ def test_an_injected_selector_decides_and_eval_is_its_own_state() -> None:
         profiler.on_eval_begin()
         gpu.account_work(100)
         profiler.on_eval_end(100)
-        assert profiler.state == Done(limit) and profiler.profile()["phase"].tolist()[-1] == "eval"
+        assert profiler.state == Done(limit) and profiler.profile().rows["phase"].tolist()[-1] == "eval"
     with pytest.raises(ValueError, match="selector or a cost_rate"):
         PowerLimitProfiler(SimulatedGPU(), selector=Time(), cost_rate=rate(0.5, 250.0))

@@ -67,7 +67,7 @@ def test_in_process_trial_reaches_the_target_and_writes_its_profile(tmp_path):
     result = train.trial.result
     assert result.status is TrialStatus.REACHED and result.num_epochs == 3 and result.metric == 0.6
     assert result.simulated and result.power_limit_w == train.trial.profiler.chosen_limit
-    profile = train.trial.profiler.profile()
+    profile = train.trial.profiler.profile().rows
     assert list(profile["phase"]) == ["train"] * 7 + ["eval"]
     assert (tmp_path / "profile.csv").exists() and json.loads((tmp_path / "result.json").read_text())["reached"]
 
@@ -95,12 +95,12 @@ def test_example_on_the_simulated_gpu_picks_the_exhaustive_optimum(tmp_path):
         gpu="simulated",
         profile_iters=120,
     )
-    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost, samples=16)
+    expected = PowerModel().optimal_limit(candidate_limits(SimulatedGPU()), spec.cost_model.cost, samples=16)
     assert out.result.status is TrialStatus.REACHED, out.log_tail
-    assert out.result.power_limit_w == expected == 100.0, out.profile.to_string()
+    assert out.result.power_limit_w == expected == 100.0, out.profile.rows.to_string()
     assert out.result.simulated and out.result.energy_j > 0
-    assert list(out.profile["phase"]) == ["train"] * 7 + ["eval"]
-    assert out.profile["simulated"].all()
+    assert list(out.profile.rows["phase"]) == ["train"] * 7 + ["eval"]
+    assert out.profile.simulated and out.profile.rows["simulated"].all()
     assert out.model_path is not None and out.model_path.stat().st_size > 0
 
 
@@ -214,7 +214,7 @@ def test_the_example_gives_the_same_figures_on_a_busy_machine(tmp_path):
             gpu="simulated",
         )
         r = out.result
-        return r.status, r.num_epochs, r.power_limit_w, r.time_s, r.energy_j, out.profile.to_dict("list")
+        return r.status, r.num_epochs, r.power_limit_w, r.time_s, r.energy_j, out.profile.rows.to_dict("list")
 
     quiet = trial("quiet")
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]

@@ -86,7 +86,7 @@ class Scripted:
 def test_profiler_pick_and_trace_join(sim):
     assert sim.trace.batch_sizes == (16, 32, 64) and sim.trace.max_power_w == 200.0
     assert sim.trace.power_limits == (100.0, 200.0)
-    picks = {b: choose_limit(trace_profile(sim.trace.sizes[b]), sim.spec.cost_rate) for b in (16, 32, 64)}
+    picks = {b: choose_limit(trace_profile(sim.trace.sizes[b]), sim.spec.cost_model.rate) for b in (16, 32, 64)}
     assert picks == {16: 200.0, 32: 100.0, 64: 200.0}
     assert list(sim.trace.sizes[16].target_epochs) == [4, 4]  # the 0.9 target row is not this job's
 
@@ -94,7 +94,7 @@ def test_profiler_pick_and_trace_join(sim):
 def test_profiler_ties_go_to_the_higher_limit(sim):
     # 0.5 E + 100 t: 0.5 * 500 + 500 == 0.5 * 700 + 400 == 750 at both limits.
     tied = SizeTrace(32, np.array([2.0]), np.array([100.0, 200.0]), np.array([5.0, 4.0]), np.array([500.0, 700.0]))
-    assert choose_limit(trace_profile(tied), sim.spec.cost_rate) == 200.0
+    assert choose_limit(trace_profile(tied), sim.spec.cost_model.rate) == 200.0
 
 
 def test_oracle_and_default_config(sim):

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from zeus.job import Decision, JobSpec, JobSpecError, TrialResult, TrialStatus
+from zeus.profiles import PowerProfile
 from zeus.store import (
     EventConflictError,
     JobSpecMismatchError,
@@ -166,20 +167,21 @@ def test_profiles_round_trip_and_the_first_one_stands(store, spec):
             "simulated": [True, True, True],
         }
     )
-    store.write_profile(spec.job_id, "run-a", 1, profile)
-    store.write_profile(spec.job_id, "run-a", 1, profile)  # retried: no-op
+    store.write_profile(spec.job_id, "run-a", 1, PowerProfile(profile))
+    store.write_profile(spec.job_id, "run-a", 1, PowerProfile(profile))  # retried: no-op
     got = store.profiles(spec.job_id)
     assert len(got) == 3 and set(got["batch_size"]) == {128} and set(got["trial"]) == {1}
     assert got.loc[got["phase"] == "eval", "throughput"].tolist() == [2400.0]
     with pytest.raises(JobSpecError) as info:
-        store.write_profile(spec.job_id, "run-a", 1, profile.assign(phase=["train", "warmup", "eval"]))
+        store.write_profile(spec.job_id, "run-a", 1, PowerProfile(profile.assign(phase=["train", "warmup", "eval"])))
     assert info.value.field == "phase" and info.value.value == "warmup"
     with pytest.raises(JobSpecError) as info:
-        store.write_profile(spec.job_id, "run-a", 1, profile.drop(columns=["throughput"]))
+        store.write_profile(spec.job_id, "run-a", 1, PowerProfile(profile.drop(columns=["throughput"])))
     assert "throughput" in str(info.value)
 
     later = profile.assign(average_power_w=[1.0, 2.0, 3.0])
-    open_store(store.uri).write_profile(spec.job_id, "run-a", 1, later)  # a retried step's later one: first stands
+    # a retried step's later one: first stands
+    open_store(store.uri).write_profile(spec.job_id, "run-a", 1, PowerProfile(later))
     assert store.profiles(spec.job_id)["average_power_w"].tolist() == [280.0, 251.5, 240.0]
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from zeus.job import Decision, JobSpec, JobSpecError, TrialResult
+from zeus.profiles import PowerProfile
 from zeus.store import CorruptObjectError, JobSpecMismatchError, StoreError, StoreInputError, keys, open_store
 from zeus.store.backend import TEMP_MARK
 
@@ -35,7 +36,7 @@ def filled(store, spec: JobSpec, recurrences: int = 2) -> None:
         store.begin_recurrence(spec.job_id, rid)
         store.dispatch_trial(spec.job_id, rid, 1, EXPLORE)
         store.finish_trial(spec.job_id, rid, 1, result(spec, energy_j=1_000.0 * r))
-        store.write_profile(spec.job_id, rid, 1, PROFILE)
+        store.write_profile(spec.job_id, rid, 1, PowerProfile(PROFILE))
 
 
 def slot_keys(store, spec: JobSpec, kind: str, recurrence_id: str) -> tuple[int, list[str]]:
@@ -149,7 +150,7 @@ def test_bad_results_are_refused_naming_the_field_and_nothing_stored_changes(sto
     for frame, field in ((PROFILE.assign(average_power_w=[math.nan, 1.0]), "average_power_w"),
                          (PROFILE.assign(throughput=[0.0, 1.0]), "throughput")):  # fmt: skip
         with pytest.raises(JobSpecError) as info:
-            store.write_profile(spec.job_id, "run-9", 1, frame)
+            store.write_profile(spec.job_id, "run-9", 1, PowerProfile(frame))
         assert info.value.field == field
     assert len(open_store(store.uri).profiles(spec.job_id)) == len(PROFILE)  # only run-1's
 

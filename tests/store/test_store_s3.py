@@ -23,6 +23,7 @@ import pytest
 from minio import Minio
 from s3_standins import KUBEFLOW_BUCKET, StartStandIn
 
+from zeus.profiles import PowerProfile
 from zeus.store import StoreInputError
 from zeus.store.backend import ObjectNotFound, get_many
 from zeus.store.errors import (
@@ -342,7 +343,7 @@ def test_a_whole_store_workload_sends_no_conditional_and_no_bucket_level_request
             store.dispatch_trial("j", rid, 1, Decision(64, None, "exploration", "x"))
             result = TrialResult.build(spec, batch_size=64, status="reached", time_s=1.0, energy_j=2.0, num_epochs=1)
             store.finish_trial("j", rid, 1, result)
-            store.write_profile("j", rid, 1, profile)
+            store.write_profile("j", rid, 1, PowerProfile(profile))
             store.compact("j")
         assert len(Store(store.backend).trials("j")) == 2 and not store.list_jobs().empty
     assert proxy.conditions == []

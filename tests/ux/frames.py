@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from zeus.job import JobSpec, TrialRecord, TrialStatus
+from zeus.job import JobSpec, TrialStatus
+from zeus.trials import Trial
 
 SPEC = JobSpec(
     job_id="mnist-nightly",
@@ -41,7 +42,7 @@ def trial_row(
         "reached": status == "reached",
         "time_s": time_s,
         "energy_j": energy_j,
-        "cost": SPEC.cost(energy_j, time_s),
+        "cost": SPEC.cost_model.cost(energy_j, time_s),
         "num_epochs": 3,
         "metric": 0.91 if status == "reached" else 0.5,
         "started_at": pd.Timestamp("2026-01-01"),
@@ -102,14 +103,14 @@ def profiles_frame(simulated: bool = True) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def history(simulated: bool = True) -> list[TrialRecord]:
+def history(simulated: bool = True) -> list[Trial]:
     """trials_frame as the store's history gives it to the policies (trial order; no figures while dispatched)."""
 
     def number(value: float) -> float | None:
         return None if pd.isna(value) else float(value)
 
     return [
-        TrialRecord(int(r.recurrence), int(r.trial), int(r.batch_size), TrialStatus(r.status), number(r.cost),
+        Trial(int(r.recurrence), int(r.trial), int(r.batch_size), TrialStatus(r.status), number(r.cost),
                     number(r.time_s), number(r.energy_j))
         for r in trials_frame(simulated).sort_values("trial").itertuples(index=False)
     ]  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ux.frames import SPEC, profiles_frame, trials_frame
 from zeus.job import JobSpec, TrialResult
 from zeus.policy.base import Decision
+from zeus.profiles import PowerProfile
 from zeus.store import Store
 
 
@@ -29,4 +30,4 @@ def populate(store: Store, simulated: bool = True, spec: JobSpec = SPEC) -> None
         profile = profiles[profiles["trial"] == row.trial]
         if not profile.empty:
             columns = ["phase", "power_limit_w", "average_power_w", "throughput", "simulated"]
-            store.write_profile(spec.job_id, row.recurrence_id, int(row.attempt), profile[columns])
+            store.write_profile(spec.job_id, row.recurrence_id, int(row.attempt), PowerProfile(profile[columns]))

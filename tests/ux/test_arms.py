@@ -8,10 +8,11 @@ import math
 import pytest
 
 from ux.frames import SPEC, history
-from zeus.job import TrialRecord, TrialStatus
+from zeus.job import TrialStatus
 from zeus.report import arm_frame
 from zeus.report.arms import FRAME_COLUMNS, history_through
 from zeus.report.tensorboard import POSTERIOR_TAG, recurrence_scalars
+from zeus.trials import Trial
 
 # cost = 0.5 * E + 0.5 * 300 W * t: trial 1 (128) 25000; 2 (64, missed) 7000; 3 (256) 15000; 4 (256) 13750;
 # trial 5 (32) is only dispatched. Recurrence spends: 25000, 22000, 13750.
@@ -42,11 +43,11 @@ def test_the_policy_named_is_the_one_shown() -> None:
 
 
 def test_nothing_to_show_before_a_first_result_and_every_size_oom_shows_as_such() -> None:
-    dispatched = [TrialRecord(1, 1, 128, TrialStatus.DISPATCHED)]
+    dispatched = [Trial(1, 1, 128, TrialStatus.DISPATCHED)]
     for empty in ([], dispatched):
         frame = arm_frame(SPEC, empty)
         assert frame.empty and list(frame.columns) == FRAME_COLUMNS
-    oom = arm_frame(SPEC, [TrialRecord(1, 1, 32, TrialStatus.OOM)]).set_index("batch_size")
+    oom = arm_frame(SPEC, [Trial(1, 1, 32, TrialStatus.OOM)]).set_index("batch_size")
     assert set(oom["stage"]) == {"oom"} and oom["pruned"].all() and oom["lowest_cost"].isna().all()
 
 

@@ -18,6 +18,7 @@ from zeus.cli.app import app
 from zeus.cli.tables import Column, console, print_table
 from zeus.cli.trial_view import missing, print_bandit_state, print_trials
 from zeus.errors import FieldError
+from zeus.trials import trial_columns, trials_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,10 +33,10 @@ WideOpt = Annotated[bool, typer.Option("--wide", help="Every column at full widt
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the data as one JSON document instead of tables.")]
 
 # The trial columns `show` prints, most important first (keys of zeus.cli.trial_view.trial_fields()).
-SHOW_TRIAL_FIELDS = [
+SHOW_TRIAL_FIELDS = trial_columns(
     "recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status",
     "energy_j", "time_s", "metric", "num_epochs", "trial", "recurrence_id",
-]  # fmt: skip
+)  # fmt: skip
 
 
 def _cell(value: Any) -> str:
@@ -188,8 +189,8 @@ def show(
     if trials.empty:
         out.print("no trials yet")
     else:
-        records = trials.tail(last).to_dict("records")
-        print_trials(out, _title("trials", len(trials), last), records, SHOW_TRIAL_FIELDS, wide=wide)
+        shown = trials_of(trials.tail(last))
+        print_trials(out, _title("trials", len(trials), last), shown, SHOW_TRIAL_FIELDS, wide=wide)
         rec = per_recurrence(trials).tail(last)
         rows = [
             [str(r["recurrence"]), "yes" if r["reached"] else "no", r["batch_sizes"], si(r["cost"], ""),

@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 
 from zeus.cli.errors import FAILED
+from zeus.trials import trial_columns
 
-RUN_TRIAL_FIELDS = ["attempt", "batch_size", "power_limit_w", "cost", "status", "energy_j", "time_s", "metric"]
+RUN_TRIAL_FIELDS = trial_columns(
+    "attempt", "batch_size", "power_limit_w", "cost", "status", "energy_j", "time_s", "metric"
+)
 TAIL_LINES = 15  # of the failed script's output, printed when the run stops
 SCRIPT_OUTPUTS = ("stderr.log", "stdout.log")  # the runner's files in a trial's log, the first one with text wins
 NO_MODEL_HINT = (
@@ -31,7 +34,7 @@ def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
 
     verdict = "reached" if summary.reached else "did NOT reach"
     title = f"recurrence {summary.recurrence}: {verdict} the target in {len(summary.trials)} trial(s)"
-    print_trials(out, title, [vars(t) for t in summary.trials], RUN_TRIAL_FIELDS, wide=wide)
+    print_trials(out, title, summary.trials, RUN_TRIAL_FIELDS, wide=wide)
     if not script:
         return
     reached = next((t for t in summary.trials if t.reached), None)

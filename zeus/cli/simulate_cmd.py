@@ -34,12 +34,12 @@ def _table(out, results, num_recurrences: int, wide: bool) -> None:
 
 def _trials_table(out, result, wide: bool) -> None:
     """Every trial of one simulation, as `zeus-kfp run` prints a trace-backed job's trials."""
-    from dataclasses import asdict
 
     from zeus.cli.trial_view import print_trials
+    from zeus.trials import trial_columns
 
-    fields = ["recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status", "time_s"]
-    print_trials(out, f"seed {result.seed}: every trial", [asdict(t) for t in result.trials], fields, wide=wide)
+    fields = trial_columns("recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status", "time_s")
+    print_trials(out, f"seed {result.seed}: every trial", result.trials, fields, wide=wide)
 
 
 def _seed_list(words: list[str]) -> list[int]:

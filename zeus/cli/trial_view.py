@@ -8,14 +8,14 @@ one) and why a trial failed (its reason's last line, one line per distinct reaso
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
 
 from zeus.cli.tables import Column, print_table
+from zeus.trials import Trial, trial_columns
 
-Record = Mapping[str, Any]
 NOTE_CHARS = 240  # a failure note is the reason's last line, cut here: the store and `show --json` keep it whole
 EXPLAINED_STATUSES = ("failed", "oom")  # statuses whose reason says something the status does not
 
@@ -80,33 +80,31 @@ def trial_fields() -> dict[str, tuple[Column, Callable[[Any], str]]]:
     }
 
 
-def source_of(record: Record) -> str:
-    """Where a trial's figures come from ("simulated (trace: ...)", "measured (nvml)"); older rows
-    recorded only whether they were simulated."""
-    source = _text(record.get("source"))
+def source_of(record: Trial) -> str:
+    """Where a trial's figures come from ("simulated (trace: ...)", "measured (nvml)"), else whether they
+    were simulated."""
+    source = _text(record.source)
     if source:
         return source
-    if record.get("status") == "dispatched":
+    if record.status == "dispatched":
         return ""
-    return "simulated GPU" if record.get("simulated") else ""
+    return "simulated GPU" if record.simulated else ""
 
 
-def failure_notes(records: Sequence[Record]) -> list[str]:
+def failure_notes(records: Sequence[Trial]) -> list[str]:
     """Why each failed trial failed, one line per distinct reason (its last line: a script's error)."""
     by_reason: dict[str, list[str]] = {}
     for r in records:
-        reason = _text(r.get("reason")).strip()
-        if r.get("status") not in EXPLAINED_STATUSES or not reason:
+        reason = _text(r.reason).strip()
+        if r.status not in EXPLAINED_STATUSES or not reason:
             continue
         last = [line.strip() for line in reason.splitlines() if line.strip()][-1][:NOTE_CHARS]
-        where = f"attempt {_int(r.get('attempt'))}"
-        if "recurrence" in r:
-            where = f"recurrence {_int(r.get('recurrence'))} {where}"
-        by_reason.setdefault(f"{r.get('status')}: {last}", []).append(where)
+        where = f"recurrence {_int(r.recurrence)} attempt {_int(r.attempt)}"
+        by_reason.setdefault(f"{r.status}: {last}", []).append(where)
     return [f"  {', '.join(wheres)} {why}" for why, wheres in by_reason.items()]
 
 
-def _cell(known: dict, field: str, record: Record, no_figures: bool) -> str:
+def _cell(known: dict, field: str, record: Trial, no_figures: bool) -> str:
     """One cell; a trial that never reported (zeus.steps.abandoned) shows no figures, not zeros; a power limit
     profiling did not choose says so ("250 W unprofiled", "250 W measure only": zeus.report.frames.limit_note)."""
     from zeus.report.frames import limit_text
@@ -116,15 +114,15 @@ def _cell(known: dict, field: str, record: Record, no_figures: bool) -> str:
     if no_figures and field in FIGURES:
         return "-"
     if field == "power_limit_w":
-        return limit_text(record.get(field), record.get("reason"))
-    return known[field][1](record.get(field))
+        return limit_text(getattr(record, field), record.reason)
+    return known[field][1](getattr(record, field))
 
 
-FIGURES = ("cost", "energy_j", "time_s", "num_epochs", "metric", "power_limit_w")
+FIGURES = trial_columns("cost", "energy_j", "time_s", "num_epochs", "metric", "power_limit_w")
 
 
 def print_trials(
-    out: Console, title: str, records: Sequence[Record], fields: Sequence[str], *, wide: bool = False
+    out: Console, title: str, records: Sequence[Trial], fields: Sequence[str], *, wide: bool = False
 ) -> None:
     """The trials table (`fields`: keys of trial_fields(), most important first), then what it does not
     repeat: the figures' source when the trials share one (else a source column) and the failure notes."""

@@ -36,8 +36,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-import pandas as pd
-
 from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
 from zeus.launch.config import ENV, LaunchConfig, LaunchError
 from zeus.launch.handoff import Handoff
@@ -63,7 +61,7 @@ from zeus.launch.manifests import (
     job_name,
     manifest,
 )
-from zeus.power.selection import profile_frame
+from zeus.profiles import PowerProfile
 from zeus.store.keys import check_recurrence_id
 from zeus.train.artifacts import MODEL_FILE, result_from_json
 from zeus.train.env import TrialEnv
@@ -108,7 +106,7 @@ class ClusterTrial:
         self.began = clock()
 
     # -- 1. create or adopt -------------------------------------------------------------------
-    def start(self, reuse_profile: pd.DataFrame | None) -> None:
+    def start(self, reuse_profile: PowerProfile | None) -> None:
         """Adopt the predecessor's job if it runs this trial, else (re)create it; sets self.trial's run."""
         from kubernetes.client.exceptions import ApiException
 
@@ -125,7 +123,7 @@ class ClusterTrial:
         if existing is not None:
             self._wait_gone()
         self._use_run(uuid.uuid4().hex[:12])
-        if reuse_profile is not None and not reuse_profile.empty:
+        if reuse_profile is not None and not reuse_profile.is_empty:
             self.trial.handoff.upload_reuse(reuse_profile)
         try:
             self.jobs.create(manifest(self.trial, self.name, self.jobs.namespace))
@@ -308,7 +306,7 @@ def run_cluster_trial(
     attempt: int,
     work_dir: Path,
     gpu: str = "auto",
-    reuse_profile: pd.DataFrame | None = None,
+    reuse_profile: PowerProfile | None = None,
     seed: int | None = None,
     warmup_iters: int = 10,
     profile_iters: int = 40,
@@ -319,7 +317,7 @@ def run_cluster_trial(
     clock: Callable[[], float] = time.monotonic,
 ) -> TrialOutcome:
     """Run one trial as the configured Kubeflow job; see the module docstring. Returns the runner's outcome."""
-    reuse = reuse_profile is not None and not reuse_profile.empty
+    reuse = reuse_profile is not None and not reuse_profile.is_empty
     trial = trial_job(
         config,
         spec,
@@ -343,7 +341,7 @@ def run_cluster_trial(
     )
     undo = _stop_on_signals()
     try:
-        cluster.start(profile_frame(reuse_profile.to_dict("records")) if reuse else None)
+        cluster.start(reuse_profile if reuse else None)
         ending = cluster.follow()
         return cluster.outcome(spec, batch_size, ending, Path(work_dir))
     finally:

@@ -21,7 +21,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from zeus.job import JobSpec, TrialResult, TrialStatus
+from zeus.job import Pricing, TrialResult, TrialStatus
 from zeus.train.artifacts import result_from_json
 from zeus.train.distributed import looks_like_peer_loss, signal_name
 from zeus.train.process import OOM_MARKERS
@@ -96,7 +96,7 @@ def failed_status(error: str) -> TrialStatus:
 
 
 def failed_result(
-    spec: JobSpec,
+    spec: Pricing,
     batch_size: int,
     cause: RankFailure,
     records: dict[int, dict[str, Any]],

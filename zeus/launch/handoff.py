@@ -18,9 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
-from zeus.power.selection import profile_frame
+from zeus.profiles import PowerProfile
 from zeus.train.artifacts import MODEL_FILE, PROFILE_FILE, RESULT_FILE
 
 STORE_ENV = "ZEUS_KFP_STORE"
@@ -94,15 +92,15 @@ class Handoff:
         return path
 
     # -- the train step ---------------------------------------------------------------------------------
-    def upload_reuse(self, profile: pd.DataFrame) -> None:
-        self._put(REUSE_FILE, profile_frame(profile.to_dict("records")).to_csv(index=False).encode())
+    def upload_reuse(self, profile: PowerProfile) -> None:
+        self._put(REUSE_FILE, profile.to_csv().encode())
 
     def read_result(self) -> bytes | None:
         return self._get(RESULT_FILE)
 
-    def read_profile(self) -> pd.DataFrame:
+    def read_profile(self) -> PowerProfile:
         data = self._get(PROFILE_FILE)
-        return profile_frame([]) if data is None else profile_frame(pd.read_csv(io.BytesIO(data)).to_dict("records"))
+        return PowerProfile.empty() if data is None else PowerProfile.from_csv(io.BytesIO(data))
 
     def read_model(self, dest: Path) -> Path | None:
         data = self._get(MODEL_FILE)

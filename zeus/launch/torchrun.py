@@ -236,7 +236,7 @@ def _report_failure(
     _write_termination_message(message)
     if node_rank == 0:
         leader = read_result_json(log_dir)
-        result = failed_result(env.spec(), env.batch_size, cause, records, leader, world_size)
+        result = failed_result(env.check(), env.batch_size, cause, records, leader, world_size)
         metrics = (leader or {}).get("metrics", [])
         write_result(log_dir, result, metrics=metrics, gpu_kind=(leader or {}).get("gpu_kind"), failed_rank=cause.rank)
     return 128 + stopped_by if stopped_by is not None else 1

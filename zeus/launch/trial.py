@@ -1,54 +1,173 @@
-"""One trial, launched as its LaunchConfig says: the train step's single entry into zeus.launch.
+"""One protocol for every way a trial runs: `TrialRunner`, which the train step calls in one place
+(zeus.steps.trial.train) without caring where the trial runs.
 
-Why one function: the train step should not care where a trial runs. local and torchrun go
-through the script runner on the step's own machine (torchrun by wrapping the command in
-zeus.launch.torchrun, so timeouts, OOM detection and reading result.json stay the runner's);
-trainjob and pytorchjob create a Kubeflow job and read back what rank 0 handed over. Every path
-returns a zeus.job.TrialOutcome.
+Three implementations:
+- `ScriptRunner` (launcher local or torchrun): the script runner on the step's own machine
+  (zeus.train.runner); torchrun by wrapping the command in zeus.launch.torchrun, so timeouts, OOM detection
+  and reading result.json stay the runner's;
+- `ClusterRunner` (launcher trainjob or pytorchjob): a Kubeflow job, whose rank 0 hands its result back
+  through the store (zeus.launch.cluster);
+- zeus.simulate.trial.TraceBackend (trial backend "trace:<workload>/<gpu>"): the trial replayed from the
+  NSDI'23 traces, the simulator's own code.
+
+What differs between them (the command, the collector, where the job runs) is the runner's configuration;
+what a trial is (its batch size, threshold, seed, the profile it reuses, its work directory) is `run`'s
+arguments; every one returns a zeus.job.TrialOutcome.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
 from zeus.job import JobSpec, TrialOutcome
+from zeus.launch.cluster import run_cluster_trial
 from zeus.launch.config import LaunchConfig, LaunchError
 from zeus.launch.torchrun import local_command
+from zeus.profiles import PowerProfile
+from zeus.train.collectors import CollectorSpec
 from zeus.train.runner import run_trial
 
 
-def run_launched_trial(
+class TrialRunner(Protocol):
+    """Runs one trial of `spec` at `batch_size` in `work_dir` (its cwd; a replayed trial writes nothing),
+    stopping early past `cost_threshold` (None: no early stop), the trial's own randomness seeded with
+    `seed`, training at `reuse`'s stored profile (None: profile power limits first)."""
+
+    def run(
+        self,
+        spec: JobSpec,
+        *,
+        batch_size: int,
+        cost_threshold: float | None,
+        seed: int | None,
+        reuse: PowerProfile | None,
+        work_dir: Path,
+    ) -> TrialOutcome: ...
+
+
+@dataclass(frozen=True)
+class ScriptRunner:
+    """The user's command on this machine (launcher local, or torchrun over its GPUs). `options`: more of
+    run_trial's settings (warmup_iters, profile_iters, timeout_s, ...)."""
+
+    config: LaunchConfig
+    command: Sequence[str]
+    zeus_aware: bool = True
+    collector: CollectorSpec | None = None
+    data_dir: str | None = None
+    gpu: str = "auto"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def run(
+        self,
+        spec: JobSpec,
+        *,
+        batch_size: int,
+        cost_threshold: float | None,
+        seed: int | None,
+        reuse: PowerProfile | None,
+        work_dir: Path,
+    ) -> TrialOutcome:
+        self.config.check_spec(spec)
+        command = self.command
+        if self.config.launcher == "torchrun":
+            command = local_command(command, self.config.gpus_per_node)
+        return run_trial(
+            spec,
+            batch_size=batch_size,
+            cost_threshold=cost_threshold,
+            command=command,
+            work_dir=work_dir,
+            zeus_aware=self.zeus_aware,
+            data_dir=self.data_dir,
+            gpu=self.gpu,
+            collector=self.collector,
+            reuse_profile=reuse,
+            seed=seed,
+            **self.options,
+        )
+
+
+@dataclass(frozen=True)
+class ClusterRunner:
+    """The user's command as a Kubeflow TrainJob or PyTorchJob, named after the trial's recurrence and
+    attempt, its result handed back through the store at `store_uri`. `options`: more of
+    run_cluster_trial's settings (warmup_iters, profile_iters, timeout_s, ...)."""
+
+    config: LaunchConfig
+    command: Sequence[str]
+    store_uri: str
+    recurrence_id: str
+    attempt: int
+    zeus_aware: bool = True
+    gpu: str = "auto"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def run(
+        self,
+        spec: JobSpec,
+        *,
+        batch_size: int,
+        cost_threshold: float | None,
+        seed: int | None,
+        reuse: PowerProfile | None,
+        work_dir: Path,
+    ) -> TrialOutcome:
+        self.config.check_spec(spec)
+        if not self.zeus_aware:
+            raise LaunchError(
+                "zeus_aware",
+                self.zeus_aware,
+                f"true for launcher {self.config.launcher!r}: on a cluster rank 0's ZeusDataLoader measures the "
+                "trial (a plain script is measured from outside, which needs launcher local or torchrun)",
+            )
+        return run_cluster_trial(
+            self.config,
+            spec,
+            batch_size=batch_size,
+            cost_threshold=cost_threshold,
+            command=self.command,
+            store_uri=self.store_uri,
+            recurrence_id=self.recurrence_id,
+            attempt=self.attempt,
+            work_dir=work_dir,
+            gpu=self.gpu,
+            reuse_profile=reuse,
+            seed=seed,
+            **self.options,
+        )
+
+
+def launch_runner(
     config: LaunchConfig,
-    spec: JobSpec,
     *,
     command: Sequence[str],
     zeus_aware: bool = True,
+    collector: CollectorSpec | None = None,
+    data_dir: str | None = None,
+    gpu: str = "auto",
     store_uri: str = "",
     recurrence_id: str = "",
     attempt: int = 1,
-    **trial: Any,
-) -> TrialOutcome:
-    """Run one trial of `spec` where `config` says; `trial` holds run_trial's settings (batch_size, cost_threshold,
-    work_dir, gpu, reuse_profile, seed, ...). See the module docstring."""
-    config.check_spec(spec)
+    **options: Any,
+) -> ScriptRunner | ClusterRunner:
+    """The runner of the user's command where `config` says. A cluster trial's runner takes no dataset path
+    and no collector: the step's path means nothing in the pods (the script reads its own data), and a
+    cluster trial is Zeus-aware (its run refuses a plain script), so there are no metrics to collect."""
     if not config.cluster:
-        if config.launcher == "torchrun":
-            command = local_command(command, config.gpus_per_node)
-        return run_trial(spec, command=command, zeus_aware=zeus_aware, **trial)
-    if not zeus_aware:
-        raise LaunchError(
-            "zeus_aware",
-            zeus_aware,
-            f"true for launcher {config.launcher!r}: on a cluster rank 0's ZeusDataLoader measures the trial "
-            "(a plain script is measured from outside, which needs launcher local or torchrun)",
+        return ScriptRunner(
+            config, command, zeus_aware=zeus_aware, collector=collector, data_dir=data_dir, gpu=gpu, options=options
         )
-    from zeus.launch.cluster import run_cluster_trial
-
-    # The step's dataset path means nothing in the pods (the script reads its own data), and a collector reads a
-    # plain script's metrics, which a cluster trial (Zeus-aware, checked above) has none of.
-    for step_only in ("data_dir", "metric_patterns", "metrics_file", "collector"):
-        trial.pop(step_only, None)
-    return run_cluster_trial(
-        config, spec, command=command, store_uri=store_uri, recurrence_id=recurrence_id, attempt=attempt, **trial
+    return ClusterRunner(
+        config,
+        command,
+        store_uri=store_uri,
+        recurrence_id=recurrence_id,
+        attempt=attempt,
+        zeus_aware=zeus_aware,
+        gpu=gpu,
+        options=options,
     )

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from zeus.job import Decision, JobSpec, TrialRecord
+from zeus.job import Decision, JobSpec
+from zeus.trials import Trial
 
 __all__ = ["ArmState", "Decision", "Policy"]  # Decision lives in zeus.job: the store records it too
 
@@ -35,6 +36,6 @@ class Policy(Protocol):
 
     name: str
 
-    def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision: ...
+    def decide(self, spec: JobSpec, history: Sequence[Trial], seed: int) -> Decision: ...
 
-    def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]: ...
+    def arm_states(self, spec: JobSpec, history: Sequence[Trial]) -> list[ArmState]: ...

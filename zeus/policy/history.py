@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialRecord
+from zeus.job import JobSpec
 from zeus.policy import recurrences
 from zeus.policy.tally import Tally, WindowEntry
 from zeus.policy.walk import Observation
-from zeus.trials import TrialHistory
+from zeus.trials import Trial, TrialHistory
 
-History = TrialHistory | Sequence[TrialRecord]  # what a policy takes: columns, or records in any order
+History = TrialHistory | Sequence[Trial]  # what a policy takes: columns, or records in any order
 
 
 class NoFeasibleBatchSizeError(ValueError):
@@ -41,7 +41,7 @@ class HistoryView:
 
     feasible: tuple[int, ...]  # candidate sizes still allowed (below the smallest oom)
     tally: Tally
-    dispatched: tuple[TrialRecord, ...]  # in flight
+    dispatched: tuple[Trial, ...]  # in flight
     best_spend: float | None  # lowest spend of a recurrence that reached the target
     fallback: float  # what a miss whose retry is not known yet is charged: the cheapest mean reached cost
     num_records: int

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialRecord
+from zeus.job import JobSpec
 from zeus.policy.base import ArmState, Decision
 from zeus.policy.gts import Posterior, posterior, posterior_of, thompson_pick
 from zeus.policy.history import HistoryView, decision_rng, read_history
 from zeus.policy.pruning import PruningState, concurrent_exploration
+from zeus.trials import Trial
 
 
 class ZeusNSDI23Policy:
@@ -45,7 +46,7 @@ class ZeusNSDI23Policy:
         arm = view.tally.arm(batch_size)
         return posterior_of(arm.n, -arm.total, -arm.mean, arm.m2 / arm.n if arm.n else 0.0)
 
-    def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
+    def decide(self, spec: JobSpec, history: Sequence[Trial], seed: int) -> Decision:
         view = read_history(spec, history)
         threshold = view.threshold(spec)
         state = self._pruning(view)
@@ -65,7 +66,7 @@ class ZeusNSDI23Policy:
         batch_size, why = thompson_pick(arms, posts, rng, min_observations=needed)
         return Decision(batch_size, threshold, "exploitation", f"Thompson sampling over {arms}: {why}")
 
-    def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
+    def arm_states(self, spec: JobSpec, history: Sequence[Trial]) -> list[ArmState]:
         view = read_history(spec, history)
         state = self._pruning(view)
         stage = "exploitation" if state.done else "exploration"

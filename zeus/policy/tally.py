@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialRecord, TrialStatus
+from zeus.job import JobSpec, TrialStatus
 from zeus.policy import recurrences
 from zeus.policy.pruning import PruningWalk, feasible_default
-from zeus.trials import STATUS_CODE, TrialHistory
+from zeus.trials import STATUS_CODE, Trial, TrialHistory
 
 _NOT_LEARNED = [STATUS_CODE[TrialStatus.FAILED], STATUS_CODE[TrialStatus.OOM]]
 
@@ -61,7 +61,7 @@ def spend(spec: JobSpec, history: TrialHistory) -> np.ndarray:
     may be a penalty, not money spent: zeus.policy.history), its cost otherwise."""
     energy, time = history.energy_j, history.time_s
     parts = ~(np.isnan(energy) | np.isnan(time))
-    priced = spec.cost(np.nan_to_num(energy), np.nan_to_num(time))
+    priced = spec.cost_model.cost(np.nan_to_num(energy), np.nan_to_num(time))
     return np.where(parts, priced, np.nan_to_num(history.cost))
 
 
@@ -100,7 +100,7 @@ class Tally:
         size = _size_index(self.sizes, h.batch_size)
         self.num_records = len(h)
         dispatched = h.has(TrialStatus.DISPATCHED)
-        self.in_flight: list[TrialRecord] = [h[i] for i in np.flatnonzero(dispatched)]
+        self.in_flight: list[Trial] = [h[i] for i in np.flatnonzero(dispatched)]
         finished = ~dispatched
         oom = h.has(TrialStatus.OOM)
         self.min_oom: int | None = int(h.batch_size[oom].min()) if oom.any() else None

@@ -69,11 +69,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialRecord
+from zeus.job import JobSpec
 from zeus.policy.base import ArmState, Decision
 from zeus.policy.history import HistoryView, decision_rng, read_history
 from zeus.policy.pruning import feasible_default
 from zeus.policy.walk import WalkState, look_past, replay_walk
+from zeus.trials import Trial
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ class TurningWalkPolicy:
         options = [ahead.down, ahead.up if up_may_run else None]
         return [b for b in options if b is not None and b not in pending and b not in walk.ruled_out]
 
-    def decide(self, spec: JobSpec, history: Sequence[TrialRecord], seed: int) -> Decision:
+    def decide(self, spec: JobSpec, history: Sequence[Trial], seed: int) -> Decision:
         view = read_history(spec, history)
         plan = self._plan(spec, view)
         if not plan.walk.done:
@@ -225,7 +226,7 @@ class TurningWalkPolicy:
         why = f"sampled cost {draws[k]:.4g} is the lowest of {len(arms)} arms (pooled cv {cv:.3f})"
         return Decision(int(arms[k]), threshold, "exploitation", why)
 
-    def arm_states(self, spec: JobSpec, history: Sequence[TrialRecord]) -> list[ArmState]:
+    def arm_states(self, spec: JobSpec, history: Sequence[Trial]) -> list[ArmState]:
         view = read_history(spec, history)
         plan = self._plan(spec, view)
         walk = plan.walk

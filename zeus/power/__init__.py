@@ -19,7 +19,6 @@ from zeus.power.selection import (
     Time,
     ZeusCost,
     choose_limit,
-    profile_frame,
 )
 from zeus.power.simulated import PowerModel, SimulatedGPU
 from zeus.profiles import PROFILE_COLUMNS
@@ -51,5 +50,4 @@ __all__ = [
     "choose_limit",
     "max_power_limit_w",
     "open_gpu",
-    "profile_frame",
 ]

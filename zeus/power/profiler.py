@@ -54,12 +54,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import pandas as pd
-
 from zeus.power.gpu import GPU
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profile_params import ProfileParams, candidate_limits
-from zeus.power.selection import CostRate, OptimumSelector, as_selector, choose_limit, profile_frame, train_rows
+from zeus.power.selection import CostRate, OptimumSelector, as_selector, choose_limit
+from zeus.profiles import PowerProfile
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +121,7 @@ class PowerLimitProfiler:
     """Drives one trial's power limits. Hooks: on_step_begin/on_step_end, on_epoch_end, on_eval_begin/end.
 
     `selector` (zeus.power.selection) chooses the limit; `cost_rate` is shorthand for ZeusCost(cost_rate),
-    the job's cost per unit of work (JobSpec.cost_rate). `reuse`: a stored profile to train at instead
+    the job's cost per unit of work (CostModel.rate (JobSpec.cost_model)). `reuse`: a stored profile to train at instead
     of profiling (its eval is measured if it has none). `agree`: see the module docstring.
     """
 
@@ -134,7 +133,7 @@ class PowerLimitProfiler:
         selector: OptimumSelector | None = None,
         params: ProfileParams | None = None,
         monitor: EnergyMonitor | None = None,
-        reuse: pd.DataFrame | None = None,
+        reuse: PowerProfile | None = None,
         agree: Callable[[float], float] | None = None,
     ) -> None:
         if (selector is None) == (cost_rate is None):
@@ -163,11 +162,11 @@ class PowerLimitProfiler:
         self._epoch_step = 0  # steps since the epoch began
         self._warned_void = False
         self._current: float | None = None
-        if reuse is not None and not reuse.empty:
-            if train_rows(reuse).any():
-                self.rows = profile_frame(reuse.to_dict("records")).to_dict("records")
+        if reuse is not None and not reuse.is_empty:
+            if reuse.is_usable():
+                self.rows = reuse.rows.to_dict("records")  # the profile's rows, which eval may add to
                 limit = self.agree(self.selector.choose(reuse))
-                self.state = Done(limit) if (reuse["phase"] == "eval").any() else Eval(limit)
+                self.state = Done(limit) if reuse.has_eval() else Eval(limit)
                 self.reused = True
             else:
                 log.warning("the stored power profile has no valid train rows (zero power); profiling again")
@@ -273,8 +272,8 @@ class PowerLimitProfiler:
     def _choose(self) -> None:
         """Profiling is over: choose among what was measured (without evidence to throttle on, keep what
         was in force before the trial), agree on it, and train at it."""
-        profile = profile_frame(self.rows)
-        chosen = self.selector.choose(profile) if train_rows(profile).any() else self.original_limits[0]
+        profile = self.profile()
+        chosen = self.selector.choose(profile) if profile.is_usable() else self.original_limits[0]
         limit = self.agree(chosen)
         self._apply(limit)
         self.state = Eval(limit)
@@ -349,8 +348,8 @@ class PowerLimitProfiler:
     def chosen_limit(self) -> float | None:
         return self.state.limit if isinstance(self.state, (Eval, Done)) else None
 
-    def profile(self) -> pd.DataFrame:
-        return profile_frame(self.rows)
+    def profile(self) -> PowerProfile:
+        return PowerProfile.of(self.rows)
 
     def best_limit(self) -> float | None:
         """The chosen limit; for a trial that ended mid-profiling, the choice among the limits measured so
@@ -358,7 +357,7 @@ class PowerLimitProfiler:
         if self.chosen_limit is not None:
             return self.chosen_limit
         profile = self.profile()
-        return choose_limit(profile, self.selector) if train_rows(profile).any() else None
+        return choose_limit(profile, self.selector) if profile.is_usable() else None
 
     def partial_note(self) -> str:
         """For a trial that ended before profiling finished: what its limit was chosen among ("" otherwise)."""

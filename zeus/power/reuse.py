@@ -19,29 +19,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from zeus.power.selection import profile_frame, train_rows
-from zeus.profiles import PROFILE_COLUMNS
-
-
-@dataclass(frozen=True)
-class StoredProfile:
-    """A batch size's power profile as measured by one trial."""
-
-    batch_size: int
-    recurrence: int  # the recurrence of the trial that measured it
-    trial: int
-    frame: pd.DataFrame  # PROFILE_COLUMNS
-
-    def is_usable(self) -> bool:
-        """Has at least one valid training row to choose a limit from."""
-        return bool(train_rows(self.frame).any())
+from zeus.profiles import PowerProfile
 
 
 @dataclass
 class ProfileBook:
     """The latest usable profile per batch size."""
 
-    latest: dict[int, StoredProfile] = field(default_factory=dict)
+    latest: dict[int, PowerProfile] = field(default_factory=dict)
 
     @classmethod
     def from_frame(cls, profiles: pd.DataFrame) -> ProfileBook:
@@ -50,11 +35,11 @@ class ProfileBook:
         if profiles.empty:
             return book
         for (batch_size, trial), rows in profiles.groupby(["batch_size", "trial"], sort=True):
-            frame = profile_frame(rows[list(PROFILE_COLUMNS)].to_dict("records"))
-            book.record(StoredProfile(int(batch_size), int(rows["recurrence"].iloc[0]), int(trial), frame))
+            recurrence = int(rows["recurrence"].iloc[0])
+            book.record(PowerProfile.of(rows, batch_size=int(batch_size), recurrence=recurrence, trial=int(trial)))
         return book
 
-    def record(self, profile: StoredProfile) -> None:
+    def record(self, profile: PowerProfile) -> None:
         """Keep `profile` if it is usable and newer (by trial number) than the one held for its size."""
         held = self.latest.get(profile.batch_size)
         if profile.is_usable() and (held is None or profile.trial > held.trial):
@@ -62,7 +47,7 @@ class ProfileBook:
 
     def to_reuse(
         self, batch_size: int, recurrence: int, *, reprofile_after: int, force: bool = False
-    ) -> StoredProfile | None:
+    ) -> PowerProfile | None:
         """The profile a trial of `recurrence` at `batch_size` reuses, or None: it profiles."""
         held = self.latest.get(batch_size)
         if held is None or force:

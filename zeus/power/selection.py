@@ -1,13 +1,13 @@
-"""A power profile as a table, and how a power limit is chosen from it: the optimum selectors.
+"""How a power limit is chosen from a power profile (zeus.profiles.PowerProfile): the optimum selectors.
 
 Every choice of a limit goes through `choose_limit`: the live JIT profiler (zeus.power.profiler), a
 trial that reuses a stored profile (zeus.power.reuse), the trace-backed trial (zeus.simulate.trial)
-and the report. It picks among the *valid* training rows only: a row whose power or throughput is
-zero or not finite is a void window (the meter did not tick), which profiles stored before zeus-kfp
-waited for the meter may still contain.
+and the report. It picks among the *valid* training rows only (PowerProfile.train_rows): a row whose power or
+throughput is zero or not finite is a void window (the meter did not tick), which profiles stored
+before zeus-kfp waited for the meter may still contain.
 
 What "optimum" means is an `OptimumSelector`, after ml-energy/zeus `optimizer/power_limit.py`:
-`ZeusCost` (the job's cost per unit of work, JobSpec.cost_rate: what zeus-kfp uses, because the bandit
+`ZeusCost` (the job's cost per unit of work, zeus.cost.CostModel.rate: what zeus-kfp uses, because the bandit
 prices trials with the same cost), `Energy`, `Time` and `MaxSlowdown`. Ties go to the higher limit
 (same figure, faster).
 """
@@ -19,42 +19,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from zeus.profiles import PROFILE_COLUMNS, PROFILE_SCHEMA
+from zeus.profiles import PowerProfile
 
-# (power in W over all the job's GPUs, throughput in units/s) -> cost per unit of work: JobSpec.cost_rate
+# (power in W over all the job's GPUs, throughput in units/s) -> cost per unit of work: zeus.cost.CostModel.rate
 CostRate = Callable[[float, float], float]
-
-
-def profile_frame(rows: list[dict]) -> pd.DataFrame:
-    """Rows as the profile table (zeus.profiles), columns in the schema's order and types."""
-    return pd.DataFrame(rows, columns=list(PROFILE_COLUMNS)).astype(dict(PROFILE_SCHEMA))
-
-
-def valid_rows(profile: pd.DataFrame) -> np.ndarray:
-    """Rows whose power and throughput are positive and finite. numpy, not pandas: the simulator asks
-    this for every trial it runs."""
-    power = profile["average_power_w"].to_numpy(dtype=float)
-    throughput = profile["throughput"].to_numpy(dtype=float)
-    return (power > 0) & (throughput > 0) & np.isfinite(power) & np.isfinite(throughput)
-
-
-def train_rows(profile: pd.DataFrame) -> np.ndarray:
-    """Valid rows of the training phase: what a power limit is chosen from."""
-    return valid_rows(profile) & (profile["phase"].to_numpy(dtype=object) == "train")
 
 
 class OptimumSelector(ABC):
     """Chooses a power limit from the measured ones: `select` gets the limits with their average power
     (W, all GPUs) and throughput (units of work per second), valid rows only, at least one."""
 
-    def choose(self, profile: pd.DataFrame) -> float:
-        rows = np.flatnonzero(train_rows(profile))
+    def choose(self, profile: PowerProfile) -> float:
+        rows = np.flatnonzero(profile.train_rows())
         if rows.size == 0:
             raise ValueError("profile has no valid train rows to choose a power limit from")
         columns = ("power_limit_w", "average_power_w", "throughput")
-        limits, power, throughput = (profile[c].to_numpy(dtype=float)[rows] for c in columns)
+        limits, power, throughput = (profile.rows[c].to_numpy(dtype=float)[rows] for c in columns)
         return float(self.select(limits, power, throughput))
 
     @abstractmethod
@@ -106,10 +87,10 @@ class MaxSlowdown(OptimumSelector):
 
 
 def as_selector(how: OptimumSelector | CostRate) -> OptimumSelector:
-    """A selector as given, or a job's cost rate (JobSpec.cost_rate) as its ZeusCost selector."""
+    """A selector as given, or a job's cost rate (CostModel.rate (JobSpec.cost_model)) as its ZeusCost selector."""
     return how if isinstance(how, OptimumSelector) else ZeusCost(how)
 
 
-def choose_limit(profile: pd.DataFrame, how: OptimumSelector | CostRate) -> float:
+def choose_limit(profile: PowerProfile, how: OptimumSelector | CostRate) -> float:
     """The train-phase limit `how` chooses (a selector, or the job's cost rate for ZeusCost)."""
     return as_selector(how).choose(profile)

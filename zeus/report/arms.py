@@ -17,11 +17,11 @@ from dataclasses import astuple
 
 import pandas as pd
 
-from zeus.job import JobSpec, TrialRecord, TrialStatus
+from zeus.job import JobSpec, TrialStatus
 from zeus.policy import NoFeasibleBatchSizeError, get_policy
 from zeus.policy.base import ArmState
 from zeus.policy.history import History, tally_history
-from zeus.trials import TrialHistory
+from zeus.trials import Trial, TrialHistory
 
 DEFAULT_POLICY = "default"
 ARM_COLUMNS = ["batch_size", "stage", "num_observations", "posterior_mean", "posterior_precision", "pruned"]
@@ -52,7 +52,7 @@ def arm_frame(spec: JobSpec, history: History, policy: str = DEFAULT_POLICY) -> 
     return frame.sort_values("batch_size", kind="stable").reset_index(drop=True)
 
 
-def history_through(history: Sequence[TrialRecord], recurrence: int) -> list[TrialRecord]:
+def history_through(history: Sequence[Trial], recurrence: int) -> list[Trial]:
     """The history (in trial order) up to and including the last trial of `recurrence`: what the policy
     saw once that recurrence's last trial was in. Empty when the recurrence has no trial. Cheap (one
     pass), so a view per recurrence (TensorBoard) costs the statistics of a prefix, not a stored snapshot."""

@@ -168,7 +168,9 @@ def _max_power_factors(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSp
         good = frame["throughput"] > 0
         frame["rate"] = float("inf")
         throughput = frame.loc[good, "throughput"]
-        frame.loc[good, "rate"] = spec.cost(frame.loc[good, "average_power_w"] / throughput, 1.0 / throughput)
+        frame.loc[good, "rate"] = spec.cost_model.cost(
+            frame.loc[good, "average_power_w"] / throughput, 1.0 / throughput
+        )
     own = _factor_table(rates, ["batch_size", "trial"])
     any_profile = _factor_table(pooled, ["batch_size"])
     keys = trials[["batch_size", "trial", "power_limit_w"]].astype(float).reset_index()

@@ -16,6 +16,7 @@ from zeus.job import JobSpec
 from zeus.report.frames import finished_trials, is_simulated, limit_text, per_recurrence
 from zeus.report.plots import PLOT_NAMES
 from zeus.report.savings import savings_of
+from zeus.trials import trial_columns
 
 SIMULATED_NOTE = (
     "> **Simulated GPU.** These figures come from a simulated GPU (no NVML device was available); "
@@ -25,7 +26,18 @@ SIMULATED_NOTE = (
 # (kubeflow/pipelines frontend, MAX_MARKDOWN_STR_LENGTH = 50 * 1000 * 8).
 MAX_MARKDOWN_CHARS = 400_000
 RECENT_RECURRENCES = 30  # rows of the all-recurrences table kept when the report must shrink
-TRIAL_COLUMNS = ["recurrence", "attempt", "batch_size", "power_limit_w", "status", "num_epochs", "time_s", "energy_j"]
+TRIAL_COLUMNS = trial_columns(
+    "recurrence",
+    "attempt",
+    "batch_size",
+    "power_limit_w",
+    "status",
+    "num_epochs",
+    "time_s",
+    "energy_j",
+    "cost",
+    "reason",
+)
 
 
 def _cell(value: object) -> str:
@@ -135,7 +147,7 @@ def _render(
             these["power_limit_w"] = [limit_text(w, r) for w, r in zip(these["power_limit_w"], reasons, strict=True)]
             these["reason"] = reasons.map(short_reason)
         parts.append("### Trials of this recurrence")
-        parts.append(markdown_table(these, [*TRIAL_COLUMNS, "cost", "reason"]))
+        parts.append(markdown_table(these, TRIAL_COLUMNS))
         if compact and len(rec) > RECENT_RECURRENCES:
             parts.append(f"### The last {RECENT_RECURRENCES} of {len(rec)} recurrences")
             parts.append(markdown_table(rec.tail(RECENT_RECURRENCES), list(rec.columns)))

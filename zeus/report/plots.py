@@ -20,6 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from zeus.job import JobSpec, TrialStatus
 from zeus.power.selection import choose_limit
+from zeus.profiles import PowerProfile
 from zeus.report.frames import default_config_cost, finished_trials, is_simulated, limit_note, per_recurrence
 
 PLOT_NAMES = ("cost_per_recurrence", "batch_size_per_trial", "posterior", "power_profile")
@@ -154,7 +155,9 @@ def plot_power_profile(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSp
     for batch_size, group in train.groupby("batch_size"):
         latest = group[group["trial"] == group["trial"].max()] if "trial" in group else group
         latest = latest.groupby("power_limit_w", as_index=False)[["average_power_w", "throughput"]].mean()
-        rates = [spec.cost_rate(p, t) for p, t in zip(latest["average_power_w"], latest["throughput"], strict=True)]
+        rates = [
+            spec.cost_model.rate(p, t) for p, t in zip(latest["average_power_w"], latest["throughput"], strict=True)
+        ]
         (line,) = ax_tp.plot(latest["power_limit_w"], latest["throughput"], marker="o", label=f"bs {int(batch_size)}")
         ax_cost.plot(latest["power_limit_w"], rates, marker="o", color=line.get_color())
         chosen, note = _limit_ran_at(trials, group, latest, spec)
@@ -198,7 +201,7 @@ def _limit_ran_at(trials: pd.DataFrame, group: pd.DataFrame, latest: pd.DataFram
         if not row.empty and _positive(row["power_limit_w"].iloc[0]):
             reason = row["reason"].iloc[0] if "reason" in row.columns else ""
             return float(row["power_limit_w"].iloc[0]), limit_note(reason)
-    return choose_limit(latest.assign(phase="train"), spec.cost_rate), ""
+    return choose_limit(PowerProfile(latest.assign(phase="train")), spec.cost_model.rate), ""
 
 
 def write_plots(

@@ -18,32 +18,19 @@ them, and a trial reuses only profiles of trials that have finished. K = 1 is th
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialOutcome, TrialRecord, TrialStatus
+from zeus.cost import Figures
+from zeus.job import JobSpec, TrialOutcome, TrialStatus
 from zeus.policy.base import Decision, Policy
-from zeus.power.reuse import ProfileBook, StoredProfile
+from zeus.power.reuse import ProfileBook
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
 from zeus.simulate.trial import run_trace_trial
-from zeus.summaries import RecurrenceSummary, TrialSummary
-
-
-@dataclass(frozen=True)
-class Figures:
-    """Cumulative (or per-recurrence expected) cost, energy and time."""
-
-    cost: float
-    energy_j: float
-    time_s: float
-
-    def times(self, n: int) -> Figures:
-        return Figures(self.cost * n, self.energy_j * n, self.time_s * n)
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+from zeus.summaries import RecurrenceSummary
+from zeus.trials import Trial
 
 
 @dataclass(frozen=True)
@@ -58,8 +45,8 @@ class SimulationResult:
     default: Figures  # b0 at the largest power limit, expected, x num_recurrences
     oracle: Figures  # cheapest expected always-reaching config, x num_recurrences
     rows: list[RecurrenceSummary]
-    trials: list[TrialSummary]
-    history: list[TrialRecord]
+    trials: list[Trial]
+    history: list[Trial]
 
     @property
     def cost_over_oracle(self) -> float:
@@ -104,7 +91,7 @@ def reaching_figures(spec: JobSpec, trace: WorkloadTrace) -> dict[int, Figures]:
             continue
         mean_epochs = float(epochs.mean())
         energy, time = mean_epochs * size.energy_per_epoch, mean_epochs * size.time_per_epoch
-        costs = spec.cost(energy, time)
+        costs = spec.cost_model.cost(energy, time)
         k = int(np.argmin(costs))
         out[b] = Figures(float(costs[k]), float(energy[k]), float(time[k]))
     return out
@@ -129,14 +116,18 @@ def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figu
     reached = b0.target_epochs[~np.isnan(b0.target_epochs)]
     mean_epochs = float(reached.mean()) if reached.size else float(spec.max_epochs)
     energy, time = mean_epochs * b0.energy_per_epoch[-1], mean_epochs * b0.time_per_epoch[-1]
-    return Figures(spec.cost(energy, time), float(energy), float(time)), best
+    return Figures(spec.cost_model.cost(energy, time), float(energy), float(time)), best
 
 
 @dataclass
 class _Recurrence:
     number: int
     attempt: int = 0
-    trials: list[TrialSummary] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def recurrence_id(self) -> str:
+        return f"simulated-{self.number}"
 
 
 class Simulator:
@@ -175,7 +166,7 @@ class _Run:
 
     def __init__(self, sim: Simulator, policy: Policy, spec: JobSpec, n: int, in_flight: int) -> None:
         self.sim, self.policy, self.spec, self.n, self.in_flight = sim, policy, spec, n, in_flight
-        self.history: list[TrialRecord] = []  # index = trial number - 1; dispatched until finished
+        self.history: list[Trial] = []  # index = trial number - 1; dispatched until finished
         self.book = ProfileBook()
         self.pending: list[tuple[float, int, _Recurrence, Decision, TrialOutcome]] = []
         self.done: list[_Recurrence] = []
@@ -200,7 +191,7 @@ class _Run:
         decision = self.policy.decide(spec, self.history, decision_seed(spec.seed, rec.number, rec.attempt))
         b = decision.batch_size
         trial = len(self.history) + 1
-        self.history.append(TrialRecord(rec.number, trial, b, TrialStatus.DISPATCHED))
+        self.history.append(Trial(rec.number, trial, b, TrialStatus.DISPATCHED))
         reuse = self.book.to_reuse(b, rec.number, reprofile_after=spec.reprofile_after)
         run = run_trace_trial(
             spec,
@@ -214,25 +205,24 @@ class _Run:
 
     def _finish(self, trial: int, rec: _Recurrence, decision: Decision, run: TrialOutcome) -> None:
         r = run.result
-        self.history[trial - 1] = TrialRecord(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
+        self.history[trial - 1] = Trial(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
         if run.profile is not None:
-            self.book.record(StoredProfile(r.batch_size, rec.number, trial, run.profile))
+            self.book.record(replace(run.profile, batch_size=r.batch_size, recurrence=rec.number, trial=trial))
         rec.trials.append(
-            TrialSummary(
-                recurrence=rec.number,
+            replace(
+                self.history[trial - 1],
+                job_id=self.spec.job_id,
+                recurrence_id=rec.recurrence_id,
                 attempt=rec.attempt,
-                trial=trial,
-                batch_size=r.batch_size,
-                power_limit_w=r.power_limit_w,
-                status=r.status.value,
-                cost=r.cost,
-                energy_j=r.energy_j,
-                time_s=r.time_s,
-                simulated=r.simulated,
-                reason=r.reason,
-                source=r.source,
                 stage=decision.stage,
                 cost_threshold=decision.cost_threshold,
+                decision_reason=decision.reason,
+                power_limit_w=r.power_limit_w,
+                num_epochs=r.num_epochs,
+                metric=r.metric,
+                simulated=r.simulated,
+                source=r.source,
+                reason=r.reason,
                 profiled=run.profile is not None,
             )
         )
@@ -249,12 +239,10 @@ class _Run:
             RecurrenceSummary(
                 job_id=self.spec.job_id,
                 recurrence=rec.number,
-                recurrence_id=f"simulated-{rec.number}",
+                recurrence_id=rec.recurrence_id,
                 trials=tuple(rec.trials),
                 reached=any(t.reached for t in rec.trials),
-                cost=sum(t.cost for t in rec.trials),
-                energy_j=sum(t.energy_j for t in rec.trials),
-                time_s=sum(t.time_s for t in rec.trials),
+                **Figures.of(rec.trials).to_dict(),
                 simulated=True,
             )
             for rec in recs
@@ -266,7 +254,7 @@ class _Run:
             seed=self.spec.seed,
             num_recurrences=self.n,
             in_flight=self.in_flight,
-            totals=Figures(sum(t.cost for t in trials), sum(t.energy_j for t in trials), sum(t.time_s for t in trials)),
+            totals=Figures.of(trials),
             default=sim.default.times(self.n),
             oracle=sim.oracle.times(self.n),
             rows=rows,

@@ -11,16 +11,19 @@ tests/simulate/test_equivalence.py asserts it through kfp.local.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import pandas as pd
 
+from zeus.cost import Figures
 from zeus.job import JobSpec
 from zeus.policy import get_policy
-from zeus.simulate.engine import Figures, SimulationResult, Simulator
+from zeus.simulate.engine import SimulationResult, Simulator
 from zeus.simulate.trial import TraceBackend
+from zeus.trials import Trial, trial_columns, trials_of
 
 # What must agree for every trial; cost to the last bit (the same floats in the same order).
-TRIAL_FIELDS = ("recurrence", "attempt", "batch_size", "power_limit_w", "status", "cost")
+TRIAL_FIELDS = trial_columns("recurrence", "attempt", "batch_size", "power_limit_w", "status", "cost")
 
 
 @dataclass(frozen=True)
@@ -37,22 +40,29 @@ class Comparison:
     simulation: SimulationResult
 
 
+def compared(trial: Trial) -> tuple:
+    """The fields of a trial that must agree, as one tuple (what a disagreement prints)."""
+    values = (getattr(trial, name) for name in TRIAL_FIELDS)
+    return tuple(value.value if isinstance(value, Enum) else value for value in values)
+
+
 def live_rows(trials: pd.DataFrame) -> list[tuple]:
-    """The store's finished trials as TRIAL_FIELDS tuples, in trial order."""
-    done = trials[trials["finished"]].sort_values("trial")
-    return [
-        (int(r.recurrence), int(r.attempt), int(r.batch_size), float(r.power_limit_w), str(r.status), float(r.cost))
-        for r in done.itertuples(index=False)
-    ]
+    """The store's finished trials (a trials frame) as TRIAL_FIELDS tuples, in trial order."""
+    return [compared(trial) for trial in _finished(trials)]
+
+
+def _finished(trials: pd.DataFrame) -> list[Trial]:
+    return trials_of(trials[trials["finished"]].sort_values("trial"))
 
 
 def simulated_rows(result: SimulationResult) -> list[tuple]:
-    return [(t.recurrence, t.attempt, t.batch_size, t.power_limit_w, t.status, t.cost) for t in result.trials]
+    return [compared(trial) for trial in result.trials]
 
 
 def compare(trials: pd.DataFrame, spec: JobSpec, backend: TraceBackend, policy: str) -> Comparison:
     """Simulate as many recurrences as the store holds for `spec` (seed spec.seed) and compare trial by trial."""
-    live = live_rows(trials)
+    done = _finished(trials)
+    live = [compared(trial) for trial in done]
     n = max((row[0] for row in live), default=0)
     if n == 0:
         raise ValueError(f"job {spec.job_id!r} has no finished trial to compare with the simulator yet")
@@ -66,10 +76,9 @@ def compare(trials: pd.DataFrame, spec: JobSpec, backend: TraceBackend, policy: 
         got = live[first] if first < len(live) else "no trial"
         expected = simulated[first] if first < len(simulated) else "no trial"
         why = f"trial {first + 1}: the store has {got}, the simulator {expected} (fields {', '.join(TRIAL_FIELDS)})"
-    done = trials[trials["finished"]]
     return Comparison(
         num_recurrences=n,
-        live=Figures(float(done["cost"].sum()), float(done["energy_j"].sum()), float(done["time_s"].sum())),
+        live=Figures.of(done),
         simulated=result.totals,
         default=result.default,
         oracle=result.oracle,

@@ -23,14 +23,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
-from zeus.power.reuse import StoredProfile
-from zeus.power.selection import choose_limit, profile_frame
+from zeus.power.selection import choose_limit
+from zeus.profiles import PowerProfile
 from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
 from zeus.simulate.workloads import WORKLOADS, get_workload
 
@@ -84,8 +84,17 @@ class TraceBackend:
         return get_workload(self.workload).spec(self.trace()).with_changes(job_id=job_id, **changes)
 
     def run(
-        self, spec: JobSpec, *, batch_size: int, cost_threshold: float | None, seed: int, reuse: StoredProfile | None
+        self,
+        spec: JobSpec,
+        *,
+        batch_size: int,
+        cost_threshold: float | None,
+        seed: int | None,
+        reuse: PowerProfile | None,
+        work_dir: Path | None = None,
     ) -> TrialOutcome:
+        """One replayed trial: a zeus.launch.trial.TrialRunner, like the script and cluster runners (a replay
+        writes nothing, so `work_dir` goes unused)."""
         trace = self.trace()
         if batch_size not in trace.sizes:
             raise FieldError("batch_size", batch_size, f"one of the trace's batch sizes {list(trace.batch_sizes)}")
@@ -102,7 +111,7 @@ def _load(workload: str, gpu: str) -> WorkloadTrace:
 
 
 @lru_cache(maxsize=256)
-def trace_profile(size: SizeTrace) -> pd.DataFrame:
+def trace_profile(size: SizeTrace) -> PowerProfile:
     """The profile a trial measures at this batch size: one training row per power limit of the trace.
     Cached per batch size (the simulator asks for it on every trial); callers never modify it."""
     rows = [
@@ -115,7 +124,7 @@ def trace_profile(size: SizeTrace) -> pd.DataFrame:
         }
         for limit, energy, time in zip(size.power_limits, size.energy_per_epoch, size.time_per_epoch, strict=True)
     ]
-    return profile_frame(rows[::-1])  # from the maximum down, the order the JIT profiler walks
+    return PowerProfile.of(rows[::-1])  # from the maximum down, the order the JIT profiler walks
 
 
 def run_trace_trial(
@@ -124,16 +133,16 @@ def run_trace_trial(
     *,
     cost_threshold: float | None,
     seed: int,
-    reuse: StoredProfile | None,
+    reuse: PowerProfile | None,
     source: str,
 ) -> TrialOutcome:
     """One trial of `size` under the rules in the module docstring."""
     measured = reuse is None
-    profile = trace_profile(size) if measured else reuse.frame
-    limit = choose_limit(profile, spec.cost_rate)
+    profile = trace_profile(size) if measured else reuse
+    limit = choose_limit(profile, spec.cost_model.rate)
     k = int(np.flatnonzero(size.power_limits == limit)[0])
     energy, time = float(size.energy_per_epoch[k]), float(size.time_per_epoch[k])
-    epoch_cost = spec.cost(energy, time)
+    epoch_cost = spec.cost_model.cost(energy, time)
     runs = size.target_epochs
     target = runs[int(np.random.default_rng(seed).integers(len(runs)))]
     cap = spec.max_epochs

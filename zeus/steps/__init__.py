@@ -5,7 +5,7 @@ its name, so the logic is testable without kfp and never imports it.
 
 from zeus.steps.abandoned import (
     DEFAULT_DISPATCH_TIMEOUT_S,
-    AbandonedTrial,
+    abandoned_line,
     check_dispatch_timeout,
     fail_interrupted,
     fail_stale,
@@ -25,9 +25,10 @@ from zeus.steps.params import (
 from zeus.steps.power import MaxPower, gpu_power
 from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
 from zeus.steps.reporting import report
+from zeus.steps.request import TrialRequest
 from zeus.steps.summary import summarize
 from zeus.steps.trial import Choice, bandit, feedback, train
-from zeus.summaries import RecurrenceSummary, TrialSummary
+from zeus.summaries import RecurrenceSummary
 
 __all__ = [
     "BETA_DISABLED",
@@ -36,13 +37,13 @@ __all__ = [
     "PASS_THROUGH_NOTE",
     "PROFILE_KIND",
     "PYTHON_TOKEN",
-    "AbandonedTrial",
     "Choice",
     "MaxPower",
     "Prepared",
     "RecurrenceSummary",
     "StepError",
-    "TrialSummary",
+    "TrialRequest",
+    "abandoned_line",
     "bandit",
     "check_dispatch_timeout",
     "fail_interrupted",

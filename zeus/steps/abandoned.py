@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialResult, TrialStatus
 from zeus.report.units import duration
-
-if TYPE_CHECKING:  # the store pulls in pyarrow: zeus.steps imports it only where a step runs
-    from zeus.store import Unfinished
+from zeus.trials import Trial
 
 # The default `dispatch_timeout_s`: a day. A recurring job's trial that runs longer than its own
 # period (nightly at most, as a rule) would overlap the next recurrence anyway; raise it for longer ones.
@@ -40,21 +37,12 @@ DISPATCH_TIMEOUT_ALLOWED = "a number of seconds >= 0 (0: every unfinished trial 
 NO_FIGURES = "none (no result was reported)"
 
 
-@dataclass(frozen=True)
-class AbandonedTrial:
-    """A trial recorded as failed here, for the one line a person sees."""
-
-    trial: int
-    recurrence: int
-    attempt: int
-    batch_size: int
-    reason: str
-
-    def __str__(self) -> str:
-        return (
-            f"trial {self.trial} (recurrence {self.recurrence}, attempt {self.attempt}, batch size {self.batch_size}) "
-            f"recorded as failed: {self.reason}"
-        )
+def abandoned_line(trial: Trial) -> str:
+    """A trial recorded as failed here, as the one line a person sees."""
+    return (
+        f"trial {trial.trial} (recurrence {trial.recurrence}, attempt {trial.attempt}, batch size {trial.batch_size}) "
+        f"recorded as failed: {trial.reason}"
+    )
 
 
 def check_dispatch_timeout(value: object) -> float:
@@ -79,7 +67,7 @@ def abandoned_result(spec: JobSpec, batch_size: int, reason: str) -> TrialResult
     )
 
 
-def _fail(store, job_id: str, trials: Sequence[Unfinished], reasons: list[str]) -> list[AbandonedTrial]:
+def _fail(store, job_id: str, trials: Sequence[Trial], reasons: list[str]) -> list[Trial]:
     """Finish each trial as failed; a trial whose real result got in first keeps it."""
     from zeus.store import EventConflictError
 
@@ -94,18 +82,18 @@ def _fail(store, job_id: str, trials: Sequence[Unfinished], reasons: list[str]) 
             )
         except EventConflictError:
             continue  # it finished after all (first wins): nothing to record
-        done.append(AbandonedTrial(trial.trial, trial.recurrence, trial.attempt, trial.batch_size, reason))
+        done.append(replace(trial, status=TrialStatus.FAILED, reason=reason, source=NO_FIGURES))
     return done
 
 
-def fail_unfinished(store, job_id: str, recurrence_id: str, reason: str) -> list[AbandonedTrial]:
+def fail_unfinished(store, job_id: str, recurrence_id: str, reason: str) -> list[Trial]:
     """Record the recurrence's unfinished trials as failed with `reason`. Call it only once the steps that
     could still finish them have stopped (an interrupted run, a failed pipeline step)."""
     mine = [t for t in store.read_trials(job_id).unfinished if t.recurrence_id == str(recurrence_id)]
     return _fail(store, job_id, mine, [reason] * len(mine))
 
 
-def fail_interrupted(store, job_id: str, recurrence_id: str, signal_name: str) -> list[AbandonedTrial]:
+def fail_interrupted(store, job_id: str, recurrence_id: str, signal_name: str) -> list[Trial]:
     """Record the recurrence's unfinished trials as failed, "interrupted by <signal>" (zeus.signals.stop_children
     first)."""
     return fail_unfinished(store, job_id, recurrence_id, f"interrupted by {signal_name}")
@@ -118,8 +106,8 @@ def fail_stale(
     timeout_s: float,
     now: datetime,
     current: tuple[str, int],
-    unfinished: Sequence[Unfinished],
-) -> list[AbandonedTrial]:
+    unfinished: Sequence[Trial],
+) -> list[Trial]:
     """Record as failed every trial of `unfinished` (the job's dispatched trials with no result, as
     `Store.read_trials` gives them) dispatched at least `timeout_s` before `now`, except `current` =
     (recurrence_id, attempt), the trial the calling bandit step is deciding. `now` is tz-aware, as the

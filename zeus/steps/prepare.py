@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zeus.job import JobSpec
+from zeus.steps.params import open_step_store, spec_from_params
+from zeus.steps.step_lines import RECURRENCE
 
-RECURRENCE_LINE = "preprocess: recurrence "  # what the step prints: the recurrence's number in the job
 PASS_THROUGH_NOTE = "pass-through: no preprocessing configured; the training script reads its own data\n"
 
 
@@ -39,8 +40,6 @@ def prepare(
     owner: str = "",
 ) -> Prepared:
     """Register the job (first recurrence) or check it (later ones), open the recurrence, preprocess."""
-    from zeus.steps.params import open_step_store
-
     if not recurrence_id:
         raise StepError("recurrence_id is empty: pass the KFP run id (dsl.PIPELINE_JOB_ID_PLACEHOLDER) or a name")
     store = open_step_store(store_uri)
@@ -117,8 +116,6 @@ def preprocess(
     a bad field raises JobSpecError naming it, which fails the run before any trial starts.
     `preprocess_ref` is what `run_preprocess` runs ("" for none).
     """
-    from zeus.steps.params import spec_from_params
-
     spec = spec_from_params(**params)
     prepared = prepare(
         spec,
@@ -128,5 +125,5 @@ def preprocess(
         preprocess=preprocess_ref,
         owner=owner,
     )
-    print(f"{RECURRENCE_LINE}{prepared.recurrence} ({prepared.recurrence_id})")  # pipelines.local reads it
+    print(RECURRENCE.say(f"{prepared.recurrence} ({prepared.recurrence_id})"))  # pipelines.local reads it
     return json.dumps(prepared.spec.to_dict()), prepared.recurrence_id, prepared.recurrence

@@ -21,25 +21,25 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-import pandas as pd
-
+from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialResult, TrialStatus
-from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
+from zeus.launch.trial import TrialRunner, launch_runner
+from zeus.policy import get_policy
 from zeus.policy.base import Decision
-from zeus.power.reuse import StoredProfile
-from zeus.power.selection import profile_frame
+from zeus.power.reuse import ProfileBook
+from zeus.profiles import PowerProfile
 from zeus.seeds import decision_seed, trial_seed
 from zeus.signals import Interrupted, interruptible, stop_children
-from zeus.simulate.trial import SCRIPT_BACKEND
 from zeus.steps.abandoned import (
     DEFAULT_DISPATCH_TIMEOUT_S,
-    AbandonedTrial,
+    abandoned_line,
     abandoned_result,
     check_dispatch_timeout,
     fail_stale,
 )
+from zeus.steps.inputs import check_trial_inputs
 from zeus.steps.params import (
     PROFILE_KIND,
     PYTHON_TOKEN,
@@ -48,7 +48,9 @@ from zeus.steps.params import (
     threshold_from_param,
     threshold_to_param,
 )
+from zeus.steps.request import TrialRequest
 from zeus.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
+from zeus.trials import Trial
 
 
 class MetricsSink(Protocol):
@@ -67,12 +69,16 @@ class Choice:
     decision: Decision
     trial: int
     trial_seed: int
-    reuse: StoredProfile | None
-    abandoned: tuple[AbandonedTrial, ...] = ()
+    reuse: PowerProfile | None
+    abandoned: tuple[Trial, ...] = ()
 
     @property
     def batch_size(self) -> int:
         return int(self.decision.batch_size)
+
+    @property
+    def abandoned_lines(self) -> list[str]:
+        return [abandoned_line(trial) for trial in self.abandoned]
 
     @property
     def cost_threshold_param(self) -> float:
@@ -103,15 +109,12 @@ def bandit(
     `reuse_profile_path` is given, writes that profile there as Parquet (an empty table: profile), so
     the train step, which never touches the store, can train at the stored optimum from its first step.
     """
-    from zeus.policy import get_policy
-    from zeus.power.reuse import ProfileBook
-
     timeout_s = check_dispatch_timeout(dispatch_timeout_s)
     store = open_step_store(store_uri)
     spec = store.get_job(job_id)
     recurrence = store.recurrence_number(job_id, recurrence_id)
     existing = store.get_dispatch(job_id, recurrence_id, attempt)
-    abandoned: list[AbandonedTrial] = []
+    abandoned: list[Trial] = []
     if existing is not None:  # a retried bandit step: hand out the decision already recorded
         trial, decision = existing
     else:
@@ -130,7 +133,7 @@ def bandit(
     book = ProfileBook.from_frame(store.profiles(job_id))
     reuse = book.to_reuse(decision.batch_size, recurrence, reprofile_after=spec.reprofile_after, force=reprofile)
     if reuse_profile_path:
-        (reuse.frame if reuse is not None else profile_frame([])).to_parquet(reuse_profile_path, index=False)
+        (reuse if reuse is not None else PowerProfile.empty()).to_parquet(reuse_profile_path)
     return Choice(
         decision=decision,
         trial=int(trial),
@@ -141,32 +144,17 @@ def bandit(
 
 
 def train(
+    request: TrialRequest,
     *,
-    spec_json: str,
-    batch_size: int,
-    cost_threshold: float,
-    command: list[str],
     data_dir: str,
     profile: FileArtifact,
     metrics: MetricsSink,
     model: FileArtifact,
     trial_log: FileArtifact | None = None,
-    zeus_aware: bool = True,
-    metric_pattern: str = "",
-    metrics_collector: str = "",
-    gpu: str = "auto",
-    trial_backend: str = SCRIPT_BACKEND,
-    seed: int = 0,
     reuse_profile_path: str = "",
-    launcher: str = "local",
-    num_nodes: int = 1,
-    gpus_per_node: int = 1,
-    runtime: str = DEFAULT_RUNTIME,
-    store_uri: str = "",
-    recurrence_id: str = "",
-    attempt: int = 1,
+    gpu: str = "auto",
 ) -> TrialResult:
-    """Run one trial, write its profile, metrics, model and log, and return its result.
+    """Run the trial `request` asks for, write its profile, metrics, model and log, and return its result.
 
     trial_backend "script" runs the user's `command` (which may use "{python}" for this step's
     interpreter, besides run_trial's {batch_size}, {data_dir}, {log_dir} and {work_dir}; the script
@@ -177,9 +165,11 @@ def train(
     YAML text in the shape of Katib's metricsCollectorSpec, zeus.train.collectors; "" for stdout with
     Katib's pattern, or `metric_pattern` when given).
 
-    `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `runtime` say
-    where the script runs (zeus.launch); a cluster launcher hands files over through the store at
+    `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `trainjob_runtime`
+    say where the script runs (zeus.launch); a cluster launcher hands files over through the store at
     `store_uri`, under the trial's `recurrence_id` and `attempt`, which also label its Kubernetes job.
+    Whichever it is, the trial runs through one zeus.launch.trial.TrialRunner call, in a temporary work
+    directory.
 
     `trial_log` (a directory) receives the trial's log: the script's stdout and stderr, result.json,
     profile.csv, what the metrics collector read and whatever else the script wrote to {log_dir}
@@ -190,65 +180,37 @@ def train(
     the recurrence ends there. SIGINT or SIGTERM (a stopped pod, a Ctrl-C) stops the script and its
     children and returns the trial FAILED, "interrupted by SIGTERM".
     """
-    from zeus.errors import FieldError
-    from zeus.steps.inputs import check_trial_inputs
-
-    spec = JobSpec.from_dict(json.loads(spec_json))
+    spec = JobSpec.from_dict(json.loads(request.spec_json))
+    batch_size = int(request.batch_size)
     log_dir = Path(trial_log.path) if trial_log is not None else None
     started, cpu_before = time.perf_counter(), _children_cpu_s()
-    measured: pd.DataFrame | None = None
-    reuse: StoredProfile | None = None
+    measured: PowerProfile | None = None
+    reuse: PowerProfile | None = None
     try:
-        inputs = check_trial_inputs(
-            command=command,
-            zeus_aware=zeus_aware,
-            metric_pattern=metric_pattern,
-            metrics_collector=metrics_collector,
-            trial_backend=trial_backend,
-            launcher=launcher,
-            num_nodes=num_nodes,
-            gpus_per_node=gpus_per_node,
-            runtime=runtime,
-        )
-        reuse = _read_reuse(reuse_profile_path, int(batch_size))
+        runner = _runner(request, data_dir=data_dir, gpu=gpu)
+        reuse = _read_reuse(reuse_profile_path)
         with interruptible():
-            if inputs.backend is not None:
-                threshold = threshold_from_param(cost_threshold)
-                run = inputs.backend.run(
-                    spec, batch_size=int(batch_size), cost_threshold=threshold, seed=seed, reuse=reuse
-                )
-                result, measured = run.result, run.profile
-                _write_model(None, model)
-            else:
-                result, measured = _run_script(
-                    inputs.launch,
-                    spec,
-                    model,
-                    reuse,
-                    log_dir,
-                    batch_size=int(batch_size),
-                    cost_threshold=threshold_from_param(cost_threshold),
-                    command=command,
-                    zeus_aware=zeus_aware,
-                    data_dir=data_dir or None,
-                    gpu=gpu,
-                    collector=inputs.collector,
-                    seed=seed,
-                    store_uri=resolve_store_uri(store_uri),
-                    recurrence_id=recurrence_id,
-                    attempt=int(attempt),
-                )
+            result, measured = _run(
+                runner,
+                spec,
+                model,
+                log_dir,
+                batch_size=batch_size,
+                cost_threshold=threshold_from_param(request.cost_threshold),
+                seed=request.seed,
+                reuse=reuse,
+            )
     except Interrupted as sig:  # the pod or the local run is stopping: end the script, report the trial failed
         stop_children()
-        result, measured = abandoned_result(spec, int(batch_size), f"interrupted by {sig.signal_name}"), None
+        result, measured = abandoned_result(spec, batch_size, f"interrupted by {sig.signal_name}"), None
         _write_model(None, model)
         print(f"train: interrupted by {sig.signal_name}: the script was stopped; the trial is reported failed")
     except FieldError as err:  # an input the step refuses: the trial fails with it, nothing ran
-        result, measured = abandoned_result(spec, int(batch_size), f"invalid input, the trial did not run: {err}"), None
+        result, measured = abandoned_result(spec, batch_size, f"invalid input, the trial did not run: {err}"), None
         _write_model(None, model)
         print(f"train: {result.reason}")
     wall_s, cpu_s = time.perf_counter() - started, _children_cpu_s() - cpu_before
-    _write_profile(measured if measured is not None else profile_frame([]), profile, reused=reuse)
+    _write_profile(measured if measured is not None else PowerProfile.empty(), profile, reused=reuse)
     if trial_log is not None:
         finish_log(trial_log, result)
     say_where(model, trial_log)
@@ -288,37 +250,66 @@ def feedback(
     result = TrialResult.from_json(result_json)
     store = open_step_store(store_uri)
     store.finish_trial(job_id, recurrence_id, attempt, result)
-    profile = pd.read_parquet(profile_path) if Path(profile_path).is_file() else pd.DataFrame()
-    if not profile.empty:
+    profile = PowerProfile.read_parquet(profile_path) if Path(profile_path).is_file() else PowerProfile.empty()
+    if not profile.is_empty:
         store.write_profile(job_id, recurrence_id, attempt, profile)
     return ends_recurrence(result)
 
 
-def _run_script(
-    launch: LaunchConfig,
+def _runner(request: TrialRequest, *, data_dir: str, gpu: str) -> TrialRunner:
+    """Where the request's trial runs: the trace it replays, or the user's command where its launcher says,
+    "{python}" in it this step's interpreter (`python` in a cluster trial's pods). FieldError (naming the field)
+    for an input the step refuses."""
+    inputs = check_trial_inputs(
+        command=request.command,
+        zeus_aware=request.zeus_aware,
+        metric_pattern=request.metric_pattern,
+        metrics_collector=request.metrics_collector,
+        trial_backend=request.trial_backend,
+        launcher=request.launcher,
+        num_nodes=request.num_nodes,
+        gpus_per_node=request.gpus_per_node,
+        runtime=request.trainjob_runtime,
+    )
+    if inputs.backend is not None:
+        return inputs.backend
+    python = "python" if inputs.launch.cluster else sys.executable
+    return launch_runner(
+        inputs.launch,
+        command=[str(part).replace(PYTHON_TOKEN, python) for part in request.command],
+        zeus_aware=request.zeus_aware,
+        collector=inputs.collector,
+        data_dir=data_dir or None,
+        gpu=gpu,
+        store_uri=resolve_store_uri(request.store_uri),
+        recurrence_id=request.recurrence_id,
+        attempt=int(request.attempt),
+    )
+
+
+def _run(
+    runner: TrialRunner,
     spec: JobSpec,
     model: FileArtifact,
-    reuse: StoredProfile | None,
     keep_log: Path | None,
-    **trial: Any,
-) -> tuple[TrialResult, pd.DataFrame | None]:
-    """One trial of the user's command where `launch` says (zeus.launch.trial): its result and the profile
-    to store (None when it trained at a reused profile, which is not stored again). `trial` holds the
-    run_trial settings; "{python}" becomes this step's interpreter, or `python` in a cluster trial's pods.
-    The trial's work directory is temporary: its log is copied to `keep_log` first (None: not kept)."""
-    from zeus.launch.trial import run_launched_trial
-
-    python = "python" if launch.cluster else sys.executable
-    command = [str(part).replace(PYTHON_TOKEN, python) for part in trial.pop("command")]
+    *,
+    batch_size: int,
+    cost_threshold: float | None,
+    seed: int,
+    reuse: PowerProfile | None,
+) -> tuple[TrialResult, PowerProfile | None]:
+    """One trial through `runner`: its result and the profile to store (None when it trained at a reused
+    profile, which is not stored again). The trial's work directory is temporary: its log is copied to
+    `keep_log` first (None: not kept); its model, if it saved one, to `model`."""
     with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
         try:
-            outcome = run_launched_trial(
-                launch,
+            outcome = runner.run(
                 spec,
-                command=command,
+                batch_size=batch_size,
+                cost_threshold=cost_threshold,
+                seed=seed,
+                reuse=reuse,
                 work_dir=Path(work_dir),
-                reuse_profile=reuse.frame if reuse is not None else None,
-                **trial,
             )
             _write_model(outcome.model_path, model)
         finally:
@@ -327,14 +318,13 @@ def _run_script(
     return outcome.result, (None if reuse is not None else outcome.profile)
 
 
-def _read_reuse(path: str, batch_size: int) -> StoredProfile | None:
-    """The stored profile the bandit step handed over, or None (no file, or an empty table: profile)."""
+def _read_reuse(path: str) -> PowerProfile | None:
+    """The stored profile the bandit step handed over, with the recurrence and trial that measured it, or None
+    (no file, or an empty table: profile)."""
     if not path or not Path(path).is_file():
         return None
-    frame = pd.read_parquet(path)
-    if frame.empty:
-        return None
-    return StoredProfile(batch_size, recurrence=0, trial=0, frame=profile_frame(frame.to_dict("records")))
+    reuse = PowerProfile.read_parquet(path)
+    return None if reuse.is_empty else reuse
 
 
 def _children_cpu_s() -> float:
@@ -342,14 +332,13 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _write_profile(profile_df: pd.DataFrame, artifact: FileArtifact, reused: StoredProfile | None) -> None:
+def _write_profile(measured: PowerProfile, artifact: FileArtifact, reused: PowerProfile | None) -> None:
     """The JIT profile the trial measured as Parquet, marked simulated when any row is (figures from no
     real GPU); empty when the trial trained at a reused stored profile (metadata "reused": True)."""
-    profile_df.to_parquet(artifact.path, index=False)
-    simulated = bool(profile_df["simulated"].any()) if "simulated" in profile_df and len(profile_df) else False
+    measured.to_parquet(artifact.path)
     artifact.metadata["kind"] = PROFILE_KIND
-    artifact.metadata["rows"] = len(profile_df)
-    artifact.metadata["simulated"] = simulated
+    artifact.metadata["rows"] = len(measured)
+    artifact.metadata["simulated"] = measured.simulated
     artifact.metadata["reused"] = reused is not None
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from zeus.job import TrialResult
+from zeus.steps.step_lines import MODEL, NO_MODEL, TRIAL_LOG
+from zeus.train.artifacts import MODEL_FILE, RESULT_FILE
+from zeus.train.runner import LOG_SUBDIR
 
 TRIAL_OUTPUT_FILES = ("stdout.log", "stderr.log")  # what the runner writes in a trial's work directory
 KEEP_MAX_BYTES = 64 * 1024 * 1024
-# The lines the train step prints about where the trial's files went (pipelines.local reads them back).
-TRIAL_LOG_LINE = "train: trial log: "
-MODEL_LINE = "train: model: "
 
 
 class FileArtifact(Protocol):
@@ -33,9 +33,6 @@ def keep_trial_log(work_dir: Path, target: Path) -> None:
     """The trial's log into `target`: the runner's stdout.log and stderr.log, then everything in the trial's
     {log_dir} but the model (the Model artifact has it); a file over KEEP_MAX_BYTES is named in not-kept.txt
     instead (a checkpoint, say: the log is for reading, not a second model store)."""
-    from zeus.train.artifacts import MODEL_FILE
-    from zeus.train.runner import LOG_SUBDIR
-
     target.mkdir(parents=True, exist_ok=True)
     sources = [work_dir / name for name in TRIAL_OUTPUT_FILES]
     logs = work_dir / LOG_SUBDIR
@@ -58,8 +55,6 @@ def keep_trial_log(work_dir: Path, target: Path) -> None:
 
 def finish_log(artifact: FileArtifact, result: TrialResult) -> None:
     """The log artifact's own summary: its result (always, also when nothing ran) and its file count."""
-    from zeus.train.artifacts import RESULT_FILE
-
     target = Path(artifact.path)
     target.mkdir(parents=True, exist_ok=True)
     if not (target / RESULT_FILE).is_file():
@@ -77,8 +72,8 @@ def _location(artifact: FileArtifact) -> str:
 def say_where(model: FileArtifact, trial_log: FileArtifact | None) -> None:
     """One line each, which `zeus-kfp run` reads back (pipelines.local) and the KFP UI's step log shows."""
     if trial_log is not None:
-        print(f"{TRIAL_LOG_LINE}{_location(trial_log)}")
+        print(TRIAL_LOG.say(_location(trial_log)))
     if model.metadata.get("written"):
-        print(f"{MODEL_LINE}{_location(model)}")
+        print(MODEL.say(_location(model)))
     else:
-        print(f"{MODEL_LINE}none (the script saved no model: save it as {{log_dir}}/model.pt to keep it)")
+        print(MODEL.say(f"{NO_MODEL} (the script saved no model: save it as {{log_dir}}/model.pt to keep it)"))

@@ -21,7 +21,7 @@ from zeus.store.errors import (
     UnknownJobError,
     UnknownTrialError,
 )
-from zeus.store.frames import JobTrials, Unfinished
+from zeus.store.frames import JobTrials
 from zeus.store.store import Store, open_store
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "StoreInputError",
     "StoreUnavailableError",
     "StoreWarning",
-    "Unfinished",
     "UnknownJobError",
     "UnknownTrialError",
     "open_store",

@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import fields
 from typing import Any
 
 import pyarrow as pa
 
+from zeus.job import TrialResult
 from zeus.store.errors import CorruptObjectError
+from zeus.trials import trial_columns
 
 KINDS = ("begin", "dispatched", "finished", "profile", "noop", "snapshot")
 TRIAL_KINDS = ("dispatched", "finished", "profile")  # about one (recurrence_id, attempt)
-DECISION_FIELDS = ("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id")
-RESULT_FIELDS = ("batch_size", "status", "time_s", "energy_j", "num_epochs", "cost", "power_limit_w", "metric",
-                 "simulated", "reason", "source")  # fmt: skip
+# A dispatched entry holds the decision and where it runs, a finished entry the TrialResult: under the names
+# of zeus.trials.Trial's fields, so the settled log reads straight into trials (frames.py).
+DECISION_FIELDS = tuple(trial_columns("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id"))
+RESULT_FIELDS = tuple(f.name for f in fields(TrialResult))
 PROFILE_FIELDS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
 
 ROW_SCHEMA = pa.schema(

@@ -15,7 +15,7 @@ for every decision.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -28,39 +28,22 @@ from zeus.profiles import PROFILE_COLUMNS
 from zeus.store import keys
 from zeus.store.entries import DECISION_FIELDS, KINDS, RESULT_FIELDS
 from zeus.store.errors import ObjectProblem
-from zeus.trials import STATUSES, TrialHistory
+from zeus.trials import FRAME_COLUMNS, STATUSES, Trial, TrialHistory, trial_columns
 
 TRIAL_BY = ["recurrence_id", "attempt"]
 
 if TYPE_CHECKING:  # pandas only for the frames people read
     import pandas as pd
 
-TRIAL_COLUMNS = [
-    "job_id", "recurrence", "recurrence_id", "trial", "attempt", "batch_size", "power_limit_w", "status",
-    "finished", "reached", "time_s", "energy_j", "cost", "num_epochs", "metric", "started_at", "ended_at",
-    "kfp_run_id", "simulated", "source", "reason", "cost_threshold", "stage", "decision_reason",
-]  # fmt: skip
 PROFILE_FRAME_COLUMNS = ["job_id", "recurrence_id", "attempt", "recurrence", "trial", "batch_size", *PROFILE_COLUMNS]
-
-
-@dataclass(frozen=True)
-class Unfinished:
-    """A dispatched trial with no result yet (zeus.steps.abandoned decides whether it was lost)."""
-
-    recurrence_id: str
-    attempt: int
-    recurrence: int
-    trial: int
-    batch_size: int
-    started_at: datetime
 
 
 @dataclass(frozen=True)
 class JobTrials:
     """One read of a job: its history as policies take it (trial order) and the trials still out."""
 
-    history: TrialHistory  # columns; its rows are TrialRecords
-    unfinished: list[Unfinished]
+    history: TrialHistory  # columns; its rows are Trials
+    unfinished: list[Trial]  # dispatched, no result yet (zeus.steps.abandoned decides whether it was lost)
 
 
 def _first(rows: np.ndarray, key: np.ndarray, slot: np.ndarray) -> np.ndarray:
@@ -179,11 +162,14 @@ def job_trials(settled: Settled) -> JobTrials:
     out = np.flatnonzero(history.has(TrialStatus.DISPATCHED))
     rids = started.column("recurrence_id").take(out).to_pylist()
     attempt, at = _ints(started.column("attempt"))[out].tolist(), _ints(started.column("at"))[out].tolist()
-    recurrence, trial, batch = (history.recurrence[out].tolist(), history.trial[out].tolist(),
-                                history.batch_size[out].tolist())  # fmt: skip
     unfinished = [
-        Unfinished(rids[k], attempt[k], recurrence[k], trial[k], batch[k], datetime.fromtimestamp(at[k] / 1e6, UTC))
-        for k in range(len(out))
+        replace(
+            history[int(row)],
+            recurrence_id=rids[k],
+            attempt=attempt[k],
+            started_at=datetime.fromtimestamp(at[k] / 1e6, UTC),
+        )
+        for k, row in enumerate(out)
     ]
     return JobTrials(history, unfinished)
 
@@ -221,11 +207,20 @@ def trials_frame(job_id: str, settled: Settled) -> pd.DataFrame:
         "cost_threshold": started.column("cost_threshold"),
         "stage": started.column("stage"),
         "decision_reason": started.column("decision_reason"),
+        "profiled": _profiled(settled),
     }
     frame = pa.table(columns).to_pandas()
-    for column in ("recurrence", "trial", "batch_size", "num_epochs"):
+    for column in trial_columns("recurrence", "trial", "batch_size", "num_epochs"):
         frame[column] = frame[column].astype("Int64")
-    return frame.loc[:, TRIAL_COLUMNS]
+    frame["profiled"] = frame["profiled"].astype("boolean")  # null while dispatched, whatever the rest hold
+    return frame.loc[:, list(FRAME_COLUMNS)]
+
+
+def _profiled(settled: Settled) -> pa.Array:
+    """Per trial, whether it stored a power profile (False: it trained at a reused one); null while dispatched."""
+    keys_with_profile = _trial_key(settled.profiles).combine_chunks()
+    has = pc.is_in(_trial_key(settled.dispatched), value_set=keys_with_profile)
+    return pc.if_else(pc.is_valid(settled.finished.column("status")), has, pa.scalar(None, pa.bool_()))
 
 
 def profiles_frame(job_id: str, settled: Settled) -> pd.DataFrame:

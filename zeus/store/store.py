@@ -1,7 +1,7 @@
 """The store's public face: `open_store(uri)` and the `Store` every step and the CLI use.
 
 A Store holds a backend and the problems its last read found, nothing else: all state is in the
-objects (DESIGN.md, "Stateless steps"), so any number of processes may open the same store.
+objects (docs/DESIGN.md, "The store's protocol"), so any number of processes may open the same store.
 
 Each write appends one entry to the job's log (log.py) and then reads the log up to its own slot,
 so what it tells its caller is what every reader reads from then on:
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from zeus.job import Decision, JobSpec, TrialResult, check_result_for
-from zeus.profiles import check_profile
+from zeus.job import Decision, JobSpec, JobSpecError, TrialResult, check_result_for
+from zeus.profiles import PowerProfile, check_profile
 from zeus.store import catalog, entries, frames, keys, log
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus.store.compaction import CompactResult, compact
@@ -228,10 +228,13 @@ class Store:
             where = keys.log_dir(job_id) + f" ({recurrence_id} attempt {attempt})"
             raise EventConflictError(where, f"another result is stored: {entries.differences(stored, given)}")
 
-    def write_profile(self, job_id: str, recurrence_id: str, attempt: int, profile: pd.DataFrame) -> None:
+    def write_profile(self, job_id: str, recurrence_id: str, attempt: int, profile: PowerProfile) -> None:
         """Store a trial's power profile (phase, power_limit_w, average_power_w, throughput, simulated).
-        The first profile of a trial is kept: a retried step's later one is not written."""
-        clean = check_profile(profile)
+        The first profile of a trial is kept: a retried step's later one is not written. The store numbers
+        it: it is read back with its batch size, recurrence and trial (`profiles`, ProfileBook)."""
+        if not isinstance(profile, PowerProfile):
+            raise JobSpecError("profile", type(profile).__name__, "a zeus.profiles.PowerProfile")
+        clean = check_profile(profile.rows)
         read, settled, _row = self._require_dispatch(job_id, recurrence_id, attempt)
         trials = settled.profiles.filter(_is_trial(settled.profiles, recurrence_id, attempt))
         if trials.num_rows == 0:
@@ -246,7 +249,7 @@ class Store:
         return frames.job_trials(self._settled(self._read(job_id)))
 
     def history(self, job_id: str) -> TrialHistory:
-        """The job's trials as policies take them, in trial order: columns whose rows are TrialRecords."""
+        """The job's trials as policies take them, in trial order: columns whose rows are Trials."""
         return self.read_trials(job_id).history
 
     def trials(self, job_id: str) -> pd.DataFrame:

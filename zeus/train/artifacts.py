@@ -18,11 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from zeus.job import JobSpec, TrialResult
-from zeus.power.selection import profile_frame
-from zeus.profiles import PROFILE_COLUMNS
+from zeus.job import Pricing, TrialResult
+from zeus.profiles import PowerProfile
 
 RESULT_FILE = "result.json"
 PROFILE_FILE = "profile.csv"
@@ -51,7 +48,7 @@ def read_result_json(log_dir: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text())
 
 
-def result_from_json(spec: JobSpec, data: dict[str, Any]) -> TrialResult:
+def result_from_json(spec: Pricing, data: dict[str, Any]) -> TrialResult:
     """Rebuild a TrialResult under `spec`'s cost function (the job's, not whatever the script assumed)."""
     return TrialResult.build(
         spec,
@@ -68,22 +65,16 @@ def result_from_json(spec: JobSpec, data: dict[str, Any]) -> TrialResult:
     )
 
 
-def write_profile(log_dir: str | Path, profile: pd.DataFrame) -> Path:
+def write_profile(log_dir: str | Path, profile: PowerProfile) -> Path:
     path = Path(log_dir) / PROFILE_FILE
-    atomic_write_text(path, profile_frame(profile.to_dict("records")).to_csv(index=False))
+    atomic_write_text(path, profile.to_csv())
     return path
 
 
-def read_profile(log_dir: str | Path) -> pd.DataFrame:
-    """The profile table, empty (with the contract's columns) when the trial wrote none."""
+def read_profile(log_dir: str | Path) -> PowerProfile:
+    """The trial's profile, empty when it wrote none."""
     path = Path(log_dir) / PROFILE_FILE
-    if not path.exists():
-        return profile_frame([])
-    frame = pd.read_csv(path)
-    missing = set(PROFILE_COLUMNS) - set(frame.columns)
-    if missing:
-        raise ValueError(f"{path}: profile lacks columns {sorted(missing)}")
-    return profile_frame(frame.to_dict("records"))
+    return PowerProfile.from_csv(path) if path.exists() else PowerProfile.empty()
 
 
 def model_path(log_dir: str | Path) -> Path | None:

@@ -13,8 +13,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from zeus.cost import CostModel
 from zeus.errors import FieldError
-from zeus.job import JobSpec, JobSpecError
+from zeus.job import JobSpec, JobSpecError, meets_target
 from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
 from zeus.settings import settings_of
 
@@ -126,11 +127,22 @@ class TrialEnv:
             raise TrialEnvError(ENV_VARS["min_window_s"], env.get(ENV_VARS["min_window_s"]), MIN_WINDOW_ALLOWED)
         return cls(**values)
 
-    def spec(self) -> JobSpec:
-        """A JobSpec carrying this trial's cost function and target (for TrialResult.build)."""
+    @property
+    def cost_model(self) -> CostModel:
+        """How this trial is priced (TrialResult.build takes the env itself: it carries the metric's name too)."""
+        return CostModel(eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
+
+    def reached(self, metric: float) -> bool:
+        """Whether `metric` meets the job's target, in the job's direction."""
+        return meets_target(metric, self.target_metric, higher_is_better=self.higher_is_better)
+
+    def check(self) -> TrialEnv:
+        """This env, its job settings checked by the job's own rules (JobSpec's): a variable out of range
+        is a TrialEnvError naming it, before the trial starts. Returns self."""
         try:
             carried = {name: getattr(self, name) for name in SPEC_FIELDS}
-            return JobSpec(batch_sizes=(self.batch_size,), default_batch_size=self.batch_size, **carried)
+            JobSpec(batch_sizes=(self.batch_size,), default_batch_size=self.batch_size, **carried)
         except JobSpecError as exc:
             field = ENV_VARS.get(exc.field, exc.field)
             raise TrialEnvError(field, exc.value, exc.allowed) from None
+        return self

@@ -62,7 +62,7 @@ class PlainTrial:
             gpu,
             monitor,
             batch_size=batch_size,
-            cost_rate=spec.cost_rate,
+            cost_rate=spec.cost_model.rate,
             options=options,
             reuse=reuse,
             on_training_start=self._restart_trial_window,
@@ -85,7 +85,7 @@ class PlainTrial:
 
     def _cost(self) -> float:
         measured = self.monitor.peek(TRIAL_WINDOW)
-        return self.spec.cost(measured.total_energy_j, measured.time_s)
+        return self.spec.cost_model.cost(measured.total_energy_j, measured.time_s)
 
     def stop(self, status: TrialStatus, reason: str = "") -> None:
         if self.status is None:

@@ -46,13 +46,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import pandas as pd
-
 from zeus.power.gpu import GPU
 from zeus.power.monitor import EnergyMonitor
 from zeus.power.profile_params import ProfileParams
 from zeus.power.profiler import PowerLimitProfiler
-from zeus.power.selection import CostRate, profile_frame, train_rows
+from zeus.power.selection import CostRate
+from zeus.profiles import PowerProfile
 from zeus.train.collectors.observation import Observation
 
 log = logging.getLogger(__name__)
@@ -84,7 +83,7 @@ class ProgressProfiler:
         batch_size: int,
         cost_rate: CostRate,
         options: ProfilingOptions = ProfilingOptions(),
-        reuse: pd.DataFrame | None = None,
+        reuse: PowerProfile | None = None,
         on_training_start: Callable[[], None] | None = None,
     ) -> None:
         self.gpu, self.monitor, self.batch_size = gpu, monitor, batch_size
@@ -99,11 +98,11 @@ class ProgressProfiler:
         self.from_training_start = False  # the trial's window began at the start of training
         self._last_step: int | None = None
         self._last_epoch: int | None = None
-        if reuse is not None and not reuse.empty and train_rows(reuse).any():
+        if reuse is not None and reuse.is_usable():
             self.profiler = self._make(ProfileParams(options.warmup_iters, options.profile_iters), reuse)
             self.profiler.on_step_begin()  # a stored optimum needs no counter: hold it from the start
 
-    def _make(self, params: ProfileParams, reuse: pd.DataFrame | None = None) -> PowerLimitProfiler:
+    def _make(self, params: ProfileParams, reuse: PowerProfile | None = None) -> PowerLimitProfiler:
         params = ProfileParams(params.warmup_iters, params.profile_iters, min_window_s=self.options.min_window_s)
         return PowerLimitProfiler(self.gpu, cost_rate=self.cost_rate, params=params, monitor=self.monitor, reuse=reuse)
 
@@ -198,8 +197,8 @@ class ProgressProfiler:
         """The limit the trial trained at (None: unprofiled; the caller reads the GPU's)."""
         return self.profiler.best_limit() if self.profiler is not None else None
 
-    def profile(self) -> pd.DataFrame:
-        return self.profiler.profile() if self.profiler is not None else profile_frame([])
+    def profile(self) -> PowerProfile:
+        return self.profiler.profile() if self.profiler is not None else PowerProfile.empty()
 
     def notes(self) -> list[str]:
         """What the trial's reason says about profiling."""

@@ -29,14 +29,12 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from zeus.job import JobSpec, JobSpecError, TrialOutcome, TrialResult, TrialStatus
 from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source, open_gpu
 from zeus.power.monitor import EnergyMonitor, Measurement
 from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
-from zeus.power.selection import profile_frame
 from zeus.power.simulated import PowerModel, SimulatedGPU, epoch_samples_from_env
+from zeus.profiles import PowerProfile
 from zeus.train import artifacts
 from zeus.train.collectors import AUTO_PORT, CollectorError, CollectorSpec, open_collector
 from zeus.train.env import TrialEnv
@@ -124,7 +122,7 @@ def run_trial(
     warmup_iters: int = 10,
     profile_iters: int = 40,
     min_window_s: float | None = None,
-    reuse_profile: pd.DataFrame | None = None,
+    reuse_profile: PowerProfile | None = None,
     seed: int | None = None,
     timeout_s: float | None = None,
     term_grace_s: float = 5.0,
@@ -169,9 +167,9 @@ def run_trial(
     log_dir = work_dir / LOG_SUBDIR
     log_dir.mkdir(parents=True, exist_ok=True)
     profile_path = None
-    if reuse_profile is not None and not reuse_profile.empty:
+    if reuse_profile is not None and not reuse_profile.is_empty:
         profile_path = str(work_dir / "reuse_profile.csv")
-        profile_frame(reuse_profile.to_dict("records")).to_csv(profile_path, index=False)
+        Path(profile_path).write_text(reuse_profile.to_csv())
     trial_env = TrialEnv.for_trial(
         spec,
         batch_size=batch_size,

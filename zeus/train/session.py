@@ -24,13 +24,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
-
 from zeus.job import TrialResult, TrialStatus
 from zeus.power.gpu import GPU, gpu_source, measure_only_note, open_gpu
 from zeus.power.monitor import EnergyMonitor
 from zeus.power.profile_params import ProfileParams
 from zeus.power.profiler import PowerLimitProfiler
+from zeus.profiles import PowerProfile
 from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
 from zeus.train.distributed import Ranks, ranks_from_env
 from zeus.train.env import TrialEnv, TrialEnvError
@@ -48,7 +47,7 @@ class ZeusTrial:
         self, env: TrialEnv, gpu: GPU | None = None, num_train_samples: int | None = None, ranks: Ranks | None = None
     ) -> None:
         self.env = env
-        self.spec = env.spec()
+        env.check()
         self.ranks = ranks or ranks_from_env()
         self.local_batch_size = _local_batch_size(env, self.ranks.info.world_size)
         self.gpu = self.ranks.rank_gpu(gpu or open_gpu(env.gpu))
@@ -74,14 +73,14 @@ class ZeusTrial:
             return None
         reuse = None
         if self.env.profile_path and Path(self.env.profile_path).exists():
-            reuse = pd.read_csv(self.env.profile_path)
+            reuse = PowerProfile.from_csv(self.env.profile_path)
             log.info("reusing the power profile at %s (no profiling this trial)", self.env.profile_path)
         params = ProfileParams(self.env.warmup_iters, self.env.profile_iters, min_window_s=self.env.min_window_s).fit(
             self.steps_per_epoch
         )
         return PowerLimitProfiler(
             self.gpu,
-            cost_rate=self.spec.cost_rate,
+            cost_rate=self.env.cost_model.rate,
             params=params,
             monitor=self.monitor,
             reuse=reuse,
@@ -123,8 +122,8 @@ class ZeusTrial:
                 yield epoch
                 measured = self.monitor.end_window(EPOCH_WINDOW)
                 self.metrics = self.ranks.leader_list(self.metrics)  # rank 0's metric decides for every rank
-                self.epoch_costs.append(self.spec.cost(measured.total_energy_j, measured.time_s))
-                if self.metrics and self.spec.reached(self.metrics[-1]):
+                self.epoch_costs.append(self.env.cost_model.cost(measured.total_energy_j, measured.time_s))
+                if self.metrics and self.env.reached(self.metrics[-1]):
                     self.finish(TrialStatus.REACHED)
                     return
             self.finish(TrialStatus.NOT_REACHED, f"target not reached in {self.env.max_epochs} epochs")
@@ -141,7 +140,7 @@ class ZeusTrial:
         """One more epoch's cost: from the profile at the chosen limit when profiling is done, else the last epoch."""
         p = self.profiler
         if p is not None and p.done and self.num_train_samples:
-            prof = p.profile()
+            prof = p.profile().rows
             at = prof[prof["power_limit_w"] == p.chosen_limit]
             train, evals = at[at["phase"] == "train"], at[at["phase"] == "eval"]
             if not train.empty:
@@ -150,14 +149,14 @@ class ZeusTrial:
                 if not evals.empty and self.eval_samples:
                     te = self.eval_samples / evals["throughput"].iloc[0]
                     t, energy = t + te, energy + evals["average_power_w"].iloc[0] * te
-                return self.spec.cost(energy, t)
+                return self.env.cost_model.cost(energy, t)
         return self.epoch_costs[-1] if self.epoch_costs else 0.0
 
     def _would_exceed(self) -> bool:
         if self.env.cost_threshold is None:
             return False
         so_far = self.monitor.peek(TRIAL_WINDOW)
-        cost = self.spec.cost(so_far.total_energy_j, so_far.time_s)
+        cost = self.env.cost_model.cost(so_far.total_energy_j, so_far.time_s)
         predicted = cost + self.predicted_epoch_cost()
         if predicted > self.env.cost_threshold:
             self.stop_reason = (
@@ -187,7 +186,7 @@ class ZeusTrial:
             if self.profiler is not None and self.profiler.partial_note():
                 notes.append(self.profiler.partial_note())
             self.result = TrialResult.build(
-                self.spec,
+                self.env,
                 batch_size=self.env.batch_size,
                 status=status,
                 time_s=measured.time_s if measured else 0.0,

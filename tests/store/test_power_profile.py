@@ -1,0 +1,51 @@
+"""A power profile keeps which trial measured it, from the store through the bandit step's file to train.
+
+A reused profile's age is counted from the recurrence that measured it (zeus.power.reuse), and the
+trial number says which one it is; before PowerProfile, the bandit step's Parquet handed train only
+rows, and train made the recurrence and trial up as zeros.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from zeus.job import Decision
+from zeus.power.reuse import ProfileBook
+from zeus.profiles import PowerProfile
+from zeus.steps.trial import _read_reuse
+
+ROWS = [
+    {"phase": "train", "power_limit_w": 300.0, "average_power_w": 280.0, "throughput": 900.0, "simulated": True},
+    {"phase": "train", "power_limit_w": 250.0, "average_power_w": 230.0, "throughput": 860.0, "simulated": True},
+    {"phase": "eval", "power_limit_w": 250.0, "average_power_w": 200.0, "throughput": 2400.0, "simulated": True},
+]
+
+
+def test_a_profile_written_as_parquet_reads_back_with_its_rows_and_the_trial_that_measured_it(tmp_path):
+    profile = PowerProfile.of(ROWS, batch_size=64, recurrence=3, trial=7)
+    profile.to_parquet(tmp_path / "p.parquet")
+    back = PowerProfile.read_parquet(tmp_path / "p.parquet")
+    assert (back.batch_size, back.recurrence, back.trial) == (64, 3, 7)
+    pd.testing.assert_frame_equal(back.rows, pd.DataFrame(ROWS).astype(back.rows.dtypes.to_dict()))
+    empty = PowerProfile.empty()
+    empty.to_parquet(tmp_path / "e.parquet")
+    again = PowerProfile.read_parquet(tmp_path / "e.parquet")
+    assert again.is_empty and (again.batch_size, again.recurrence, again.trial) == (None, None, None)
+
+
+def test_the_profile_the_bandit_step_hands_train_is_the_stored_one_with_its_recurrence_and_trial(store, spec, tmp_path):
+    """Recurrence 1's second trial measures batch size 64's profile; recurrence 2 reuses it."""
+    store.ensure_job(spec)
+    store.begin_recurrence(spec.job_id, "run-a")
+    for attempt, batch_size in ((1, 128), (2, 64)):
+        decision = Decision(batch_size=batch_size, cost_threshold=None, stage="exploration", reason="test")
+        store.dispatch_trial(spec.job_id, "run-a", attempt, decision)
+    store.write_profile(spec.job_id, "run-a", 2, PowerProfile.of(ROWS))
+    store.begin_recurrence(spec.job_id, "run-b")
+
+    reuse = ProfileBook.from_frame(store.profiles(spec.job_id)).to_reuse(64, 2, reprofile_after=0)
+    assert reuse is not None
+    reuse.to_parquet(tmp_path / "reuse.parquet")  # what the bandit step writes for train
+    handed = _read_reuse(str(tmp_path / "reuse.parquet"))
+    assert (handed.batch_size, handed.recurrence, handed.trial) == (64, 1, 2)
+    assert handed.rows["average_power_w"].tolist() == [280.0, 230.0, 200.0]
