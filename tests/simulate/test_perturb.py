@@ -120,8 +120,8 @@ def test_power_curves_are_tilted_so_the_cheapest_limit_can_move():
         source = build_simulator(job.workload, power_trace=job.gpu, eta=job.spec.eta_knob)
         for b, size in job.trace.sizes.items():
             old = source.trace.sizes[b]
-            per_epoch_new = job.spec.cost(size.energy_per_epoch, size.time_per_epoch)
-            per_epoch_old = source.spec.cost(old.energy_per_epoch, old.time_per_epoch)
+            per_epoch_new = job.spec.cost_model.cost(size.energy_per_epoch, size.time_per_epoch)
+            per_epoch_old = source.spec.cost_model.cost(old.energy_per_epoch, old.time_per_epoch)
             moved += int(np.argmin(per_epoch_new) != np.argmin(per_epoch_old))
     assert moved > 0
 

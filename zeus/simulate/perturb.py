@@ -117,7 +117,7 @@ def run_costs(spec: JobSpec, trace: WorkloadTrace) -> np.ndarray:
     for b in trace.batch_sizes:
         size = trace.sizes[b]
         epochs = np.minimum(np.nan_to_num(size.target_epochs, nan=spec.max_epochs), spec.max_epochs)
-        per_epoch = spec.cost(size.energy_per_epoch, size.time_per_epoch)
+        per_epoch = spec.cost_model.cost(size.energy_per_epoch, size.time_per_epoch)
         out.append(float(epochs.mean() * per_epoch.min()))
     return np.asarray(out)
 
