@@ -1,17 +1,26 @@
-"""Benchmark: `default` against `zeus-nsdi23` on every workload x GPU x eta cell of the trace simulator.
+"""Benchmark: `default` against `zeus-nsdi23` in the trace simulator, on the cells it was tuned on and on
+cells and jobs it was not fitted to.
 
-Prints, per cell (6 workloads x the V100 and A40 traces x eta 0.25, 0.5, 0.75, Zeus's number of
-recurrences), cumulative cost / oracle cost for each policy (mean over seeds), the ratio
-default / zeus-nsdi23, and each policy's mean regret (cumulative cost minus N x the oracle's, in
-oracle recurrences). Then: the mean-regret reduction (mean over cells of the per-cell mean regret)
-and the cells `default` wins, the same on a second set of seeds (the overfitting check), regret with
-K = 1, 2, 4, 8 recurrences in flight (mean over the eta-0.5 cells), the wall time, and the time of
-one decide() over a 10,000-trial history.
+Tuned cells: 6 workloads x the V100 and A40 traces x eta 0.25, 0.5, 0.75, Zeus's number of recurrences.
+Per cell, cumulative cost / oracle cost for each policy (mean over seeds), the ratio ours / zeus-nsdi23,
+each policy's mean regret (cumulative cost minus N x the oracle's, in oracle recurrences), and the worst
+point of its cumulative cost above the default configuration's (in default-configuration recurrences).
+Then the same on a second set of seeds (the overfitting check) and with K = 1, 2, 4, 8 recurrences in
+flight (the eta-0.5 cells).
 
-    .venv/bin/python benchmarks/policy.py                           # the issue's run: seeds 1-20, check 21-40
-    .venv/bin/python benchmarks/policy.py --jobs 2                  # the same on two processes
-    .venv/bin/python benchmarks/policy.py --seeds 1-5 --check-seeds none --in-flight 1   # quick look
-    .venv/bin/python benchmarks/policy.py --fidelity                # also zeus-nsdi23 vs Zeus's own simulator
+What cannot be fitted (issue 25):
+- leave-one-GPU-out: among the candidate policies (CANDIDATES), the one with the least mean regret on one
+  GPU's cells is chosen, and reported on the other GPU's cells, both ways, per eta;
+- perturbed jobs (zeus.simulate.perturb): jobs generated from a seed out of the V100 and A40 traces, with
+  epochs to target scaled and noised, power curves tilted, the cost minimum moved, or the default size
+  made optimal; per job, the ratio of ours' cumulative cost to zeus-nsdi23's (median, 90th percentile,
+  worst);
+- beside every figure on unseen cells or jobs, the generalization gap: the same figure on tuned cells
+  minus it.
+
+    .venv/bin/python benchmarks/policy.py --jobs 2 --fidelity      # the issue's run (minutes)
+    .venv/bin/python benchmarks/policy.py --smallest               # every part at its smallest (seconds)
+    .venv/bin/python benchmarks/policy.py --seeds 1-5 --check-seeds none --in-flight 1 --perturbed 30   # a look
 """
 
 from __future__ import annotations
@@ -26,15 +35,31 @@ import numpy as np
 
 from zeus.job import TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
-from zeus.policy.base import Decision
+from zeus.policy.base import Decision, Policy
+from zeus.policy.turning_walk import TurningWalkPolicy
+from zeus.simulate.perturb import KINDS, perturbed_job
 from zeus.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
-from zeus.simulate.runner import build_simulator, simulate_seeds
+from zeus.simulate.runner import build_simulator
 from zeus.simulate.trace import SHIPPED_POWER_TRACES
 from zeus.simulate.workloads import WORKLOADS
 from zeus.trials import Trial
 
 BASELINE, OURS = "zeus-nsdi23", "turning-walk"  # "default" is an alias of turning-walk
 ETAS = (0.25, 0.5, 0.75)
+# The policies leave-one-GPU-out chooses among: each is a whole policy (rules and constants), named.
+CANDIDATES: dict[str, dict] = {
+    OURS: {},
+    "turning-walk soft turn 0.1": {"turn_margin": 0.1},
+    "turning-walk soft turn 0.3": {"turn_margin": 0.3},
+    "turning-walk resume": {"resume": True},  # probes past turns and skips (zeus.policy.walk, rule 10)
+}
+
+
+def make_policy(name: str) -> Policy:
+    """A registered policy by name, or a candidate variant of turning-walk."""
+    if name in CANDIDATES:
+        return TurningWalkPolicy(**CANDIDATES[name])
+    return get_policy(name)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -47,24 +72,36 @@ def parse_seeds(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
 
-def run_cell(task: tuple[str, str, float, str, tuple[int, ...], int]) -> tuple[tuple, dict[str, float]]:
-    """One (workload, gpu, eta, policy, seeds, in_flight) task: mean cost / oracle and mean regret."""
-    workload, gpu, eta, policy, seeds, in_flight = task
-    sim = build_simulator(workload, power_trace=gpu, eta=eta)
-    results = simulate_seeds(sim, policy, list(seeds), in_flight=in_flight)
-    figures = {
+def run_task(task: tuple) -> tuple[tuple, dict]:
+    """One (source, policy, seeds, in_flight) task, source ("cell", workload, gpu, eta) or ("job", seed,
+    index): the means over seeds of cost / oracle, regret, cumulative cost and the worst excess over the
+    default configuration (and that excess's worst seed)."""
+    source, policy, seeds, in_flight = task
+    kind = "cell"
+    if source[0] == "cell":
+        sim = build_simulator(source[1], power_trace=source[2], eta=source[3])
+    else:
+        job = perturbed_job(source[1], source[2])
+        sim, kind = job.simulator(), job.kind
+    chosen = make_policy(policy)
+    results = [sim.run(chosen, seed, None, in_flight) for seed in seeds]
+    excess = [r.worst_excess_over_default() for r in results]
+    return task, {
         "n": sim.default_num_recurrences(),
         "ratio": float(np.mean([r.cost_over_oracle for r in results])),
         "regret": float(np.mean([r.regret() for r in results])),
+        "cost": float(np.mean([r.totals.cost for r in results])),
+        "excess": float(np.mean(excess)),
+        "excess_max": float(np.max(excess)),
+        "kind": kind,
     }
-    return task, figures
 
 
 def run_tasks(tasks: list[tuple], jobs: int) -> dict[tuple, dict[str, float]]:
     if jobs <= 1:
-        return dict(map(run_cell, tasks))
+        return dict(map(run_task, tasks))
     with ProcessPoolExecutor(jobs) as pool:
-        return dict(pool.map(run_cell, tasks, chunksize=1))
+        return dict(pool.map(run_task, tasks, chunksize=1))
 
 
 class _DefaultSizeOnly:
@@ -90,35 +127,105 @@ def first_wave_excess(cells: list[tuple[str, str, float]], seeds: list[int]) -> 
     return float(np.mean(out))
 
 
-def summarize(cells, results, seeds) -> tuple[float, float, int]:
-    rz = np.mean([results[(*c, BASELINE, seeds, 1)]["regret"] for c in cells])
-    ro = np.mean([results[(*c, OURS, seeds, 1)]["regret"] for c in cells])
-    wins = sum(results[(*c, OURS, seeds, 1)]["ratio"] < results[(*c, BASELINE, seeds, 1)]["ratio"] for c in cells)
-    return float(rz), float(ro), int(wins)
+def cut(results, sources, policy, seeds, k: int = 1) -> tuple[float, int, float, float]:
+    """Over `sources`: (mean-regret cut against zeus-nsdi23 in %, how many `policy` is cheaper on, its mean
+    regret, zeus-nsdi23's)."""
+    rz = float(np.mean([results[(s, BASELINE, seeds, k)]["regret"] for s in sources]))
+    ro = float(np.mean([results[(s, policy, seeds, k)]["regret"] for s in sources]))
+    wins = sum(results[(s, policy, seeds, k)]["cost"] < results[(s, BASELINE, seeds, k)]["cost"] for s in sources)
+    return 100.0 * (1.0 - ro / rz), int(wins), ro, rz
 
 
 def print_cells(cells, results, seeds) -> None:
-    print(f"\ncost / oracle and mean regret (oracle recurrences), mean over seeds {seeds[0]}-{seeds[-1]}, K = 1")
-    print(f"{'cell':<26}{'N':>5}{BASELINE:>13}{OURS:>14}{'ratio':>8}{'regret zeus':>13}{'regret ours':>13}")
+    print("\ncost / oracle, mean regret (oracle recurrences) and worst excess over the default configuration")
+    print(f"(default-configuration recurrences: mean over seeds, worst seed), seeds {seeds[0]}-{seeds[-1]}, K = 1")
+    print(
+        f"{'cell':<26}{'N':>5}{BASELINE:>12}{OURS:>13}{'ratio':>8}{'regret z':>10}{'regret o':>10}"
+        f"{'excess z':>10}{'(worst)':>8}{'excess o':>10}{'(worst)':>8}"
+    )
     for c in cells:
-        z, o = results[(*c, BASELINE, seeds, 1)], results[(*c, OURS, seeds, 1)]
-        name = f"{c[0]}/{c[1]} eta {c[2]}"
+        z, o = results[(c, BASELINE, seeds, 1)], results[(c, OURS, seeds, 1)]
+        name = f"{c[1]}/{c[2]} eta {c[3]}"
         print(
-            f"{name:<26}{z['n']:>5}{z['ratio']:>13.4f}{o['ratio']:>14.4f}{o['ratio'] / z['ratio']:>8.4f}"
-            f"{z['regret']:>13.2f}{o['regret']:>13.2f}"
+            f"{name:<26}{z['n']:>5}{z['ratio']:>12.4f}{o['ratio']:>13.4f}{o['ratio'] / z['ratio']:>8.4f}"
+            f"{z['regret']:>10.2f}{o['regret']:>10.2f}{z['excess']:>10.2f}{z['excess_max']:>8.2f}"
+            f"{o['excess']:>10.2f}{o['excess_max']:>8.2f}"
         )
+
+
+def leave_one_gpu_out(cells, results, seeds, gpus) -> dict[str, float]:
+    """Choose among CANDIDATES on one GPU's cells (least mean regret over them), report the other GPU's,
+    per eta, with the gap (the cut on the chosen-on GPU's cells of that eta minus the unseen one's).
+    Returns the smallest unseen cut per eta and direction, keyed 'tuned->unseen eta'."""
+    print(f"\nleave-one-GPU-out: chosen among {len(CANDIDATES)} candidates on one GPU, reported on the other")
+    out = {}
+    for tuned, unseen in ((a, b) for a in gpus for b in gpus if a != b):
+        on = [c for c in cells if c[2] == tuned]
+        chosen = min(CANDIDATES, key=lambda p: np.mean([results[(c, p, seeds, 1)]["regret"] for c in on]))
+        print(f"tuned on {tuned}: chosen {chosen!r}; reported on {unseen}")
+        print(f"{'eta':>6}{'unseen cut':>12}{'cheaper':>10}{'tuned cut':>11}{'gap':>8}{'regret o':>10}{'regret z':>10}")
+        for eta in sorted({c[3] for c in cells}):
+            seen = [c for c in on if c[3] == eta]
+            held = [c for c in cells if c[2] == unseen and c[3] == eta]
+            u, wins, ro, rz = cut(results, held, chosen, seeds)
+            t = cut(results, seen, chosen, seeds)[0]
+            print(f"{eta:>6}{u:>11.1f}%{f'{wins}/{len(held)}':>10}{t:>10.1f}%{t - u:>+7.1f}{ro:>10.3f}{rz:>10.3f}")
+            out[f"{tuned}->{unseen} {eta}"] = u
+    return out
+
+
+def perturbed(jobs_seed: int, count: int, results, cells, seeds) -> None:
+    """Each candidate against zeus-nsdi23 on the perturbed jobs (one simulation seed each: the job's index
+    + 1), all jobs and by kind, with the gap to the same candidate's cut on the tuned cells."""
+    sources = [("job", jobs_seed, i) for i in range(count)]
+    key = {s: (s[2] + 1,) for s in sources}
+    zeus = [results[(s, BASELINE, key[s], 1)] for s in sources]
+    print(f"\nperturbed jobs: {count} generated from seed {jobs_seed} (zeus.simulate.perturb), K = 1")
+    print(f"{'policy / jobs':<44}{'n':>5}{'regret cut':>12}{'cheaper':>10}{'gap':>8}{'median':>9}{'p90':>8}"
+          f"{'worst':>8}{'excess z':>10}{'excess o':>10}{'(worst)':>8}")  # fmt: skip
+    for policy in CANDIDATES:
+        ours = [results[(s, policy, key[s], 1)] for s in sources]
+        ratios = np.array([o["cost"] / z["cost"] for o, z in zip(ours, zeus, strict=True)])
+        tuned_cut = cut(results, cells, policy, seeds)[0]
+        for kind in ("all", *KINDS):
+            sel = [i for i in range(count) if kind in ("all", ours[i]["kind"])]
+            if not sel:
+                continue
+            rz, ro = np.mean([zeus[i]["regret"] for i in sel]), np.mean([ours[i]["regret"] for i in sel])
+            ez, eo = [zeus[i]["excess"] for i in sel], [ours[i]["excess"] for i in sel]
+            r = ratios[sel]
+            c = 100.0 * (1.0 - ro / rz)
+            print(
+                f"{policy + ' / ' + kind:<44}{len(sel):>5}{c:>11.1f}%{f'{int((r < 1).sum())}/{len(sel)}':>10}"
+                f"{tuned_cut - c:>+8.1f}{np.median(r):>9.4f}{np.quantile(r, 0.9):>8.4f}{r.max():>8.4f}"
+                f"{np.mean(ez):>10.2f}{np.mean(eo):>10.2f}{np.max(eo):>8.2f}"
+            )
+    print(
+        "ratio: the policy's cumulative cost / zeus-nsdi23's per job; gap: its cut on the tuned cells minus its cut"
+        " here; excess: the worst excess over the default configuration (mean over jobs; worst job)"
+    )
+
+
+def print_candidates(cells, results, seeds, gpus) -> None:
+    """Each candidate on the tuned cells: mean regret per GPU and overall, its cut, the cells it wins."""
+    print(f"\ncandidates on the tuned cells (seeds {seeds[0]}-{seeds[-1]}, K = 1): mean regret; {BASELINE} for scale")
+    print(f"{'policy':<34}" + "".join(f"{g:>9}" for g in gpus) + f"{'all':>9}{'cut':>8}{'cheaper':>9}")
+    for policy in (BASELINE, *CANDIDATES):
+        per = [np.mean([results[(c, policy, seeds, 1)]["regret"] for c in cells if c[2] == g]) for g in gpus]
+        c, wins, ro, _ = cut(results, cells, policy, seeds)
+        print(f"{policy:<34}" + "".join(f"{x:>9.3f}" for x in per) + f"{ro:>9.3f}{c:>7.1f}%{wins:>5}/{len(cells)}")
 
 
 def print_fidelity(cells, results, seeds) -> None:
     """zeus-nsdi23 here vs Zeus's own simulator (eta 0.5 cells; the reference used seeds 1-20)."""
     print(f"\nfidelity: zeus-nsdi23 cost / oracle, Zeus's simulator vs ours (tolerance {FIDELITY_TOLERANCE:.0%})")
     for c in cells:
-        ref = ZEUS_SIMULATOR_REFERENCE.get((c[0], c[1]))
-        if ref is None or c[2] != 0.5:
+        ref = ZEUS_SIMULATOR_REFERENCE.get((c[1], c[2]))
+        if ref is None or c[3] != 0.5:
             continue
-        ours = results[(*c, BASELINE, seeds, 1)]["ratio"]
+        ours = results[(c, BASELINE, seeds, 1)]["ratio"]
         ok = "ok" if abs(ours / ref[0] - 1) < FIDELITY_TOLERANCE else "OUT"
-        print(f"{c[0] + '/' + c[1]:<26}{ref[0]:>8.3f}{ours:>8.3f}{100 * (ours / ref[0] - 1):>+8.2f} %  {ok}")
+        print(f"{c[1] + '/' + c[2]:<26}{ref[0]:>8.3f}{ours:>8.3f}{100 * (ours / ref[0] - 1):>+8.2f} %  {ok}")
 
 
 def decide_speed(num_trials: int = 10_000) -> dict[str, float]:
@@ -143,7 +250,11 @@ def decide_speed(num_trials: int = 10_000) -> dict[str, float]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+SMALLEST = ["--seeds", "1", "--check-seeds", "none", "--workloads", "sentiment140", "--etas", "0.5",
+            "--in-flight", "1", "--perturbed", "3", "--decide-trials", "1000"]  # fmt: skip
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1-20", help="seeds, '1-20' or '1,2,7' (default 1-20)")
     parser.add_argument("--check-seeds", default="21-40", help="second seed set, or 'none' (default 21-40)")
@@ -151,50 +262,68 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gpus", nargs="*", default=list(SHIPPED_POWER_TRACES), help="shipped GPU traces")
     parser.add_argument("--etas", nargs="*", type=float, default=list(ETAS), help="eta values (default 0.25 0.5 0.75)")
     parser.add_argument("--in-flight", nargs="*", type=int, default=[1, 2, 4, 8], help="K values (eta 0.5 cells)")
+    parser.add_argument("--perturbed", type=int, default=240, help="perturbed jobs (default 240; 0: none)")
+    parser.add_argument("--perturb-seed", type=int, default=1, help="the perturbed jobs' seed (default 1)")
+    parser.add_argument("--decide-trials", type=int, default=10_000, help="history length for the decide() timing")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--fidelity", action="store_true", help="also compare zeus-nsdi23 with Zeus's simulator")
+    parser.add_argument(
+        "--smallest", action="store_true", help="every part at its smallest size: " + " ".join(SMALLEST)
+    )
     args = parser.parse_args(argv)
+    return parser.parse_args([*(argv if argv is not None else sys.argv[1:]), *SMALLEST]) if args.smallest else args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     seeds, check = tuple(parse_seeds(args.seeds)), tuple(parse_seeds(args.check_seeds))
-    cells = [(w, g, e) for e in args.etas for g in args.gpus for w in args.workloads]
-    half = [c for c in cells if c[2] == 0.5] or cells
+    cells = [("cell", w, g, e) for e in args.etas for g in args.gpus for w in args.workloads]
+    half = [c for c in cells if c[3] == 0.5] or cells
     ks = sorted(set(args.in_flight) | {1})
-    tasks = [(*c, p, seeds, 1) for c, p in product(cells, (BASELINE, OURS))]
-    tasks += [(*c, p, check, 1) for c, p in product(cells, (BASELINE, OURS)) if check]
-    tasks += [(*c, p, seeds, k) for c, p, k in product(half, (BASELINE, OURS), ks) if k > 1]
+    policies = list(dict.fromkeys([BASELINE, OURS, *CANDIDATES]))
+    jobs = [("job", args.perturb_seed, i) for i in range(args.perturbed)]
+    tasks = [(c, p, seeds, 1) for c, p in product(cells, policies)]
+    tasks += [(c, p, check, 1) for c, p in product(cells, (BASELINE, OURS)) if check]
+    tasks += [(c, p, seeds, k) for c, p, k in product(half, (BASELINE, OURS), ks) if k > 1]
+    tasks += [(j, p, (j[2] + 1,), 1) for j, p in product(jobs, policies)]
     t0 = time.perf_counter()
     results = run_tasks(tasks, args.jobs)
     wall = time.perf_counter() - t0
 
     print_cells(cells, results, seeds)
     for label, s in (("seeds", seeds), ("check seeds", check)):
-        if not s:
-            continue
-        rz, ro, wins = summarize(cells, results, s)
-        print(
-            f"{label} {s[0]}-{s[-1]}: mean regret over {len(cells)} cells: {BASELINE} {rz:.3f}, {OURS} {ro:.3f} "
-            f"({100 * (1 - ro / rz):.1f} % less); {OURS} cheaper on {wins} of {len(cells)} cells"
-        )
+        if s:
+            c, wins, ro, rz = cut(results, cells, OURS, s)
+            print(
+                f"{label} {s[0]}-{s[-1]}: mean regret over {len(cells)} tuned cells: {BASELINE} {rz:.3f}, {OURS} "
+                f"{ro:.3f} ({c:.1f} % less); {OURS} cheaper on {wins} of {len(cells)} cells"
+            )
+    if len(args.gpus) > 1:
+        leave_one_gpu_out(cells, results, seeds, args.gpus)
+    print_candidates(cells, results, seeds, args.gpus)
+    if jobs:
+        perturbed(args.perturb_seed, args.perturbed, results, cells, seeds)
     if len(ks) > 1:
-        excess = first_wave_excess(half, list(seeds))
-        k1 = np.mean([results[(*c, OURS, seeds, 1)]["regret"] for c in half])
+        excess = first_wave_excess([c[1:] for c in half], list(seeds))
+        k1 = np.mean([results[(c, OURS, seeds, 1)]["regret"] for c in half])
         where = f"the {len(half)} eta-0.5 cells, seeds {seeds[0]}-{seeds[-1]}"
         print(f"\nK recurrences in flight: mean regret over {where}")
         print(f"{'K':>3}{BASELINE:>13}{OURS:>14}{'x K=1':>8}{'default-only wave':>19}")
         for k in ks:
-            rz = np.mean([results[(*c, BASELINE, seeds, k)]["regret"] for c in half])
-            ro = np.mean([results[(*c, OURS, seeds, k)]["regret"] for c in half])
+            rz = np.mean([results[(c, BASELINE, seeds, k)]["regret"] for c in half])
+            ro = np.mean([results[(c, OURS, seeds, k)]["regret"] for c in half])
             print(f"{k:>3}{rz:>13.2f}{ro:>14.2f}{ro / k1:>8.2f}{k1 + (k - 1) * excess:>19.2f}")
         print(
             f"default-only wave: K=1 regret + (K-1) x {excess:.3f}, the default size's first trial over the oracle:"
             " the floor for a policy whose K recurrences that start together all run the default size"
         )
-    runs = sum(len(t[4]) for t in tasks)
-    print(f"\nsimulation wall time: {wall:.1f} s for {runs} runs ({len(tasks)} cell tasks, {args.jobs} process(es))")
+    runs = sum(len(t[2]) for t in tasks)
+    print(f"\nsimulation wall time: {wall:.1f} s for {runs} runs ({len(tasks)} tasks, {args.jobs} process(es))")
     if args.fidelity:
         print_fidelity(cells, results, seeds)
-    speed = decide_speed()
+    speed = decide_speed(args.decide_trials)
     times = ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in speed.items())
-    print(f"decide() over a 10,000-trial history (best of 7): {times}")
+    print(f"decide() over a {args.decide_trials:,}-trial history (best of 7): {times}")
     print("reproduce: .venv/bin/python benchmarks/policy.py " + " ".join(sys.argv[1:] if argv is None else argv))
 
 

@@ -203,3 +203,69 @@ def test_a_concurrent_recurrence_never_runs_a_pruned_size():
     d = policy.decide(spec, h, 0)
     assert (d.batch_size, d.stage) == (16, "exploration-concurrent")
     assert {a.batch_size: a.pruned for a in policy.arm_states(spec, h)} == {8: True, 16: False}
+
+
+# -- resume: the sizes past a turn or a skip are probed later, not ruled out for good ----------------------
+
+
+def test_with_resume_a_turn_defers_the_sizes_past_it_to_a_probe_capped_at_the_turn_step():
+    # 16 costs 50 > 1.5 x 10: a turn. Without resume 8 is ruled out for good; with it, 8 is the probe.
+    costs = {128: 30.0, 64: 20.0, 32: 10.0, 16: 50.0}
+    assert walk(costs).lazy == ()
+    state = walk(costs, resume=True)
+    assert state.done and 8 in state.ruled_out
+    assert state.lazy[0] == (8, 50.0)  # a probe costing more than 16 did is a second rise
+    assert (256, 30.0) in state.lazy  # the skipped up direction too, against the default's cost
+    assert state.probes == 0 and state.walked == 4
+
+
+def test_a_probe_cheaper_than_every_step_resumes_the_walk_from_it():
+    state = walk({128: 30.0, 64: 20.0, 32: 10.0, 16: 50.0, 8: 5.0}, resume=True)
+    assert state.best_size == 8 and state.probes == 1
+    assert 8 not in state.ruled_out
+    # 8 is the smallest size: the down direction is over; the up direction (skipped) is still a probe.
+    assert [b for b, _ in state.lazy] == [256]
+
+
+def test_a_probe_that_rises_again_or_misses_ends_its_direction_for_good():
+    rising = walk({128: 30.0, 64: 20.0, 32: 10.0, 16: 50.0, 8: 60.0}, resume=True)
+    assert 8 not in [b for b, _ in rising.lazy] and rising.best_size == 32
+    missed = walk({128: 30.0, 64: 20.0, 32: 10.0, 16: 50.0, 8: None}, resume=True)
+    assert 8 in missed.ruled_out and 8 not in [b for b, _ in missed.lazy]
+    # Falling but not below the cheapest (10): the direction stays open to the next probe.
+    sizes = (4, 8, 16, 32, 64, 128)
+    first = {128: (30.0, True), 64: (20.0, True), 32: (10.0, True), 16: (50.0, True), 8: (40.0, True)}
+    state = replay_walk(sizes, 128, first, resume=True)
+    assert (4, 40.0) in state.lazy and state.probes == 1
+
+
+def test_the_policy_probes_at_doubling_intervals_under_the_early_stop():
+    from zeus.policy.turning_walk import TurningWalkPolicy
+
+    spec = make_spec(beta_knob=2.0)
+    # A finished walk: 128 (30), 64 (20), 32 (10), 16 (50: a turn); 32 beat 128, so up is skipped.
+    history = [
+        record(1, 1, 128, "reached", 30.0),
+        record(2, 2, 64, "reached", 20.0),
+        record(3, 3, 32, "reached", 10.0),
+        record(4, 4, 16, "reached", 50.0),
+    ]
+    policy = TurningWalkPolicy(resume=True)
+    # 4 walk steps: the first probe is due at 2 x 4 = 8 observations, not before.
+    trial = 5
+    while trial <= 7:
+        history.append(record(trial, trial, 32, "reached", 10.0))
+        assert policy.decide(spec, history, seed=trial).stage == "exploitation"
+        trial += 1
+    history.append(record(trial, trial, 32, "reached", 10.0))
+    decision = policy.decide(spec, history, seed=trial)
+    assert decision.batch_size == 8 and decision.stage == "exploration"
+    assert decision.cost_threshold == pytest.approx(20.0)  # beta x the best recurrence (10) < the cap (50)
+    assert TurningWalkPolicy().decide(spec, history, seed=trial).stage == "exploitation"  # off by default
+    # The probe rose (60 > 50): the next probe (the skipped up direction, 256) waits for 2 x 2 x 4 = 16.
+    history.append(record(9, 9, 8, "reached", 60.0))
+    for t in range(10, 16):
+        history.append(record(t, t, 32, "reached", 10.0))
+        assert policy.decide(spec, history, seed=t).stage == "exploitation"
+    history.append(record(16, 16, 32, "reached", 10.0))
+    assert policy.decide(spec, history, seed=16).batch_size == 256

@@ -46,6 +46,15 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
    charged cost, wherever its trials came from, not only walk steps), never a pruned one; the
    default while nothing has reached.
 
+Off by default (`resume=True`; benchmarks/RESULTS.md, issue 25, says why it is not the default yet):
+
+10. A turn or a skip rules the sizes past it out only until probed (zeus.policy.walk, `_due_probe`): one
+    size at a time, at doubling intervals, under the early stop and stopped once it costs more than
+    the step before it; a probe cheaper than every step resumes the walk, a miss or a second rise ends
+    the direction for good. On jobs generated from the traces (zeus.simulate.perturb) a plateau or a
+    bump past a turn otherwise leaves a job on a local minimum for good; on the measured cells, whose
+    curves have one minimum, the probes only cost.
+
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
 first result, the count and sum of its costs and its misses' charges, the spread of its repeat costs,
@@ -98,6 +107,7 @@ class TurningWalkPolicy:
         contend_factor: float = 1.1,
         contend_z: float = 1.0,
         std_scale: float = 0.3,
+        resume: bool = False,
     ) -> None:
         self.turn_margin = turn_margin
         self.hard_turn = hard_turn
@@ -109,6 +119,7 @@ class TurningWalkPolicy:
         self.contend_factor = contend_factor
         self.contend_z = contend_z
         self.std_scale = std_scale
+        self.resume = resume
 
     # -- shared by decide and arm_states -------------------------------------------------------
 
@@ -120,6 +131,7 @@ class TurningWalkPolicy:
             turn_margin=self.turn_margin,
             hard_turn=self.hard_turn,
             skip_margin=self.skip_margin,
+            resume=self.resume,
         )
         return _Plan(view, walk, _candidates(view, walk))
 
@@ -169,6 +181,7 @@ class TurningWalkPolicy:
             turn_margin=self.turn_margin,
             hard_turn=self.hard_turn,
             skip_margin=self.skip_margin,
+            resume=self.resume,
         )
         started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
         outlasted = view.max_trial is not None and view.max_trial > started
@@ -182,6 +195,11 @@ class TurningWalkPolicy:
         if not plan.walk.done:
             return self._explore(spec, plan)
         threshold = view.threshold(spec)
+        probe = _due_probe(view, plan.walk) if threshold is not None else None
+        if probe is not None:
+            b, cap = probe
+            why = f"probing {b}, past where the walk turned ({plan.walk.probes} probes so far); stopped past {cap:.4g}"
+            return Decision(b, min(threshold, cap), "exploration", why)
         arms = list(plan.candidates)
         costs = {b: view.charged(b, spec.window_size) for b in arms}  # (count, mean)
         cold = [b for b in arms if costs[b][0] == 0]
@@ -236,6 +254,26 @@ def _first_wave(view: HistoryView, default: int, offsets: tuple[int, ...], size:
     i = sizes.index(default)
     options = [sizes[i + k] for k in offsets if 0 <= i + k < len(sizes)][:size]
     return [b for b in options if not view.in_flight(b)]
+
+
+def _due_probe(view: HistoryView, walk: WalkState) -> tuple[int, float] | None:
+    """The size past a turn or a skip to probe now, if one is due (with `resume`; rule 10).
+
+    A turn or a skip is read off single first trials, which can be off by a factor of 1.5 or more (a
+    7-epoch run among 4-epoch ones), and a curve can rise before it falls further (a bump, a plateau):
+    ruling the sizes past it out for good can leave a job on a local minimum for all its recurrences.
+    So they are probed one at a time, at doubling intervals, the doubling trick: probe p (from 0) is
+    due once the job has 2^(p+1) times as many observations as the walk took steps. The probes then
+    cost a number of trials logarithmic in the job's length, each capped by the job's early stop
+    (beta x the cheapest recurrence: never without it) and stopped once it costs more than the step
+    before it (then it has shown the rise it was sent to rule out), while a probe that finds a
+    cheaper size resumes the walk there. No constant here was chosen on the traces: 2 is the doubling."""
+    if not walk.lazy or not walk.done:
+        return None
+    observed = sum(arm.n for arm in view.tally.arms)
+    if observed < 2 ** (walk.probes + 1) * max(walk.walked, 1):
+        return None
+    return next(((b, cap) for b, cap in walk.lazy if not view.in_flight(b)), None)
 
 
 def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:

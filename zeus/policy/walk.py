@@ -71,6 +71,12 @@ class WalkState:
     steps: tuple[WalkStep, ...]
     best_size: int | None
     best_cost: float | None
+    # With `resume`: the size past each turn or skip that a probe would try next (down first) with the cost
+    # of the direction's step before it (a probe costing more is a rise: it can stop there), how many
+    # probes have been taken, and how many steps the walk took before any probe.
+    lazy: tuple[tuple[int, float], ...] = ()
+    probes: int = 0
+    walked: int = 0
 
     @property
     def done(self) -> bool:
@@ -108,11 +114,13 @@ def replay_walk(
     turn_margin: float | None = 0.2,
     hard_turn: float | None = 1.5,
     skip_margin: float | None = 0.05,
+    resume: bool = False,
 ) -> WalkState:
     """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
     first finished observation `first[b] = (cost, reached)`. A None margin turns its rule off
-    (benchmarks measure the walk without it)."""
-    return _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin).run()
+    (benchmarks measure the walk without it). `resume`: a turn or a skip rules the sizes past it out
+    only until a probe (see `_Replay._past`)."""
+    return _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume).run()
 
 
 def look_past(
@@ -124,10 +132,11 @@ def look_past(
     turn_margin: float | None = 0.2,
     hard_turn: float | None = 1.5,
     skip_margin: float | None = 0.05,
+    resume: bool = False,
 ) -> Lookahead:
     """The walk replayed as `replay_walk` does, with the `pending` sizes (in flight, no result yet) passed
     over as if they changed nothing: which size each walker would need next."""
-    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending)
+    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending, resume)
     down, needed, up = replay.walkers()
     return Lookahead(
         down=None if down.waiting else down.frontier,
@@ -147,6 +156,7 @@ class _Replay:
         hard_turn: float | None,
         skip_margin: float | None,
         pending: frozenset[int] = frozenset(),
+        resume: bool = False,
     ) -> None:
         idx = sizes.index(default)
         self.down, self.up = list(reversed(sizes[: idx + 1])), list(sizes[idx + 1 :])
@@ -155,6 +165,9 @@ class _Replay:
         self.hard_turn = math.inf if hard_turn is None else hard_turn
         self.skip_margin = skip_margin
         self.pending = pending
+        self.resume = resume
+        self.lazy: list[tuple[int, float]] = []  # with resume: the next size past each turn or skip, and its cap
+        self.probes = 0  # with resume: steps taken past a turn or a skip
         self.steps: list[WalkStep] = []
         self.closed: set[int] = set()  # misses, the rest of an ended direction, a skipped direction
         self.cheapest = math.inf  # the cheapest step so far, in walk order: what the next one is compared with
@@ -163,6 +176,8 @@ class _Replay:
         """Replay one direction over `plan`; a `skipped` direction ends at its frontier. Pending sizes are
         passed over; a frontier behind one is marked `waiting`."""
         walker = _Walker()
+        if skipped and self.resume:
+            return self._past(plan, walker, self.first[self.default][0])
         after_best, behind_pending = True, False
         for k, b in enumerate(plan):
             if b not in self.first:
@@ -185,9 +200,35 @@ class _Replay:
             # Clearly worse; or worse, and past the minimum already (a worse step right after the cheapest
             # one may be noise or a bump at the minimum: the next step decides).
             if cost > self.hard_turn * reference or (worse and not after_best):
-                self.closed.update(plan[k + 1 :])
-                return walker
+                if not self.resume:
+                    self.closed.update(plan[k + 1 :])
+                    return walker
+                return self._past(plan[k + 1 :], walker, cost)
             after_best = cost <= reference
+        return walker
+
+    def _past(self, rest: list[int], walker: _Walker, last: float) -> _Walker:
+        """With `resume`: the sizes past a turn or a skip (`rest`, in walk order; `last` the cost of the
+        direction's step before them) are ruled out only until probed, one at a time (the policy says
+        when; each observed one is a step). A probe cheaper than every step so far resumes the walk from
+        it: the turn was noise or a bump. A probe that misses ends the direction for good, as any miss
+        does; so does one that costs at least the step before it: two rises in a row are the curve
+        rising, not noise. Otherwise the next size is the one to probe."""
+        for j, b in enumerate(rest):
+            if b not in self.first:
+                if b not in self.pending:
+                    self.lazy.append((b, last))
+                self.closed.update(rest[j:])
+                return walker
+            cost, reached = self.first[b]
+            self.probes += 1
+            if reached and cost < self.cheapest:
+                return self._walk(rest[j:], skipped=False)
+            self.steps.append(WalkStep(b, cost, reached))
+            if not reached or cost >= last:
+                self.closed.update(rest[j + (1 if reached else 0) :])
+                return walker
+            last = cost
         return walker
 
     def _below_default(self) -> bool:
@@ -225,4 +266,7 @@ class _Replay:
             steps=tuple(self.steps),
             best_size=best.batch_size if best else None,
             best_cost=best.cost if best else None,
+            lazy=tuple(self.lazy),
+            probes=self.probes,
+            walked=len(self.steps) - self.probes,
         )

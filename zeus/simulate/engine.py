@@ -56,6 +56,17 @@ class SimulationResult:
         """Cumulative cost minus the oracle's, in oracle recurrences."""
         return (self.totals.cost - self.oracle.cost) / (self.oracle.cost / self.num_recurrences)
 
+    def worst_excess_over_default(self) -> float:
+        """The worst point of the cumulative cost above the default configuration's, in default-configuration
+        recurrences: the largest (cost of recurrences 1..n - n x the default's) / the default's, over n.
+
+        Why: exploring pays for itself only later; this is how far behind simply running the default
+        configuration (b0 at the largest power limit) a job gets before it does. Recurrences are taken
+        in their order, which is the order they ran in when one runs at a time (K = 1)."""
+        per = self.default.cost / self.num_recurrences
+        cumulative = np.cumsum([row.cost for row in self.rows])
+        return float(np.max((cumulative - per * np.arange(1, len(cumulative) + 1)) / per))
+
     def to_dict(self) -> dict:
         return {
             "seed": self.seed,
@@ -69,13 +80,10 @@ class SimulationResult:
         }
 
 
-def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figures]:
-    """Per-recurrence expected figures of (default config, oracle), over the trace's runs.
-
-    Default config: b0 at the largest power limit. Oracle: the cheapest (batch size, power
-    limit) among sizes whose every run reaches the target within max_epochs.
-    """
-    best: Figures | None = None
+def reaching_figures(spec: JobSpec, trace: WorkloadTrace) -> dict[int, Figures]:
+    """Per batch size whose every run of the trace reaches the target within max_epochs: the expected
+    figures of one run at its cheapest power limit (the oracle picks the cheapest of these)."""
+    out = {}
     for b in spec.batch_sizes:
         size = trace.sizes[b]
         epochs = size.target_epochs
@@ -85,10 +93,25 @@ def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figu
         energy, time = mean_epochs * size.energy_per_epoch, mean_epochs * size.time_per_epoch
         costs = spec.cost_model.cost(energy, time)
         k = int(np.argmin(costs))
-        if best is None or costs[k] < best.cost:
-            best = Figures(float(costs[k]), float(energy[k]), float(time[k]))
-    if best is None:
+        out[b] = Figures(float(costs[k]), float(energy[k]), float(time[k]))
+    return out
+
+
+def oracle_batch_size(spec: JobSpec, trace: WorkloadTrace) -> int:
+    """The oracle's batch size: the cheapest in expectation among those that always reach (ties: the smaller)."""
+    figures = reaching_figures(spec, trace)
+    if not figures:
         raise ValueError(f"no batch size of job {spec.job_id} reaches the target in every run of the trace")
+    return min(figures, key=lambda b: figures[b].cost)
+
+
+def expected_figures(spec: JobSpec, trace: WorkloadTrace) -> tuple[Figures, Figures]:
+    """Per-recurrence expected figures of (default config, oracle), over the trace's runs.
+
+    Default config: b0 at the largest power limit. Oracle: the cheapest (batch size, power
+    limit) among sizes whose every run reaches the target within max_epochs.
+    """
+    best = reaching_figures(spec, trace)[oracle_batch_size(spec, trace)]
     b0 = trace.sizes[spec.default_batch_size]
     reached = b0.target_epochs[~np.isnan(b0.target_epochs)]
     mean_epochs = float(reached.mean()) if reached.size else float(spec.max_epochs)
