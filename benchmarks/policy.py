@@ -19,7 +19,7 @@ What cannot be fitted (issue 25):
   minus it.
 
     .venv/bin/python benchmarks/policy.py --jobs 2 --fidelity      # the issue's run (minutes)
-    .venv/bin/python benchmarks/policy.py --smallest               # every part at its smallest (seconds)
+    .venv/bin/python benchmarks/policy.py --smoke               # every part at its smallest (seconds)
     .venv/bin/python benchmarks/policy.py --seeds 1-5 --check-seeds none --in-flight 1 --perturbed 30   # a look
 """
 
@@ -268,10 +268,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--fidelity", action="store_true", help="also compare zeus-nsdi23 with Zeus's simulator")
     parser.add_argument(
-        "--smallest", action="store_true", help="every part at its smallest size: " + " ".join(SMALLEST)
+        "--smoke",
+        action="store_true",
+        help="every part at its smallest size (tests/test_benchmarks_smoke.py): " + " ".join(SMALLEST),
     )
     args = parser.parse_args(argv)
-    return parser.parse_args([*(argv if argv is not None else sys.argv[1:]), *SMALLEST]) if args.smallest else args
+    return parser.parse_args([*(argv if argv is not None else sys.argv[1:]), *SMALLEST]) if args.smoke else args
 
 
 def main(argv: list[str] | None = None) -> None:
