@@ -122,6 +122,28 @@ def test_concurrent_dispatch_during_exploration_gets_cheapest_converged_size():
     assert (d.batch_size, d.stage) == (16, "exploration")
 
 
+def test_an_unreported_concurrent_trial_does_not_hold_back_the_exploration_of_its_size():
+    # As in Zeus's server, where a concurrent trial has its own type (tests/policy/test_zeus_server_scenario.py).
+    spec, policy = make_spec(), get_policy("zeus-nsdi23")
+    history = [
+        record(0, 0, 128, "reached", 30.0),
+        record(1, 1, 128, "dispatched"),  # concurrent with 128's exploration; never reported
+        record(2, 2, 64, "reached", 20.0),
+        record(3, 3, 32, "not_reached", 25.0),
+        record(4, 4, 256, "not_reached", 40.0),  # round 1 over: 64 and 128 survive
+        record(5, 5, 64, "reached", 21.0),  # round 2 from 64; next, 128 again
+    ]
+    d = policy.decide(spec, history, 0)
+    assert (d.batch_size, d.stage) == (128, "exploration")
+    # Round 2's 128 is out now: a further recurrence is the concurrent one.
+    history.append(record(6, 6, 128, "dispatched"))
+    d = policy.decide(spec, history, 0)
+    assert (d.batch_size, d.stage) == (64, "exploration-concurrent")
+    # Its result moves the walk on, the unreported trial 1 notwithstanding: pruning is over.
+    history[6] = record(6, 6, 128, "reached", 31.0)
+    assert policy.decide(spec, history, 0).stage == "exploitation"
+
+
 def test_concurrent_dispatch_before_anything_converged_gets_b0():
     spec = make_spec()
     d = get_policy("zeus-nsdi23").decide(spec, [record(0, 0, 128, "dispatched")], 0)

@@ -64,8 +64,10 @@ class HistoryView:
             return None
         return spec.beta_knob * self.best_spend
 
-    def in_flight(self, batch_size: int) -> bool:
-        return any(r.batch_size == batch_size for r in self.dispatched)
+    def in_flight(self, batch_size: int, after: int | None = None) -> bool:
+        """Whether a trial of this size is dispatched and unfinished; with `after`, one numbered after that
+        trial (the dispatch order is the trial number)."""
+        return any(r.batch_size == batch_size and (after is None or r.trial > after) for r in self.dispatched)
 
     def has_reached(self, batch_size: int) -> bool:
         """Whether any observation at this size reached the target."""

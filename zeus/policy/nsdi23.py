@@ -7,10 +7,13 @@ size (windowed to the last `window_size`), including the not-reached ones from e
 Zeus keeps that as mutable optimizer state; here it is computed from the history (zeus.policy.tally: the
 walk and each arm's count, sum and spread of costs), rebuilt from the whole history on every call.
 
-Concurrency (Zeus's `concurrency=True` and its Alibaba-trace simulation): while an exploration
-trial is in flight, another recurrence gets the cheapest converged size so far (or the default),
-never a second copy of the exploration slot; its result joins the arm's rewards but does not
-advance the walk unless it is the size the walk waits for.
+Concurrency (Zeus's `concurrency=True`, its Alibaba-trace simulation and its batch-size server):
+while an exploration trial is in flight, another recurrence gets the cheapest converged size so far
+(or the default), never a second copy of the exploration slot; its result joins the arm's rewards but
+does not advance the walk unless it is the size the walk waits for. Such a concurrent trial never
+holds the exploration back, even if it is never reported (Zeus's server gives it its own trial type,
+which its explorer does not read): the exploration of the size the walk waits for is a trial of that
+size dispatched after the walk's last step (`concurrent_exploration`).
 """
 
 from __future__ import annotations
@@ -27,12 +30,23 @@ from zeus.policy.pruning import PruningState, feasible_default
 from zeus.trials import Trial
 
 
-def concurrent_exploration(spec: JobSpec, view: HistoryView, expected: int) -> Decision | None:
+def concurrent_exploration(spec: JobSpec, view: HistoryView, state: PruningState) -> Decision | None:
     """Zeus's rule for a recurrence that overlaps an exploration trial (zeus-nsdi23): while the size the
-    walk waits for is in flight elsewhere, run the cheapest converged size (or the default) rather than
-    a duplicate exploration slot. None when `expected` is not in flight. (`default` has its own rule,
-    which also explores meanwhile: zeus.policy.turning_walk.)"""
-    if not view.in_flight(expected):
+    walk waits for is being explored elsewhere, run the cheapest converged size (or the default) rather
+    than a duplicate exploration slot. None when it is not. (`default` has its own rule, which also
+    explores meanwhile: zeus.policy.turning_walk.)
+
+    The size is being explored when a trial of it, dispatched after the observation that made the walk
+    wait for it, has no result yet (the dispatch order is the trial number). A trial of that size
+    dispatched before then was a concurrent one (the walk was exploring another size): unreported, it
+    does not hold the exploration back, as in Zeus's server, where a concurrent trial has its own type.
+    The one case a history cannot tell apart: a concurrent trial of that size handed out after the walk's
+    last step was dispatched but before its result came back counts as the exploration. A concurrent
+    trial runs the cheapest converged size, which is where a new round starts, so there the batch size
+    handed out is the same either way (round 2's 512 in tests/policy/test_zeus_server_scenario.py)."""
+    expected = state.expected
+    assert expected is not None  # only while exploring
+    if not view.in_flight(expected, after=state.waiting_since):
         return None
     fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
     return Decision(
@@ -67,13 +81,11 @@ class ZeusNSDI23Policy:
         threshold = view.threshold(spec)
         state = self._pruning(view)
         if not state.done:
-            expected = state.expected
-            concurrent = concurrent_exploration(spec, view, expected)
+            concurrent = concurrent_exploration(spec, view, state)
             if concurrent is not None:
                 return concurrent
-            return Decision(
-                expected, threshold, "exploration", f"pruning round {state.round + 1}: exploring batch size {expected}"
-            )
+            why = f"pruning round {state.round + 1}: exploring batch size {state.expected}"
+            return Decision(state.expected, threshold, "exploration", why)
         arms = list(state.survivors)
         posts = [self._posterior(spec, view, b) for b in arms]
         rng = decision_rng(seed, view.num_records)

@@ -35,6 +35,9 @@ class PruningState:
     survivors: tuple[int, ...]  # current round's candidates; the final set once done
     steps: tuple[ExplorationStep, ...]
     best_size: int  # cheapest reached size of the current round (the round default before any)
+    # The trial number of the last observation the walk took: it has waited for `expected` since then,
+    # so only a trial dispatched after it can be that size's exploration. None: none taken (or unnumbered).
+    waiting_since: int | None = None
 
     @property
     def done(self) -> bool:
@@ -49,6 +52,7 @@ class PruningWalk:
         self.num_rounds = num_rounds
         self.round = 0
         self.steps: list[ExplorationStep] = []
+        self.waiting_since: int | None = None
         self.previous: tuple[int, ...] = sizes
         self._start(sizes, default)
         if num_rounds == 0:
@@ -94,9 +98,12 @@ class PruningWalk:
             survivors=self.sizes,
             steps=tuple(self.steps),
             best_size=self.best_size,
+            waiting_since=self.waiting_since,
         )
 
-    def report(self, batch_size: int, cost: float, reached: bool) -> None:
+    def report(self, batch_size: int, cost: float, reached: bool, trial: int | None = None) -> None:
+        """Take the observation of the size the walk waits for; `trial` is its trial number, when known."""
+        self.waiting_since = trial
         self.steps.append(ExplorationStep(self.round, batch_size, reached, cost))
         if reached:
             self.good.append(batch_size)

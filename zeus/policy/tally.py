@@ -111,7 +111,7 @@ class Tally:
         )
         self.best_spend = charged.best_spend
         kept = observed[finished]
-        self._size, self._cost = size[observed], h.cost[observed]
+        self._size, self._cost, self._trial = size[observed], h.cost[observed], h.trial[observed]
         self._reached, self._charge = reached[observed], charged.charge[kept]
         self.max_trial: int | None = int(h.trial[observed].max()) if observed.any() else None
         self.arms = [self._arm(i) for i in range(len(self.sizes))]
@@ -175,7 +175,7 @@ class Tally:
             if k == len(rows):
                 break
             after = int(rows[k])
-            walk.report(walk.expected, float(self._cost[after]), bool(self._reached[after]))
+            walk.report(walk.expected, float(self._cost[after]), bool(self._reached[after]), int(self._trial[after]))
         return walk
 
     def cheapest_mean(self) -> float:
