@@ -39,3 +39,11 @@ def test_a_bandit_step_that_finds_a_lost_trial_loads_no_plotting_library(tmp_pat
                          capture_output=True, text=True, check=True)  # fmt: skip
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found == {"abandoned": 1, "heavy": []}
+
+
+def test_the_cli_loads_no_data_library_before_a_command_needs_one():
+    """`zeus-kfp --help` (and every command's start) imports the CLI's modules: they name trials and their
+    columns (zeus.trials) without numpy, pandas or pyarrow, which load only where a command reads data."""
+    probe = "import sys, zeus.cli.app; print(sorted(m for m in ('numpy', 'pandas', 'pyarrow') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -19,7 +19,7 @@ SCANNED = ("zeus", "components", "pipelines", "benchmarks")
 IDENTITY = {"recurrence", "trial", "attempt", "batch_size", "status"}
 TRIAL_SHAPED_CLASSES = {
     "zeus/trials.py:Trial": "the trial",
-    "zeus/trials.py:TrialHistory": "the same trials as numpy columns, for the policies (its rows are Trials)",
+    "zeus/trial_history.py:TrialHistory": "the same trials as numpy columns, for the policies (its rows are Trials)",
     "zeus/job.py:TrialResult": "what a runner reports, checked at entry: a trial has it once the store numbers it",
     "zeus/profiles.py:PowerProfile": "a power profile: its rows, and the size, recurrence and trial that measured it",
     "zeus/steps/request.py:TrialRequest": "what the pipeline asks the train step for (its KFP parameters), before "

@@ -15,7 +15,8 @@ from zeus.job import TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
 from zeus.policy.history import read_history, tally_history
 from zeus.policy.recurrences import running_spend
-from zeus.trials import Trial, TrialHistory
+from zeus.trial_history import TrialHistory
+from zeus.trials import Trial
 
 
 def test_a_history_as_columns_gives_back_its_records():

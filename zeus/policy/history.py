@@ -26,7 +26,8 @@ from zeus.job import JobSpec
 from zeus.policy import recurrences
 from zeus.policy.tally import Tally, WindowEntry
 from zeus.policy.walk import Observation
-from zeus.trials import Trial, TrialHistory
+from zeus.trial_history import TrialHistory
+from zeus.trials import Trial
 
 History = TrialHistory | Sequence[Trial]  # what a policy takes: columns, or records in any order
 

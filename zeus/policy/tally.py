@@ -1,4 +1,4 @@
-"""The policies' statistics of a job's history, computed over its columns (zeus.trials.TrialHistory).
+"""The policies' statistics of a job's history, computed over its columns (zeus.trial_history.TrialHistory).
 
 Everything both policies derive a decision from is a statistic of the history, computed afresh for
 every decision: per batch size its first observation (the walk's step), the count, sum, mean and
@@ -29,7 +29,8 @@ import numpy as np
 from zeus.job import JobSpec, TrialStatus
 from zeus.policy import recurrences
 from zeus.policy.pruning import PruningWalk, feasible_default
-from zeus.trials import STATUS_CODE, Trial, TrialHistory
+from zeus.trial_history import STATUS_CODE, TrialHistory
+from zeus.trials import Trial
 
 _NOT_LEARNED = [STATUS_CODE[TrialStatus.FAILED], STATUS_CODE[TrialStatus.OOM]]
 

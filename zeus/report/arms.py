@@ -21,7 +21,8 @@ from zeus.job import JobSpec, TrialStatus
 from zeus.policy import NoFeasibleBatchSizeError, get_policy
 from zeus.policy.base import ArmState
 from zeus.policy.history import History, tally_history
-from zeus.trials import Trial, TrialHistory
+from zeus.trial_history import TrialHistory
+from zeus.trials import Trial
 
 DEFAULT_POLICY = "default"
 ARM_COLUMNS = ["batch_size", "stage", "num_observations", "posterior_mean", "posterior_precision", "pruned"]

@@ -28,7 +28,8 @@ from zeus.profiles import PROFILE_COLUMNS
 from zeus.store import keys
 from zeus.store.entries import DECISION_FIELDS, KINDS, RESULT_FIELDS
 from zeus.store.errors import ObjectProblem
-from zeus.trials import FRAME_COLUMNS, STATUSES, Trial, TrialHistory, trial_columns
+from zeus.trial_history import STATUSES, TrialHistory
+from zeus.trials import FRAME_COLUMNS, Trial, trial_columns
 
 TRIAL_BY = ["recurrence_id", "attempt"]
 

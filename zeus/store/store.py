@@ -35,7 +35,7 @@ from zeus.store import catalog, entries, frames, keys, log
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus.store.compaction import CompactResult, compact
 from zeus.store.errors import EventConflictError, ObjectProblem, StoreInputError, StoreWarning, UnknownTrialError
-from zeus.trials import TrialHistory
+from zeus.trial_history import TrialHistory
 
 logger = logging.getLogger(__name__)
 
