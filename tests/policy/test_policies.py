@@ -21,9 +21,8 @@ def test_names_and_unknown_name_error():
         get_policy("greedy")
 
 
-@pytest.mark.parametrize("policy_name", POLICY_NAMES)
-def test_threshold_is_beta_times_lowest_reached_recurrence_spend(policy_name):
-    spec, policy = make_spec(beta_knob=2.0), get_policy(policy_name)
+def test_nsdi23_threshold_is_beta_times_lowest_reached_recurrence_spend():
+    spec, policy = make_spec(beta_knob=2.0), get_policy("zeus-nsdi23")
     assert policy.decide(spec, [], 0).cost_threshold is None  # nothing finished yet
     history = [
         record(0, 0, 128, "not_reached", 30.0),
@@ -33,10 +32,35 @@ def test_threshold_is_beta_times_lowest_reached_recurrence_spend(policy_name):
         Trial(2, 3, 32, TrialStatus.COST_EXCEEDED, 1e6, time_s=0.0, energy_j=0.0),
         record(2, 4, 64, "reached", 18.0),  # recurrence 2 spent 18
     ]
-    # Both policies stop a trial at beta x 18, exploring or not (default's walk judges reached costs instead
-    # of cutting trials short: see zeus/policy/walk.py).
+    # Zeus's rule: beta x 18, exploring or not.
     assert policy.decide(spec, history, 0).cost_threshold == pytest.approx(36.0)
     assert policy.decide(spec.with_changes(beta_knob=None), history, 0).cost_threshold is None
+    # turning-walk with Zeus's basis (early_stop="lowest-spend") stops at the same place.
+    assert TurningWalkPolicy(early_stop="lowest-spend").decide(spec, history, 0).cost_threshold == pytest.approx(36.0)
+
+
+def test_turning_walk_threshold_is_beta_times_the_cheapest_size_mean():
+    """beta x the lowest mean cost over the sizes that reached (each mean over all its observations), so
+    one short run cannot set it: with 64 at 10 and 18 the basis is 14, not 10 (nor 18, the lowest
+    recurrence spend), and 32, which never reached, is no basis however little its trials cost."""
+    spec, policy = make_spec(beta_knob=2.0), get_policy("turning-walk")
+    assert policy.decide(spec, [], 0).cost_threshold is None  # nothing finished yet
+    history = [
+        record(0, 0, 128, "not_reached", 30.0),
+        record(0, 1, 64, "reached", 10.0),
+        record(1, 2, 32, "cost_exceeded", 5.0),
+        record(2, 3, 64, "reached", 18.0),
+    ]
+    assert policy.decide(spec, history, 0).cost_threshold == pytest.approx(28.0)
+    # A run cut short by the early stop counts at what it cost, a lower bound: the mean goes up, not down.
+    history += [record(3, 4, 64, "cost_exceeded", 28.0)]
+    assert policy.decide(spec, history, 0).cost_threshold == pytest.approx(2.0 * (10.0 + 18.0 + 28.0) / 3)
+    # Many runs do not drag it to the luckiest one (Zeus's basis would fall to 2 x 4 = 8).
+    history += [record(4 + i, 5 + i, 64, "reached", c) for i, c in enumerate([4.0, 16.0, 14.0, 15.0])]
+    assert policy.decide(spec, history, 0).cost_threshold == pytest.approx(2.0 * 105.0 / 7)
+    assert policy.decide(spec.with_changes(beta_knob=None), history, 0).cost_threshold is None
+    with pytest.raises(ValueError, match=r"early_stop='min'.*mean, lowest-spend"):
+        TurningWalkPolicy(early_stop="min")
 
 
 def exploit_history():

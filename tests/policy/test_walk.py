@@ -51,6 +51,18 @@ def test_a_miss_ends_its_direction_and_rules_it_out():
     assert state.done and state.survivors == (128,) and state.ruled_out == {8, 16, 32, 64, 256}
 
 
+def test_a_miss_at_the_default_size_does_not_end_the_walk():
+    """The default is where the walk starts, not a step in a direction: its one run missing (a noisy
+    epoch count, a tight max_epochs) says nothing about the sizes below it, so the walk goes on down,
+    then up (nothing beat a default that never reached). Zeus's walk ends the down direction there."""
+    state = walk({128: None})
+    assert state.expected == 64 and 128 not in state.ruled_out
+    state = walk({128: None, 64: 10.0, 32: 16.0, 16: 30.0})
+    assert state.expected == 256 and state.best_size == 64
+    state = walk({128: None}, default_miss_ends=True)  # Zeus's rule, kept for benchmarks
+    assert state.expected == 256 and {8, 16, 32, 64, 128} <= state.ruled_out
+
+
 def test_skip_margin_a_down_step_barely_cheaper_than_the_default_keeps_the_up_direction():
     # 64 is 2 % cheaper than 128 (within the 5 % margin), 32 is clearly worse: walk up too.
     state = walk({128: 10.0, 64: 9.8, 32: 16.0})
@@ -195,14 +207,15 @@ def test_the_first_wave_takes_the_sizes_the_job_has():
     assert [b for b, _ in first_wave(make_spec(default_batch_size=256), policy, 3)] == [128, 64, 32]
 
 
-def test_a_concurrent_recurrence_never_runs_a_pruned_size():
+def test_a_concurrent_recurrence_never_reruns_a_size_that_only_missed():
     """The default missed, nothing reached, the walk's next size is in flight: the cheapest explored size
-    would be the pruned default, so it runs the in-flight size again."""
+    would be the default, which only missed, so it runs the in-flight size again. The default is not
+    pruned for its one miss (the walk goes on from it), but a miss is no reason to run it again."""
     spec, policy = make_spec(batch_sizes=(8, 16), default_batch_size=8, beta_knob=None), get_policy("turning-walk")
     h = history((1, 8, "not_reached", 5.0), (2, 16, "dispatched", None))
     d = policy.decide(spec, h, 0)
     assert (d.batch_size, d.stage) == (16, "exploration-concurrent")
-    assert {a.batch_size: a.pruned for a in policy.arm_states(spec, h)} == {8: True, 16: False}
+    assert {a.batch_size: a.pruned for a in policy.arm_states(spec, h)} == {8: False, 16: False}
 
 
 # -- resume: the sizes past a turn or a skip are probed later, not ruled out for good ----------------------

@@ -179,6 +179,14 @@ class Tally:
             walk.report(walk.expected, float(self._cost[after]), bool(self._reached[after]), int(self._trial[after]))
         return walk
 
+    def cheapest_size_mean(self) -> float | None:
+        """The lowest mean cost over the sizes that have reached the target, each mean over all of the size's
+        observations (a miss counted at what it cost, a lower bound of what the run would have); None while
+        nothing has reached. What the best size costs per run, as far as the history says: the basis of
+        turning-walk's early stop (zeus.policy.turning_walk, rule 3)."""
+        means = [arm.mean for arm in self.arms if arm.reached_n]
+        return min(means) if means else None
+
     def cheapest_mean(self) -> float:
         """The lowest mean cost of reached observations over batch sizes; 0 when nothing has reached."""
         means = [arm.reached_total / arm.reached_n for arm in self.arms if arm.reached_n]

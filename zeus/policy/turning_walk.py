@@ -76,6 +76,8 @@ from zeus.policy.pruning import feasible_default
 from zeus.policy.walk import WalkState, look_past, replay_walk
 from zeus.trials import Trial
 
+EARLY_STOP_BASES = ("mean", "lowest-spend")
+
 
 @dataclass(frozen=True)
 class _Plan:
@@ -108,6 +110,8 @@ class TurningWalkPolicy:
         contend_z: float = 1.0,
         std_scale: float = 0.3,
         resume: bool = False,
+        early_stop: str = "mean",
+        default_miss_ends: bool = False,
     ) -> None:
         self.turn_margin = turn_margin
         self.hard_turn = hard_turn
@@ -120,6 +124,10 @@ class TurningWalkPolicy:
         self.contend_z = contend_z
         self.std_scale = std_scale
         self.resume = resume
+        if early_stop not in EARLY_STOP_BASES:
+            raise ValueError(f"invalid early_stop={early_stop!r}: allowed {', '.join(EARLY_STOP_BASES)}")
+        self.early_stop = early_stop
+        self.default_miss_ends = default_miss_ends
 
     # -- shared by decide and arm_states -------------------------------------------------------
 
@@ -132,8 +140,18 @@ class TurningWalkPolicy:
             hard_turn=self.hard_turn,
             skip_margin=self.skip_margin,
             resume=self.resume,
+            default_miss_ends=self.default_miss_ends,
         )
         return _Plan(view, walk, _candidates(view, walk))
+
+    def _threshold(self, spec: JobSpec, view: HistoryView) -> float | None:
+        """The early stop (rule 3): beta x what the cheapest size costs per run, its mean (`early_stop="mean"`),
+        or Zeus's beta x the lowest recurrence spend (`"lowest-spend"`, as zeus-nsdi23 does). None without
+        beta or before anything reached."""
+        if self.early_stop == "lowest-spend":
+            return view.threshold(spec)
+        basis = view.tally.cheapest_size_mean()
+        return None if spec.beta_knob is None or basis is None else spec.beta_knob * basis
 
     def _cv(self, view: HistoryView) -> float:
         """Relative noise of a trial's cost, pooled over sizes from reached trials after each size's
@@ -149,7 +167,7 @@ class TurningWalkPolicy:
 
     def _explore(self, spec: JobSpec, plan: _Plan) -> Decision:
         walk, view = plan.walk, plan.view
-        threshold = view.threshold(spec)
+        threshold = self._threshold(spec, view)
         expected = walk.expected
         if not view.in_flight(expected):
             return Decision(expected, threshold, "exploration", f"exploring batch size {expected}")
@@ -164,7 +182,8 @@ class TurningWalkPolicy:
                 return Decision(b, threshold, "exploration", why)
         fallback = _cheapest_reached(spec, view, walk) or walk.best_size or default
         why = f"exploration of {expected} is in flight; running the cheapest size so far, {fallback}"
-        if fallback in walk.ruled_out:  # e.g. the default missed and nothing reached yet: never run a pruned size
+        missed = view.tally.arm(fallback).n > 0 and not view.has_reached(fallback)
+        if fallback in walk.ruled_out or missed:  # e.g. the default missed, nothing reached yet: never rerun a miss
             fallback, why = expected, f"exploration of {expected} is in flight and no explored size is left: {expected}"
         return Decision(fallback, threshold, "exploration-concurrent", why)
 
@@ -182,6 +201,7 @@ class TurningWalkPolicy:
             hard_turn=self.hard_turn,
             skip_margin=self.skip_margin,
             resume=self.resume,
+            default_miss_ends=self.default_miss_ends,
         )
         started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
         outlasted = view.max_trial is not None and view.max_trial > started
@@ -194,7 +214,7 @@ class TurningWalkPolicy:
         plan = self._plan(spec, view)
         if not plan.walk.done:
             return self._explore(spec, plan)
-        threshold = view.threshold(spec)
+        threshold = self._threshold(spec, view)
         probe = _due_probe(view, plan.walk) if threshold is not None else None
         if probe is not None:
             b, cap = probe

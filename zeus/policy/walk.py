@@ -115,12 +115,15 @@ def replay_walk(
     hard_turn: float | None = 1.5,
     skip_margin: float | None = 0.05,
     resume: bool = False,
+    default_miss_ends: bool = False,
 ) -> WalkState:
     """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
     first finished observation `first[b] = (cost, reached)`. A None margin turns its rule off
     (benchmarks measure the walk without it). `resume`: a turn or a skip rules the sizes past it out
     only until a probe (see `_Replay._past`)."""
-    return _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume).run()
+    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume)
+    replay.default_miss_ends = default_miss_ends
+    return replay.run()
 
 
 def look_past(
@@ -133,10 +136,12 @@ def look_past(
     hard_turn: float | None = 1.5,
     skip_margin: float | None = 0.05,
     resume: bool = False,
+    default_miss_ends: bool = False,
 ) -> Lookahead:
     """The walk replayed as `replay_walk` does, with the `pending` sizes (in flight, no result yet) passed
     over as if they changed nothing: which size each walker would need next."""
     replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending, resume)
+    replay.default_miss_ends = default_miss_ends
     down, needed, up = replay.walkers()
     return Lookahead(
         down=None if down.waiting else down.frontier,
@@ -166,6 +171,7 @@ class _Replay:
         self.skip_margin = skip_margin
         self.pending = pending
         self.resume = resume
+        self.default_miss_ends = False  # the default size's miss ends the down direction (Zeus's walk does)
         self.lazy: list[tuple[int, float]] = []  # with resume: the next size past each turn or skip, and its cap
         self.probes = 0  # with resume: steps taken past a turn or a skip
         self.steps: list[WalkStep] = []
@@ -193,6 +199,8 @@ class _Replay:
             cost, reached = self.first[b]
             self.steps.append(WalkStep(b, cost, reached))
             if not reached:
+                if b == self.default and not self.default_miss_ends:
+                    continue  # the starting point, not a step away from it: go on down (module docstring)
                 self.closed.update(plan[k:])
                 return walker
             reference, self.cheapest = self.cheapest, min(self.cheapest, cost)
