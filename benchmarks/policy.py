@@ -49,8 +49,8 @@ ETAS = (0.25, 0.5, 0.75)
 # The policies leave-one-GPU-out chooses among: each is a whole policy (rules and constants), named.
 CANDIDATES: dict[str, dict] = {
     OURS: {},
-    "turning-walk soft turn 0.1": {"turn_margin": 0.1},
-    "turning-walk soft turn 0.3": {"turn_margin": 0.3},
+    # turning-walk before issue 25's two rules: Zeus's early stop, and a miss at the default ends the walk.
+    "turning-walk issue-8 rules": {"early_stop": "lowest-spend", "default_miss_ends": True},
     "turning-walk resume": {"resume": True},  # probes past turns and skips (zeus.policy.walk, rule 10)
 }
 
@@ -174,13 +174,26 @@ def leave_one_gpu_out(cells, results, seeds, gpus) -> dict[str, float]:
     return out
 
 
-def perturbed(jobs_seed: int, count: int, results, cells, seeds) -> None:
-    """Each candidate against zeus-nsdi23 on the perturbed jobs (one simulation seed each: the job's index
-    + 1), all jobs and by kind, with the gap to the same candidate's cut on the tuned cells."""
+def job_regret(results, jobs_seed: int, count: int, policy: str) -> float:
+    """Mean regret of `policy` over the first `count` perturbed jobs of `jobs_seed`."""
+    return float(np.mean([results[(("job", jobs_seed, i), policy, (i + 1,), 1)]["regret"] for i in range(count)]))
+
+
+def perturbed(tune_seed: int, jobs_seed: int, count: int, results, cells, seeds) -> None:
+    """The candidate with the least mean regret on the jobs of `tune_seed` is chosen there; every candidate
+    is then shown against zeus-nsdi23 on the held-out jobs of `jobs_seed` (one simulation seed each: the
+    job's index + 1), all jobs and by kind, with the gap to the same candidate's cut on the tuned cells."""
+    chosen = min(CANDIDATES, key=lambda p: job_regret(results, tune_seed, count, p))
+    z_tune = job_regret(results, tune_seed, count, BASELINE)
+    print(f"\nperturbed jobs, tuning set: {count} generated from seed {tune_seed}, K = 1; mean regret (cut)")
+    for policy in CANDIDATES:
+        r = job_regret(results, tune_seed, count, policy)
+        mark = "  <- chosen" if policy == chosen else ""
+        print(f"{policy:<44}{r:>9.3f}{100.0 * (1.0 - r / z_tune):>8.1f}%{mark}")
     sources = [("job", jobs_seed, i) for i in range(count)]
     key = {s: (s[2] + 1,) for s in sources}
     zeus = [results[(s, BASELINE, key[s], 1)] for s in sources]
-    print(f"\nperturbed jobs: {count} generated from seed {jobs_seed} (zeus.simulate.perturb), K = 1")
+    print(f"\nperturbed jobs: {count} generated from seed {jobs_seed} (zeus.simulate.perturb), K = 1, held out")
     print(f"{'policy / jobs':<44}{'n':>5}{'regret cut':>12}{'cheaper':>10}{'gap':>8}{'median':>9}{'p90':>8}"
           f"{'worst':>8}{'excess z':>10}{'excess o':>10}{'(worst)':>8}")  # fmt: skip
     for policy in CANDIDATES:
@@ -200,6 +213,12 @@ def perturbed(jobs_seed: int, count: int, results, cells, seeds) -> None:
                 f"{tuned_cut - c:>+8.1f}{np.median(r):>9.4f}{np.quantile(r, 0.9):>8.4f}{r.max():>8.4f}"
                 f"{np.mean(ez):>10.2f}{np.mean(eo):>10.2f}{np.max(eo):>8.2f}"
             )
+    ratio = {i: results[(sources[i], chosen, key[sources[i]], 1)]["cost"] / zeus[i]["cost"] for i in range(count)}
+    worst = sorted(ratio, key=lambda i: -ratio[i])[:5]
+    print(
+        f"{chosen}'s worst held-out jobs, ratio to {BASELINE}: "
+        + ", ".join(f"#{i} {zeus[i]['kind']} {ratio[i]:.2f}" for i in worst)
+    )
     print(
         "ratio: the policy's cumulative cost / zeus-nsdi23's per job; gap: its cut on the tuned cells minus its cut"
         " here; excess: the worst excess over the default configuration (mean over jobs; worst job)"
@@ -263,7 +282,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--etas", nargs="*", type=float, default=list(ETAS), help="eta values (default 0.25 0.5 0.75)")
     parser.add_argument("--in-flight", nargs="*", type=int, default=[1, 2, 4, 8], help="K values (eta 0.5 cells)")
     parser.add_argument("--perturbed", type=int, default=240, help="perturbed jobs (default 240; 0: none)")
-    parser.add_argument("--perturb-seed", type=int, default=1, help="the perturbed jobs' seed (default 1)")
+    parser.add_argument("--perturb-seed", type=int, default=2, help="the held-out perturbed jobs' seed (default 2)")
+    parser.add_argument("--tune-seed", type=int, default=1, help="the tuning jobs' seed (default 1)")
     parser.add_argument("--decide-trials", type=int, default=10_000, help="history length for the decide() timing")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--fidelity", action="store_true", help="also compare zeus-nsdi23 with Zeus's simulator")
@@ -283,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     half = [c for c in cells if c[3] == 0.5] or cells
     ks = sorted(set(args.in_flight) | {1})
     policies = list(dict.fromkeys([BASELINE, OURS, *CANDIDATES]))
-    jobs = [("job", args.perturb_seed, i) for i in range(args.perturbed)]
+    jobs = [("job", s, i) for s in dict.fromkeys((args.tune_seed, args.perturb_seed)) for i in range(args.perturbed)]
     tasks = [(c, p, seeds, 1) for c, p in product(cells, policies)]
     tasks += [(c, p, check, 1) for c, p in product(cells, (BASELINE, OURS)) if check]
     tasks += [(c, p, seeds, k) for c, p, k in product(half, (BASELINE, OURS), ks) if k > 1]
@@ -304,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
         leave_one_gpu_out(cells, results, seeds, args.gpus)
     print_candidates(cells, results, seeds, args.gpus)
     if jobs:
-        perturbed(args.perturb_seed, args.perturbed, results, cells, seeds)
+        perturbed(args.tune_seed, args.perturb_seed, args.perturbed, results, cells, seeds)
     if len(ks) > 1:
         excess = first_wave_excess([c[1:] for c in half], list(seeds))
         k1 = np.mean([results[(c, OURS, seeds, 1)]["regret"] for c in half])

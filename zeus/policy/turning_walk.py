@@ -10,10 +10,19 @@ benchmarks/RESULTS.md ("Policies in the trace simulator").
    re-running every survivor, which costs more than it learns.
 2. The pass stops where the cost turns (zeus.policy.walk): a size costing more than 1.5x the cheapest
    step before it ends its direction, so does one costing 1.2x once past the minimum, and the up
-   direction is skipped when a smaller size beat the default by 5 %.
-3. No exploration trial is cut short beyond the job's own early stop (beta x the cheapest
-   recurrence, as in Zeus): a stopped trial costs its spend plus the retry, more than letting a size
-   that is merely worse finish.
+   direction is skipped when a smaller size beat the default by 5 %. A miss ends its direction, as in
+   Zeus, except at the default size: it is where the walk starts, not a step away from it, so its one
+   run missing (a noisy epoch count, a tight max_epochs) says nothing about the sizes below it.
+3. The early stop is beta x what the cheapest size costs per run: the lowest mean cost over the sizes
+   that have reached the target, each mean over all the size's observations (a run stopped or missed
+   counted at what it cost, a lower bound of what it would have). Zeus stops at beta x the cheapest
+   *recurrence*, the minimum of ever more noisy runs, which falls with every run towards the luckiest
+   one (one size's runs span 0.7-1.4x their mean epochs in the traces, wider on a perturbed job) until
+   it cuts the best size's own typical runs: every size then looks as cheap as its cut-off plus a
+   retry (benchmarks/RESULTS.md, issue 25: job #217). beta is the user's factor, applied to the
+   expectation it is meant for; a stopped run only raises a mean, so a low basis corrects itself.
+   No exploration trial is cut short beyond it: a stopped trial costs its spend plus the retry, more
+   than letting a size that is merely worse finish.
 4. Contenders: sizes whose mean cost (a miss charged the retry it forced, zeus.policy.history) is
    within 1.1x of the best mean, or within one noise level of it (mean x (1 - cv / sqrt(n)) <= best):
    one unlucky first trial must not rule a size out for good. A contender seen once is tried again

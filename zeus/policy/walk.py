@@ -8,11 +8,14 @@ size (the NSDI'23 traces bear that out, up to noise and the odd bump); on a curv
 a size that costs clearly more than the cheapest so far says the curve has turned. This walk uses
 that:
 
-- a direction ends at a miss (as in Zeus); or at a size that reached but cost more than
-  `hard_turn` x the cheapest step before it; or more than (1 + `turn_margin`) x that,
-  unless the step before it was the cheapest so far. Right after the minimum a single worse trial
-  may be noise (a 7-epoch run among 4-epoch ones costs 1.75x) or a bump (squad: 24 costs more than
-  both 32 and 16), so the next step decides; further on, it is the curve;
+- a direction ends at a miss (as in Zeus), except the default size's own: it is the starting point,
+  not a step in a direction, and one run of it missing (a noisy epoch count, a tight max_epochs) says
+  nothing about its neighbours, so the walk goes on down from it (Zeus's walk, `default_miss_ends`,
+  would end the down direction there and, when the first size up misses too, the whole walk); or at
+  a size that reached but cost more than `hard_turn` x the cheapest step before it; or more than
+  (1 + `turn_margin`) x that, unless the step before it was the cheapest so far. Right after the
+  minimum a single worse trial may be noise (a 7-epoch run among 4-epoch ones costs 1.75x) or a bump
+  (squad: 24 costs more than both 32 and 16), so the next step decides; further on, it is the curve;
 - the up direction is skipped when the down direction found a size cheaper than the default size by
   more than `skip_margin`: with one minimum, it lies below the default size.
 
