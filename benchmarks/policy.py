@@ -14,7 +14,8 @@ What cannot be fitted (issue 25):
 - perturbed jobs (zeus.simulate.perturb): jobs generated from a seed out of the V100 and A40 traces, with
   epochs to target scaled and noised, power curves tilted, the cost minimum moved, or the default size
   made optimal; per job, the ratio of ours' cumulative cost to zeus-nsdi23's (median, 90th percentile,
-  worst);
+  worst). Two sets: the candidate is chosen on the jobs of --tune-seed (1), where rules may be looked at,
+  and every candidate is reported on the jobs of --perturb-seed (2), held out;
 - beside every figure on unseen cells or jobs, the generalization gap: the same figure on tuned cells
   minus it.
 
