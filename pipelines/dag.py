@@ -93,7 +93,7 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
 
     `shared` holds what every attempt takes from the pipeline's parameters and from preprocess,
     so a new pipeline parameter an attempt needs is one edit where `shared` is built."""
-    nested = k > 1
+    nested = True  # inside the gate's condition, as every step after the gate
     # What the two store steps of an attempt both take: where the job is, and which attempt this is.
     trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id")} | {"attempt": k}
     choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(
@@ -154,7 +154,7 @@ def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[st
     in its Else, or (k == attempts) the report right after it. Python recursion, not KFP's."""
     ended = _attempt(comps, k, shared, opts).output
     if k == attempts:
-        _report(comps, k, ended, shared, opts, nested=k > 1)
+        _report(comps, k, ended, shared, opts, nested=True)
         return
     # Always If + Else: kfp.local silently skips an If whose condition it cannot resolve, and the
     # Else is where the report of a recurrence that ended (reached the target, or failed) runs.
@@ -245,6 +245,7 @@ def build_pipeline(
         ("recurrence_id", str, "", "The recurrence's id (empty: the KFP run id)."),
         ("owner", str, "", "Who runs the job, recorded with it in the store."),
         ("dispatch_timeout_s", float, float(dispatch_timeout_s), "Seconds after which an unfinished trial is lost."),
+        ("force", bool, False, "Open a recurrence even if it is not due (it still counts against max_running)."),
     ]
     # The job's settings come first (zeus.settings): those that are run parameters, with `spec`'s values
     # as defaults, and those fixed at compile time (max_attempts), passed to preprocess as constants.
@@ -269,26 +270,27 @@ def build_pipeline(
         if read_max_power:  # first, on a GPU like the trials': the figure the job's cost prices time at
             probe = gpu_power_step(comps.gpu_power(max_power_w=given["max_power_w"]), opts)
             job_settings["max_power_w"] = probe.output
-        prep = comps.preprocess(
-            **job_settings,
-            **fixed,
-            store_uri=given["store_uri"],
-            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            recurrence_id=given["recurrence_id"],
-            preprocess_ref=given["preprocess_ref"],
-            owner=given["owner"],
+        run = dict(store_uri=given["store_uri"], run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                   recurrence_id=given["recurrence_id"], owner=given["owner"])  # fmt: skip
+        # The gate first (zeus.steps.gate): the rest runs only in a run that opened a recurrence. An If with no
+        # Else: a skipped run has nothing left to do (its outcome is in the store).
+        opening = comps.gate(
+            **job_settings, **fixed, **run, force=given["force"], dispatch_timeout_s=given["dispatch_timeout_s"]
         )
-        store_step(prep, "preprocess", opts, nested=False)
-        shared = {name: given[name] for name, *_ in run_params} | dict(
-            job_id=given["job_id"],
-            spec_json=prep.outputs["spec_json"],
-            recurrence_id=prep.outputs["recurrence_id"],
-            launch_image=launch_image or comps.train.component_spec.implementation.container.image,
-            data=prep.outputs["data"],
-            preprocess=prep,
-            request_cls=request_cls,
-        )
-        _attempts_from(comps, 1, attempts, shared, opts)
+        store_step(opening, "preprocess", opts, nested=False)  # the preprocess step's resources: it reads the data
+        with dsl.If(opening.outputs["opened"] == True):  # noqa: E712  (a KFP condition, not Python)
+            prep = comps.preprocess(**job_settings, **fixed, **run, preprocess_ref=given["preprocess_ref"])
+            store_step(prep, "preprocess", opts, nested=True)
+            shared = {name: given[name] for name, *_ in run_params} | dict(
+                job_id=given["job_id"],
+                spec_json=prep.outputs["spec_json"],
+                recurrence_id=prep.outputs["recurrence_id"],
+                launch_image=launch_image or comps.train.component_spec.implementation.container.image,
+                data=prep.outputs["data"],
+                preprocess=prep,
+                request_cls=request_cls,
+            )
+            _attempts_from(comps, 1, attempts, shared, opts)
 
     zeus_recurrence.__signature__ = signature
     # kfp reads the parameters' descriptions (the KFP UI shows them) from the docstring's Args section.

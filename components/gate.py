@@ -1,0 +1,73 @@
+"""gate: the first step of every run. Asks the store to open a recurrence of the job (zeus.steps.gate): due
+by its period or by drift, and a free slot under its cap. The pipeline's other steps run only when it
+`opened` one (pipelines/dag.py); a skipped run ends here, its reason recorded in the store.
+
+Takes every job setting, generated like preprocess (components/preprocess.py says why), since it registers
+the job or checks its spec before it asks.
+"""
+
+from typing import NamedTuple
+
+from kfp.dsl.python_component import PythonComponent
+
+from components.generated import generated_component
+from components.image import LOCAL_IMAGE
+from components.preprocess import settings_source
+from zeus.job import JobSpec
+
+TEMPLATE = '''\\
+def gate(
+$settings
+    store_uri: str,
+    run_id: str,
+    recurrence_id: str,
+    owner: str,
+    force: bool,
+    dispatch_timeout_s: float,
+) -> NamedTuple("GateOutputs", opened=bool, why=str):
+    """Opens a recurrence of the job, or skips this run: due (its period passed, or drift) and a free slot
+    (fewer than max_running recurrences running, counted in the store).
+
+    Args:
+$settings_help
+        store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
+        run_id: The KFP run id, the recurrence's id unless recurrence_id is given.
+        recurrence_id: The recurrence's id ("" for the KFP run id).
+        owner: Who runs the job, recorded with it in the store.
+        force: Open a recurrence even if it is not due (it still takes a slot under the cap).
+        dispatch_timeout_s: Seconds after which a recurrence with no news counts as no longer running.
+
+    Returns:
+        opened: Whether this run is a recurrence (false: it ends here and trains nothing).
+        why: first, time, drift or forced; or skipped: not due, no drift, no free slot.
+    """
+    from zeus import steps
+
+    settings = dict(
+$settings_args
+    )
+    opened, why = steps.gate(
+        settings,
+        store_uri=store_uri,
+        run_id=run_id,
+        recurrence_id=recurrence_id,
+        owner=owner,
+        force=force,
+        dispatch_timeout_s=dispatch_timeout_s,
+    )
+    return (opened, why)
+'''
+
+
+def make_gate(spec_cls: type[JobSpec] = JobSpec, base_image: str = LOCAL_IMAGE) -> PythonComponent:
+    """The gate component for `spec_cls` (JobSpec, or a JobSpec with more settings) on `base_image`."""
+    return generated_component(
+        settings_source(TEMPLATE, spec_cls),
+        function="gate",
+        declared_by=spec_cls,
+        namespace={"NamedTuple": NamedTuple},
+        base_image=base_image,
+    )
+
+
+gate = make_gate()
