@@ -1,12 +1,12 @@
 """gate: the first step of every run. Asks the store to open a recurrence of the job (zeus.steps.gate): due
 by its period or by drift, and a free slot under its cap. The pipeline's other steps run only when it
-`opened` one (pipelines/dag.py); a skipped run ends here, its reason recorded in the store.
+opened one (its one output, pipelines/dag.py); a skipped run ends here, its reason recorded in the store.
 
 Takes every job setting, generated like preprocess (components/preprocess.py says why), since it registers
-the job or checks its spec before it asks.
+the job or checks its spec before it asks. One output, not a NamedTuple: kfp.local (2.17) cannot resolve a
+named output in a condition (it reads `gate-opened` as a parent input and skips the branch), while the
+single output `gate-Output` it resolves; the reason a run was skipped is in the store, not an output.
 """
-
-from typing import NamedTuple
 
 from kfp.dsl.python_component import PythonComponent
 
@@ -24,7 +24,7 @@ $settings
     owner: str,
     force: bool,
     dispatch_timeout_s: float,
-) -> NamedTuple("GateOutputs", opened=bool, why=str):
+) -> bool:
     """Opens a recurrence of the job, or skips this run: due (its period passed, or drift) and a free slot
     (fewer than max_running recurrences running, counted in the store).
 
@@ -38,15 +38,14 @@ $settings_help
         dispatch_timeout_s: Seconds after which a recurrence with no news counts as no longer running.
 
     Returns:
-        opened: Whether this run is a recurrence (false: it ends here and trains nothing).
-        why: first, time, drift or forced; or skipped: not due, no drift, no free slot.
+        Whether this run is a recurrence (false: it ends here and trains nothing; the store says why).
     """
     from zeus import steps
 
     settings = dict(
 $settings_args
     )
-    opened, why = steps.gate(
+    return steps.gate(
         settings,
         store_uri=store_uri,
         run_id=run_id,
@@ -55,7 +54,6 @@ $settings_args
         force=force,
         dispatch_timeout_s=dispatch_timeout_s,
     )
-    return (opened, why)
 '''
 
 
@@ -65,7 +63,7 @@ def make_gate(spec_cls: type[JobSpec] = JobSpec, base_image: str = LOCAL_IMAGE) 
         settings_source(TEMPLATE, spec_cls),
         function="gate",
         declared_by=spec_cls,
-        namespace={"NamedTuple": NamedTuple},
+        namespace={},
         base_image=base_image,
     )
 

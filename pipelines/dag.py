@@ -278,7 +278,7 @@ def build_pipeline(
             **job_settings, **fixed, **run, force=given["force"], dispatch_timeout_s=given["dispatch_timeout_s"]
         )
         store_step(opening, "preprocess", opts, nested=False)  # the preprocess step's resources: it reads the data
-        with dsl.If(opening.outputs["opened"] == True):  # noqa: E712  (a KFP condition, not Python)
+        with dsl.If(opening.output == True):  # noqa: E712  (a KFP condition, not Python)
             prep = comps.preprocess(**job_settings, **fixed, **run, preprocess_ref=given["preprocess_ref"])
             store_step(prep, "preprocess", opts, nested=True)
             shared = {name: given[name] for name, *_ in run_params} | dict(

@@ -74,13 +74,14 @@ def gate(
     owner: str,
     force: bool,
     dispatch_timeout_s: float,
-) -> tuple[bool, str]:
-    """The gate step: pipeline parameters in, (opened, why) out. Registers the job (or checks its spec: a bad
-    or changed field fails the run here, before anything is asked) and asks to open the recurrence."""
+) -> bool:
+    """The gate step: pipeline parameters in, whether it opened a recurrence out (the store records why).
+    Registers the job (or checks its spec: a bad or changed field fails the run here, before anything is
+    asked) and asks to open the recurrence."""
     spec = spec_from_params(**params)
     store = open_step_store(store_uri)
     spec = store.ensure_job(spec, owner=owner)
     rid = recurrence_id or run_id
     outcome = open_gate(spec, store=store, recurrence_id=rid, force=force, dispatch_timeout_s=dispatch_timeout_s)
     print(GATE.say(outcome_line(outcome)))
-    return outcome.opened, outcome.why
+    return outcome.opened
