@@ -31,7 +31,11 @@ EXIT_REASON = re.compile(r"exit code (-?\d+):")  # zeus.train.plain's reason for
 
 
 def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
-    """One recurrence's trials; for a script job, where the model of the trial that reached went, and its logs."""
+    """One recurrence's trials; for a script job, where the model of the trial that reached went, and its logs.
+    A run the recurrence gate skipped: one line saying why."""
+    if summary.skipped:
+        out.print(f"run {summary.recurrence_id}: {summary.skipped} (trained nothing)", markup=False, soft_wrap=True)
+        return
     verdict = "reached" if summary.reached else "did NOT reach"
     title = f"recurrence {summary.recurrence}: {verdict} the target in {len(summary.trials)} trial(s)"
     print_trials(out, title, summary.trials, RUN_TRIAL_FIELDS, wide=wide)
