@@ -130,7 +130,9 @@ def gate_outcomes(
             detector = detectors[i] or NO_DETECTOR
             drifted = detector != NO_DETECTOR and stats[i] is not None and stats[i] > thresholds[i]
             first = last_at is None
-            time_due = first or a - last_at >= req["period_s"] * 1e6
+            # period 0: due whatever the clocks say (racing writers stamp `at` before they get a slot, so a later
+            # slot may carry an earlier time)
+            time_due = first or req["period_s"] == 0 or a - last_at >= req["period_s"] * 1e6
             if not (time_due or drifted or req["forced"]):
                 opened[i], why[i] = False, "not due" if detector == NO_DETECTOR else "no drift"
                 continue
