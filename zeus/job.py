@@ -32,8 +32,8 @@ JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 # fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI
 # (0.2: the usual "significant shift"); the largest per-column Kolmogorov-Smirnov statistic. Or module:function.
 DRIFT_DETECTORS = {"none": None, "fingerprint": 0.5, "rows": 0.1, "psi": 0.2, "ks": 0.1}
-DRIFT_FUNCTION = re.compile(r"^[\w.]+:[A-Za-z_]\w*$")
-DRIFT_ALLOWED = f"one of {', '.join(DRIFT_DETECTORS)}, or a function module:function"
+DRIFT_FUNCTION = re.compile(r"^[^\s:]+:[A-Za-z_]\w*$")
+DRIFT_ALLOWED = f"one of {', '.join(DRIFT_DETECTORS)}, or a function module:function or /path/file.py:function"
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
 
 
