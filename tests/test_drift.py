@@ -104,7 +104,7 @@ def test_a_user_function_must_return_a_finite_number(tmp_path):
 
 def test_missing_data_names_drift_data(tmp_path):
     spec = BASE.with_changes(drift_detector="psi", drift_data=str(tmp_path / "nowhere.parquet"))
-    with pytest.raises(FieldError, match="drift_data.*Parquet or CSV"):
+    with pytest.raises(FieldError, match=r"drift_data.*Parquet or CSV"):
         measure(spec, None)
 
 
@@ -121,9 +121,9 @@ def test_missing_data_names_drift_data(tmp_path):
     ],
 )
 def test_bad_gate_settings_name_the_field_and_what_is_allowed(changes, field, allowed):
-    with pytest.raises(JobSpecError, match=f"invalid {field}=.*allowed.*{allowed}"):
+    with pytest.raises(JobSpecError, match=rf"invalid {field}=.*allowed.*{allowed}"):
         BASE.with_changes(**changes)
-    with pytest.raises(JobSpecError, match=f"invalid {field}="):  # the way a pipeline step builds the spec
+    with pytest.raises(JobSpecError, match=rf"invalid {field}="):  # the way a pipeline step builds the spec
         spec_from_params(**spec_to_params(BASE) | changes)
 
 
