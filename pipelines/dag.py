@@ -1,4 +1,4 @@
-"""The recurrence pipeline: preprocess -> up to N attempts -> report, built by one function for both
+"""The recurrence pipeline: gate -> preprocess -> up to N attempts -> report, built by one function for both
 the cluster (compile) and kfp.local (run), so the two can never drift apart.
 
 Why this shape. KFP v2 has no recursion, so the retry loop is unrolled, N fixed at compile time.
@@ -6,12 +6,14 @@ Attempt k+1 is nested inside attempt k's "not ended" branch (feedback's output: 
 reached the target nor failed; a failed trial is the script's own failure, which another batch size
 would only repeat, so it ends the recurrence: zeus.steps.trial.ends_recurrence):
 
-    [gpu-power ->] preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
-    If attempt-1 not ended:                     Else:
-        attempt-2-bandit -> -train -> -feedback     report-after-attempt-1
-        If attempt-2 not ended:                 Else:
-            ...                                     report-after-attempt-2
-                attempt-N-...-feedback -> report-after-attempt-N
+    [gpu-power ->] gate
+    If the gate opened a recurrence (zeus.steps.gate; a skipped run ends here, nothing trains):
+        preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
+        If attempt-1 not ended:                     Else:
+            attempt-2-bandit -> -train -> -feedback     report-after-attempt-1
+            If attempt-2 not ended:                 Else:
+                ...                                     report-after-attempt-2
+                    attempt-N-...-feedback -> report-after-attempt-N
 
 It is the shape every target backend (KFP 2.5, 2.15, 2.17) runs to completion; the earlier one
 (each attempt a sub-pipeline under dsl.If, a pass-through under dsl.Else, joined with dsl.OneOf)
@@ -32,7 +34,10 @@ every compiled pipeline against these rules):
   a cached train records an old trial as new, and on a cache hit the launcher never updates its
   condition DAG, which then never completes).
 - Retries on the store steps only where the backend honours them: nested tasks from 2.14
-  (#11288 -> #11908), root tasks from 2.4.1 (platform.store_step).
+  (#11288 -> #11908), root tasks from 2.4.1 (platform.store_step). Inside the gate's condition every
+  step but the gate is nested, so before 2.14 only the gate (and gpu-power) is retried.
+- The gate's output is a single bool (`gate-Output`): kfp.local 2.17 cannot resolve a named output in
+  a condition and silently skips the branch.
 - The report runs exactly once per recurrence, after the last attempt that ran: in the branch
   where the attempt ended the recurrence, or after the last attempt. Each attempt has at most 3
   pods (bandit, train, feedback); the report is the recurrence's, not an attempt's.
