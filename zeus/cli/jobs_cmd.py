@@ -130,6 +130,8 @@ GATE_COLUMNS = [  # each run the recurrence gate answered (zeus.steps.gate), wit
 
 
 def _gate_rows(runs: pd.DataFrame) -> list[list[str]]:
+    import pandas as pd  # deferred: `zeus-kfp --help` loads no pandas; show has loaded it already
+
     rows = []
     for r in runs.to_dict("records"):
         stat = r["drift_stat"]
