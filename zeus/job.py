@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # zeus.profiles loads pandas and pyarrow, which the job model
 # deeper in the compiled pipeline (pipelines/dag.py); far more than a batch-size list has sizes to try.
 MAX_ATTEMPTS = 32
 NO_DRIFT = "none"
+# The recurrence gate's settings: when the job runs, not what it is, so `zeus-kfp run` takes them for any job.
+GATE_SETTINGS = ("period_s", "max_running", "drift_detector", "drift_threshold", "drift_data")
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 # The built-in drift detectors (zeus.steps.drift), each with its default threshold on its statistic: a data
 # fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI

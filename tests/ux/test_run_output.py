@@ -150,3 +150,19 @@ def test_an_optional_column_without_any_value_is_left_out_and_not_reported_hidde
     assert [c.header for c in table.columns] == ["batch size", "time"] and hidden == []
     table, _ = fitted("t", columns, [["32", "-", "2 h"], ["64", "0.93", "1 h"]], 80)
     assert [c.header for c in table.columns] == ["batch size", "metric", "time"]
+
+
+@pytest.mark.slow
+def test_run_goes_through_the_recurrence_gate_and_says_what_it_skipped(tmp_path) -> None:
+    """`zeus-kfp run` exercises the same gate as a schedule, for any job (the gate's settings say when a job runs,
+    not what it is): with a day's period the second run is not due and trains nothing, and a skipped run is not
+    a failure. (--force through kfp.local: tests/kfp/test_kfp_gate.py.)"""
+    args = ["run", "--trace", "squad/v100", "--store", "store", "--runs-dir", "runs", "--plots-dir", "plots",
+            "--job-id", "gated", "--attempts", "1", "--period-s", "86400"]  # fmt: skip
+    proc = run_cli(*args, "-r", "2", cwd=tmp_path, COLUMNS="120")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^run local-\S+: skipped: not due \(trained nothing\)$", proc.stdout, re.M), proc.stdout
+    runs = open_store(str(tmp_path / "store")).recurrences("gated")
+    assert runs["why"].tolist() == ["first", "not due"]
+    bad = run_cli(*args, "--max-running", "-2", cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid max_running=-2: allowed an integer >= 0 (0: no cap)" in bad.stderr
