@@ -83,11 +83,11 @@ def check_the_piped_run(proc) -> None:
         steps = [line[len(f"[{i}/2] ") :] for line in proc.stdout.splitlines() if line.startswith(f"[{i}/2] ")]
         named = [re.sub(r" \(batch size \d+, \w+\)$", "", s) for s in steps[1:]]
         assert steps[0].startswith("starting (local-")
-        assert named == ["preprocess"] + [
+        assert named == ["gate", "preprocess"] + [
             f"recurrence {i}: {step}"
             for step in ("attempt 1: bandit", "attempt 1: train", "attempt 1: feedback", "report")
         ]
-        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[3])
+        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[4])
         assert f"\nrecurrence {i}: reached the target" in proc.stdout  # the table says the same number
     tables = proc.stdout.split("recurrence 1: ")[1].split("cumulative over")[0]
     assert max(len(line) for line in tables.splitlines()) <= 80 and "…" not in tables
