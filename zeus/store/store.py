@@ -31,10 +31,11 @@ import pyarrow.compute as pc
 
 from zeus.job import Decision, JobSpec, JobSpecError, TrialResult, check_result_for
 from zeus.profiles import PowerProfile, check_profile
-from zeus.store import catalog, entries, frames, gating, keys, log
+from zeus.store import catalog, entries, frames, keys, log
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus.store.compaction import CompactResult, compact
 from zeus.store.errors import EventConflictError, ObjectProblem, StoreInputError, StoreWarning, UnknownTrialError
+from zeus.store.recurrences import Recurrences
 from zeus.trial_history import TrialHistory
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ STORE_FORMS = "a directory path, file:///absolute/path, or s3://bucket[/prefix] 
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
-class Store:
+class Store(Recurrences):
     """Jobs, trials and power profiles of zeus-kfp, in a directory or a bucket."""
 
     def __init__(self, backend: Backend) -> None:
@@ -130,76 +131,6 @@ class Store:
         """Append `entry`, then settle the log up to its slot: what the caller is told."""
         slot = log.append(self.backend, read, entry)
         return self._settled(self._read(read.job_id, read, until=slot))
-
-    def begin_recurrence(self, job_id: str, recurrence_id: str) -> int:
-        """The recurrence's number (1, 2, ...), dense and in the order recurrences began; idempotent per id.
-        A recurrence the gate opened (open_recurrence) is returned as it is; one it skipped is refused."""
-        outcome = self.open_recurrence(job_id, recurrence_id)
-        if not outcome.opened:
-            raise UnknownTrialError(
-                f"recurrence {recurrence_id!r} of job {job_id!r} was skipped by the recurrence gate ({outcome.why})"
-            )
-        assert outcome.recurrence is not None
-        return outcome.recurrence
-
-    def open_recurrence(
-        self, job_id: str, recurrence_id: str, request: gating.GateRequest | None = None
-    ) -> gating.GateOutcome:
-        """Ask to open recurrence `recurrence_id`: a `begin` entry carrying `request` (None: a plain begin,
-        which always opens one), whose outcome the log decides (gating.py). Idempotent per id: the first
-        begin of an id stands, and every caller and reader is told the same outcome."""
-        keys.check_recurrence_id(recurrence_id)
-        read = self._read(job_id)
-        settled = self._settled(read)
-        if self._outcome(settled, recurrence_id) is None:
-            entry = {"kind": "begin", "recurrence_id": recurrence_id, "at": entries.now_us()}
-            settled = self._append(read, entry | (request.entry() if request is not None else {}))
-        outcome = self._outcome(settled, recurrence_id)
-        assert outcome is not None  # ours, or a twin's before it
-        return outcome
-
-    @staticmethod
-    def _outcome(settled: frames.Settled, recurrence_id: str) -> gating.GateOutcome | None:
-        found = pc.index(settled.requests.column("recurrence_id"), recurrence_id).as_py()
-        return None if found < 0 else gating.outcome_of(settled.requests, found)
-
-    def gate_outcome(self, job_id: str, recurrence_id: str) -> gating.GateOutcome | None:
-        """What the gate made of `recurrence_id`'s begin (None: it never asked)."""
-        return self._outcome(self._settled(self._read(job_id)), keys.check_recurrence_id(recurrence_id))
-
-    def end_recurrence(self, job_id: str, recurrence_id: str, reason: str) -> None:
-        """Record that a recurrence ended with no trial to say so (its run's step failed before one finished),
-        so it holds no slot of the job's cap (gating.py)."""
-        keys.check_recurrence_id(recurrence_id)
-        read = self._read(job_id)
-        entry = {"kind": "end", "recurrence_id": recurrence_id, "at": entries.now_us(), "reason": reason[:500]}
-        log.append(self.backend, read, entry)
-
-    def recurrences(self, job_id: str) -> pd.DataFrame:
-        """Every run that asked to open a recurrence, in slot order: opened or skipped and why, and the drift
-        statistic its gate stored (what `zeus-kfp show` lists)."""
-        table = self._settled(self._read(job_id)).requests
-        columns = ["recurrence", "recurrence_id", "opened", "why", "at", "forced", *gating.DRIFT_COLUMNS]
-        frame = table.select(columns).to_pandas()
-        frame["recurrence"] = frame["recurrence"].astype("Int64")
-        frame["at"] = pd.to_datetime(frame["at"], unit="us", utc=True)
-        return frame
-
-    def drift_recurrences(self, job_id: str) -> list[int]:
-        """The numbers of the recurrences the gate opened on drift, ascending (for the policies: their
-        data changed, so older observations may be stale)."""
-        table = self._settled(self._read(job_id)).requests
-        return table.filter(pc.equal(table.column("why"), "drift")).column("recurrence").to_pylist()
-
-    def recurrence_number(self, job_id: str, recurrence_id: str) -> int:
-        """The number `begin_recurrence` gave `recurrence_id` (UnknownTrialError if it was never begun)."""
-        keys.check_recurrence_id(recurrence_id)
-        number = self._settled(self._read(job_id)).recurrence(recurrence_id)
-        if number is None:
-            raise UnknownTrialError(
-                f"recurrence {recurrence_id!r} of job {job_id!r} was never begun: call begin_recurrence first"
-            )
-        return number
 
     @staticmethod
     def _dispatch(settled: frames.Settled, recurrence_id: str, attempt: int) -> dict[str, Any] | None:
@@ -330,17 +261,6 @@ class Store:
         """A handed-over file, or None while nobody has written it."""
         try:
             return self.backend.get(keys.handoff_key(job_id, recurrence_id, attempt, run, name))
-        except ObjectNotFound:
-            return None
-
-    def put_drift_summary(self, job_id: str, recurrence_id: str, data: bytes) -> None:
-        """Store the summary of a recurrence's input data (Parquet, zeus.steps.drift) its next gate compares with;
-        one writer per recurrence id, so a retried gate rewrites the same object."""
-        self.backend.put(keys.drift_key(job_id, recurrence_id), bytes(data))
-
-    def get_drift_summary(self, job_id: str, recurrence_id: str) -> bytes | None:
-        try:
-            return self.backend.get(keys.drift_key(job_id, recurrence_id))
         except ObjectNotFound:
             return None
 
