@@ -68,14 +68,20 @@ $settings_args
 '''
 
 
-def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
-    """The preprocess component's function, as the text KFP embeds, for `spec_cls`'s settings."""
+def settings_source(template: str, spec_cls: type[JobSpec]) -> str:
+    """`template` with $settings, $settings_help and $settings_args written out for `spec_cls`'s settings: the
+    text of a component that takes every job setting (preprocess, and the recurrence gate)."""
     fields = settings_of(spec_cls)
-    return Template(TEMPLATE).substitute(
+    return Template(template).substitute(
         settings="\n".join(f"    {f.name}: {param_type(f).__name__}," for f in fields),
         settings_help="\n".join(f"        {f.name}: {f.pipeline_help()}" for f in fields),
         settings_args="\n".join(f"        {f.name}={f.name}," for f in fields),
     )
+
+
+def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
+    """The preprocess component's function, as the text KFP embeds, for `spec_cls`'s settings."""
+    return settings_source(TEMPLATE, spec_cls)
 
 
 def make_preprocess(spec_cls: type[JobSpec] = JobSpec, base_image: str = LOCAL_IMAGE) -> PythonComponent:

@@ -11,6 +11,7 @@ from kfp.dsl.python_component import PythonComponent
 
 from components.bandit import bandit
 from components.feedback import feedback
+from components.gate import gate, make_gate
 from components.gpu_power import gpu_power
 from components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
 from components.preprocess import make_preprocess, preprocess
@@ -22,8 +23,10 @@ from zeus.steps.request import TrialRequest
 
 @dataclass(frozen=True)
 class ZeusComponents:
-    """The pipeline's components: train and gpu-power on the train image, the store steps on the CPU image."""
+    """The pipeline's components: train and gpu-power on the train image, the store steps (the gate first) on
+    the CPU image."""
 
+    gate: PythonComponent
     preprocess: PythonComponent
     bandit: PythonComponent
     train: PythonComponent
@@ -32,7 +35,7 @@ class ZeusComponents:
     gpu_power: PythonComponent
 
 
-DEFAULT_COMPONENTS = ZeusComponents(preprocess, bandit, train, feedback, report, gpu_power)
+DEFAULT_COMPONENTS = ZeusComponents(gate, preprocess, bandit, train, feedback, report, gpu_power)
 ON_TRAIN_IMAGE = ("train",)
 STEP_NAMES = tuple(ZeusComponents.__dataclass_fields__)
 
@@ -61,7 +64,7 @@ def components_for(
         **{name: _on_image(getattr(DEFAULT_COMPONENTS, name), on.get(name, image)) for name in STEP_NAMES}
     )
     if spec_cls is not JobSpec:
-        comps = dataclasses.replace(comps, preprocess=make_preprocess(spec_cls, image))
+        comps = dataclasses.replace(comps, gate=make_gate(spec_cls, image), preprocess=make_preprocess(spec_cls, image))
     if request_cls is not TrialRequest:
         comps = dataclasses.replace(comps, train=make_train(request_cls, train_image))
     return comps

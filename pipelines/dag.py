@@ -1,4 +1,4 @@
-"""The recurrence pipeline: preprocess -> up to N attempts -> report, built by one function for both
+"""The recurrence pipeline: gate -> preprocess -> up to N attempts -> report, built by one function for both
 the cluster (compile) and kfp.local (run), so the two can never drift apart.
 
 Why this shape. KFP v2 has no recursion, so the retry loop is unrolled, N fixed at compile time.
@@ -6,12 +6,14 @@ Attempt k+1 is nested inside attempt k's "not ended" branch (feedback's output: 
 reached the target nor failed; a failed trial is the script's own failure, which another batch size
 would only repeat, so it ends the recurrence: zeus.steps.trial.ends_recurrence):
 
-    [gpu-power ->] preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
-    If attempt-1 not ended:                     Else:
-        attempt-2-bandit -> -train -> -feedback     report-after-attempt-1
-        If attempt-2 not ended:                 Else:
-            ...                                     report-after-attempt-2
-                attempt-N-...-feedback -> report-after-attempt-N
+    [gpu-power ->] gate
+    If the gate opened a recurrence (zeus.steps.gate; a skipped run ends here, nothing trains):
+        preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
+        If attempt-1 not ended:                     Else:
+            attempt-2-bandit -> -train -> -feedback     report-after-attempt-1
+            If attempt-2 not ended:                 Else:
+                ...                                     report-after-attempt-2
+                    attempt-N-...-feedback -> report-after-attempt-N
 
 It is the shape every target backend (KFP 2.5, 2.15, 2.17) runs to completion; the earlier one
 (each attempt a sub-pipeline under dsl.If, a pass-through under dsl.Else, joined with dsl.OneOf)
@@ -32,7 +34,10 @@ every compiled pipeline against these rules):
   a cached train records an old trial as new, and on a cache hit the launcher never updates its
   condition DAG, which then never completes).
 - Retries on the store steps only where the backend honours them: nested tasks from 2.14
-  (#11288 -> #11908), root tasks from 2.4.1 (platform.store_step).
+  (#11288 -> #11908), root tasks from 2.4.1 (platform.store_step). Inside the gate's condition every
+  step but the gate is nested, so before 2.14 only the gate (and gpu-power) is retried.
+- The gate's output is a single bool (`gate-Output`): kfp.local 2.17 cannot resolve a named output in
+  a condition and silently skips the branch.
 - The report runs exactly once per recurrence, after the last attempt that ran: in the branch
   where the attempt ended the recurrence, or after the last attempt. Each attempt has at most 3
   pods (bandit, train, feedback); the report is the recurrence's, not an attempt's.
@@ -93,7 +98,7 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
 
     `shared` holds what every attempt takes from the pipeline's parameters and from preprocess,
     so a new pipeline parameter an attempt needs is one edit where `shared` is built."""
-    nested = k > 1
+    nested = True  # inside the gate's condition, as every step after the gate
     # What the two store steps of an attempt both take: where the job is, and which attempt this is.
     trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id")} | {"attempt": k}
     choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(
@@ -154,7 +159,7 @@ def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[st
     in its Else, or (k == attempts) the report right after it. Python recursion, not KFP's."""
     ended = _attempt(comps, k, shared, opts).output
     if k == attempts:
-        _report(comps, k, ended, shared, opts, nested=k > 1)
+        _report(comps, k, ended, shared, opts, nested=True)
         return
     # Always If + Else: kfp.local silently skips an If whose condition it cannot resolve, and the
     # Else is where the report of a recurrence that ended (reached the target, or failed) runs.
@@ -245,6 +250,7 @@ def build_pipeline(
         ("recurrence_id", str, "", "The recurrence's id (empty: the KFP run id)."),
         ("owner", str, "", "Who runs the job, recorded with it in the store."),
         ("dispatch_timeout_s", float, float(dispatch_timeout_s), "Seconds after which an unfinished trial is lost."),
+        ("force", bool, False, "Open a recurrence even if it is not due (it still counts against max_running)."),
     ]
     # The job's settings come first (zeus.settings): those that are run parameters, with `spec`'s values
     # as defaults, and those fixed at compile time (max_attempts), passed to preprocess as constants.
@@ -269,26 +275,27 @@ def build_pipeline(
         if read_max_power:  # first, on a GPU like the trials': the figure the job's cost prices time at
             probe = gpu_power_step(comps.gpu_power(max_power_w=given["max_power_w"]), opts)
             job_settings["max_power_w"] = probe.output
-        prep = comps.preprocess(
-            **job_settings,
-            **fixed,
-            store_uri=given["store_uri"],
-            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            recurrence_id=given["recurrence_id"],
-            preprocess_ref=given["preprocess_ref"],
-            owner=given["owner"],
+        run = dict(store_uri=given["store_uri"], run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                   recurrence_id=given["recurrence_id"], owner=given["owner"])  # fmt: skip
+        # The gate first (zeus.steps.gate): the rest runs only in a run that opened a recurrence. An If with no
+        # Else: a skipped run has nothing left to do (its outcome is in the store).
+        opening = comps.gate(
+            **job_settings, **fixed, **run, force=given["force"], dispatch_timeout_s=given["dispatch_timeout_s"]
         )
-        store_step(prep, "preprocess", opts, nested=False)
-        shared = {name: given[name] for name, *_ in run_params} | dict(
-            job_id=given["job_id"],
-            spec_json=prep.outputs["spec_json"],
-            recurrence_id=prep.outputs["recurrence_id"],
-            launch_image=launch_image or comps.train.component_spec.implementation.container.image,
-            data=prep.outputs["data"],
-            preprocess=prep,
-            request_cls=request_cls,
-        )
-        _attempts_from(comps, 1, attempts, shared, opts)
+        store_step(opening, "preprocess", opts, nested=False)  # the preprocess step's resources: it reads the data
+        with dsl.If(opening.output == True):  # noqa: E712  (a KFP condition, not Python)
+            prep = comps.preprocess(**job_settings, **fixed, **run, preprocess_ref=given["preprocess_ref"])
+            store_step(prep, "preprocess", opts, nested=True)
+            shared = {name: given[name] for name, *_ in run_params} | dict(
+                job_id=given["job_id"],
+                spec_json=prep.outputs["spec_json"],
+                recurrence_id=prep.outputs["recurrence_id"],
+                launch_image=launch_image or comps.train.component_spec.implementation.container.image,
+                data=prep.outputs["data"],
+                preprocess=prep,
+                request_cls=request_cls,
+            )
+            _attempts_from(comps, 1, attempts, shared, opts)
 
     zeus_recurrence.__signature__ = signature
     # kfp reads the parameters' descriptions (the KFP UI shows them) from the docstring's Args section.

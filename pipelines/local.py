@@ -48,6 +48,7 @@ from zeus.steps import (
     run_arguments,
     summarize,
 )
+from zeus.steps.gate import outcome_line
 from zeus.steps.inputs import check_trial_inputs
 from zeus.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
 from zeus.store import Store, open_store
@@ -241,6 +242,7 @@ def run_local(
     on_start: Callable[[int, str], None] | None = None,
     on_step: Callable[[int, str, int | None], None] | None = None,
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
+    force: bool = False,
 ) -> list[RecurrenceSummary]:
     """Run `recurrences` recurrences of `spec` locally and return what each did.
 
@@ -259,6 +261,9 @@ def run_local(
     unfinished this long after its dispatch is recorded failed by the next bandit step
     (zeus.steps.abandoned; 0 when nothing else runs this job). SIGINT or SIGTERM: the running steps are
     stopped, the unfinished trial recorded as failed, RunInterrupted raised.
+    Each run goes through the recurrence gate first (zeus.steps.gate: the job's period, drift detector and cap);
+    a run it skips trains nothing and its summary says why (`skipped`). force: open a recurrence even when
+    it is not due (it still counts against the cap).
     Each recurrence's artifacts (data, profiles, models, trial logs, report) and kfp.local log are kept
     under runs_dir/<job_id>/ (default ./.zeus-kfp/runs). Every input is checked (zeus.steps.inputs) and
     the pipeline built before the job is registered (or its spec checked) in the store, so a bad input
@@ -309,6 +314,7 @@ def run_local(
         reprofile=reprofile,
         preprocess_ref=preprocess or "",
         dispatch_timeout_s=float(dispatch_timeout_s),
+        force=bool(force),
     )
     summaries: list[RecurrenceSummary] = []
     with interruptible():
@@ -334,10 +340,15 @@ def run_local(
             except LocalRunError as err:
                 _record_failed_step(opened, spec.job_id, recurrence_id, err, on_recurrence)
                 raise
-            trials = opened.trials(spec.job_id)
-            summary = summarize(
-                trials, spec.job_id, recurrence_id, time.perf_counter() - started, watcher.trial_files()
-            )
+            outcome = opened.gate_outcome(spec.job_id, recurrence_id)
+            if outcome is not None and not outcome.opened:
+                wall_s = time.perf_counter() - started
+                summary = RecurrenceSummary.skipped_run(spec.job_id, recurrence_id, outcome_line(outcome), wall_s)
+            else:
+                trials = opened.trials(spec.job_id)
+                summary = summarize(
+                    trials, spec.job_id, recurrence_id, time.perf_counter() - started, watcher.trial_files()
+                )
             summaries.append(summary)
             if on_recurrence is not None:
                 on_recurrence(summary)

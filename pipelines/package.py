@@ -83,8 +83,9 @@ class CompiledPackage:
         return self.parameters.get(name, {}).get("defaultValue")
 
     def constants(self, task: str) -> dict[str, Any]:
-        """A root task's constant inputs (what compile fixed, not a run parameter)."""
-        inputs = self.spec.get("root", {}).get("dag", {}).get("tasks", {}).get(task, {}).get("inputs", {})
+        """A task's constant inputs (what compile fixed, not a run parameter), wherever in the DAG it is
+        (preprocess sits in the recurrence gate's condition)."""
+        inputs = self._task(task).get("inputs", {})
         out = {}
         for name, value in inputs.get("parameters", {}).items():
             runtime = value.get("runtimeValue", {})
@@ -99,13 +100,19 @@ class CompiledPackage:
             return False
         return True
 
-    def _executor(self, task: str) -> str:
-        """The executor label of a task, wherever in the DAG it is (attempt tasks sit in conditions)."""
+    def _task(self, task: str) -> dict[str, Any]:
+        """A task, wherever in the DAG it is ({} if none is named so)."""
         for component in [self.spec.get("root", {}), *self.spec.get("components", {}).values()]:
             found = component.get("dag", {}).get("tasks", {}).get(task)
             if found is not None:
-                ref = found["componentRef"]["name"]
-                return self.spec["components"][ref]["executorLabel"]
+                return found
+        return {}
+
+    def _executor(self, task: str) -> str:
+        """The executor label of a task, wherever in the DAG it is (attempt tasks sit in conditions)."""
+        found = self._task(task)
+        if found:
+            return self.spec["components"][found["componentRef"]["name"]]["executorLabel"]
         raise PackageError("package", self.source, f"a zeus-kfp pipeline with a task named {task!r}")
 
     def image(self, task: str) -> str:

@@ -91,9 +91,13 @@ def compiled(spec: JobSpec, tmp_path, attempts: int = 3) -> dict:
 
 @pytest.mark.parametrize("spec", [SPEC.with_changes(beta_knob=None), WithWarmup(**SPEC.to_dict(), lr_warmup_epochs=2)])
 def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preprocess(spec, tmp_path) -> None:
+    """...and to the recurrence gate, the root task that registers the job before anything else: preprocess sits
+    in the gate's condition, where a run parameter arrives as the condition's `pipelinechannel--` input."""
     pipeline = compiled(spec, tmp_path)
     params = pipeline["root"]["inputDefinitions"]["parameters"]
-    preprocess = pipeline["root"]["dag"]["tasks"]["preprocess"]["inputs"]["parameters"]
+    gate = pipeline["root"]["dag"]["tasks"]["gate"]["inputs"]["parameters"]
+    (opened,) = [c for c in pipeline["components"].values() if "preprocess" in c.get("dag", {}).get("tasks", {})]
+    preprocess = opened["dag"]["tasks"]["preprocess"]["inputs"]["parameters"]
     values = spec.to_dict() | {"beta_knob": 0.0 if spec.beta_knob is None else spec.beta_knob}
     for name, field in declared(type(spec)).items():
         if name in run_parameters(type(spec)):
@@ -101,9 +105,11 @@ def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preproc
             assert params[name]["parameterType"] == KFP_YAML_TYPES.get(kind, kind.upper()), name
             assert params[name]["defaultValue"] == values[name], name
             assert params[name]["description"] == setting_field(type(spec), name).pipeline_help()
-            assert preprocess[name] == {"componentInputParameter": name}
+            assert gate[name] == {"componentInputParameter": name}
+            assert preprocess[name] == {"componentInputParameter": f"pipelinechannel--{name}"}
         else:  # fixed at compile time: max_attempts is the unrolled loop's length
             assert name not in params and preprocess[name] == {"runtimeValue": {"constant": 3}}, name
+            assert gate[name] == {"runtimeValue": {"constant": 3}}, name
     assert run_parameters() == set(declared()) - {"max_attempts"}
 
 

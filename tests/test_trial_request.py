@@ -75,12 +75,13 @@ def train_tasks(pipeline: dict) -> dict[int, dict]:
 
 
 def expected_binding(field: dataclasses.Field, attempt: int) -> dict:
-    """How a task's input from this field's declared source reads in the compiled pipeline (attempt 1 sits in
-    the root DAG; a later one in a condition DAG, which receives the root's values as pipelinechannel--...)."""
+    """How a task's input from this field's declared source reads in the compiled pipeline (every attempt sits in
+    a condition DAG, the gate's and then the attempts', which receives the root's values as pipelinechannel--...;
+    attempt 1 shares the gate's condition with preprocess, a later one gets preprocess's outputs passed down)."""
     source, name = field.metadata[WIRED].source, wired_name(field)
     nested = attempt > 1
     if source is Source.RUN:
-        return {"componentInputParameter": f"pipelinechannel--{name}" if nested else name}
+        return {"componentInputParameter": f"pipelinechannel--{name}"}
     if source is Source.PREPROCESS:
         if nested:
             return {"componentInputParameter": f"pipelinechannel--preprocess-{name}"}

@@ -26,7 +26,16 @@ if TYPE_CHECKING:  # zeus.profiles loads pandas and pyarrow, which the job model
 # Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
 # deeper in the compiled pipeline (pipelines/dag.py); far more than a batch-size list has sizes to try.
 MAX_ATTEMPTS = 32
+NO_DRIFT = "none"
+# The recurrence gate's settings: when the job runs, not what it is, so `zeus-kfp run` takes them for any job.
+GATE_SETTINGS = ("period_s", "max_running", "drift_detector", "drift_threshold", "drift_data")
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# The built-in drift detectors (zeus.steps.drift), each with its default threshold on its statistic: a data
+# fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI
+# (0.2: the usual "significant shift"); the largest per-column Kolmogorov-Smirnov statistic. Or module:function.
+DRIFT_DETECTORS = {"none": None, "fingerprint": 0.5, "rows": 0.1, "psi": 0.2, "ks": 0.1}
+DRIFT_FUNCTION = re.compile(r"^[^\s:]+:[A-Za-z_]\w*$")
+DRIFT_ALLOWED = f"one of {', '.join(DRIFT_DETECTORS)}, or a function module:function or /path/file.py:function"
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
 
 
@@ -169,6 +178,29 @@ class JobSpec:
         "Profile a batch size's power limits again once its stored profile is this many recurrences old (0: never).",
         0,
     )
+    period_s: float = setting(
+        "Seconds between recurrences: a run opens one once this long has passed since the last one began, or on "
+        "drift; otherwise it is skipped and trains nothing (0: every run is due).",
+        0.0,
+    )
+    max_running: int = setting(
+        "Recurrences of the job running at once at most, counted in the store across every schedule and "
+        "submission; a run past it is skipped (0: no cap).",
+        1,
+    )
+    drift_detector: str = setting(
+        "What detects drift in drift_data, which opens a recurrence before its period: none, fingerprint, rows, "
+        "psi, ks, or a function module:function.",
+        NO_DRIFT,
+    )
+    drift_threshold: float = setting(
+        "The detector's statistic above which the data drifted (0: the detector's default: fingerprint 0.5, "
+        "rows 0.1, psi 0.2, ks 0.1, a function 0).",
+        0.0,
+    )
+    drift_data: str = setting(
+        "The input data the drift detector reads: a Parquet or CSV file, or a directory of them.", ""
+    )
 
     def __post_init__(self) -> None:
         _require(
@@ -240,11 +272,35 @@ class JobSpec:
             self.max_power_w,
             "a positive number of watts (the GPU's maximum power limit)",
         )
+        self._check_recurrence_settings()
         object.__setattr__(self, "target_metric", float(self.target_metric))
         object.__setattr__(self, "eta_knob", float(self.eta_knob))
         object.__setattr__(self, "max_power_w", float(self.max_power_w))
         if self.beta_knob is not None:
             object.__setattr__(self, "beta_knob", float(self.beta_knob))
+
+    def _check_recurrence_settings(self) -> None:
+        """The recurrence gate's settings (zeus.steps.gate): when a run opens a recurrence."""
+        period, cap, threshold = self.period_s, self.max_running, self.drift_threshold
+        _require(_is_number(period) and math.isfinite(period) and period >= 0, "period_s", period,
+                 "a number of seconds >= 0 (0: every run is due)")  # fmt: skip
+        _require(_is_int(cap) and cap >= 0, "max_running", cap, "an integer >= 0 (0: no cap)")
+        detector = self.drift_detector
+        known = isinstance(detector, str) and (detector in DRIFT_DETECTORS or DRIFT_FUNCTION.fullmatch(detector))
+        _require(bool(known), "drift_detector", detector, DRIFT_ALLOWED)
+        _require(_is_number(threshold) and math.isfinite(threshold) and threshold >= 0,
+                 "drift_threshold", threshold, "a number >= 0 (0: the detector's default)")  # fmt: skip
+        _require(isinstance(self.drift_data, str), "drift_data", self.drift_data, "a path (a string)")
+        wanted = f"a Parquet or CSV file or directory for the {detector!r} detector to read"
+        _require(detector == NO_DRIFT or bool(self.drift_data), "drift_data", self.drift_data, wanted)
+        object.__setattr__(self, "period_s", float(period))
+        object.__setattr__(self, "drift_threshold", float(threshold))
+
+    @property
+    def gate_threshold(self) -> float:
+        """The drift threshold the gate applies: the setting, else the built-in detector's default (a user
+        function's default is 0: any positive statistic is drift)."""
+        return self.drift_threshold or DRIFT_DETECTORS.get(self.drift_detector) or 0.0
 
     @property
     def cost_model(self) -> CostModel:

@@ -41,6 +41,13 @@ class RecurrenceSummary:
     simulated: bool
     wall_s: float = math.nan
     files: tuple[TrialFiles, ...] = ()
+    skipped: str = ""  # a run the recurrence gate skipped: why (zeus.steps.gate.outcome_line); no trials, number 0
+
+    @classmethod
+    def skipped_run(cls, job_id: str, recurrence_id: str, why: str, wall_s: float = math.nan) -> RecurrenceSummary:
+        """A run that opened no recurrence: it trained nothing and spent nothing."""
+        nothing = dict(reached=False, cost=0.0, energy_j=0.0, time_s=0.0, simulated=False)
+        return cls(job_id, 0, recurrence_id, (), **nothing, wall_s=wall_s, skipped=why)
 
     @property
     def failed_trial(self) -> Trial | None:

@@ -93,7 +93,7 @@ def _executor_labels(docs) -> list[str]:
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_at_most_three_pods_per_attempt_and_one_report_per_recurrence(compiled, variant):
     """Pods on a cluster = executors run. Per attempt: bandit, train, feedback; per recurrence:
-    gpu-power, preprocess and one report, whichever attempt it follows."""
+    gpu-power, the gate, preprocess and one report, whichever attempt it follows."""
     docs = compiled[("2.5", variant)]
     attempts = VARIANTS[variant].get("attempts", 5)
     labels = _executor_labels(docs)
@@ -106,7 +106,7 @@ def test_at_most_three_pods_per_attempt_and_one_report_per_recurrence(compiled, 
     }
     reports = [lb for lb in labels if lb.startswith("exec-report-after-attempt-")]
     assert len(reports) == attempts
-    root = ["exec-gpu-power", "exec-preprocess"]
+    root = ["exec-gate", "exec-gpu-power", "exec-preprocess"]
     assert sorted(labels) == sorted([*root, *reports, *(lb for v in per_attempt.values() for lb in v)])
 
 
@@ -137,7 +137,9 @@ def test_the_report_runs_once_after_the_last_attempt_that_ran(compiled):
         assert under[f"report-after-attempt-{k}"] == f"!({reached})"
     last = "inputs.parameter_values['pipelinechannel--attempt-3-feedback-Output'] == false"
     assert under["report-after-attempt-4"] == under["attempt-4-feedback"] == last
-    assert under["attempt-1-bandit"] == under["preprocess"] == ""
+    opened = "inputs.parameter_values['pipelinechannel--gate-Output'] == true"
+    assert under["attempt-1-bandit"] == under["preprocess"] == opened  # all after the gate, if it opened one
+    assert under["gate"] == ""
 
 
 @pytest.mark.parametrize("target", list(TARGETS))
@@ -149,16 +151,17 @@ def test_shape_has_no_oneof_sub_pipeline_display_name_or_cached_task(compiled, t
     assert "valueFromOneof" not in yaml.safe_dump(docs[0])
     assert all(ref.task["taskInfo"]["name"] == ref.name for ref in pipeline.tasks)
     containers = [ref for ref in pipeline.tasks if ref.kind == "container"]
-    assert len(containers) == 2 + 5 * 3 + 5  # gpu-power, preprocess, 5 x (bandit, train, feedback), 5 reports
+    assert len(containers) == 3 + 5 * 3 + 5  # gpu-power, gate, preprocess, 5 x (bandit, train, feedback), 5 reports
     assert not any(ref.caching_on for ref in containers)
 
 
 def test_retries_only_where_the_backend_honours_them(compiled):
-    """2.5 ignores set_retry on nested tasks, so only root store steps carry one there."""
+    """2.5 ignores set_retry on nested tasks, so only root store steps carry one there: the gate (every other
+    store step sits in its condition)."""
     for target in TARGETS:
         pipeline = Pipeline(compiled[(target, "default")])
         retried = {ref.name for ref in pipeline.tasks if "retryPolicy" in ref.task}
-        root_store = {"preprocess", "attempt-1-bandit", "attempt-1-feedback"}
+        root_store = {"gate"}
         store_steps = {
             r.name for r in pipeline.tasks if r.kind == "container" and "-train" not in r.name and r.name != "gpu-power"
         }

@@ -84,6 +84,7 @@ def test_hazard_3_secret_optional_on_backends_that_do_not_know_it(tmp_path):
         "exec-attempt-1-bandit",
         "exec-attempt-1-feedback",
         "exec-attempt-1-train",
+        "exec-gate",
         "exec-preprocess",
         "exec-report-after-attempt-1",
     ]
@@ -142,9 +143,11 @@ def latest_docs(tmp_path_factory) -> list[dict]:
 
 
 def test_hazard_6_retries_the_backend_ignores(latest_docs):
-    nested = ["attempt-2-bandit", "attempt-2-feedback", "report-after-attempt-1", "report-after-attempt-2"]
+    # every store step but the gate sits in the gate's condition
+    nested = ["attempt-1-bandit", "attempt-1-feedback", "attempt-2-bandit", "attempt-2-feedback", "preprocess",
+              "report-after-attempt-1", "report-after-attempt-2"]  # fmt: skip
     assert [t for h, t in hazards(latest_docs, (2, 5, 0)) if h == 6] == nested
-    root = ["attempt-1-bandit", "attempt-1-feedback", "preprocess"]
+    root = ["gate"]
     assert [t for h, t in hazards(latest_docs, (2, 4, 0)) if h == 6] == sorted(nested + root)
     assert [t for h, t in hazards(latest_docs, (2, 14, 0)) if h == 6] == []
 
@@ -153,6 +156,7 @@ def test_hazard_7_job_uuid_placeholder(latest_docs):
     assert [t for h, t in hazards(latest_docs, (2, 4, 1)) if h == 7] == [
         "attempt-1-bandit",
         "attempt-2-bandit",
+        "gate",
         "preprocess",
     ]
     assert [t for h, t in hazards(latest_docs, (2, 5, 0)) if h == 7] == []

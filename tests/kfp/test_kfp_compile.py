@@ -12,7 +12,7 @@ from zeus.job import JobSpec
 
 SPEC = JobSpec(job_id="yaml-job", batch_sizes=(8, 16, 32), default_batch_size=16, target_metric=0.9, max_epochs=3)
 COMMAND = ["python", "/opt/train.py"]
-STORE_STEPS = ("preprocess", "bandit", "feedback", "report")
+STORE_STEPS = ("gate", "preprocess", "bandit", "feedback", "report")
 
 
 def _compile(tmp_path, **kwargs):
@@ -43,9 +43,11 @@ def test_attempts_nested_in_the_previous_attempts_not_reached_branch(tmp_path):
     assert len(_executors(spec, "preprocess")) == 1
     assert len(_executors(spec, "report")) == 4, "one report per place a recurrence can end; one runs"
     conditions = [t["triggerPolicy"]["condition"] for _, t in _all_tasks(spec) if "triggerPolicy" in t]
-    # attempts 2..4 under "attempt k-1 not reached"; the reports 1..3 under its negation (Else)
+    # everything after the gate under "the gate opened a recurrence"; attempts 2..4 under "attempt k-1 not
+    # reached"; the reports 1..3 under its negation (Else)
     assert sorted(conditions) == sorted(
-        [f"inputs.parameter_values['pipelinechannel--attempt-{k}-feedback-Output'] == false" for k in (1, 2, 3)]
+        ["inputs.parameter_values['pipelinechannel--gate-Output'] == true"]
+        + [f"inputs.parameter_values['pipelinechannel--attempt-{k}-feedback-Output'] == false" for k in (1, 2, 3)]
         + [f"!(inputs.parameter_values['pipelinechannel--attempt-{k}-feedback-Output'] == false)" for k in (1, 2, 3)]
     )
     # the attempt budget is part of the job's spec
@@ -74,7 +76,7 @@ def test_the_runs_policy_reaches_the_steps_that_use_it(tmp_path):
 def test_caching_off_on_every_task(tmp_path):
     _, spec, _ = _compile(tmp_path, attempts=3)
     containers = [(n, t) for n, t in _all_tasks(spec) if not n.startswith("condition-")]
-    assert len(containers) == 2 + 3 * 3 + 3  # gpu-power, preprocess, 3 x (bandit, train, feedback), 3 reports
+    assert len(containers) == 3 + 3 * 3 + 3  # gpu-power, gate, preprocess, 3 x (bandit, train, feedback), 3 reports
     assert all(t.get("cachingOptions", {}).get("enableCache") is not True for _, t in containers)
     assert all("cachingOptions" in t for _, t in containers), "set explicitly off, not left to the backend"
 
@@ -111,7 +113,7 @@ def test_credentials_come_from_the_secret_and_never_appear(tmp_path, monkeypatch
     text = path.read_text()
     assert access not in text and secret not in text
     store_execs = [e for step in STORE_STEPS for e in _executors(spec, step)]
-    assert len(store_execs) == 1 + 2 + 2 + 2  # preprocess, bandit and feedback per attempt, a report per attempt
+    assert len(store_execs) == 1 + 1 + 2 + 2 + 2  # gate, preprocess, bandit and feedback per attempt, reports
     for label in store_execs:
         (binding,) = platform[label]["secretAsEnv"]
         assert binding["secretName"] == "zeus-minio"

@@ -146,3 +146,44 @@ def run_clients(
     for each in [*clients, *loops]:
         each.join(timeout=timeout_s)
     return [r for r in reports if r[0] != "compactor"], [r for r in reports if r[0] == "compactor"]
+
+
+def gate_spec(job_id: str, cap: int):
+    """A job every run of which is due (period 0), capped at `cap` recurrences running at once."""
+    return job_spec(job_id).with_changes(max_running=cap)
+
+
+def gate_run(uri: str, env: dict[str, str], job_ids: list[str], worker: int, plan: tuple, start: Any, out: Any) -> None:
+    """One run's recurrence gate per round, as a pipeline's gate step does it (zeus.steps.gate.gate, the step
+    function the component calls), started at once with every other client's: `plan` is (who, cap, rounds),
+    who being "schedule-a", "schedule-b" or "submit" (a manual `submit --force`). Between rounds each client
+    that opened a recurrence finishes it (a trial that reached), so the next round has free slots again.
+    Reports, per round, what its gate step returned and the outcome the store holds for its run."""
+    try:
+        os.environ.update(env)
+        from zeus.steps import spec_to_params
+        from zeus.steps.gate import gate
+        from zeus.store import StoreWarning, open_store
+
+        warnings.simplefilter("error", StoreWarning)
+        who, cap, rounds = plan
+        (job_id,) = job_ids
+        spec = gate_spec(job_id, cap)
+        store = open_store(uri)
+        told = []
+        for round_ in range(rounds):
+            rid = f"{who}-{worker}-r{round_}"
+            start.wait()
+            opened = gate(spec_to_params(spec), store_uri=uri, run_id=rid, recurrence_id="", owner="",
+                          force=who == "submit", dispatch_timeout_s=86400.0)  # fmt: skip
+            told.append((rid, opened))
+            start.wait()  # every gate of the round has answered: now the opened recurrences end
+            if opened:
+                decision = Decision(32, None, "exploration", who)
+                store.dispatch_trial(job_id, rid, 1, decision)
+                done = TrialResult.build(spec, batch_size=32, status="reached", time_s=1.0, energy_j=1.0, num_epochs=1)
+                store.finish_trial(job_id, rid, 1, done)
+            start.wait()
+        out.put(("worker", worker, told))
+    except BaseException:
+        out.put(("error", worker, traceback.format_exc()))

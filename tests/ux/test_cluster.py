@@ -306,3 +306,37 @@ def test_run_arguments_are_checked_against_the_job_rules_before_any_network_call
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert kfp_client.calls == []
+
+
+def test_schedule_sends_the_recurrence_gates_settings_as_run_parameters(kfp_client: Recorder, pipeline_yaml) -> None:
+    """Hourly ticks that open a recurrence daily or on drift, one at a time: the gate's settings travel as the
+    pipeline's own run parameters, checked like any --param."""
+    result = invoke(
+        "schedule", "--host", HOST, "--cron", "0 0 * * * *", "--package", str(pipeline_yaml),
+        "--period-s", "86400", "--drift-detector", "psi", "--drift-data", "/data/in.parquet", "--max-running", "2",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert kfp_client.only("create_recurring_run")["params"] == {
+        "period_s": 86400.0, "drift_detector": "psi", "drift_data": "/data/in.parquet", "max_running": 2,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-running", "-1"], "invalid max_running=-1: allowed an integer >= 0 (0: no cap)"),
+        (["--period-s", "-5"], "invalid period_s=-5.0: allowed a number of seconds >= 0"),
+        (["--drift-detector", "kl"], "invalid drift_detector='kl': allowed one of none, fingerprint, rows, psi, ks"),
+        (["--drift-detector", "ks"], "invalid drift_data='': allowed a Parquet or CSV file or directory"),
+    ],
+)
+def test_schedule_refuses_bad_gate_settings_naming_the_field(kfp_client: Recorder, pipeline_yaml, args, message):
+    base = ["schedule", "--host", HOST, "--cron", "0 0 * * * *", "--package", str(pipeline_yaml)]
+    result = runner.invoke(app, [*base, *args])
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    assert kfp_client.named("create_recurring_run") == []
+
+
+def test_submit_force_is_the_runs_force_parameter(kfp_client: Recorder, pipeline_yaml) -> None:
+    assert invoke("submit", "--host", HOST, "--package", str(pipeline_yaml), "--force").exit_code == 0
+    assert kfp_client.only("create_run_from_pipeline_package")["arguments"] == {"force": True}

@@ -152,3 +152,35 @@ def test_compact_writes_one_snapshot_then_finds_nothing_to_do_and_show_reads_the
     assert run("show", SPEC.job_id, "--store", str(store_dir), "--json").output == before
     unknown = CliRunner().invoke(app, ["compact", "nope", "--store", str(store_dir)])
     assert unknown.exit_code == 2 and "no job 'nope'" in unknown.output
+
+
+def test_show_lists_the_gates_answers_with_the_drift_statistic(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run the recurrence gate answered: the recurrence it opened and why, or why it was skipped, and the
+    statistic its drift detector stored (what the gate compared with the threshold)."""
+    from zeus.store import GateRequest
+
+    monkeypatch.setenv("COLUMNS", "220")
+    store = open_store(str(tmp_path / "store"))
+    spec = SPEC.with_changes(job_id="gated", drift_detector="psi", drift_data="/data/in.parquet", period_s=1e9)
+    store.ensure_job(spec)
+
+    def ask(rid: str, stat: float | None) -> None:
+        request = GateRequest(spec.period_s, spec.max_running, spec.max_attempts, 86400.0, False, "psi", stat, 0.2)
+        store.open_recurrence(spec.job_id, rid, request)
+        store.end_recurrence(spec.job_id, rid, "done")  # frees the slot: the next run is judged on drift alone
+
+    ask("run-a", None)
+    ask("run-b", 0.05)
+    ask("run-c", 0.4375)
+    result = run("show", "gated", "--store", str(tmp_path / "store"))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^\s*1\s+opened: first\s+psi n/a \(threshold 0\.2\)\s.*run-a\s*$", result.output, re.M), (
+        result.output
+    )
+    assert re.search(r"^\s*-\s+skipped: no drift\s+psi 0\.05 \(threshold 0\.2\)\s.*run-b\s*$", result.output, re.M)
+    assert re.search(r"^\s*2\s+opened: drift\s+psi 0\.4375 \(threshold 0\.2\)\s.*run-c\s*$", result.output, re.M)
+    data = json.loads(run("show", "gated", "--store", str(tmp_path / "store"), "--json").output)
+    assert [(r["recurrence"], r["why"], r["drift_stat"]) for r in data["runs"]] == [
+        (1, "first", None), (None, "no drift", 0.05), (2, "drift", 0.4375),
+    ]  # fmt: skip
+    assert store.drift_recurrences("gated") == [2]

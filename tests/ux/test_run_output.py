@@ -83,11 +83,11 @@ def check_the_piped_run(proc) -> None:
         steps = [line[len(f"[{i}/2] ") :] for line in proc.stdout.splitlines() if line.startswith(f"[{i}/2] ")]
         named = [re.sub(r" \(batch size \d+, \w+\)$", "", s) for s in steps[1:]]
         assert steps[0].startswith("starting (local-")
-        assert named == ["preprocess"] + [
+        assert named == ["gate", "preprocess"] + [
             f"recurrence {i}: {step}"
             for step in ("attempt 1: bandit", "attempt 1: train", "attempt 1: feedback", "report")
         ]
-        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[3])
+        assert re.search(r": attempt 1: train \(batch size \d+, exploration\)$", steps[4])
         assert f"\nrecurrence {i}: reached the target" in proc.stdout  # the table says the same number
     tables = proc.stdout.split("recurrence 1: ")[1].split("cumulative over")[0]
     assert max(len(line) for line in tables.splitlines()) <= 80 and "…" not in tables
@@ -150,3 +150,19 @@ def test_an_optional_column_without_any_value_is_left_out_and_not_reported_hidde
     assert [c.header for c in table.columns] == ["batch size", "time"] and hidden == []
     table, _ = fitted("t", columns, [["32", "-", "2 h"], ["64", "0.93", "1 h"]], 80)
     assert [c.header for c in table.columns] == ["batch size", "metric", "time"]
+
+
+@pytest.mark.slow
+def test_run_goes_through_the_recurrence_gate_and_says_what_it_skipped(tmp_path) -> None:
+    """`zeus-kfp run` exercises the same gate as a schedule, for any job (the gate's settings say when a job runs,
+    not what it is): with a day's period the second run is not due and trains nothing, and a skipped run is not
+    a failure. (--force through kfp.local: tests/kfp/test_kfp_gate.py.)"""
+    args = ["run", "--trace", "squad/v100", "--store", "store", "--runs-dir", "runs", "--plots-dir", "plots",
+            "--job-id", "gated", "--attempts", "1", "--period-s", "86400"]  # fmt: skip
+    proc = run_cli(*args, "-r", "2", cwd=tmp_path, COLUMNS="120")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^run local-\S+: skipped: not due \(trained nothing\)$", proc.stdout, re.M), proc.stdout
+    runs = open_store(str(tmp_path / "store")).recurrences("gated")
+    assert runs["why"].tolist() == ["first", "not due"]
+    bad = run_cli(*args, "--max-running", "-2", cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid max_running=-2: allowed an integer >= 0 (0: no cap)" in bad.stderr

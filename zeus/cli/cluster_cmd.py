@@ -111,6 +111,23 @@ def upload(
     _echo_ui_link(conn.host, "pipelines", result["pipeline_id"])
 
 
+Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Open a recurrence even if the job's period has not passed and no drift is found (it still counts "
+        "against the job's max_running).",
+    ),
+]
+
+
+def _gate_params(param: list[str] | None, **given: Any) -> list[str]:
+    """--param pairs with the recurrence gate's options added (those given): the pipeline's own run parameters,
+    checked like any other --param (a bad value names the field and what it allows)."""
+    extra = [f"{name}={str(value).lower() if isinstance(value, bool) else value}" for name, value in given.items()]
+    return list(param or []) + [pair for pair, value in zip(extra, given.values(), strict=True) if value is not None]
+
+
 @app.command()
 def submit(
     host: Host = None,
@@ -122,15 +139,17 @@ def submit(
     service_account: ServiceAccount = None,
     namespace: Namespace = None,
     token_env: TokenEnv = "KFP_TOKEN",
+    force: Force = False,
 ) -> None:
-    """Start one recurrence of the compiled pipeline on the cluster now."""
+    """Start one recurrence of the compiled pipeline on the cluster now (if the recurrence gate opens one: the
+    job's period or drift, and a free slot under its max_running; --force for the first)."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import read_package
     from pipelines.client import submit as do_submit
 
     conn = _connection(host, namespace, token_env)
     compiled = read_package(package)
-    arguments = _run_arguments(param, compiled)  # before connecting
+    arguments = _run_arguments(_gate_params(param, force=force or None), compiled)  # before connecting
     with _cluster(conn) as connect:
         run_id = do_submit(
             connect(),
@@ -165,8 +184,34 @@ def schedule(
     service_account: ServiceAccount = None,
     namespace: Namespace = None,
     token_env: TokenEnv = "KFP_TOKEN",
+    period_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds between recurrences: a tick opens one only once this long has passed since the last one "
+            "began (or on drift); the others are skipped and train nothing. Default: the package's (0: every tick)."
+        ),
+    ] = None,
+    drift_detector: Annotated[
+        str | None,
+        typer.Option(help="none, fingerprint, rows, psi, ks or module:function: drift opens a recurrence early."),
+    ] = None,
+    drift_threshold: Annotated[
+        float | None, typer.Option(help="The detector's statistic above which the data drifted (0: its default).")
+    ] = None,
+    drift_data: Annotated[
+        str | None, typer.Option(help="The input data the detector reads: a Parquet or CSV file or directory.")
+    ] = None,
+    max_running: Annotated[
+        int | None,
+        typer.Option(
+            help="Recurrences of the job running at once at most, counted in the store across every schedule and "
+            "submit (0: no cap). Default: the package's (1)."
+        ),
+    ] = None,
 ) -> None:
-    """Run the job on a schedule: one recurrence per cron tick (kfp recurring run)."""
+    """Run the job on a schedule: each cron tick asks the recurrence gate, which opens a recurrence when the job's
+    period has passed or its data drifted, and a slot under max_running is free (kfp recurring run). Schedule
+    often (hourly) with a longer --period-s, or a drift detector, to train only when needed."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import (
         ClusterInputError,
@@ -184,6 +229,9 @@ def schedule(
     if pipeline_id and package is not None:
         raise ClusterInputError("package", str(package), "no --package with --pipeline-id (the uploaded one runs)")
     compiled = None if pipeline_id else read_package(package)
+    gate = dict(period_s=period_s, drift_detector=drift_detector, drift_threshold=drift_threshold,
+                drift_data=drift_data, max_running=max_running)  # fmt: skip
+    param = _gate_params(param, **gate)
     arguments = _run_arguments(param, compiled) if compiled is not None else None  # before connecting
     with _cluster(conn) as connect:
         client = connect()

@@ -47,12 +47,17 @@ def choose_job(
     chosen = [name for name, value in (("--trace", trace), ("--script", script), ("--command", command)) if value]
     if len(chosen) > 1:
         raise FieldError("job", " and ".join(chosen), "one of --trace, --script or --command")
+    from zeus.job import GATE_SETTINGS  # when the job runs (the recurrence gate): for any job
+
     own = spec_file is not None or zeus_aware or metric_pattern or preprocess is not None
-    if command is None and (own or any(value is not None for value in fields.values())):
-        settings = ", ".join(option_name(name) for name in fields)  # the setting options `run` has (own_job)
+    mine = {name: value for name, value in fields.items() if name not in GATE_SETTINGS}
+    if command is None and (own or any(value is not None for value in mine.values())):
+        settings = ", ".join(option_name(name) for name in mine)  # the setting options `run` has (own_job)
         allowed = f"--spec, {settings}, --zeus-aware, --metric-pattern and --preprocess"
         raise FieldError("options", "given without --command", f"{allowed} only with --command")
     changes = {name: value for name, value in (("max_attempts", attempts), ("seed", seed)) if value is not None}
+    if command is None:
+        changes |= {name: fields[name] for name in GATE_SETTINGS if fields.get(name) is not None}
     if command is not None:
         return _own_job(command, spec_file, job_id, changes, zeus_aware, metric_pattern, preprocess, fields)
     if script is not None:

@@ -120,6 +120,30 @@ RECURRENCE_COLUMNS = [
     Column("time"),
     Column("recurrence id", justify="left"),
 ]
+GATE_COLUMNS = [  # each run the recurrence gate answered (zeus.steps.gate), with the drift statistic it stored
+    Column("recurrence", keep=True),
+    Column("gate", keep=True, justify="left"),
+    Column("drift", keep=True, justify="left"),
+    Column("asked at", justify="left"),
+    Column("run id", justify="left"),
+]
+
+
+def _gate_rows(runs: pd.DataFrame) -> list[list[str]]:
+    import pandas as pd  # deferred: `zeus-kfp --help` loads no pandas; show has loaded it already
+
+    rows = []
+    for r in runs.to_dict("records"):
+        stat = r["drift_stat"]
+        drift = "-" if r["drift_detector"] in (None, "none") else (
+            f"{r['drift_detector']} {'n/a' if pd.isna(stat) else f'{stat:.4g}'} (threshold {r['drift_threshold']:g})"
+        )  # fmt: skip
+        gate = ("opened: " if r["opened"] else "skipped: ") + r["why"] + (" (forced)" if r["forced"] else "")
+        number = "-" if pd.isna(r["recurrence"]) else str(r["recurrence"])
+        rows.append([number, gate, drift, f"{r['at']:%Y-%m-%d %H:%M:%S}", r["recurrence_id"]])
+    return rows
+
+
 PROFILE_TABLE = [  # the columns `show` prints of the profiles (zeus.profiles has the stored ones)
     Column("batch size", keep=True),
     Column("phase", keep=True, justify="left"),
@@ -147,6 +171,7 @@ def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFr
         "job": spec.to_dict(),
         "trials": _json_records(trials),
         "recurrences": _json_records(per_recurrence(trials)) if not trials.empty else [],
+        "runs": _json_records(opened.recurrences(spec.job_id)),  # the recurrence gate's answers, drift statistics
         "default_config_cost": None if baseline is None else {"cost": baseline.cost, "how": baseline.how},
         "saving": None if saved is None else {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved)},
         "cost_unit": COST_UNIT,
@@ -202,6 +227,10 @@ def show(
         for line in savings_of(trials, profiles, spec).lines():  # the lines `run` prints, from the same numbers
             if line:
                 out.print(line, markup=False)
+    runs = opened.recurrences(job)
+    if (runs["why"] != "plain").any():  # runs the recurrence gate answered: opened or skipped, and why
+        print_table(out, _title("runs (recurrence gate)", len(runs), last), GATE_COLUMNS, _gate_rows(runs.tail(last)),
+                    wide=wide)  # fmt: skip
     if not profiles.empty:
         latest = profiles[profiles["trial"] == profiles.groupby("batch_size")["trial"].transform("max")]
         rows = [

@@ -136,6 +136,14 @@ def run(
             "the next bandit step. Default: 86400; 0 when nothing else runs this job."
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Open a recurrence even if the job's period has not passed and no drift is found (it still counts "
+            "against --max-running: a run past the cap is skipped).",
+        ),
+    ] = False,
     wide: Annotated[bool, typer.Option("--wide", help="Tables with every column, however wide.")] = False,
     plots_dir: Annotated[Path, typer.Option(help="Where to write the PNG plots.")] = Path("zeus-runs"),
     runs_dir: Annotated[
@@ -214,6 +222,7 @@ def run(
                 on_step=step,
                 on_recurrence=finished,
                 dispatch_timeout_s=timeout_s,
+                force=force,
                 **job.run_args,
             )
     except RunInterrupted as stop:
@@ -225,8 +234,12 @@ def run(
             typer.echo(line, err=True)
         typer.echo(f"error: {failed}", err=True)
         raise typer.Exit(EXIT_FAILED) from None
-    epilogue(out, opened, spec, job, policy, summaries, plots_dir, wide)
-    if not any(s.reached for s in summaries):
-        for line in no_target_lines(summaries, spec):
+    ran = [s for s in summaries if not s.skipped]
+    if not ran:  # the gate skipped every run: nothing trained, nothing to report, nothing failed
+        out.print("no recurrence opened: every run was skipped by the recurrence gate", markup=False)
+        return
+    epilogue(out, opened, spec, job, policy, ran, plots_dir, wide)
+    if not any(s.reached for s in ran):
+        for line in no_target_lines(ran, spec):
             typer.echo(f"error: {line}", err=True)
         raise typer.Exit(EXIT_FAILED)

@@ -30,8 +30,20 @@ NO_MODEL_HINT = (
 EXIT_REASON = re.compile(r"exit code (-?\d+):")  # zeus.train.plain's reason for a crash; the tail says the rest
 
 
+NO_SLOT_HINT = (
+    "  the job already runs max_running recurrences (`zeus-kfp show` lists them); a run killed outright holds its "
+    "slot until --dispatch-timeout passes (0 when nothing else runs this job)"
+)
+
+
 def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
-    """One recurrence's trials; for a script job, where the model of the trial that reached went, and its logs."""
+    """One recurrence's trials; for a script job, where the model of the trial that reached went, and its logs.
+    A run the recurrence gate skipped: one line saying why."""
+    if summary.skipped:
+        out.print(f"run {summary.recurrence_id}: {summary.skipped} (trained nothing)", markup=False, soft_wrap=True)
+        if "no free slot" in summary.skipped:
+            out.print(NO_SLOT_HINT, markup=False, soft_wrap=True)
+        return
     verdict = "reached" if summary.reached else "did NOT reach"
     title = f"recurrence {summary.recurrence}: {verdict} the target in {len(summary.trials)} trial(s)"
     print_trials(out, title, summary.trials, RUN_TRIAL_FIELDS, wide=wide)

@@ -11,6 +11,7 @@ from zeus.steps.abandoned import (
     fail_stale,
     fail_unfinished,
 )
+from zeus.steps.gate import gate
 from zeus.steps.params import (
     BETA_DISABLED,
     NO_THRESHOLD,
@@ -50,6 +51,7 @@ __all__ = [
     "fail_stale",
     "fail_unfinished",
     "feedback",
+    "gate",
     "gpu_power",
     "prepare",
     "preprocess",

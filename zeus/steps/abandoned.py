@@ -86,10 +86,15 @@ def _fail(store, job_id: str, trials: Sequence[Trial], reasons: list[str]) -> li
 
 
 def fail_unfinished(store, job_id: str, recurrence_id: str, reason: str) -> list[Trial]:
-    """Record the recurrence's unfinished trials as failed with `reason`. Call it only once the steps that
-    could still finish them have stopped (an interrupted run, a failed pipeline step)."""
+    """Record the recurrence's unfinished trials as failed with `reason`, and the recurrence as ended (it holds
+    no slot of the job's cap any more, zeus.store.gating, even if it failed before any trial). Call it only
+    once the steps that could still finish them have stopped (an interrupted run, a failed pipeline step)."""
     mine = [t for t in store.read_trials(job_id).unfinished if t.recurrence_id == str(recurrence_id)]
-    return _fail(store, job_id, mine, [reason] * len(mine))
+    failed = _fail(store, job_id, mine, [reason] * len(mine))
+    outcome = store.gate_outcome(job_id, str(recurrence_id))
+    if outcome is not None and outcome.opened:
+        store.end_recurrence(job_id, str(recurrence_id), reason)
+    return failed
 
 
 def fail_interrupted(store, job_id: str, recurrence_id: str, signal_name: str) -> list[Trial]:

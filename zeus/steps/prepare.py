@@ -63,7 +63,7 @@ def run_preprocess(preprocess: str, out_dir: Path) -> None:
         (out_dir / "README.txt").write_text(PASS_THROUGH_NOTE)
         return
     if _is_callable_ref(preprocess):
-        _load_callable(preprocess)(out_dir)
+        load_callable(preprocess)(out_dir)
         return
     argv = [part.replace("{output}", str(out_dir)) for part in shlex.split(preprocess)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -79,13 +79,15 @@ def _is_callable_ref(text: str) -> bool:
     return bool(module) and func.isidentifier()
 
 
-def _load_callable(ref: str):
+def load_callable(ref: str, what: str = "preprocess"):
+    """The function `ref` names ("package.module:function" or "path/to/file.py:function"); StepError saying
+    what is missing (`what`: whose function it is, for the message)."""
     module_ref, func_name = ref.split(":")
     if module_ref.endswith(".py"):
         path = Path(module_ref)
         if not path.is_file():
-            raise StepError(f"preprocess file {str(path)!r} not found (from {ref!r}); give an absolute path")
-        spec = importlib.util.spec_from_file_location(f"zeus_preprocess_{path.stem}", path)
+            raise StepError(f"{what} file {str(path)!r} not found (from {ref!r}); give an absolute path")
+        spec = importlib.util.spec_from_file_location(f"zeus_{what.replace(' ', '_')}_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
@@ -93,10 +95,10 @@ def _load_callable(ref: str):
         try:
             module = importlib.import_module(module_ref)
         except ImportError as err:
-            raise StepError(f"cannot import preprocess module {module_ref!r} (from {ref!r}): {err}") from err
+            raise StepError(f"cannot import {what} module {module_ref!r} (from {ref!r}): {err}") from err
     func = getattr(module, func_name, None)
     if not callable(func):
-        raise StepError(f"preprocess function {func_name!r} not found in {module_ref!r}")
+        raise StepError(f"{what} function {func_name!r} not found in {module_ref!r}")
     return func
 
 

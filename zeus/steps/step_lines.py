@@ -28,6 +28,7 @@ class StepLine:
         return line[len(self.prefix) :] if line.startswith(self.prefix) else None
 
 
+GATE = StepLine("gate: ")  # the recurrence gate's outcome (zeus.steps.gate.outcome_line)
 RECURRENCE = StepLine("preprocess: recurrence ")  # "<number> (<recurrence id>)": the recurrence's number in the job
 TRIAL_LOG = StepLine("train: trial log: ")  # where the trial's log went
 MODEL = StepLine("train: model: ")  # where its model went, or NO_MODEL and why

@@ -22,12 +22,15 @@ from zeus.store.errors import (
     UnknownTrialError,
 )
 from zeus.store.frames import JobTrials
+from zeus.store.gating import GateOutcome, GateRequest
 from zeus.store.store import Store, open_store
 
 __all__ = [
     "CorruptObjectError",
     "DeleteRefusedError",
     "EventConflictError",
+    "GateOutcome",
+    "GateRequest",
     "JobSpecMismatchError",
     "JobTrials",
     "ObjectProblem",

@@ -1,7 +1,11 @@
 """The job log's entries: what each kind holds, its bytes (canonical JSON) and its rows (one table).
 
 A slot of the log holds one entry (log.py). Kinds:
-- `begin`: a recurrence began (recurrence_id); its number is its rank among first begins.
+- `begin`: a run asks to open a recurrence (recurrence_id). A plain begin always opens one; a gated one
+  (the recurrence gate, zeus/steps/gate.py) carries its request (GATE_FIELDS) and opens one or not by a
+  rule of the log before its slot (frames.py, `gate_outcomes`). A recurrence's number is its rank among
+  the first begins that opened one.
+- `end`: a recurrence ended without a trial to say so (a local run's failed step or interruption).
 - `dispatched`: a trial was handed out (recurrence_id, attempt, the decision, kfp_run_id).
 - `finished`: its result (TrialResult's fields).
 - `profile`: its power profile (`rows`, zeus.profiles' columns).
@@ -27,13 +31,17 @@ from zeus.job import TrialResult
 from zeus.store.errors import CorruptObjectError
 from zeus.trials import trial_columns
 
-KINDS = ("begin", "dispatched", "finished", "profile", "noop", "snapshot")
+KINDS = ("begin", "dispatched", "finished", "profile", "noop", "snapshot", "end")
 TRIAL_KINDS = ("dispatched", "finished", "profile")  # about one (recurrence_id, attempt)
 # A dispatched entry holds the decision and where it runs, a finished entry the TrialResult: under the names
 # of zeus.trials.Trial's fields, so the settled log reads straight into trials (frames.py).
 DECISION_FIELDS = tuple(trial_columns("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id"))
 RESULT_FIELDS = tuple(f.name for f in fields(TrialResult))
 PROFILE_FIELDS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
+# A gated begin's request: what its outcome is decided from, with the log before its slot (frames.py).
+GATE_FIELDS = (
+    "period_s", "max_running", "max_attempts", "timeout_s", "forced", "drift_detector", "drift_stat", "drift_threshold"
+)  # fmt: skip
 
 ROW_SCHEMA = pa.schema(
     [
@@ -62,6 +70,15 @@ ROW_SCHEMA = pa.schema(
         ("throughput", pa.float64()),
         ("snapshot", pa.string()),
         ("upto", pa.int64()),
+        # a gated begin's request (GATE_FIELDS); null in every other entry, and in a plain begin
+        ("period_s", pa.float64()),
+        ("max_running", pa.int64()),
+        ("max_attempts", pa.int64()),
+        ("timeout_s", pa.float64()),
+        ("forced", pa.bool_()),
+        ("drift_detector", pa.string()),
+        ("drift_stat", pa.float64()),
+        ("drift_threshold", pa.float64()),
     ]
 )
 COLUMNS = tuple(ROW_SCHEMA.names)
@@ -113,7 +130,13 @@ def table(found: list[dict[str, Any]]) -> pa.Table:
 
 
 def checked_table(key: str, arrow: pa.Table) -> pa.Table:
-    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types) and sorted by slot."""
-    if arrow.schema.remove_metadata() != ROW_SCHEMA:
+    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types) and sorted by slot. A snapshot
+    written before the gate's columns were added lacks them: they are nulls there, as in the entries it holds."""
+    schema = arrow.schema.remove_metadata()
+    if schema != ROW_SCHEMA and [f for f in ROW_SCHEMA if f.name not in GATE_FIELDS] == list(schema):
+        for name in GATE_FIELDS:
+            arrow = arrow.append_column(ROW_SCHEMA.field(name), pa.nulls(arrow.num_rows, ROW_SCHEMA.field(name).type))
+        schema = arrow.schema.remove_metadata()
+    if schema != ROW_SCHEMA:
         raise CorruptObjectError(key, "not in the log's row schema")
     return arrow

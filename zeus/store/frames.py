@@ -1,9 +1,9 @@
 """The settled view of a job's log: numbers, trials, history and profiles, derived every time.
 
 The rules, in one place (the log's slot order decides everything; log.py):
-- a recurrence's number is the rank of its first `begin`; a trial's, the rank of its first
-  `dispatched`. Numbers are dense and never change: a read is a prefix of the log, and a prefix
-  only grows at its end.
+- a recurrence's number is the rank of its first `begin` among those that opened one (a gated begin opens
+  one or is skipped by the gate's rule, gating.py); a trial's, the rank of its first `dispatched`.
+  Numbers are dense and never change: a read is a prefix of the log, and a prefix only grows at its end.
 - of several entries of one kind about one trial (twin steps, a retried feedback), the first
   slot's is the trial's; later ones were refused to their writers (store.py), or said the same.
 - a `finished` or `profile` entry with no earlier `dispatched` for its trial is reported and left out.
@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 
 from zeus.job import TrialStatus
 from zeus.profiles import PROFILE_COLUMNS
-from zeus.store import keys
-from zeus.store.entries import DECISION_FIELDS, KINDS, RESULT_FIELDS
+from zeus.store import gating, keys
+from zeus.store.entries import DECISION_FIELDS, GATE_FIELDS, KINDS, RESULT_FIELDS
 from zeus.store.errors import ObjectProblem
 from zeus.trial_history import STATUSES, TrialHistory
 from zeus.trials import FRAME_COLUMNS, Trial, trial_columns
@@ -69,10 +69,11 @@ def _trial_key(table: pa.Table) -> pa.ChunkedArray:
 class Settled:
     """The job's entries as the rules above settle them."""
 
-    begins: pa.Table  # first begin per recurrence, in slot order: recurrence n is row n - 1
+    begins: pa.Table  # first begin per recurrence that opened one, in slot order: recurrence n is row n - 1
     dispatched: pa.Table  # first dispatch per trial, in trial order, with `recurrence` and `trial` columns
     finished: pa.Table  # first result per trial, aligned with `dispatched` (nulls where none)
     profiles: pa.Table  # the rows of each trial's first profile
+    requests: pa.Table  # every first begin, opened or skipped, with `opened`, `why`, `recurrence` (gating.py)
 
     def recurrence(self, recurrence_id: str) -> int | None:
         """The number of the recurrence `recurrence_id`, None if it never began."""
@@ -83,7 +84,7 @@ class Settled:
 KIND_NAMES = pa.array(KINDS)
 # The columns each kind's entries use: a table of only these is filtered, not every column of the log.
 KIND_COLUMNS = {
-    "begin": ["slot", "recurrence_id"],
+    "begin": ["slot", "recurrence_id", "at", *GATE_FIELDS],
     "dispatched": ["slot", "recurrence_id", "attempt", "at", *DECISION_FIELDS],
     "finished": ["slot", "recurrence_id", "attempt", "at", *RESULT_FIELDS],
     "profile": ["slot", "recurrence_id", "attempt", *PROFILE_COLUMNS],
@@ -102,14 +103,16 @@ def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem]) -> Settle
         return _first(np.flatnonzero(kind == KINDS.index(of_kind)), key, slot)
 
     begun, started = first("begin", rid), first("dispatched", trial_key)
+    ended = first("finished", trial_key)
+    opened, why = gating.gate_outcomes(rows, rid, slot, _ints(rows.column("at")), begun, ended)
     number = np.zeros(len(recurrence_ids.dictionary) + 1, dtype=np.int64)  # by rid code; 0: never began
-    number[rid[begun]] = np.arange(1, len(begun) + 1)
+    number[rid[begun[opened]]] = np.arange(1, int(opened.sum()) + 1)
     recurrence = number[rid[started]]
     for code in sorted(set(rid[started][recurrence == 0].tolist())):
         where = f"trials of recurrence {recurrence_ids.dictionary[code].as_py()!r}, which never began"
         problems.append(ObjectProblem(keys.log_dir(job_id), where))
     names = np.sort(trial_key[started])
-    ended, profiled = first("finished", trial_key), first("profile", trial_key)
+    profiled = first("profile", trial_key)
     for name, found in (("finished", ended), ("profile", profiled)):
         for row in sorted({int(trial_key[r]): r for r in found[~_isin_sorted(trial_key[found], names)]}.values()):
             what = f"a {name} entry of {recurrence_ids[row].as_py()}.{attempt[row]}, never dispatched"
@@ -125,7 +128,9 @@ def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem]) -> Settle
     dispatched = table("dispatched", started)
     dispatched = dispatched.append_column("recurrence", pa.array(recurrence, pa.int64()))
     dispatched = dispatched.append_column("trial", pa.array(np.arange(1, len(started) + 1), pa.int64()))
-    return Settled(table("begin", begun), dispatched, table("finished", result_rows), table("profile", profiled))
+    requests = gating.outcomes_table(table("begin", begun), opened, why)
+    finished = table("finished", result_rows)
+    return Settled(table("begin", begun[opened]), dispatched, finished, table("profile", profiled), requests)
 
 
 def _isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

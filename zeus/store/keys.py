@@ -150,6 +150,11 @@ def tensorboard_key(job_id: str, name: object) -> str:
     return tensorboard_dir(job_id) + name
 
 
+def drift_key(job_id: str, recurrence_id: str) -> str:
+    """Where the summary of a recurrence's input data lies (zeus.steps.drift), which its next gate compares with."""
+    return f"{job_dir(job_id)}drift/{check_recurrence_id(recurrence_id)}.parquet"
+
+
 def basename(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 

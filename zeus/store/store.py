@@ -35,6 +35,7 @@ from zeus.store import catalog, entries, frames, keys, log
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus.store.compaction import CompactResult, compact
 from zeus.store.errors import EventConflictError, ObjectProblem, StoreInputError, StoreWarning, UnknownTrialError
+from zeus.store.recurrences import Recurrences
 from zeus.trial_history import TrialHistory
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ STORE_FORMS = "a directory path, file:///absolute/path, or s3://bucket[/prefix] 
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
-class Store:
+class Store(Recurrences):
     """Jobs, trials and power profiles of zeus-kfp, in a directory or a bucket."""
 
     def __init__(self, backend: Backend) -> None:
@@ -130,27 +131,6 @@ class Store:
         """Append `entry`, then settle the log up to its slot: what the caller is told."""
         slot = log.append(self.backend, read, entry)
         return self._settled(self._read(read.job_id, read, until=slot))
-
-    def begin_recurrence(self, job_id: str, recurrence_id: str) -> int:
-        """The recurrence's number (1, 2, ...), dense and in the order recurrences began; idempotent per id."""
-        keys.check_recurrence_id(recurrence_id)
-        read = self._read(job_id)
-        number = self._settled(read).recurrence(recurrence_id)
-        if number is None:
-            entry = {"kind": "begin", "recurrence_id": recurrence_id, "at": entries.now_us()}
-            number = self._append(read, entry).recurrence(recurrence_id)
-            assert number is not None  # ours, or a twin's before it
-        return number
-
-    def recurrence_number(self, job_id: str, recurrence_id: str) -> int:
-        """The number `begin_recurrence` gave `recurrence_id` (UnknownTrialError if it was never begun)."""
-        keys.check_recurrence_id(recurrence_id)
-        number = self._settled(self._read(job_id)).recurrence(recurrence_id)
-        if number is None:
-            raise UnknownTrialError(
-                f"recurrence {recurrence_id!r} of job {job_id!r} was never begun: call begin_recurrence first"
-            )
-        return number
 
     @staticmethod
     def _dispatch(settled: frames.Settled, recurrence_id: str, attempt: int) -> dict[str, Any] | None:

@@ -1,0 +1,165 @@
+"""Which `begin` entries open a recurrence: the recurrence gate's rule, decided from the log alone.
+
+A gated begin (zeus/steps/gate.py writes it) carries its request: the job's period, its cap on running
+recurrences, its attempts, the dispatch timeout, whether it was forced, and its drift detector's statistic
+and threshold (entries.GATE_FIELDS). Whether it opens a recurrence is a pure function of the log before its
+slot and of the entry itself, so every reader agrees, and two schedules and a manual submit racing to start
+one job cannot exceed its cap: the slot order is agreed (log.py), and the begin that would exceed the cap at
+its slot is skipped, wherever its writer thought it stood. No conditional write, no lock.
+
+The rule for a gated begin at slot s, written at time `at` (its writer's clock, carried in the entry, so the
+rule reads no clock of its own):
+- due: no recurrence opened before (the first is always due), or `period_s` has passed between the last
+  opened recurrence's begin and `at`, or the detector's statistic is above its threshold (drift), or forced;
+  else skipped, "not due" ("no drift" when a detector is configured);
+- a free slot: fewer than `max_running` recurrences running (0: no cap); else skipped, "no free slot".
+  A recurrence runs from its begin until it ends, before slot s: a trial reached the target or failed (the
+  script's own failure ends a recurrence: zeus.steps.trial.ends_recurrence), `max_attempts` trials
+  finished, an `end` entry (a local run's failed step), or it went quiet: no entry of it was written in
+  the `timeout_s` before `at` (the dispatch timeout, zeus.steps.abandoned: a run killed outright frees
+  its slot when its trial would be recorded lost).
+A plain begin (Store.begin_recurrence without a request, as before the gate) always opens one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from zeus.job import TrialStatus
+
+OPENED_BY = ("first", "time", "drift", "forced", "plain")  # why a begin opened a recurrence
+SKIPPED_BY = ("not due", "no drift", "no free slot")  # why a gated begin did not
+NO_DETECTOR = "none"
+DRIFT_COLUMNS = ["drift_detector", "drift_stat", "drift_threshold"]
+ENDING_STATUSES = pa.array([TrialStatus.REACHED.value, TrialStatus.FAILED.value])
+_NEVER = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """What a gated begin carries (entries.GATE_FIELDS): the job's period, cap and attempts, the run's dispatch
+    timeout, whether it was forced, and the drift detector's statistic against this threshold (None: none ran)."""
+
+    period_s: float
+    max_running: int
+    max_attempts: int
+    timeout_s: float
+    forced: bool = False
+    drift_detector: str = NO_DETECTOR
+    drift_stat: float | None = None
+    drift_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("period_s", "timeout_s", "drift_stat", "drift_threshold"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise ValueError(f"invalid {name}={value!r}: allowed a finite number")
+
+    def entry(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate's rule made of one begin: `opened` a recurrence (numbered `recurrence`) or not, and `why`
+    (one of OPENED_BY or SKIPPED_BY); with the drift statistic its request carried (None: no detector ran)."""
+
+    recurrence_id: str
+    opened: bool
+    why: str
+    recurrence: int | None
+    drift_detector: str
+    drift_stat: float | None
+    drift_threshold: float | None
+
+
+class _Groups:
+    """Rows grouped by recurrence code, each group in slot order: `slots[code]`, `values[code]`."""
+
+    def __init__(self, codes: np.ndarray, slots: np.ndarray, values: np.ndarray) -> None:
+        order = np.lexsort((slots, codes))
+        self.codes, self.slots, self.values = codes[order], slots[order], values[order]
+
+    def before(self, code: int, slot: int) -> np.ndarray:
+        """The values of `code`'s rows in slots before `slot`."""
+        lo, hi = np.searchsorted(self.codes, [code, code + 1])
+        cut = lo + np.searchsorted(self.slots[lo:hi], slot)
+        return self.values[lo:cut]
+
+
+def gate_outcomes(
+    rows: pa.Table, rid: np.ndarray, slot: np.ndarray, at: np.ndarray, begun: np.ndarray, finished: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
+    """For the first begins `begun` (row numbers, slot order): whether each opened a recurrence, and why.
+    `rid`: each row's recurrence code (-1: none); `finished`: the rows of each trial's first result."""
+    why = ["plain"] * len(begun)
+    opened = np.ones(len(begun), dtype=bool)
+    requests = rows.select(["max_running", "period_s", "max_attempts", "timeout_s", "forced"]).take(begun)
+    gated = pc.is_valid(requests.column("max_running")).to_numpy(zero_copy_only=False)
+    if not gated.any():
+        return opened, why
+    detectors = rows.column("drift_detector").take(begun).to_pylist()
+    stats = rows.column("drift_stat").take(begun).to_pylist()
+    thresholds = rows.column("drift_threshold").take(begun).to_pylist()
+    request = requests.to_pylist()
+    ending = finished[pc.is_in(rows.column("status").take(finished), value_set=ENDING_STATUSES).to_numpy(False)]
+    end_rows = np.flatnonzero(pc.equal(rows.column("kind"), "end").to_numpy(zero_copy_only=False))
+    ending = np.concatenate([ending, end_rows])
+    end_slot = np.full(int(rid.max(initial=0)) + 2, _NEVER, dtype=np.int64)
+    np.minimum.at(end_slot, rid[ending], slot[ending])
+    results = _Groups(rid[finished], slot[finished], slot[finished])
+    active = np.flatnonzero(rid >= 0)
+    activity = _Groups(rid[active], slot[active], at[active])
+
+    def ended(code: int, s: int, a: int, req: dict) -> bool:
+        if end_slot[code] < s or len(results.before(code, s)) >= req["max_attempts"]:
+            return True
+        return int(activity.before(code, s).max(initial=0)) < a - req["timeout_s"] * 1e6
+
+    running: list[int] = []
+    last_at: int | None = None
+    for i, row in enumerate(begun.tolist()):
+        if gated[i]:
+            req, s, a = request[i], int(slot[row]), int(at[row])
+            running = [code for code in running if not ended(code, s, a, req)]
+            detector = detectors[i] or NO_DETECTOR
+            drifted = detector != NO_DETECTOR and stats[i] is not None and stats[i] > thresholds[i]
+            first = last_at is None
+            # period 0: due whatever the clocks say (racing writers stamp `at` before they get a slot, so a later
+            # slot may carry an earlier time)
+            time_due = first or req["period_s"] == 0 or a - last_at >= req["period_s"] * 1e6
+            if not (time_due or drifted or req["forced"]):
+                opened[i], why[i] = False, "not due" if detector == NO_DETECTOR else "no drift"
+                continue
+            if 0 < req["max_running"] <= len(running):
+                opened[i], why[i] = False, "no free slot"
+                continue
+            why[i] = "first" if first else "drift" if drifted else "time" if time_due else "forced"
+        running.append(int(rid[row]))
+        last_at = int(at[row])
+    return opened, why
+
+
+def outcomes_table(requests: pa.Table, opened: np.ndarray, why: list[str]) -> pa.Table:
+    """Every first begin (`requests`, slot order) with its outcome and the number of the recurrence it opened."""
+    number = np.where(opened, np.cumsum(opened), 0)
+    return requests.append_column("opened", pa.array(opened)).append_column("why", pa.array(why, pa.string()))\
+        .append_column("recurrence", pa.array(number, pa.int64(), mask=~opened))  # fmt: skip
+
+
+def outcome_of(table: pa.Table, i: int) -> GateOutcome:
+    row = {name: table.column(name)[i].as_py() for name in table.column_names}
+    return GateOutcome(
+        recurrence_id=row["recurrence_id"],
+        opened=row["opened"],
+        why=row["why"],
+        recurrence=row["recurrence"],
+        drift_detector=row["drift_detector"] or NO_DETECTOR,
+        drift_stat=row["drift_stat"],
+        drift_threshold=row["drift_threshold"],
+    )
