@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # zeus.profiles loads pandas and pyarrow, which the job model
 # Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
 # deeper in the compiled pipeline (pipelines/dag.py); far more than a batch-size list has sizes to try.
 MAX_ATTEMPTS = 32
+# What a recurrence opened by drift does to the history the bandit decides from (zeus.policy.drift).
+DRIFT_REACTIONS = ("window", "reexplore", "none")
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
 
@@ -169,6 +171,11 @@ class JobSpec:
         "Profile a batch size's power limits again once its stored profile is this many recurrences old (0: never).",
         0,
     )
+    drift_reaction: str = setting(
+        "What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), "
+        "reexplore (forget them but restart the walk from the size cheapest before it) or none.",
+        "window",
+    )
 
     def __post_init__(self) -> None:
         _require(
@@ -221,6 +228,9 @@ class JobSpec:
             value = getattr(self, name)
             _require(_is_int(value) and value >= 0, name, value, f"an integer >= 0 (0 = {zero})")
         _require(_is_int(self.seed), "seed", self.seed, "an integer")
+        _require(
+            self.drift_reaction in DRIFT_REACTIONS, "drift_reaction", self.drift_reaction, ", ".join(DRIFT_REACTIONS)
+        )
         _require(
             _is_number(self.eta_knob) and 0.0 <= self.eta_knob <= 1.0,
             "eta_knob",
