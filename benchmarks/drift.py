@@ -45,10 +45,13 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def drift_task(task: tuple) -> tuple[tuple, dict]:
-    """One (source, policy, seed): source ("cell", workload, gpu) or ("job", seed, index); the post-shift
+    """One (source, policy, seed, level): source ("cell", workload, gpu) or ("job", seed, index); the post-shift
     regret per variant, and per reaction on the false alarm. Empty when the source has one reaching size."""
-    source, policy, seed = task
-    job = drift_cell(source[1], source[2], 0.5, seed) if source[0] == "cell" else drift_job(source[1], source[2])
+    source, policy, seed, level = task
+    if source[0] == "cell":
+        job = drift_cell(source[1], source[2], 0.5, seed, level=level)
+    else:
+        job = drift_job(source[1], source[2], level=level)
     if job is None:
         return task, {}
     chosen = get_policy(policy)
@@ -77,25 +80,25 @@ def run_all(fn, tasks: list[tuple], jobs: int) -> dict:
         return dict(pool.map(fn, tasks, chunksize=4))
 
 
-def print_drift(title: str, sources: list[tuple], results: dict, seeds_of) -> None:
+def print_drift(title: str, sources: list[tuple], results: dict, seeds_of, level: bool) -> None:
     labels = [v[0] for v in VARIANTS]
     alarms = ["false alarm, none", *(f"false alarm, {r}" for r in REACTIONS)]
     print(f"\n{title}")
     print(f"{'policy':<14}{'n':>5}" + "".join(f"{x:>24}" for x in labels + alarms))
     for policy in POLICIES:
-        runs = [results[(s, policy, seed)] for s in sources for seed in seeds_of(s)]
+        runs = [results[(s, policy, seed, level)] for s in sources for seed in seeds_of(s)]
         runs = [r for r in runs if r]
         means = [float(np.mean([r[x] for r in runs])) for x in labels + alarms]
         print(f"{policy:<14}{len(runs):>5}" + "".join(f"{m:>24.2f}" for m in means))
 
 
-def print_per_cell(cells: list[tuple], results: dict, seeds: list[int]) -> None:
+def print_per_cell(cells: list[tuple], results: dict, seeds: list[int], level: bool) -> None:
     labels = [v[0] for v in VARIANTS]
     print("\nper cell (mean over seeds): post-shift regret, " + " / ".join(labels))
     for cell in cells:
         row = []
         for policy in POLICIES:
-            runs = [r for r in (results[(cell, policy, s)] for s in seeds) if r]
+            runs = [r for r in (results[(cell, policy, s, level)] for s in seeds) if r]
             row.append(" / ".join(f"{np.mean([r[x] for r in runs]):.2f}" for x in labels) if runs else "-")
         print(f"{cell[1] + '/' + cell[2]:<24}" + "".join(f"{p}: {v:<28}" for p, v in zip(POLICIES, row, strict=True)))
 
@@ -111,7 +114,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpus", nargs="*", default=list(SHIPPED_POWER_TRACES), help="shipped GPU traces")
     parser.add_argument("--perturbed", type=int, default=30, help="generated drift jobs (default 30; 0: none)")
     parser.add_argument("--perturb-seed", type=int, default=1, help="the generated jobs' seed (default 1)")
-    parser.add_argument("--caps", nargs="*", type=int, default=[1, 2, 4], help="caps K for the gate (default 1 2 4)")
+    parser.add_argument("--caps", nargs="*", type=int, default=[1, 2, 4], help="caps K for the gate (none: no gate)")
+    parser.add_argument(
+        "--raw-level", action="store_true", help="move the minimum without keeping its level (zeus.simulate.drift)"
+    )
     parser.add_argument("--period", type=float, default=0.5, help="arrival period / oracle recurrence time (0.5)")
     parser.add_argument("--gate-seeds", default="1-5", help="seeds of the gate runs (default 1-5)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
@@ -122,24 +128,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    level = not args.raw_level
     seeds, gate_seeds = parse_seeds(args.seeds), parse_seeds(args.gate_seeds)
     cells = [("cell", w, g) for g in args.gpus for w in args.workloads]
     jobs = [("job", args.perturb_seed, i) for i in range(args.perturbed)]
     t0 = time.perf_counter()
-    tasks = [(c, p, s) for c, p, s in product(cells, POLICIES, seeds)]
-    tasks += [(j, p, j[2] + 1) for j, p in product(jobs, POLICIES)]
+    tasks = [(c, p, s, level) for c, p, s in product(cells, POLICIES, seeds)]
+    tasks += [(j, p, j[2] + 1, level) for j, p in product(jobs, POLICIES)]
     results = run_all(drift_task, tasks, args.jobs)
     gate_tasks = [(c[1], c[2], p, s, k, args.period) for c, p, s, k in product(cells, POLICIES, gate_seeds, args.caps)]
     gated = run_all(gate_task, gate_tasks, args.jobs)
     wall = time.perf_counter() - t0
 
+    how = "at the same level" if level else "as moved (its level not kept)"
     print("drift: regret after the shift (post-shift oracle recurrences; simulated), eta 0.5, the minimum moved")
-    print("halfway through Zeus's number of recurrences at the same level; false alarm: the signal, no shift")
-    print_drift(f"V100/A40 cells {', '.join(args.gpus)}, seeds {seeds[0]}-{seeds[-1]}", cells, results, lambda s: seeds)
-    print_per_cell(cells, results, seeds)
+    print(f"halfway through Zeus's number of recurrences {how}; false alarm: the signal, no shift")
+    print_drift(
+        f"V100/A40 cells {', '.join(args.gpus)}, seeds {seeds[0]}-{seeds[-1]}", cells, results, lambda s: seeds, level
+    )
+    print_per_cell(cells, results, seeds, level)
     if jobs:
         print_drift(f"generated jobs: {len(jobs)} from seed {args.perturb_seed} (kind measured, then moved)", jobs,
-                    results, lambda s: (s[2] + 1,))  # fmt: skip
+                    results, lambda s: (s[2] + 1,), level)  # fmt: skip
+    if not args.caps:
+        print("reproduce: .venv/bin/python benchmarks/drift.py " + " ".join(sys.argv[1:] if argv is None else argv))
+        return
     print(f"\ngate and cap: {len(cells)} cells, runs every {args.period} x the oracle recurrence's time, "
           f"seeds {gate_seeds[0]}-{gate_seeds[-1]} (simulated)")  # fmt: skip
     print(f"{'policy':<14}{'K':>3}{'skipped runs':>14}{'regret / opened recurrence':>28}")

@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # zeus.profiles loads pandas and pyarrow, which the job model
 # Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
 # deeper in the compiled pipeline (pipelines/dag.py); far more than a batch-size list has sizes to try.
 MAX_ATTEMPTS = 32
-# What a recurrence opened by drift does to the history the bandit decides from (zeus.policy.drift).
+# What a recurrence opened by drift does to the history the bandit decides from (zeus.policy.drift); the
+# default, reexplore, chosen in the simulator (benchmarks/RESULTS.md, "Drift").
 DRIFT_REACTIONS = ("window", "reexplore", "none")
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
@@ -174,7 +175,7 @@ class JobSpec:
     drift_reaction: str = setting(
         "What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), "
         "reexplore (forget them but restart the walk from the size cheapest before it) or none.",
-        "window",
+        "reexplore",
     )
 
     def __post_init__(self) -> None:

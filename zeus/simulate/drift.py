@@ -66,7 +66,9 @@ class DriftJob:
                         self.num_recurrences, self.source)  # fmt: skip
 
 
-def shifted(spec: JobSpec, trace: WorkloadTrace, rng: np.random.Generator) -> WorkloadTrace | None:
+def shifted(
+    spec: JobSpec, trace: WorkloadTrace, rng: np.random.Generator, *, level: bool = True
+) -> WorkloadTrace | None:
     """`trace` with its cost minimum moved to another size that always reaches the target (drawn from `rng`),
     at the same level: every size's per-epoch time and energy scaled by one factor so the oracle costs what
     it did before. None when no other size always reaches the target.
@@ -74,12 +76,14 @@ def shifted(spec: JobSpec, trace: WorkloadTrace, rng: np.random.Generator) -> Wo
     Why the same level: the question is whether the bandit finds the new best size. Moved alone, the new
     minimum costs what `to` cost before, above the old minimum, and the early stop a policy keeps (beta x
     the old cheapest recurrence) then cuts every trial short; that is a second effect, measured apart
-    (`level=False`)."""
+    (`level=False`: the moved curve as move_minimum leaves it)."""
     best = oracle_batch_size(spec, trace)
     others = [b for b in reaching_figures(spec, trace) if b != best]
     if not others:
         return None
     moved = move_minimum(spec, trace, others[int(rng.integers(len(others)))])
+    if not level:
+        return moved
     return scaled(moved, expected_figures(spec, trace)[1].cost / expected_figures(spec, moved)[1].cost)
 
 
@@ -93,29 +97,33 @@ def scaled(trace: WorkloadTrace, factor: float) -> WorkloadTrace:
     return WorkloadTrace(sizes, trace.power_limits, trace.max_power_w)
 
 
-def _job(name: str, spec: JobSpec, before: WorkloadTrace, rng: np.random.Generator, source: str) -> DriftJob | None:
-    after = shifted(spec, before, rng)
+def _job(
+    name: str, spec: JobSpec, before: WorkloadTrace, rng: np.random.Generator, source: str, level: bool
+) -> DriftJob | None:
+    after = shifted(spec, before, rng, level=level)
     if after is None:
         return None
     n = Simulator(spec, before).default_num_recurrences()  # Zeus's 2 x |sizes| x |limits|
     return DriftJob(name, spec, before, after, n // 2 + 1, n, source)
 
 
-def drift_cell(workload: str, gpu: str, eta: float, seed: int) -> DriftJob | None:
+def drift_cell(workload: str, gpu: str, eta: float, seed: int, *, level: bool = True) -> DriftJob | None:
     """A measured cell (a V100 or A40 trace) whose minimum moves, halfway through Zeus's number of
-    recurrences, to a size drawn from `seed`; None when only one size always reaches the target."""
+    recurrences, to a size drawn from `seed` (`level`: see `shifted`); None when only one size always
+    reaches the target."""
     sim = build_simulator(workload, power_trace=gpu, eta=eta)
     rng = np.random.default_rng([seed, 24])
-    return _job(f"{workload}/{gpu} eta {eta}", sim.spec, sim.trace, rng, f"simulated (drift: {workload}/{gpu})")
+    source = f"simulated (drift: {workload}/{gpu})"
+    return _job(f"{workload}/{gpu} eta {eta}", sim.spec, sim.trace, rng, source, level)
 
 
-def drift_job(seed: int, index: int) -> DriftJob | None:
+def drift_job(seed: int, index: int, *, level: bool = True) -> DriftJob | None:
     """Job `index` generated from `seed` (zeus.simulate.perturb, kind "measured": its minimum where the
     perturbation left it), whose minimum then moves halfway through; None as for `drift_cell`."""
     job = perturbed_job(seed, index, kind="measured")
     rng = np.random.default_rng([seed, index, 24])
     source = f"simulated (drift: perturbed job {index} from {job.workload}/{job.gpu})"
-    return _job(job.name, job.spec, job.trace, rng, source)
+    return _job(job.name, job.spec, job.trace, rng, source, level)
 
 
 @dataclass(frozen=True)
