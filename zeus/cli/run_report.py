@@ -87,8 +87,10 @@ def epilogue(out, opened, spec, job, policy: str, summaries, plots_dir: Path, wi
     if job.backend is not None:
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
         from zeus.simulate.replay import compare
+        from zeus.steps.trial import drift_recurrences
 
-        lines = _comparison_lines(compare(trials, spec, job.backend, policy), policy, spec.seed)
+        drifts = drift_recurrences(opened, spec.job_id)
+        lines = _comparison_lines(compare(trials, spec, job.backend, policy, drifts), policy, spec.seed)
     lines += savings_of(trials, profiles, spec).lines([s.recurrence for s in summaries])
     for line in lines:
         if line:
