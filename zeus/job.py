@@ -29,6 +29,9 @@ MAX_ATTEMPTS = 32
 NO_DRIFT = "none"
 # The recurrence gate's settings: when the job runs, not what it is, so `zeus-kfp run` takes them for any job.
 GATE_SETTINGS = ("period_s", "max_running", "drift_detector", "drift_threshold", "drift_data")
+# What a recurrence opened by drift does to the history the bandit decides from (zeus.policy.drift); the
+# default, reexplore, chosen in the simulator (benchmarks/RESULTS.md, "Drift").
+DRIFT_REACTIONS = ("window", "reexplore", "none")
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 # The built-in drift detectors (zeus.steps.drift), each with its default threshold on its statistic: a data
 # fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI
@@ -201,6 +204,11 @@ class JobSpec:
     drift_data: str = setting(
         "The input data the drift detector reads: a Parquet or CSV file, or a directory of them.", ""
     )
+    drift_reaction: str = setting(
+        "What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), "
+        "reexplore (forget them but restart the walk from the size cheapest before it) or none.",
+        "reexplore",
+    )
 
     def __post_init__(self) -> None:
         _require(
@@ -253,6 +261,9 @@ class JobSpec:
             value = getattr(self, name)
             _require(_is_int(value) and value >= 0, name, value, f"an integer >= 0 (0 = {zero})")
         _require(_is_int(self.seed), "seed", self.seed, "an integer")
+        _require(
+            self.drift_reaction in DRIFT_REACTIONS, "drift_reaction", self.drift_reaction, ", ".join(DRIFT_REACTIONS)
+        )
         _require(
             _is_number(self.eta_knob) and 0.0 <= self.eta_knob <= 1.0,
             "eta_knob",

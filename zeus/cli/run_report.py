@@ -100,7 +100,8 @@ def epilogue(out, opened, spec, job, policy: str, summaries, plots_dir: Path, wi
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
         from zeus.simulate.replay import compare
 
-        lines = _comparison_lines(compare(trials, spec, job.backend, policy), policy, spec.seed)
+        drifts = opened.drift_recurrences(spec.job_id)
+        lines = _comparison_lines(compare(trials, spec, job.backend, policy, drifts), policy, spec.seed)
     lines += savings_of(trials, profiles, spec).lines([s.recurrence for s in summaries])
     for line in lines:
         if line:

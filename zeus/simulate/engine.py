@@ -25,6 +25,7 @@ import numpy as np
 from zeus.cost import Figures
 from zeus.job import JobSpec, TrialOutcome, TrialStatus
 from zeus.policy.base import Decision, Policy
+from zeus.policy.drift import decide_after_drift
 from zeus.power.reuse import ProfileBook
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
@@ -148,24 +149,37 @@ class Simulator:
         """Zeus's choice: 2 x |batch sizes| x |power limits|."""
         return 2 * len(self.spec.batch_sizes) * len(self.trace.power_limits)
 
+    def trace_for(self, recurrence: int) -> WorkloadTrace:
+        """The trace recurrence `recurrence` trains on: one for the whole job (zeus.simulate.drift shifts it)."""
+        return self.trace
+
     def run(
-        self, policy: Policy, seed: int, num_recurrences: int | None = None, in_flight: int = 1
+        self,
+        policy: Policy,
+        seed: int,
+        num_recurrences: int | None = None,
+        in_flight: int = 1,
+        drifts: tuple[int, ...] = (),
     ) -> SimulationResult:
         """Simulate `num_recurrences` recurrences (default: Zeus's 2 x |sizes| x |limits|) of the job with
-        seed `seed`, `in_flight` of them at a time."""
+        seed `seed`, `in_flight` of them at a time; `drifts`: the recurrences a drift opened, which the
+        policy is told of as the bandit step tells it (zeus.policy.drift, under spec.drift_reaction)."""
         n = self.default_num_recurrences() if num_recurrences is None else num_recurrences
         if not (isinstance(n, int) and n > 0):
             raise ValueError(f"invalid num_recurrences={n!r}: allowed a positive integer")
         if not (isinstance(in_flight, int) and in_flight > 0):
             raise ValueError(f"invalid in_flight={in_flight!r}: allowed a positive integer")
-        return _Run(self, policy, self.spec.with_changes(seed=seed), n, in_flight).simulate()
+        return _Run(self, policy, self.spec.with_changes(seed=seed), n, in_flight, drifts).simulate()
 
 
 class _Run:
     """One simulation: an event loop over trial completions (a heap of finish times)."""
 
-    def __init__(self, sim: Simulator, policy: Policy, spec: JobSpec, n: int, in_flight: int) -> None:
+    def __init__(
+        self, sim: Simulator, policy: Policy, spec: JobSpec, n: int, in_flight: int, drifts: tuple[int, ...] = ()
+    ) -> None:
         self.sim, self.policy, self.spec, self.n, self.in_flight = sim, policy, spec, n, in_flight
+        self.drifts = tuple(drifts)
         self.history: list[Trial] = []  # index = trial number - 1; dispatched until finished
         self.book = ProfileBook()
         self.pending: list[tuple[float, int, _Recurrence, Decision, TrialOutcome]] = []
@@ -177,9 +191,13 @@ class _Run:
         while self.started < min(self.in_flight, self.n):
             self._start_recurrence()
         while self.pending:
-            self.now, trial, rec, decision, run = heapq.heappop(self.pending)
-            self._finish(trial, rec, decision, run)
+            self._step()
         return self._result()
+
+    def _step(self) -> None:
+        """The next event: the trial that finishes first (`pending[0]`, at its finish time) finishes."""
+        self.now, trial, rec, decision, run = heapq.heappop(self.pending)
+        self._finish(trial, rec, decision, run)
 
     def _start_recurrence(self) -> None:
         self.started += 1
@@ -188,14 +206,15 @@ class _Run:
     def _dispatch(self, rec: _Recurrence) -> None:
         spec = self.spec
         rec.attempt += 1
-        decision = self.policy.decide(spec, self.history, decision_seed(spec.seed, rec.number, rec.attempt))
+        seed = decision_seed(spec.seed, rec.number, rec.attempt)
+        decision = decide_after_drift(self.policy, spec, self.history, seed, drifts=self.drifts, recurrence=rec.number)
         b = decision.batch_size
         trial = len(self.history) + 1
         self.history.append(Trial(rec.number, trial, b, TrialStatus.DISPATCHED))
         reuse = self.book.to_reuse(b, rec.number, reprofile_after=spec.reprofile_after)
         run = run_trace_trial(
             spec,
-            self.sim.trace.sizes[b],
+            self.sim.trace_for(rec.number).sizes[b],
             cost_threshold=decision.cost_threshold,
             seed=trial_seed(spec.seed, rec.number, rec.attempt),
             reuse=reuse,
@@ -228,10 +247,14 @@ class _Run:
         )
         if r.reached or rec.attempt >= self.spec.max_attempts:
             self.done.append(rec)
-            if self.started < self.n:
-                self._start_recurrence()
+            self._slot_freed()
         else:
             self._dispatch(rec)
+
+    def _slot_freed(self) -> None:
+        """A recurrence ended: start the next one at once (zeus.simulate.gate starts them on a period)."""
+        if self.started < self.n:
+            self._start_recurrence()
 
     def _result(self) -> SimulationResult:
         recs = sorted(self.done, key=lambda r: r.number)

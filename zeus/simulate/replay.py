@@ -59,14 +59,17 @@ def simulated_rows(result: SimulationResult) -> list[tuple]:
     return [compared(trial) for trial in result.trials]
 
 
-def compare(trials: pd.DataFrame, spec: JobSpec, backend: TraceBackend, policy: str) -> Comparison:
-    """Simulate as many recurrences as the store holds for `spec` (seed spec.seed) and compare trial by trial."""
+def compare(
+    trials: pd.DataFrame, spec: JobSpec, backend: TraceBackend, policy: str, drifts: tuple[int, ...] = ()
+) -> Comparison:
+    """Simulate as many recurrences as the store holds for `spec` (seed spec.seed), told of the same drifts
+    (the recurrences drift opened), and compare trial by trial."""
     done = _finished(trials)
     live = [compared(trial) for trial in done]
     n = max((row[0] for row in live), default=0)
     if n == 0:
         raise ValueError(f"job {spec.job_id!r} has no finished trial to compare with the simulator yet")
-    result = Simulator(spec, backend.trace(), backend.source).run(get_policy(policy), spec.seed, n)
+    result = Simulator(spec, backend.trace(), backend.source).run(get_policy(policy), spec.seed, n, drifts=drifts)
     simulated = simulated_rows(result)
     first = next((i for i, (a, b) in enumerate(zip(live, simulated, strict=False)) if a != b), None)
     if first is None and len(live) != len(simulated):
