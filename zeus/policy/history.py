@@ -24,7 +24,7 @@ import numpy as np
 
 from zeus.job import JobSpec
 from zeus.policy import recurrences
-from zeus.policy.tally import Tally, WindowEntry
+from zeus.policy.tally import Tally, WindowEntry, best_spend
 from zeus.policy.walk import Observation
 from zeus.trial_history import TrialHistory
 from zeus.trials import Trial
@@ -148,6 +148,25 @@ def retry_charges(
         np.ones(len(finished), dtype=bool),
     ).charge
     return np.where(np.isnan(charged), fallback, charged)
+
+
+def early_stop_threshold(spec: JobSpec, history: History) -> float | None:
+    """beta x the lowest spend of a recurrence that reached, as the history holds it now (what
+    `HistoryView.threshold` hands a decision); None without early stop or a reached recurrence."""
+    if spec.beta_knob is None:
+        return None
+    best = best_spend(spec, TrialHistory.of(history))
+    return None if best is None else spec.beta_knob * best
+
+
+def live_threshold(dispatched: float | None, current: float | None) -> float | None:
+    """The threshold a running trial stops at: the lower of the one it was dispatched with (which a policy
+    may have capped below beta x the best) and beta x the best as it is now (`early_stop_threshold`, which
+    only falls as recurrences reach: Zeus's server checks `beta_knob * min_cost` at every report). None
+    stands for no threshold."""
+    if dispatched is None or current is None:
+        return current if dispatched is None else dispatched
+    return min(dispatched, current)
 
 
 def decision_rng(seed: int, num_records: int) -> np.random.Generator:

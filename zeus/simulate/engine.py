@@ -13,11 +13,21 @@ Overlapping recurrences (`in_flight` K > 1): K recurrences run at once, as a sch
 recurrence outlasts its period. Time is the trials' own (simulated) seconds. A decision sees the
 trials of other recurrences that are dispatched but unfinished, as the store's in-flight view shows
 them, and a trial reuses only profiles of trials that have finished. K = 1 is the sequential case.
+
+Mid-trial early stop (`live_stop`, on by default, as the pipeline's train step does it): a running trial
+reads the early-stop threshold again at every epoch end, beta x the cheapest reached recurrence among
+the trials finished by that simulated moment (never above the threshold it was dispatched with), as
+Zeus's batch-size server checks `beta_knob * min_cost` at each report. The simulator knows the future
+of no trial, so a trial's outcome is worked out at dispatch from the thresholds known then and worked
+out again whenever a recurrence reaches at a new low: only its epoch ends from that moment on can
+change, and only to stop sooner. Finishing at the same moment counts as finished by then. At K = 1
+nothing runs while a recurrence reaches, so the trials are those of the dispatched threshold.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -25,6 +35,7 @@ import numpy as np
 from zeus.cost import Figures
 from zeus.job import JobSpec, TrialOutcome, TrialStatus
 from zeus.policy.base import Decision, Policy
+from zeus.policy.history import early_stop_threshold, live_threshold
 from zeus.power.reuse import ProfileBook
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
@@ -149,26 +160,54 @@ class Simulator:
         return 2 * len(self.spec.batch_sizes) * len(self.trace.power_limits)
 
     def run(
-        self, policy: Policy, seed: int, num_recurrences: int | None = None, in_flight: int = 1
+        self,
+        policy: Policy,
+        seed: int,
+        num_recurrences: int | None = None,
+        in_flight: int = 1,
+        *,
+        live_stop: bool = True,
     ) -> SimulationResult:
         """Simulate `num_recurrences` recurrences (default: Zeus's 2 x |sizes| x |limits|) of the job with
-        seed `seed`, `in_flight` of them at a time."""
+        seed `seed`, `in_flight` of them at a time; `live_stop` False: each trial keeps the threshold it was
+        dispatched with (the mid-trial stop off, for comparison)."""
         n = self.default_num_recurrences() if num_recurrences is None else num_recurrences
         if not (isinstance(n, int) and n > 0):
             raise ValueError(f"invalid num_recurrences={n!r}: allowed a positive integer")
         if not (isinstance(in_flight, int) and in_flight > 0):
             raise ValueError(f"invalid in_flight={in_flight!r}: allowed a positive integer")
-        return _Run(self, policy, self.spec.with_changes(seed=seed), n, in_flight).simulate()
+        return _Run(self, policy, self.spec.with_changes(seed=seed), n, in_flight, live_stop).simulate()
+
+
+@dataclass
+class _Running:
+    """A dispatched trial: what its outcome is worked out from, and the outcome as known so far."""
+
+    rec: _Recurrence
+    decision: Decision
+    start: float
+    seed: int
+    reuse: object  # the PowerProfile it trains at, or None
+    run: TrialOutcome | None = None
+
+    @property
+    def finish(self) -> float:
+        assert self.run is not None
+        return self.start + self.run.result.time_s
 
 
 class _Run:
-    """One simulation: an event loop over trial completions (a heap of finish times)."""
+    """One simulation: an event loop over trial completions (a heap of finish times; an entry whose trial
+    has since been worked out to finish sooner is stale and skipped)."""
 
-    def __init__(self, sim: Simulator, policy: Policy, spec: JobSpec, n: int, in_flight: int) -> None:
+    def __init__(self, sim: Simulator, policy: Policy, spec: JobSpec, n: int, in_flight: int, live: bool) -> None:
         self.sim, self.policy, self.spec, self.n, self.in_flight = sim, policy, spec, n, in_flight
+        self.live = live
         self.history: list[Trial] = []  # index = trial number - 1; dispatched until finished
         self.book = ProfileBook()
-        self.pending: list[tuple[float, int, _Recurrence, Decision, TrialOutcome]] = []
+        self.pending: list[tuple[float, int]] = []  # (finish time, trial)
+        self.running: dict[int, _Running] = {}
+        self.lows: list[tuple[float, float]] = []  # (time, beta x the cheapest reached recurrence from then)
         self.done: list[_Recurrence] = []
         self.started = 0
         self.now = 0.0
@@ -177,8 +216,14 @@ class _Run:
         while self.started < min(self.in_flight, self.n):
             self._start_recurrence()
         while self.pending:
-            self.now, trial, rec, decision, run = heapq.heappop(self.pending)
-            self._finish(trial, rec, decision, run)
+            finish, trial = heapq.heappop(self.pending)
+            running = self.running.get(trial)
+            if running is None or running.finish != finish:
+                continue  # stale: stopped sooner by a later low
+            self.now = finish
+            del self.running[trial]
+            assert running.run is not None
+            self._finish(trial, running.rec, running.decision, running.run)
         return self._result()
 
     def _start_recurrence(self) -> None:
@@ -193,19 +238,47 @@ class _Run:
         trial = len(self.history) + 1
         self.history.append(Trial(rec.number, trial, b, TrialStatus.DISPATCHED))
         reuse = self.book.to_reuse(b, rec.number, reprofile_after=spec.reprofile_after)
-        run = run_trace_trial(
-            spec,
-            self.sim.trace.sizes[b],
+        running = _Running(rec, decision, self.now, trial_seed(spec.seed, rec.number, rec.attempt), reuse)
+        self.running[trial] = running
+        self._work_out(running)
+        heapq.heappush(self.pending, (running.finish, trial))
+
+    def _work_out(self, running: _Running) -> None:
+        """The trial's outcome under the thresholds known now (`lows`)."""
+        decision = running.decision
+
+        def threshold_at(elapsed: float) -> float | None:
+            at = bisect_right(self.lows, running.start + elapsed, key=lambda low: low[0])
+            return live_threshold(decision.cost_threshold, self.lows[at - 1][1] if at else None)
+
+        running.run = run_trace_trial(
+            self.spec,
+            self.sim.trace.sizes[decision.batch_size],
             cost_threshold=decision.cost_threshold,
-            seed=trial_seed(spec.seed, rec.number, rec.attempt),
-            reuse=reuse,
+            seed=running.seed,
+            reuse=running.reuse,  # type: ignore[arg-type]
             source=self.sim.source,
+            threshold_at=threshold_at if self.live else None,
         )
-        heapq.heappush(self.pending, (self.now + run.result.time_s, trial, rec, decision, run))
+
+    def _new_low(self) -> None:
+        """After a reached trial: when the job's early-stop threshold fell, every running trial reads the new
+        one from this moment on (its later epoch ends), which can only stop it sooner."""
+        threshold = early_stop_threshold(self.spec, self.history)
+        if threshold is None or (self.lows and threshold >= self.lows[-1][1]):
+            return
+        self.lows.append((self.now, threshold))
+        for trial, running in self.running.items():
+            before = running.finish
+            self._work_out(running)
+            if running.finish != before:
+                heapq.heappush(self.pending, (running.finish, trial))
 
     def _finish(self, trial: int, rec: _Recurrence, decision: Decision, run: TrialOutcome) -> None:
         r = run.result
         self.history[trial - 1] = Trial(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
+        if self.live and r.reached:
+            self._new_low()
         if run.profile is not None:
             self.book.record(replace(run.profile, batch_size=r.batch_size, recurrence=rec.number, trial=trial))
         rec.trials.append(
