@@ -435,3 +435,13 @@ class Decision:
     cost_threshold: float | None
     stage: str
     reason: str
+
+
+def live_threshold(dispatched: float | None, current: float | None) -> float | None:
+    """The threshold a running trial stops at: the lower of the one it was dispatched with (which a policy
+    may have capped below beta x the best) and beta x the job's cheapest reached recurrence as it is now
+    (zeus.policy.history.early_stop_threshold, which only falls as recurrences reach: Zeus's server checks
+    `beta_knob * min_cost` at every report). None stands for no threshold."""
+    if dispatched is None or current is None:
+        return current if dispatched is None else dispatched
+    return min(dispatched, current)

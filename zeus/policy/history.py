@@ -159,16 +159,6 @@ def early_stop_threshold(spec: JobSpec, history: History) -> float | None:
     return None if best is None else spec.beta_knob * best
 
 
-def live_threshold(dispatched: float | None, current: float | None) -> float | None:
-    """The threshold a running trial stops at: the lower of the one it was dispatched with (which a policy
-    may have capped below beta x the best) and beta x the best as it is now (`early_stop_threshold`, which
-    only falls as recurrences reach: Zeus's server checks `beta_knob * min_cost` at every report). None
-    stands for no threshold."""
-    if dispatched is None or current is None:
-        return current if dispatched is None else dispatched
-    return min(dispatched, current)
-
-
 def decision_rng(seed: int, num_records: int) -> np.random.Generator:
     """The decision's randomness: a function of the seed and how much history there is, nothing else."""
     return np.random.default_rng([seed % 2**64, num_records])

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from zeus.cost import Figures
-from zeus.job import JobSpec, TrialOutcome, TrialStatus
+from zeus.job import JobSpec, TrialOutcome, TrialStatus, live_threshold
 from zeus.policy.base import Decision, Policy
-from zeus.policy.history import early_stop_threshold, live_threshold
+from zeus.policy.history import early_stop_threshold
 from zeus.power.reuse import ProfileBook
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
