@@ -26,6 +26,7 @@ TABLE = {
     "peer_ab.py": '"decision_ms":',
     "peer_bso.py": "| decision (`bandit` vs `GET /jobs/batch_size`), median |",
     "pipeline.py": "worst orchestration overhead per attempt:",
+    "overlap.py": "where the regret goes, turning-walk",
     "policy.py": "perturbed jobs: 3 generated from seed 1",
     "profiler.py": "eta=0.50: exhaustive optimum",
     "seed.py": "read back 100; ok",
