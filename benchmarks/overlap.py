@@ -10,10 +10,13 @@ dispatched with (the project before issue 24 item 2).
 Where the excess goes (`--breakdown`): per K, each trial's cost over the oracle's recurrence cost, summed
 per simulation and averaged over seeds and cells, split by why the trial ran (the decision's stage) and
 whether it was dispatched with no threshold (nothing had reached yet: only a live read can stop it).
+`--compare` runs each simulation without the live stop too and prints, per (stage, status), the cost with,
+without and the difference: which trials the live stop cut, and what that changed downstream.
 
     .venv/bin/python benchmarks/overlap.py --seeds 1-20 --jobs 2
     .venv/bin/python benchmarks/overlap.py --seeds 21-40 --jobs 2
     .venv/bin/python benchmarks/overlap.py --seeds 1-20 --no-live-stop --policies turning-walk
+    .venv/bin/python benchmarks/overlap.py --seeds 1-20 --policies turning-walk --in-flight 2 4 --compare
     .venv/bin/python benchmarks/overlap.py --smoke
 """
 
@@ -34,7 +37,8 @@ from zeus.simulate.trace import SHIPPED_POWER_TRACES
 from zeus.simulate.workloads import WORKLOADS
 
 POLICIES = ("zeus-nsdi23", "turning-walk")
-SMALLEST = ["--seeds", "1", "--workloads", "cifar100", "--gpus", "v100", "--in-flight", "1", "2", "--breakdown"]
+SMALLEST = ["--seeds", "1", "--workloads", "cifar100", "--gpus", "v100", "--in-flight", "1", "2"]
+SMALLEST += ["--breakdown", "--compare"]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -50,7 +54,7 @@ def run_task(task: tuple) -> tuple[tuple, dict]:
     workload, gpu, policy, k, seeds, live = task
     sim = build_simulator(workload, power_trace=gpu, eta=0.5)
     per = sim.oracle.cost  # one oracle recurrence (the simulator keeps it per recurrence)
-    regrets, parts = [], defaultdict(float)
+    regrets, parts, outcomes = [], defaultdict(float), defaultdict(float)
     for seed in seeds:
         result = sim.run(get_policy(policy), seed, None, k, live_stop=live)
         regrets.append(result.regret())
@@ -58,8 +62,10 @@ def run_task(task: tuple) -> tuple[tuple, dict]:
             for t in rec.trials:
                 kind = f"{t.stage}{'' if t.cost_threshold is not None else ' (no threshold at dispatch)'}"
                 parts[kind] += t.cost / per / len(seeds)
+                outcomes[f"{t.stage} {t.status.value}"] += t.cost / per / len(seeds)
+                outcomes[f"{t.stage} {t.status.value} (trials)"] += 1 / len(seeds)
             parts["minus the oracle"] -= 1.0 / len(seeds)
-    return task, {"regret": float(np.mean(regrets)), "parts": dict(parts)}
+    return task, {"regret": float(np.mean(regrets)), "parts": dict(parts), "outcomes": dict(outcomes)}
 
 
 def run_tasks(tasks: list[tuple], jobs: int) -> dict[tuple, dict]:
@@ -67,6 +73,21 @@ def run_tasks(tasks: list[tuple], jobs: int) -> dict[tuple, dict]:
         return dict(map(run_task, tasks))
     with ProcessPoolExecutor(jobs) as pool:
         return dict(pool.map(run_task, tasks, chunksize=1))
+
+
+def compare(results: dict, cells: list, policies: list[str], ks: list[int], seeds: tuple) -> None:
+    """Per policy and K: each (stage, status)'s cost in oracle recurrences per simulation and its trials, with
+    the live stop, without it, and the difference (mean over cells and seeds)."""
+    for p, k in product(policies, ks):
+        mean = {live: defaultdict(float) for live in (True, False)}
+        for (w, g), live in product(cells, (True, False)):
+            for kind, value in results[(w, g, p, k, seeds, live)]["outcomes"].items():
+                mean[live][kind] += value / len(cells)
+        regret = {live: np.mean([results[(w, g, p, k, seeds, live)]["regret"] for w, g in cells]) for live in mean}
+        print(f"\n{p}, K = {k}: regret {regret[True]:.3f} with the live stop, {regret[False]:.3f} without")
+        for kind in sorted(set(mean[True]) | set(mean[False])):
+            a, b = mean[True][kind], mean[False][kind]
+            print(f"  {kind:<48}{a:>9.3f}{b:>9.3f}{a - b:>+9.3f}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -78,6 +99,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--in-flight", nargs="*", type=int, default=[1, 2, 4, 8], help="K values")
     parser.add_argument("--no-live-stop", action="store_true", help="each trial keeps its dispatched threshold")
     parser.add_argument("--breakdown", action="store_true", help="where the excess goes, per K (turning-walk)")
+    parser.add_argument(
+        "--compare", action="store_true", help="also without the live stop: each trial kind's cost, with minus without"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--smoke", action="store_true", help="the smallest run: " + " ".join(SMALLEST))
     args = parser.parse_args(argv)
@@ -90,6 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     ks = sorted(set(args.in_flight) | {1})
     cells = list(product(args.workloads, args.gpus))
     tasks = [(w, g, p, k, seeds, live) for (w, g), p, k in product(cells, args.policies, ks)]
+    if args.compare:
+        tasks += [(w, g, p, k, seeds, False) for (w, g), p, k in product(cells, args.policies, ks)]
     t0 = time.perf_counter()
     results = run_tasks(tasks, args.jobs)
     wall = time.perf_counter() - t0
@@ -116,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
                     for kind, value in results[(w, g, p, k, seeds, live)]["parts"].items():
                         parts[kind] += value / len(cells)
                 print(f"  K = {k}: " + "; ".join(f"{kind} {v:.2f}" for kind, v in sorted(parts.items())))
+    if args.compare:
+        compare(results, cells, args.policies, ks, seeds)
     print(f"\nsimulation wall time: {wall:.1f} s for {len(tasks) * len(seeds)} runs ({args.jobs} process(es))")
     print("reproduce: .venv/bin/python benchmarks/overlap.py " + " ".join(sys.argv[1:] if argv is None else argv))
 
