@@ -239,12 +239,12 @@ def build_pipeline(
         "metrics_collector": "",
         "trial_backend": trial_backend,
         "launcher": opts.launcher,
+        "policy": policy,
     }
     run_params = [
         (name, param_type(f), _request_default(name, f, build_defaults), f.setting.help)
         for name, f in request_run_parameters(request_cls)
     ] + [
-        ("policy", str, policy, "The batch-size policy (zeus.policy)."),
         ("reprofile", bool, False, "Profile power limits again even where a stored profile could be reused."),
         ("preprocess_ref", str, preprocess, "What fills the recurrence's data: module:function or a command."),
         ("recurrence_id", str, "", "The recurrence's id (empty: the KFP run id)."),

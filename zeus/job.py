@@ -502,3 +502,13 @@ class Decision:
     cost_threshold: float | None
     stage: str
     reason: str
+
+
+def live_threshold(dispatched: float | None, current: float | None) -> float | None:
+    """The threshold a running trial stops at: the lower of the one it was dispatched with (which a policy
+    may have capped below its rule) and the job's early stop as it is now (the policy's own rule,
+    `Policy.stop_threshold`: zeus-nsdi23's beta x the cheapest reached recurrence, as Zeus's server checks
+    `beta_knob * min_cost` at every report). None stands for no threshold."""
+    if dispatched is None or current is None:
+        return current if dispatched is None else dispatched
+    return min(dispatched, current)

@@ -61,7 +61,8 @@ def test_attempts_nested_in_the_previous_attempts_not_reached_branch(tmp_path):
 
 
 def test_the_runs_policy_reaches_the_steps_that_use_it(tmp_path):
-    """bandit decides with it and report shows its view of the history; feedback stores nothing it derives."""
+    """bandit decides with it, train's live threshold follows its early-stop rule, and report shows its view of
+    the history; feedback stores nothing it derives."""
     _, spec, _ = _compile(tmp_path, attempts=2)
     taking = {
         name: task["inputs"]["parameters"]["policy"]
@@ -69,7 +70,8 @@ def test_the_runs_policy_reaches_the_steps_that_use_it(tmp_path):
         if "policy" in task.get("inputs", {}).get("parameters", {})
     }
     bandits, reports = [f"attempt-{k}-bandit" for k in (1, 2)], [f"report-after-attempt-{k}" for k in (1, 2)]
-    assert sorted(taking) == bandits + reports
+    trains = [f"attempt-{k}-train" for k in (1, 2)]
+    assert sorted(taking) == sorted(bandits + trains + reports)
     assert {source["componentInputParameter"] for source in taking.values()} <= {"policy", "pipelinechannel--policy"}
 
 

@@ -82,6 +82,19 @@ class Scripted:
     def arm_states(self, spec, history):
         return []
 
+    def stop_threshold(self, spec, history):
+        """Zeus's rule, written out here: beta x the lowest spend of a recurrence that reached (None before).
+        A recurrence's spend is the sum of its trials' costs."""
+        spends: dict[int, float] = {}
+        reached = set()
+        for t in history:
+            if t.cost is not None:
+                spends[t.recurrence] = spends.get(t.recurrence, 0.0) + t.cost
+            if t.reached:
+                reached.add(t.recurrence)
+        best = min((spends[r] for r in reached), default=None)
+        return None if best is None or spec.beta_knob is None else spec.beta_knob * best
+
 
 def test_profiler_pick_and_trace_join(sim):
     assert sim.trace.batch_sizes == (16, 32, 64) and sim.trace.max_power_w == 200.0

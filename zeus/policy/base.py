@@ -39,3 +39,10 @@ class Policy(Protocol):
     def decide(self, spec: JobSpec, history: Sequence[Trial], seed: int) -> Decision: ...
 
     def arm_states(self, spec: JobSpec, history: Sequence[Trial]) -> list[ArmState]: ...
+
+    def stop_threshold(self, spec: JobSpec, history: Sequence[Trial]) -> float | None:
+        """The early-stop threshold this policy would hand a trial dispatched now (None: no early stop). A
+        running trial reads it again at every epoch end (the mid-trial stop, as Zeus's server checks
+        `beta_knob * min_cost` at every report), so it must be the policy's own rule: a second rule beside
+        the dispatched one would undo it."""
+        ...

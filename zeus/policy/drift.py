@@ -91,3 +91,16 @@ def decide_after_drift(
         return policy.decide(spec, history, seed)
     seen_spec, seen = after_drift(spec, history, drifts, spec.drift_reaction, recurrence)
     return policy.decide(seen_spec, seen, seed)
+
+
+def early_stop_after_drift(
+    policy: Policy, spec: JobSpec, history: History, *, drifts: Iterable[int] = (), recurrence: int | None = None
+) -> float | None:
+    """`policy`'s early-stop threshold on what the job's `drift_reaction` leaves of the history: what a
+    running trial stops at (the mid-trial stop), judged like the decisions next to it. Without drifts,
+    exactly `policy.stop_threshold(spec, history)`."""
+    drifts = tuple(drifts)
+    if not drifts or spec.drift_reaction == "none":
+        return policy.stop_threshold(spec, history)
+    seen_spec, seen = after_drift(spec, history, drifts, spec.drift_reaction, recurrence)
+    return policy.stop_threshold(seen_spec, seen)

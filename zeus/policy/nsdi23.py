@@ -94,6 +94,10 @@ class ZeusNSDI23Policy:
         batch_size, why = thompson_pick(arms, posts, rng, min_observations=needed)
         return Decision(batch_size, threshold, "exploitation", f"Thompson sampling over {arms}: {why}")
 
+    def stop_threshold(self, spec: JobSpec, history: Sequence[Trial]) -> float | None:
+        """Zeus's rule: beta x the lowest spend of a recurrence that reached."""
+        return read_history(spec, history).threshold(spec)
+
     def arm_states(self, spec: JobSpec, history: Sequence[Trial]) -> list[ArmState]:
         view = read_history(spec, history)
         state = self._pruning(view)

@@ -153,6 +153,10 @@ class TurningWalkPolicy:
         )
         return _Plan(view, walk, _candidates(view, walk))
 
+    def stop_threshold(self, spec: JobSpec, history: Sequence[Trial]) -> float | None:
+        """Rule 3 on the history as it is now (what a running trial stops at, zeus.policy.base)."""
+        return self._threshold(spec, read_history(spec, history))
+
     def _threshold(self, spec: JobSpec, view: HistoryView) -> float | None:
         """The early stop (rule 3): beta x what the cheapest size costs per run, its mean (`early_stop="mean"`),
         or Zeus's beta x the lowest recurrence spend (`"lowest-spend"`, as zeus-nsdi23 does). None without

@@ -13,19 +13,29 @@ Overlapping recurrences (`in_flight` K > 1): K recurrences run at once, as a sch
 recurrence outlasts its period. Time is the trials' own (simulated) seconds. A decision sees the
 trials of other recurrences that are dispatched but unfinished, as the store's in-flight view shows
 them, and a trial reuses only profiles of trials that have finished. K = 1 is the sequential case.
+
+Mid-trial early stop (`live_stop`, on by default, as the pipeline's train step does it): a running trial
+reads the early-stop threshold again at every epoch end, beta x the cheapest reached recurrence among
+the trials finished by that simulated moment (never above the threshold it was dispatched with), as
+Zeus's batch-size server checks `beta_knob * min_cost` at each report. The simulator knows the future
+of no trial, so a trial's outcome is worked out at dispatch from the thresholds known then and worked
+out again whenever a recurrence reaches at a new low: only its epoch ends from that moment on can
+change, and only to stop sooner. Finishing at the same moment counts as finished by then. At K = 1
+nothing runs while a recurrence reaches, so the trials are those of the dispatched threshold.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from zeus.cost import Figures
-from zeus.job import JobSpec, TrialOutcome, TrialStatus
+from zeus.job import JobSpec, TrialOutcome, TrialStatus, live_threshold
 from zeus.policy.base import Decision, Policy
-from zeus.policy.drift import decide_after_drift
+from zeus.policy.drift import decide_after_drift, early_stop_after_drift
 from zeus.power.reuse import ProfileBook
 from zeus.seeds import decision_seed, trial_seed
 from zeus.simulate.trace import WorkloadTrace
@@ -160,29 +170,60 @@ class Simulator:
         num_recurrences: int | None = None,
         in_flight: int = 1,
         drifts: tuple[int, ...] = (),
+        *,
+        live_stop: bool = True,
     ) -> SimulationResult:
         """Simulate `num_recurrences` recurrences (default: Zeus's 2 x |sizes| x |limits|) of the job with
         seed `seed`, `in_flight` of them at a time; `drifts`: the recurrences a drift opened, which the
-        policy is told of as the bandit step tells it (zeus.policy.drift, under spec.drift_reaction)."""
+        policy is told of as the bandit step tells it (zeus.policy.drift, under spec.drift_reaction);
+        `live_stop` False: each trial keeps the threshold it was dispatched with (the mid-trial stop off,
+        for comparison)."""
         n = self.default_num_recurrences() if num_recurrences is None else num_recurrences
         if not (isinstance(n, int) and n > 0):
             raise ValueError(f"invalid num_recurrences={n!r}: allowed a positive integer")
         if not (isinstance(in_flight, int) and in_flight > 0):
             raise ValueError(f"invalid in_flight={in_flight!r}: allowed a positive integer")
-        return _Run(self, policy, self.spec.with_changes(seed=seed), n, in_flight, drifts).simulate()
+        return _Run(self, policy, self.spec.with_changes(seed=seed), n, in_flight, drifts, live_stop).simulate()
+
+
+@dataclass
+class _Running:
+    """A dispatched trial: what its outcome is worked out from, and the outcome as known so far."""
+
+    rec: _Recurrence
+    decision: Decision
+    start: float
+    seed: int
+    reuse: object  # the PowerProfile it trains at, or None
+    run: TrialOutcome | None = None
+
+    @property
+    def finish(self) -> float:
+        assert self.run is not None
+        return self.start + self.run.result.time_s
 
 
 class _Run:
-    """One simulation: an event loop over trial completions (a heap of finish times)."""
+    """One simulation: an event loop over trial completions (a heap of finish times; an entry whose trial
+    has since been worked out to finish sooner is stale and skipped)."""
 
     def __init__(
-        self, sim: Simulator, policy: Policy, spec: JobSpec, n: int, in_flight: int, drifts: tuple[int, ...] = ()
+        self,
+        sim: Simulator,
+        policy: Policy,
+        spec: JobSpec,
+        n: int,
+        in_flight: int,
+        drifts: tuple[int, ...] = (),
+        live: bool = True,
     ) -> None:
         self.sim, self.policy, self.spec, self.n, self.in_flight = sim, policy, spec, n, in_flight
-        self.drifts = tuple(drifts)
+        self.drifts, self.live = tuple(drifts), live
         self.history: list[Trial] = []  # index = trial number - 1; dispatched until finished
         self.book = ProfileBook()
-        self.pending: list[tuple[float, int, _Recurrence, Decision, TrialOutcome]] = []
+        self.pending: list[tuple[float, int]] = []  # (finish time, trial)
+        self.running: dict[int, _Running] = {}
+        self.lows: list[tuple[float, float | None]] = []  # (time, the policy's early stop from then on)
         self.done: list[_Recurrence] = []
         self.started = 0
         self.now = 0.0
@@ -195,12 +236,21 @@ class _Run:
         return self._result()
 
     def _step(self) -> None:
-        """The next event: the trial that finishes first (`pending[0]`, at its finish time) finishes."""
-        self.now, trial, rec, decision, run = heapq.heappop(self.pending)
-        self._finish(trial, rec, decision, run)
+        """The next event: the trial that finishes first (`pending[0]`, at its finish time) finishes, unless
+        that entry is stale (its trial was since worked out to stop sooner)."""
+        finish, trial = heapq.heappop(self.pending)
+        running = self.running.get(trial)
+        if running is None or running.finish != finish:
+            return  # stale: stopped sooner by a later low
+        self.now = finish
+        del self.running[trial]
+        assert running.run is not None
+        self._finish(trial, running.rec, running.decision, running.run)
 
     def _start_recurrence(self) -> None:
         self.started += 1
+        if self.live and self.started in self.drifts:  # its drift reaction may move the early stop
+            self._threshold_moved()
         self._dispatch(_Recurrence(self.started))
 
     def _dispatch(self, rec: _Recurrence) -> None:
@@ -212,19 +262,51 @@ class _Run:
         trial = len(self.history) + 1
         self.history.append(Trial(rec.number, trial, b, TrialStatus.DISPATCHED))
         reuse = self.book.to_reuse(b, rec.number, reprofile_after=spec.reprofile_after)
-        run = run_trace_trial(
-            spec,
-            self.sim.trace_for(rec.number).sizes[b],
+        running = _Running(rec, decision, self.now, trial_seed(spec.seed, rec.number, rec.attempt), reuse)
+        self.running[trial] = running
+        self._work_out(running)
+        heapq.heappush(self.pending, (running.finish, trial))
+
+    def _work_out(self, running: _Running) -> None:
+        """The trial's outcome under the thresholds known now (`lows`)."""
+        decision = running.decision
+
+        def threshold_at(elapsed: float) -> float | None:
+            at = bisect_right(self.lows, running.start + elapsed, key=lambda low: low[0])
+            return live_threshold(decision.cost_threshold, self.lows[at - 1][1] if at else None)
+
+        running.run = run_trace_trial(
+            self.spec,
+            self.sim.trace_for(running.rec.number).sizes[decision.batch_size],
             cost_threshold=decision.cost_threshold,
-            seed=trial_seed(spec.seed, rec.number, rec.attempt),
-            reuse=reuse,
+            seed=running.seed,
+            reuse=running.reuse,  # type: ignore[arg-type]
             source=self.sim.source,
+            threshold_at=threshold_at if self.live else None,
         )
-        heapq.heappush(self.pending, (self.now + run.result.time_s, trial, rec, decision, run))
+
+    def _threshold_moved(self) -> None:
+        """After a trial finished or a recurrence began (a drift may have opened it): when the policy's early
+        stop moved, every running trial reads the new one from this moment on (its later epoch ends), below
+        the threshold it was dispatched with (zeus.job.live_threshold). A rise can let a running trial go on
+        that a lower one would have stopped later, so it is worked out again either way."""
+        threshold = early_stop_after_drift(
+            self.policy, self.spec, self.history, drifts=self.drifts, recurrence=self.started
+        )
+        if (self.lows and threshold == self.lows[-1][1]) or (not self.lows and threshold is None):
+            return
+        self.lows.append((self.now, threshold))
+        for trial, running in self.running.items():
+            before = running.finish
+            self._work_out(running)
+            if running.finish != before:
+                heapq.heappush(self.pending, (running.finish, trial))
 
     def _finish(self, trial: int, rec: _Recurrence, decision: Decision, run: TrialOutcome) -> None:
         r = run.result
         self.history[trial - 1] = Trial(rec.number, trial, r.batch_size, r.status, r.cost, r.time_s, r.energy_j)
+        if self.live:
+            self._threshold_moved()
         if run.profile is not None:
             self.book.record(replace(run.profile, batch_size=r.batch_size, recurrence=rec.number, trial=trial))
         rec.trials.append(

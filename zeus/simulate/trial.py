@@ -13,7 +13,12 @@ Rules (after ml-energy/zeus `_legacy/simulate.py`):
   that profile's choice. The profile rows are the trace's (throughput in epochs per second);
 - epochs are capped at min(max_epochs, floor(threshold / epoch cost)), at least one (a trial always
   runs its first epoch, as ZeusDataLoader does); a trial capped before its run reaches the target has
-  not reached: cost_exceeded when the threshold set the cap, not_reached when max_epochs did.
+  not reached: cost_exceeded when the threshold set the cap, not_reached when max_epochs did;
+- with `threshold_at` (the simulator's overlapping recurrences) the threshold is read again at every
+  epoch end, `threshold_at(seconds into the trial)`, as a live trial reads the job's cheapest cost then
+  (zeus.steps.live_threshold): the trial stops at the first epoch end at which it has run its cap under
+  the threshold of that moment, or reached. A constant `threshold_at` gives the same trial as
+  `cost_threshold` alone.
 
 Every figure is simulated and labelled `simulated (trace: <workload>/<gpu>)`.
 """
@@ -21,6 +26,7 @@ Every figure is simulated and labelled `simulated (trace: <workload>/<gpu>)`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -133,6 +139,7 @@ def run_trace_trial(
     seed: int,
     reuse: PowerProfile | None,
     source: str,
+    threshold_at: Callable[[float], float | None] | None = None,
 ) -> TrialOutcome:
     """One trial of `size` under the rules in the module docstring."""
     measured = reuse is None
@@ -143,27 +150,37 @@ def run_trace_trial(
     epoch_cost = spec.cost_model.cost(energy, time)
     runs = size.target_epochs
     target = runs[int(np.random.default_rng(seed).integers(len(runs)))]
-    cap = spec.max_epochs
-    if cost_threshold is not None:
-        cap = max(1, min(cap, math.floor(cost_threshold / epoch_cost)))
-    reached = not math.isnan(target) and target <= cap
-    epochs = int(target) if reached else cap
+
+    def cap_of(threshold: float | None) -> int:
+        if threshold is None:
+            return spec.max_epochs
+        return max(1, min(spec.max_epochs, math.floor(threshold / epoch_cost)))
+
+    def elapsed(epochs: int) -> float:  # seconds into the trial at the end of epoch `epochs`
+        if measured:  # the first epoch ran at every limit in turn
+            return float(size.time_per_epoch.mean()) + time * (epochs - 1)
+        return time * epochs
+
+    if threshold_at is None:
+        cap = cap_of(cost_threshold)
+        reached = not math.isnan(target) and target <= cap
+        epochs = int(target) if reached else cap
+    else:
+        epochs, cap = _live_stop(cap_of, threshold_at, elapsed, target)
+        reached = not math.isnan(target) and target <= epochs
     if reached:
         status, reason = TrialStatus.REACHED, ""
     elif cap == spec.max_epochs:
         status, reason = TrialStatus.NOT_REACHED, f"target not reached in {spec.max_epochs} epochs"
     else:
-        status, reason = TrialStatus.COST_EXCEEDED, f"stopped after {cap} epochs: the next would pass the threshold"
-    if measured:  # the first epoch ran at every limit in turn
-        total_energy = float(size.energy_per_epoch.mean()) + energy * (epochs - 1)
-        total_time = float(size.time_per_epoch.mean()) + time * (epochs - 1)
-    else:
-        total_energy, total_time = energy * epochs, time * epochs
+        status, reason = TrialStatus.COST_EXCEEDED, f"stopped after {epochs} epochs: the next would pass the threshold"
+    # profiled: the first epoch ran at every limit in turn (the same sums as `elapsed`'s)
+    total_energy = float(size.energy_per_epoch.mean()) + energy * (epochs - 1) if measured else energy * epochs
     result = TrialResult.build(
         spec,
         batch_size=size.batch_size,
         status=status,
-        time_s=total_time,
+        time_s=elapsed(epochs),
         energy_j=total_energy,
         num_epochs=epochs,
         power_limit_w=limit,
@@ -172,3 +189,20 @@ def run_trace_trial(
         source=source,
     )
     return TrialOutcome(result, profile if measured else None)
+
+
+def _live_stop(
+    cap_of: Callable[[float | None], int],
+    threshold_at: Callable[[float], float | None],
+    elapsed: Callable[[int], float],
+    target: float,
+) -> tuple[int, int]:
+    """(epochs run, the cap at the last epoch end) when the threshold is read at every epoch end: the first
+    epoch end that meets the target, or at which the trial has run the cap of the threshold then. The cap
+    never exceeds max_epochs, so the walk ends there at the latest."""
+    epochs = 1
+    while True:
+        cap = cap_of(threshold_at(elapsed(epochs)))
+        if epochs >= cap or (not math.isnan(target) and target <= epochs):
+            return epochs, cap
+        epochs += 1

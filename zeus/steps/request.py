@@ -94,6 +94,11 @@ class TrialRequest:
         "",
         source=Source.RUN,
     )
+    policy: str = request_field(
+        "The batch-size policy (zeus.policy); a running trial follows its early-stop rule (the live threshold).",
+        "default",
+        source=Source.RUN,
+    )
     recurrence_id: str = request_field(
         "The trial's recurrence (labels a cluster trial's job).", "", source=Source.PREPROCESS
     )

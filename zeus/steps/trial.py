@@ -3,11 +3,12 @@ the same name calls.
 
 State lives in the store only: bandit reads the job's history and the policy decides from
 all of it, as optuna samplers do (well under 0.1 s at 10,000 trials, against a step's start-up
-of about a second); train touches no store at all (so a GPU pod needs no store credentials
-beyond what it is given); feedback writes the finished trial and its power profile, each under
-a key unique to (recurrence, attempt), so a retried step rewrites the same objects. Nothing
-derived from the history is stored: the arm states people see are computed where they are
-shown (zeus.report.arms).
+of about a second); train writes nothing to the store, and only reads it, for a script on its own
+machine, to follow the job's cheapest recurrence while the trial runs (zeus.steps.live_threshold: the
+mid-trial early stop; a store it cannot read changes nothing); feedback writes the finished trial
+and its power profile, each under a key unique to (recurrence, attempt), so a retried step
+rewrites the same objects. Nothing derived from the history is stored: the arm states people see
+are computed where they are shown (zeus.report.arms).
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialResult, TrialStatus
-from zeus.launch.trial import TrialRunner, launch_runner
+from zeus.launch.trial import ScriptRunner, TrialRunner, launch_runner
 from zeus.policy import get_policy
 from zeus.policy.base import Decision
 from zeus.policy.drift import decide_after_drift
@@ -41,6 +45,7 @@ from zeus.steps.abandoned import (
     fail_stale,
 )
 from zeus.steps.inputs import check_trial_inputs
+from zeus.steps.live_threshold import ThresholdFeed
 from zeus.steps.params import (
     PROFILE_KIND,
     PYTHON_TOKEN,
@@ -52,6 +57,7 @@ from zeus.steps.params import (
 from zeus.steps.request import TrialRequest
 from zeus.steps.step_lines import LOST_TRIAL
 from zeus.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
+from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
 from zeus.trials import Trial
 
 
@@ -203,6 +209,7 @@ def train(
                 cost_threshold=threshold_from_param(request.cost_threshold),
                 seed=request.seed,
                 reuse=reuse,
+                feed=_feed(runner, request, spec),
             )
     except Interrupted as sig:  # the pod or the local run is stopping: end the script, report the trial failed
         stop_children()
@@ -301,25 +308,37 @@ def _run(
     cost_threshold: float | None,
     seed: int,
     reuse: PowerProfile | None,
+    feed: Callable[[float | None, Path], ThresholdFeed] | None = None,
 ) -> tuple[TrialResult, PowerProfile | None]:
     """One trial through `runner`: its result and the profile to store (None when it trained at a reused
     profile, which is not stored again). The trial's work directory is temporary: its log is copied to
-    `keep_log` first (None: not kept); its model, if it saved one, to `model`."""
+    `keep_log` first (None: not kept); its model, if it saved one, to `model`. `feed` (a script on this
+    machine) keeps the live threshold file in the work directory while the trial runs."""
     with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
         try:
-            outcome = runner.run(
-                spec,
-                batch_size=batch_size,
-                cost_threshold=cost_threshold,
-                seed=seed,
-                reuse=reuse,
-                work_dir=Path(work_dir),
-            )
+            with feed(cost_threshold, Path(work_dir) / LIVE_THRESHOLD_FILE) if feed else nullcontext():
+                outcome = runner.run(
+                    spec,
+                    batch_size=batch_size,
+                    cost_threshold=cost_threshold,
+                    seed=seed,
+                    reuse=reuse,
+                    work_dir=Path(work_dir),
+                )
             _write_model(outcome.model_path, model)
         finally:
             if keep_log is not None:
                 keep_trial_log(Path(work_dir), keep_log)
     return outcome.result, (None if reuse is not None else outcome.profile)
+
+
+def _feed(runner: TrialRunner, request: TrialRequest, spec: JobSpec) -> Callable | None:
+    """The live threshold feed for a script on this machine (zeus.steps.live_threshold), which reads the job's
+    store at `store_uri` itself; None for a replayed trial (its outcome is computed at once: the simulator
+    models the live stop) and a cluster trial (its pods do not share the work directory)."""
+    if not isinstance(runner, ScriptRunner):
+        return None
+    return partial(ThresholdFeed, request.store_uri, spec, policy=request.policy)
 
 
 def _read_reuse(path: str) -> PowerProfile | None:

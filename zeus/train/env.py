@@ -18,6 +18,7 @@ from zeus.errors import FieldError
 from zeus.job import JobSpec, JobSpecError, meets_target
 from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
 from zeus.settings import settings_of
+from zeus.train.live_threshold import current_threshold
 
 # The job settings a trial carries from its JobSpec, declared there with `trial=True` (zeus.settings), under
 # the same names on both sides: `for_trial` copies them in, `spec` rebuilds a JobSpec from them for the
@@ -37,6 +38,7 @@ ENV_VARS = {
     "gpu": "ZEUS_GPU",
     "profile_path": "ZEUS_PROFILE_PATH",
     "seed": "ZEUS_SEED",
+    "threshold_file": "ZEUS_THRESHOLD_FILE",
 }
 
 
@@ -77,6 +79,9 @@ class TrialEnv:
     # The trial's own seed (zeus.seeds.trial_seed): a script may seed its RNGs with it, so a trial is
     # reproducible and a retried one draws the same data order.
     seed: int | None = None
+    # Where the train step keeps the live threshold (zeus.train.live_threshold): read at every epoch end,
+    # it lowers `cost_threshold` once a concurrent recurrence reaches cheaper. None: the dispatched one only.
+    threshold_file: str | None = None
 
     def __post_init__(self) -> None:
         if not valid_min_window_s(self.min_window_s):
@@ -131,6 +136,11 @@ class TrialEnv:
     def cost_model(self) -> CostModel:
         """How this trial is priced (TrialResult.build takes the env itself: it carries the metric's name too)."""
         return CostModel(eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
+
+    def current_threshold(self) -> float | None:
+        """The early-stop threshold now: `cost_threshold`, lowered by the live threshold file when it holds a
+        lower one (a missing or unreadable file changes nothing)."""
+        return current_threshold(self.cost_threshold, self.threshold_file)
 
     def reached(self, metric: float) -> bool:
         """Whether `metric` meets the job's target, in the job's direction."""

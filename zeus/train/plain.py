@@ -28,6 +28,7 @@ from zeus.job import JobSpec, TrialStatus
 from zeus.power.gpu import GPU, measure_only_note
 from zeus.power.monitor import EnergyMonitor
 from zeus.train.collectors import Collector, CollectorError, CollectorSpec, Observation, StdoutCollector
+from zeus.train.live_threshold import current_threshold
 from zeus.train.progress import ProfilingOptions, ProgressProfiler
 from zeus.train.session import TRIAL_WINDOW
 
@@ -47,8 +48,10 @@ class PlainTrial:
         monitor: EnergyMonitor,
         options: ProfilingOptions,
         reuse: pd.DataFrame | None = None,
+        threshold_file: str | None = None,
     ) -> None:
         self.spec, self.threshold = spec, cost_threshold
+        self.dispatched_threshold, self.threshold_file = cost_threshold, threshold_file  # the live one: at each metric
         self.collector_spec, self.collector = collector_spec, collector
         self.gpu, self.monitor = gpu, monitor
         self.metrics: list[float] = []
@@ -116,6 +119,7 @@ class PlainTrial:
 
     def _on_metric(self, value: float) -> None:
         self.metrics.append(value)
+        self.threshold = current_threshold(self.dispatched_threshold, self.threshold_file)  # zeus.train.live_threshold
         cost = self._cost()
         self.epoch_costs.append(cost - self._cost_at_last_epoch)
         self._cost_at_last_epoch = cost

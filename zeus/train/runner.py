@@ -39,6 +39,7 @@ from zeus.profiles import PowerProfile
 from zeus.train import artifacts
 from zeus.train.collectors import AUTO_PORT, CollectorError, CollectorSpec, open_collector
 from zeus.train.env import TrialEnv
+from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
 from zeus.train.plain import PlainTrial
 from zeus.train.process import CapturedProcess, looks_like_oom
 from zeus.train.progress import ProfilingOptions
@@ -183,6 +184,7 @@ def run_trial(
         gpu=gpu,
         profile_path=profile_path,
         seed=seed,
+        threshold_file=str(work_dir / LIVE_THRESHOLD_FILE),
     )
     port = _free_port() if collector_spec.kind == "prometheus" and collector_spec.http_port == AUTO_PORT else None
     child_env = {**os.environ, **trial_env.to_env(), **({METRICS_PORT_ENV: str(port)} if port else {}), **(env or {})}
@@ -207,6 +209,7 @@ def run_trial(
             monitor=monitor,
             options=ProfilingOptions(warmup_iters, profile_iters, min_window_s),
             reuse=reuse_profile,
+            threshold_file=trial_env.threshold_file,
         )
     try:
         return _Run(spec, batch_size, plain, parent_gpu, monitor, log_dir).run(

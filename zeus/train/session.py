@@ -154,15 +154,22 @@ class ZeusTrial:
         return self.epoch_costs[-1] if self.epoch_costs else 0.0
 
     def _would_exceed(self) -> bool:
-        if self.env.cost_threshold is None:
+        """Whether one more epoch would pass the threshold as it is now: the dispatched one, or lower where a
+        concurrent recurrence has since reached cheaper (the live file, read here at every epoch end; rank 0's
+        reading decides for every rank)."""
+        threshold = self.env.current_threshold()
+        if self.env.threshold_file is not None:  # each rank read the file: rank 0's reading holds for all
+            threshold = self.ranks.leader_float(threshold or 0.0) or None
+        if threshold is None:
             return False
         so_far = self.monitor.peek(TRIAL_WINDOW)
         cost = self.env.cost_model.cost(so_far.total_energy_j, so_far.time_s)
         predicted = cost + self.predicted_epoch_cost()
-        if predicted > self.env.cost_threshold:
+        if predicted > threshold:
+            live = "" if threshold == self.env.cost_threshold else " (the job's cheapest recurrence since dispatch)"
             self.stop_reason = (
                 f"stopped before epoch {len(self.epoch_costs) + 1}: predicted cost {predicted:.1f} "
-                f"would pass the threshold {self.env.cost_threshold:.1f}"
+                f"would pass the threshold {threshold:.1f}{live}"
             )
             return True
         return False
