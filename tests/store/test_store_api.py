@@ -42,6 +42,17 @@ def test_ensure_job_creates_once_and_refuses_a_changed_spec(store, spec):
         store.get_job("no-such-job")
 
 
+def test_a_schedule_may_change_when_the_job_runs_but_not_what_it_is(store, spec):
+    """The gate's settings (period, cap, drift detector) are the run's: a second schedule of the job with
+    another period is not refused, and the gate sees what that run asked for. A job field still is."""
+    store.ensure_job(spec.with_changes(period_s=3600.0, max_running=1))
+    hourly = store.ensure_job(spec.with_changes(period_s=60.0, max_running=3))
+    assert (hourly.period_s, hourly.max_running) == (60.0, 3)
+    assert store.get_job(spec.job_id).period_s == 3600.0  # the stored spec is untouched
+    with pytest.raises(JobSpecMismatchError, match="max_epochs"):
+        store.ensure_job(spec.with_changes(period_s=60.0, max_epochs=30))
+
+
 def test_list_jobs_filters_by_phase_and_owner(store, spec):
     store.ensure_job(spec, owner="alice")
     store.ensure_job(spec.with_changes(job_id="bert-weekly"), owner="bob")

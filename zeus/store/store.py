@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 import pyarrow.compute as pc
 
-from zeus.job import Decision, JobSpec, JobSpecError, TrialResult, check_result_for
+from zeus.job import GATE_SETTINGS, Decision, JobSpec, JobSpecError, TrialResult, check_result_for
 from zeus.profiles import PowerProfile, check_profile
 from zeus.store import catalog, entries, frames, keys, log
 from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
@@ -71,10 +71,12 @@ class Store(Recurrences):
     # -- jobs ---------------------------------------------------------------------------------
 
     def ensure_job(self, spec: JobSpec, owner: str = "") -> JobSpec:
-        """Store the spec on first use; afterwards the same spec must come back (JobSpecMismatchError)."""
+        """Store the spec on first use; afterwards the same spec must come back (JobSpecMismatchError), but for
+        the recurrence gate's settings (GATE_SETTINGS: when the job runs, not what it is), which are the
+        caller's in the spec returned: each begin carries the period and cap it ran under."""
         stored = catalog.ensure_job(self.backend, spec, owner)
         self._specs[stored.job_id] = stored
-        return stored
+        return stored.with_changes(**{name: getattr(spec, name) for name in GATE_SETTINGS})
 
     def get_job(self, job_id: str) -> JobSpec:
         if job_id not in self._specs:
