@@ -3,6 +3,11 @@
 Everything above this module (policies, store, simulator, pipeline) speaks in these types,
 so they are validated once, here, where they enter: a bad field raises `JobSpecError`
 naming the field, the value and what is allowed.
+
+Longer than the project's ~400 lines on purpose: `JobSpec` declares every job setting once (its help text,
+default and check), and the component signature, pipeline parameters, CLI options and `ZEUS_*` variables
+derive from that one declaration (tests/test_job_fields.py); splitting its settings across modules would
+make two places to declare one.
 """
 
 from __future__ import annotations
