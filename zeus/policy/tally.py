@@ -66,17 +66,6 @@ def spend(spec: JobSpec, history: TrialHistory) -> np.ndarray:
     return np.where(parts, priced, np.nan_to_num(history.cost))
 
 
-def best_spend(spec: JobSpec, history: TrialHistory) -> float | None:
-    """The lowest spend of a recurrence that reached the target (what the early stop multiplies by beta),
-    alone: the same sums as a Tally's, without its per-size statistics. A running trial asks it at every
-    epoch end (zeus.steps.live_threshold, the simulator), so it must stay a few vector operations."""
-    h = history.in_trial_order()
-    finished = ~h.has(TrialStatus.DISPATCHED)
-    reached = h.has(TrialStatus.REACHED)[finished]
-    none = np.zeros_like(reached)  # the misses' charges are not asked for
-    return recurrences.charges(h.recurrence[finished], spend(spec, h)[finished], reached, none).best_spend
-
-
 def _spread(values: np.ndarray) -> tuple[float, float]:
     """(mean, sum of squared deviations) of some costs; exactly (value, 0) when they are all equal (Zeus
     then collapses the posterior onto that value)."""
