@@ -87,10 +87,8 @@ class ThresholdFeed:
         """One read of the job's log; writes the file when what the trial stops at changed (the lower of the
         dispatched threshold and the job's early stop now, which may also rise: a cut run raises a mean).
         Returns the job's early stop now."""
-        job_id = self.spec.job_id
-        threshold = early_stop_after_drift(
-            self.policy, self.spec, store.history(job_id), drifts=store.drift_recurrences(job_id)
-        )
+        trials = store.read_trials(self.spec.job_id)  # one read of the log: history and drifts
+        threshold = early_stop_after_drift(self.policy, self.spec, trials.history, drifts=trials.drifts)
         holds = live_threshold(self.dispatched, self.threshold)  # what the trial stops at now
         if threshold is not None and live_threshold(self.dispatched, threshold) != holds:
             write_live_threshold(self.path, threshold)

@@ -135,8 +135,9 @@ def bandit(
         if abandoned:  # the policy must see them failed (it forgets them), not in flight
             trials = store.read_trials(job_id)
         seed = decision_seed(spec.seed, recurrence, attempt)
-        drifts = tuple(store.drift_recurrences(job_id))  # the gate's record (zeus/store/gating.py)
-        mine = decide_after_drift(get_policy(policy), spec, trials.history, seed, drifts=drifts, recurrence=recurrence)
+        mine = decide_after_drift(
+            get_policy(policy), spec, trials.history, seed, drifts=trials.drifts, recurrence=recurrence
+        )
         # A twin step of this attempt may have recorded its dispatch first: the store then returns the
         # twin's decision, and that is the one handed out (train must run what the store says).
         trial, decision = store.dispatch_trial(job_id, recurrence_id, attempt, mine, kfp_run_id=kfp_run_id)

@@ -41,10 +41,12 @@ PROFILE_FRAME_COLUMNS = ["job_id", "recurrence_id", "attempt", "recurrence", "tr
 
 @dataclass(frozen=True)
 class JobTrials:
-    """One read of a job: its history as policies take it (trial order) and the trials still out."""
+    """One read of a job: its history as policies take it (trial order), the trials still out, and the
+    recurrences drift opened (what the job's drift_reaction reacts to, zeus.policy.drift)."""
 
     history: TrialHistory  # columns; its rows are Trials
     unfinished: list[Trial]  # dispatched, no result yet (zeus.steps.abandoned decides whether it was lost)
+    drifts: tuple[int, ...] = ()  # recurrence numbers the gate opened on drift, ascending
 
 
 def _first(rows: np.ndarray, key: np.ndarray, slot: np.ndarray) -> np.ndarray:
@@ -177,7 +179,13 @@ def job_trials(settled: Settled) -> JobTrials:
         )
         for k, row in enumerate(out)
     ]
-    return JobTrials(history, unfinished)
+    return JobTrials(history, unfinished, drift_recurrences(settled))
+
+
+def drift_recurrences(settled: Settled) -> tuple[int, ...]:
+    """The numbers of the recurrences the gate opened on drift, ascending (zeus.store.gating)."""
+    requests = settled.requests
+    return tuple(requests.filter(pc.equal(requests.column("why"), "drift")).column("recurrence").to_pylist())
 
 
 def _timestamps(column: pa.ChunkedArray) -> pa.ChunkedArray:

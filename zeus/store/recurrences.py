@@ -80,8 +80,7 @@ class Recurrences:
     def drift_recurrences(self, job_id: str) -> list[int]:
         """The numbers of the recurrences the gate opened on drift, ascending (for the policies: their
         data changed, so older observations may be stale)."""
-        table = self._settled(self._read(job_id)).requests
-        return table.filter(pc.equal(table.column("why"), "drift")).column("recurrence").to_pylist()
+        return list(frames.drift_recurrences(self._settled(self._read(job_id))))
 
     def recurrence_number(self, job_id: str, recurrence_id: str) -> int:
         """The number `begin_recurrence` gave `recurrence_id` (UnknownTrialError if it was never begun)."""
