@@ -15,7 +15,7 @@ so no run exceeds the cap.
 
 from __future__ import annotations
 
-from zeus.job import JobSpec
+from zeus.job import NO_DRIFT, JobSpec
 from zeus.steps import drift
 from zeus.steps.abandoned import check_dispatch_timeout
 from zeus.steps.params import open_step_store, spec_from_params
@@ -60,7 +60,7 @@ def open_gate(
         forced=bool(force),
         drift_detector=spec.drift_detector,
         drift_stat=stat,
-        drift_threshold=spec.gate_threshold if spec.drift_detector != "none" else None,
+        drift_threshold=spec.gate_threshold if spec.drift_detector != NO_DRIFT else None,
     )
     return store.open_recurrence(spec.job_id, recurrence_id, request)
 

@@ -30,11 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus.job import TrialStatus
+from zeus.job import NO_DRIFT, TrialStatus
 
 OPENED_BY = ("first", "time", "drift", "forced", "plain")  # why a begin opened a recurrence
 SKIPPED_BY = ("not due", "no drift", "no free slot")  # why a gated begin did not
-NO_DETECTOR = "none"
 DRIFT_COLUMNS = ["drift_detector", "drift_stat", "drift_threshold"]
 ENDING_STATUSES = pa.array([TrialStatus.REACHED.value, TrialStatus.FAILED.value])
 _NEVER = np.iinfo(np.int64).max
@@ -50,7 +49,7 @@ class GateRequest:
     max_attempts: int
     timeout_s: float
     forced: bool = False
-    drift_detector: str = NO_DETECTOR
+    drift_detector: str = NO_DRIFT
     drift_stat: float | None = None
     drift_threshold: float | None = None
 
@@ -127,14 +126,14 @@ def gate_outcomes(
         if gated[i]:
             req, s, a = request[i], int(slot[row]), int(at[row])
             running = [code for code in running if not ended(code, s, a, req)]
-            detector = detectors[i] or NO_DETECTOR
-            drifted = detector != NO_DETECTOR and stats[i] is not None and stats[i] > thresholds[i]
+            detector = detectors[i] or NO_DRIFT
+            drifted = detector != NO_DRIFT and stats[i] is not None and stats[i] > thresholds[i]
             first = last_at is None
             # period 0: due whatever the clocks say (racing writers stamp `at` before they get a slot, so a later
             # slot may carry an earlier time)
             time_due = first or req["period_s"] == 0 or a - last_at >= req["period_s"] * 1e6
             if not (time_due or drifted or req["forced"]):
-                opened[i], why[i] = False, "not due" if detector == NO_DETECTOR else "no drift"
+                opened[i], why[i] = False, "not due" if detector == NO_DRIFT else "no drift"
                 continue
             if 0 < req["max_running"] <= len(running):
                 opened[i], why[i] = False, "no free slot"
@@ -159,7 +158,7 @@ def outcome_of(table: pa.Table, i: int) -> GateOutcome:
         opened=row["opened"],
         why=row["why"],
         recurrence=row["recurrence"],
-        drift_detector=row["drift_detector"] or NO_DETECTOR,
+        drift_detector=row["drift_detector"] or NO_DRIFT,
         drift_stat=row["drift_stat"],
         drift_threshold=row["drift_threshold"],
     )
