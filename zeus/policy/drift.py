@@ -75,6 +75,15 @@ def after_drift(
     return spec, columns.take(np.flatnonzero(keep))
 
 
+def _seen(spec: JobSpec, history: History, drifts: Iterable[int], recurrence: int | None) -> tuple[JobSpec, History]:
+    """What the job's drift_reaction shows a policy: (spec, history) themselves, the same objects, when no
+    drift counts; else after_drift's."""
+    drifts = tuple(drifts)
+    if not drifts or spec.drift_reaction == "none":
+        return spec, history
+    return after_drift(spec, history, drifts, spec.drift_reaction, recurrence)
+
+
 def decide_after_drift(
     policy: Policy,
     spec: JobSpec,
@@ -86,10 +95,7 @@ def decide_after_drift(
 ) -> Decision:
     """`policy`'s decision for `recurrence` on what the job's `drift_reaction` leaves of the history.
     Without drifts, exactly `policy.decide(spec, history, seed)` (same objects)."""
-    drifts = tuple(drifts)
-    if not drifts or spec.drift_reaction == "none":
-        return policy.decide(spec, history, seed)
-    seen_spec, seen = after_drift(spec, history, drifts, spec.drift_reaction, recurrence)
+    seen_spec, seen = _seen(spec, history, drifts, recurrence)
     return policy.decide(seen_spec, seen, seed)
 
 
@@ -99,8 +105,5 @@ def early_stop_after_drift(
     """`policy`'s early-stop threshold on what the job's `drift_reaction` leaves of the history: what a
     running trial stops at (the mid-trial stop), judged like the decisions next to it. Without drifts,
     exactly `policy.stop_threshold(spec, history)`."""
-    drifts = tuple(drifts)
-    if not drifts or spec.drift_reaction == "none":
-        return policy.stop_threshold(spec, history)
-    seen_spec, seen = after_drift(spec, history, drifts, spec.drift_reaction, recurrence)
+    seen_spec, seen = _seen(spec, history, drifts, recurrence)
     return policy.stop_threshold(seen_spec, seen)
