@@ -15,13 +15,14 @@ trials of other recurrences that are dispatched but unfinished, as the store's i
 them, and a trial reuses only profiles of trials that have finished. K = 1 is the sequential case.
 
 Mid-trial early stop (`live_stop`, on by default, as the pipeline's train step does it): a running trial
-reads the early-stop threshold again at every epoch end, beta x the cheapest reached recurrence among
-the trials finished by that simulated moment (never above the threshold it was dispatched with), as
-Zeus's batch-size server checks `beta_knob * min_cost` at each report. The simulator knows the future
-of no trial, so a trial's outcome is worked out at dispatch from the thresholds known then and worked
-out again whenever a recurrence reaches at a new low: only its epoch ends from that moment on can
-change, and only to stop sooner. Finishing at the same moment counts as finished by then. At K = 1
-nothing runs while a recurrence reaches, so the trials are those of the dispatched threshold.
+reads the early-stop threshold again at every epoch end: the policy's own rule (`Policy.stop_threshold`,
+under the job's drift reaction) over the trials finished by that simulated moment, never above the
+threshold it was dispatched with, as Zeus's batch-size server checks `beta_knob * min_cost` at each
+report. The simulator knows the future of no trial, so a trial's outcome is worked out at dispatch from
+the thresholds known then and worked out again whenever the policy's threshold moves (a trial finished,
+or a drift opened a recurrence): only its epoch ends from that moment on can change. Finishing at the
+same moment counts as finished by then. At K = 1 nothing runs while a trial finishes, so the trials are
+those of the dispatched threshold.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Rules (after ml-energy/zeus `_legacy/simulate.py`):
   runs its first epoch, as ZeusDataLoader does); a trial capped before its run reaches the target has
   not reached: cost_exceeded when the threshold set the cap, not_reached when max_epochs did;
 - with `threshold_at` (the simulator's overlapping recurrences) the threshold is read again at every
-  epoch end, `threshold_at(seconds into the trial)`, as a live trial reads the job's cheapest cost then
+  epoch end, `threshold_at(seconds into the trial)`, as a live trial reads the job's early stop then
   (zeus.steps.live_threshold): the trial stops at the first epoch end at which it has run its cap under
   the threshold of that moment, or reached. A constant `threshold_at` gives the same trial as
   `cost_threshold` alone.
