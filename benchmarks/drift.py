@@ -27,6 +27,7 @@ import numpy as np
 
 from zeus.job import DRIFT_REACTIONS
 from zeus.policy import get_policy
+from zeus.seeds import seed_list
 from zeus.simulate.drift import drift_cell, drift_job, run_drift
 from zeus.simulate.gate import simulate_gated
 from zeus.simulate.runner import build_simulator
@@ -40,8 +41,8 @@ VARIANTS = (("no signal", False, "none"), *((f"signal, {r}", True, r) for r in R
 
 
 def parse_seeds(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
+    """'1-20' or '1,2,7' (zeus.seeds.seed_list over the comma-separated words)."""
+    return seed_list(text.split(","))
 
 
 def drift_task(task: tuple) -> tuple[tuple, dict]:

@@ -32,6 +32,7 @@ from itertools import product
 import numpy as np
 
 from zeus.policy import get_policy
+from zeus.seeds import seed_list
 from zeus.simulate.runner import build_simulator
 from zeus.simulate.trace import SHIPPED_POWER_TRACES
 from zeus.simulate.workloads import WORKLOADS
@@ -42,11 +43,8 @@ SMALLEST += ["--breakdown", "--compare"]
 
 
 def parse_seeds(text: str) -> list[int]:
-    """'1-20' or '1,2,7'."""
-    if "-" in text:
-        lo, hi = text.split("-")
-        return list(range(int(lo), int(hi) + 1))
-    return [int(x) for x in text.split(",")]
+    """'1-20' or '1,2,7' (zeus.seeds.seed_list over the comma-separated words)."""
+    return seed_list(text.split(","))
 
 
 def run_task(task: tuple) -> tuple[tuple, dict]:

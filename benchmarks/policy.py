@@ -38,6 +38,7 @@ from zeus.job import TrialStatus
 from zeus.policy import POLICY_NAMES, get_policy
 from zeus.policy.base import Decision, Policy
 from zeus.policy.turning_walk import TurningWalkPolicy
+from zeus.seeds import seed_list
 from zeus.simulate.perturb import KINDS, perturbed_job
 from zeus.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
 from zeus.simulate.runner import build_simulator
@@ -64,13 +65,8 @@ def make_policy(name: str) -> Policy:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """'1-20', '1,2,7' or 'none'."""
-    if text == "none":
-        return []
-    if "-" in text:
-        lo, hi = text.split("-")
-        return list(range(int(lo), int(hi) + 1))
-    return [int(x) for x in text.split(",")]
+    """'1-20', '1,2,7' or 'none' (zeus.seeds.seed_list over the comma-separated words)."""
+    return [] if text == "none" else seed_list(text.split(","))
 
 
 def run_task(task: tuple) -> tuple[tuple, dict]:

@@ -105,7 +105,7 @@ ALLOWED: dict[str, set[str]] = {
     # Zeus's cost model as a value, and the sum of what trials spent: a job holds one, so it sits below the job
     "zeus.cost": set(),
     # deterministic seeds and signal handling: small utilities that know nothing of the job
-    "zeus.seeds": set(),
+    "zeus.seeds": {"zeus.errors"},  # a bad --seeds word is a FieldError, as everywhere
     "zeus.signals": set(),
     # the power profile: a value a trial's outcome (zeus.job.TrialOutcome) holds, so it sits below the job;
     # then the job and the values that describe its trials

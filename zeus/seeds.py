@@ -12,7 +12,11 @@ what the simulator has too, and a retried step gets the same number back from th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
+
+from zeus.errors import FieldError
 
 _DECISION, _TRIAL = 0, 1  # one stream per purpose, so a decision never shares draws with a trial
 
@@ -35,3 +39,17 @@ def trial_seed(job_seed: int, recurrence: int, attempt: int) -> int:
 
 def trial_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
+
+
+def seed_list(words: Iterable[str]) -> list[int]:
+    """Job seeds from words, each a non-negative integer or an inclusive range A-B (numpy refuses negative
+    seeds): what `zeus-kfp simulate --seeds` and the benchmarks' `--seeds` take."""
+    seeds: list[int] = []
+    for word in words:
+        first, dash, last = word.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()) or (dash and int(last) < int(first)):
+            raise FieldError(
+                "seeds", word, "non-negative integers or ranges A-B with A <= B, e.g. --seeds 1 2 3 or 0-19"
+            )
+        seeds.extend(range(int(first), int(last or first) + 1))
+    return seeds

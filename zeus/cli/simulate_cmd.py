@@ -40,19 +40,6 @@ def _trials_table(out, result, wide: bool) -> None:
     print_trials(out, f"seed {result.seed}: every trial", result.trials, fields, wide=wide)
 
 
-def _seed_list(words: list[str]) -> list[int]:
-    """Seeds from words, each a non-negative integer or an inclusive range A-B (numpy refuses negative seeds)."""
-    seeds: list[int] = []
-    for word in words:
-        first, dash, last = word.partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()) or (dash and int(last) < int(first)):
-            raise FieldError(
-                "seeds", word, "non-negative integers or ranges A-B with A <= B, e.g. --seeds 1 2 3 or 0-19"
-            )
-        seeds.extend(range(int(first), int(last or first) + 1))
-    return seeds
-
-
 def _check_json_target(path: Path | None) -> None:
     """Refuse, before simulating anything, a --json file whose directory is missing or is a file."""
     if path is None:
@@ -132,6 +119,7 @@ def simulate(
     See SIMULATE_HELP for what it prints.
     """
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
+    from zeus.seeds import seed_list as parse_seeds
     from zeus.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
     from zeus.simulate.trace import shipped_trace
 
@@ -140,7 +128,7 @@ def simulate(
     if extra and seeds is None:
         raise FieldError("seeds", extra, "integers after --seeds, e.g. --seeds 1 2 3")
     _check_json_target(json_out)
-    seed_list = _seed_list([*(seeds or ["1"]), *extra])
+    seed_list = parse_seeds([*(seeds or ["1"]), *extra])
     train = train_trace or shipped_trace("train")
     power = power_trace or "v100"
     try:
