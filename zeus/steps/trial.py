@@ -4,7 +4,7 @@ the same name calls.
 State lives in the store only: bandit reads the job's history and the policy decides from
 all of it, as optuna samplers do (well under 0.1 s at 10,000 trials, against a step's start-up
 of about a second); train writes nothing to the store, and only reads it, for a script on its own
-machine, to follow the job's cheapest recurrence while the trial runs (zeus.steps.live_threshold: the
+machine, to follow the job's early stop while the trial runs (zeus.steps.live_threshold: the
 mid-trial early stop; a store it cannot read changes nothing); feedback writes the finished trial
 and its power profile, each under a key unique to (recurrence, attempt), so a retried step
 rewrites the same objects. Nothing derived from the history is stored: the arm states people see
