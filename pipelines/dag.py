@@ -98,7 +98,6 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
 
     `shared` holds what every attempt takes from the pipeline's parameters and from preprocess,
     so a new pipeline parameter an attempt needs is one edit where `shared` is built."""
-    nested = True  # inside the gate's condition, as every step after the gate
     # What the two store steps of an attempt both take: where the job is, and which attempt this is.
     trial_key = {name: shared[name] for name in ("store_uri", "job_id", "recurrence_id")} | {"attempt": k}
     choice = renamed(comps.bandit, attempt_task_name(k, "bandit"))(
@@ -108,7 +107,7 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
         reprofile=shared["reprofile"],
         dispatch_timeout_s=shared["dispatch_timeout_s"],
     )
-    store_step(choice, "bandit", opts, nested=nested)
+    store_step(choice, "bandit", opts, nested=True)  # in the gate's condition, as every step after it
     trial = renamed(comps.train, attempt_task_name(k, "train"))(
         **train_arguments(shared["request_cls"], shared=shared, bandit=choice, attempt=k),
         data=shared["data"],
@@ -119,7 +118,7 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     fed = renamed(comps.feedback, attempt_task_name(k, "feedback"))(
         **trial_key, result_json=trial.outputs["result_json"], profile=trial.outputs["profile"]
     )
-    store_step(fed, "feedback", opts, nested=nested)
+    store_step(fed, "feedback", opts, nested=True)
     return fed
 
 
@@ -143,7 +142,7 @@ def train_arguments(
     return bound
 
 
-def _report(comps: ZeusComponents, k: int, ended, shared: dict[str, Any], opts: ClusterOptions, nested: bool):
+def _report(comps: ZeusComponents, k: int, ended, shared: dict[str, Any], opts: ClusterOptions):
     task = renamed(comps.report, report_task_name(k))(
         store_uri=shared["store_uri"],
         job_id=shared["job_id"],
@@ -151,7 +150,7 @@ def _report(comps: ZeusComponents, k: int, ended, shared: dict[str, Any], opts: 
         reached=ended,
         policy=shared["policy"],
     )
-    return store_step(task, "report", opts, nested=nested)
+    return store_step(task, "report", opts, nested=True)
 
 
 def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[str, Any], opts: ClusterOptions):
@@ -159,14 +158,14 @@ def _attempts_from(comps: ZeusComponents, k: int, attempts: int, shared: dict[st
     in its Else, or (k == attempts) the report right after it. Python recursion, not KFP's."""
     ended = _attempt(comps, k, shared, opts).output
     if k == attempts:
-        _report(comps, k, ended, shared, opts, nested=True)
+        _report(comps, k, ended, shared, opts)
         return
     # Always If + Else: kfp.local silently skips an If whose condition it cannot resolve, and the
     # Else is where the report of a recurrence that ended (reached the target, or failed) runs.
     with dsl.If(ended == False):  # noqa: E712  (a KFP condition, not Python)
         _attempts_from(comps, k + 1, attempts, shared, opts)
     with dsl.Else():
-        _report(comps, k, ended, shared, opts, nested=True)
+        _report(comps, k, ended, shared, opts)
 
 
 def _request_default(name: str, field: SettingField, given: dict[str, Any]) -> Any:
