@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from zeus.job import TrialResult
 from zeus.store.errors import CorruptObjectError
+from zeus.store.gating import GateRequest
 from zeus.trials import trial_columns
 
 KINDS = ("begin", "dispatched", "finished", "profile", "noop", "snapshot", "end")
@@ -38,10 +39,9 @@ TRIAL_KINDS = ("dispatched", "finished", "profile")  # about one (recurrence_id,
 DECISION_FIELDS = tuple(trial_columns("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id"))
 RESULT_FIELDS = tuple(f.name for f in fields(TrialResult))
 PROFILE_FIELDS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
-# A gated begin's request: what its outcome is decided from, with the log before its slot (frames.py).
-GATE_FIELDS = (
-    "period_s", "max_running", "max_attempts", "timeout_s", "forced", "drift_detector", "drift_stat", "drift_threshold"
-)  # fmt: skip
+# A gated begin's request (gating.GateRequest's fields): what its outcome is decided from, with the log before
+# its slot (frames.py).
+GATE_FIELDS = tuple(f.name for f in fields(GateRequest))
 
 ROW_SCHEMA = pa.schema(
     [
