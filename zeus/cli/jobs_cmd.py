@@ -20,6 +20,7 @@ from zeus.cli.stores import local_path, open_for_reading
 from zeus.cli.tables import Column, console, print_table
 from zeus.cli.trial_view import missing, print_bandit_state, print_trials
 from zeus.errors import FieldError
+from zeus.job import NO_DRIFT
 from zeus.report.units import COST_UNIT, duration, si
 from zeus.trials import trial_columns, trials_of
 
@@ -135,7 +136,7 @@ def _gate_rows(runs: pd.DataFrame) -> list[list[str]]:
     rows = []
     for r in runs.to_dict("records"):
         stat = r["drift_stat"]
-        drift = "-" if r["drift_detector"] in (None, "none") else (
+        drift = "-" if r["drift_detector"] in (None, NO_DRIFT) else (
             f"{r['drift_detector']} {'n/a' if pd.isna(stat) else f'{stat:.4g}'} (threshold {r['drift_threshold']:g})"
         )  # fmt: skip
         gate = ("opened: " if r["opened"] else "skipped: ") + r["why"] + (" (forced)" if r["forced"] else "")
