@@ -1,6 +1,7 @@
 """The recurrence gate's cap under concurrency: two schedules and manual submissions of one job start runs at
 once, each in its own process calling the gate step's function on a real store (a local directory, and S3
-through the SeaweedFS-like racy stand-in, whose conditional PUT is a check-then-write). The store takes no lock:
+through the stand-ins: SeaweedFS-like racy, whose conditional PUT is a check-then-write; Kubeflow 1.10's
+MinIO, which ignores the condition; Kubeflow 1.11's least-privilege per-namespace key). The store takes no lock:
 each gate appends its request, and the log's agreed slot order decides (zeus/store/gating.py). The cap must
 hold in every round, every process must be told what the store holds, and the numbers stay dense."""
 
@@ -11,7 +12,12 @@ from store_workers import gate_run, run_clients
 
 from zeus.store import open_store
 
-STORES = ["local", "racy"]
+STORES = [
+    "local",
+    "racy",
+    "ignored",
+    "least-privilege",
+]  # Kubeflow 1.10's MinIO ignores conditions; 1.11's key is namespaced
 CAP = 2
 ROUNDS = 2
 # Two schedules' ticks and a manual `submit --force`, two runs of each per round: six gates racing for two slots.
