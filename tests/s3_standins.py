@@ -291,12 +291,28 @@ class LeastPrivilege:
 
 
 class _ProxyServer(ThreadingHTTPServer):
+    """The proxy. It forwards the PUTs of one key one at a time: moto 5.2 is not safe for two PUTs of one
+    key at once (the second closes the first's buffer while moto still computes the first's ETag, so the
+    first is answered 500, the client retries, and a create the flavour let through comes back 412).
+    SeaweedFS and MinIO answer both; serialising them here keeps what the flavour decided, since both
+    requests have already passed its check."""
+
     daemon_threads = True
 
     def __init__(self, upstream: Upstream, flavour: Flavour) -> None:
         self.upstream = upstream
         self.flavour = flavour
+        self._put_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._put_locks_guard = threading.Lock()
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
+
+    def put_lock(self, request: Request) -> threading.Lock | None:
+        """The lock one key's PUTs are forwarded under; None for every other request."""
+        bucket, key = request.bucket_and_key()
+        if request.method != "PUT" or not key:
+            return None
+        with self._put_locks_guard:
+            return self._put_locks.setdefault((bucket, key), threading.Lock())
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
@@ -346,6 +362,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         host, _, port = upstream.endpoint.rpartition(":")
         connection_class = http.client.HTTPSConnection if upstream.secure else http.client.HTTPConnection
         connection = connection_class(host, int(port), timeout=60)
+        lock = self.server.put_lock(request)
+        if lock is not None:
+            lock.acquire()
         try:
             try:
                 connection.putrequest(request.method, request.target, skip_host=True, skip_accept_encoding=True)
@@ -368,6 +387,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 self._send(response.status, headers, response.read(), reason=response.reason)
         finally:
             connection.close()
+            if lock is not None:
+                lock.release()
 
     def _send(
         self,
