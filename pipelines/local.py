@@ -34,6 +34,7 @@ from kfp import local
 from kfp.local.config import LocalExecutionConfig
 
 from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline, parse_attempt_task
+from pipelines.local_owner import claim, reclaim_killed
 from zeus.job import Decision, JobSpec
 from zeus.policy import get_policy
 from zeus.signals import Interrupted, interruptible, stop_children
@@ -260,7 +261,9 @@ def run_local(
     for it once known) and on_recurrence(summary) report progress. dispatch_timeout_s: a trial of the job
     unfinished this long after its dispatch is recorded failed by the next bandit step
     (zeus.steps.abandoned; 0 when nothing else runs this job). SIGINT or SIGTERM: the running steps are
-    stopped, the unfinished trial recorded as failed, RunInterrupted raised.
+    stopped, the unfinished trial recorded as failed, RunInterrupted raised. A run killed outright (SIGKILL)
+    is found by the job's next local run on the same machine and runs dir, which records its trial failed and
+    its recurrence ended, so it holds no slot of the job's cap (pipelines.local_owner).
     Each run goes through the recurrence gate first (zeus.steps.gate: the job's period, drift detector and cap);
     a run it skips trains nothing and its summary says why (`skipped`). force: open a recurrence even when
     it is not due (it still counts against the cap).
@@ -320,18 +323,20 @@ def run_local(
     with interruptible():
         for i in range(recurrences):
             recurrence_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+            reclaim_killed(opened, spec.job_id, runs / spec.job_id)  # a run killed here holds no slot
             try:
                 if on_start is not None:
                     on_start(i, recurrence_id)
                 started = time.perf_counter()
-                watcher = run_recurrence(
-                    pipeline,
-                    dict(base, recurrence_id=recurrence_id),
-                    outputs_dir=runs / spec.job_id / recurrence_id,
-                    log_path=runs / spec.job_id / f"{recurrence_id}.log",
-                    on_step=None if on_step is None else functools.partial(on_step, i),
-                    dispatched=functools.partial(_dispatched, opened, spec.job_id, recurrence_id),
-                )
+                with claim(runs / spec.job_id / recurrence_id):
+                    watcher = run_recurrence(
+                        pipeline,
+                        dict(base, recurrence_id=recurrence_id),
+                        outputs_dir=runs / spec.job_id / recurrence_id,
+                        log_path=runs / spec.job_id / f"{recurrence_id}.log",
+                        on_step=None if on_step is None else functools.partial(on_step, i),
+                        dispatched=functools.partial(_dispatched, opened, spec.job_id, recurrence_id),
+                    )
             except Interrupted as sig:
                 stop_children()  # nothing may write to the store after this
                 abandoned = fail_interrupted(opened, spec.job_id, recurrence_id, sig.signal_name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import textwrap
 
 import pandas as pd
@@ -91,6 +92,17 @@ def gone(pid: int) -> bool:
         return True
 
 
+def group_runs(group: int) -> bool:
+    """Whether a process of `group` is still running (SIGKILL is delivered at once, acted on a moment later)."""
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == group and not gone(process.pid):
+                return True
+        except OSError:  # it ended meanwhile
+            continue
+    return False
+
+
 def assert_only_the_held_trial_changed(before: pd.DataFrame, after: pd.DataFrame, held_trial: int) -> None:
     finished_before = before.drop(index=held_trial)
     pd.testing.assert_frame_equal(after.loc[finished_before.index], finished_before)
@@ -126,16 +138,45 @@ def test_ctrl_c_records_the_trial_in_flight_as_failed_and_the_next_run_goes_on(w
     assert "recurrence 2 attempt 1 failed: interrupted by SIGINT" in shown.stdout
 
 
-@pytest.mark.slow
-def test_a_killed_run_leaves_its_trial_dispatched_until_the_next_bandit_step_records_it_failed(workdir) -> None:
+def kill_outright(workdir):
+    """Start a run, hold its second recurrence's trial, then SIGKILL the run's group and the held script (its own
+    session): no handler runs. Returns (the run's pid, the held trial's number, the store before)."""
     proc, held_pid, before = start_and_hold(workdir)
-    os.killpg(proc.pid, signal.SIGKILL)  # no handler runs: the machine went away
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
-    os.kill(held_pid, signal.SIGKILL)  # the script had its own session: a lost node would have taken it too
+    os.kill(held_pid, signal.SIGKILL)
+    assert wait_for(lambda: not group_runs(proc.pid), "the killed group's step processes to die")
     held_trial = int(before.index[-1])
     assert trials(workdir).loc[held_trial, "status"] == "dispatched" and phase(workdir) == "running"
+    return proc.pid, held_trial, before
 
-    again = run_cli(*run_args(0, 1, "--dispatch-timeout", "0"), cwd=workdir)
+
+@pytest.mark.slow
+def test_a_killed_run_is_ended_by_the_next_run_on_its_machine_which_goes_on(workdir) -> None:
+    killed_pid, held_trial, before = kill_outright(workdir)
+
+    again = run_cli(*run_args(0, 1), cwd=workdir)  # the default dispatch timeout (a day) and cap (1)
+    assert again.returncode == 0, again.stderr
+    assert "Traceback" not in again.stdout + again.stderr
+    final = trials(workdir)
+    reason = f"its local run (pid {killed_pid} on {socket.gethostname()}) was killed"
+    assert final.loc[held_trial, "status"] == "failed" and final.loc[held_trial, "reason"] == reason
+    assert reason in again.stderr  # said once, as it was recorded
+    assert list(final["status"]) == ["reached", "failed", "reached"]  # recurrence 3 was not skipped
+    assert_only_the_held_trial_changed(before, final.drop(index=final.index[-1]), held_trial)
+    assert phase(workdir) == "completed"
+
+
+@pytest.mark.slow
+def test_a_run_killed_on_another_machine_holds_its_slot_until_the_dispatch_timeout(workdir) -> None:
+    # Another machine sharing the store has its own runs dir: it cannot see whether the killed run lives.
+    _, held_trial, before = kill_outright(workdir)
+    elsewhere = run_args(0, 1, "--runs-dir", "runs-elsewhere")
+    skipped = run_cli(*elsewhere, cwd=workdir)
+    assert skipped.returncode == 0, skipped.stderr
+    assert "no free slot" in skipped.stdout and trials(workdir).loc[held_trial, "status"] == "dispatched"
+
+    again = run_cli(*elsewhere, "--dispatch-timeout", "0", cwd=workdir)
     assert again.returncode == 0, again.stderr
     assert "Traceback" not in again.stdout + again.stderr
     final = trials(workdir)
