@@ -21,7 +21,6 @@ has nothing to compare with: no statistic (None), so drift never opens it (time 
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from zeus.errors import FieldError
 from zeus.job import NO_DRIFT, JobSpec
+from zeus.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 MAX_SAMPLE = 10_000  # values kept per column: KS and PSI on a quantile sketch this fine differ by < 1e-4
 PSI_BINS = 10
@@ -54,13 +53,11 @@ class DataSummary:
                    for name, v in self.samples.items()}  # fmt: skip
         table = pa.table(columns) if columns else pa.table({"_": pa.array([], pa.float64())})
         meta = {b"zeus.rows": str(self.rows).encode(), b"zeus.fingerprint": self.fingerprint.encode()}
-        out = io.BytesIO()
-        pq.write_table(table.replace_schema_metadata(meta), out)
-        return out.getvalue()
+        return parquet_bytes(table.replace_schema_metadata(meta))
 
     @classmethod
     def from_parquet(cls, data: bytes) -> DataSummary:
-        table = pq.read_table(io.BytesIO(data))
+        table = read_parquet_bytes(data)
         meta = table.schema.metadata or {}
         samples = {name: _finite(table.column(name).to_numpy()) for name in table.column_names if name != "_"}
         return cls(int(meta[b"zeus.rows"]), meta[b"zeus.fingerprint"].decode(), samples)

@@ -9,14 +9,12 @@ reported by key and the next is tried, down to reading the log itself, which is 
 
 from __future__ import annotations
 
-import io
-
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from zeus.store import entries, keys
 from zeus.store.backend import Backend, ObjectNotFound
 from zeus.store.errors import CorruptObjectError, ObjectProblem
+from zeus.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 RELISTS = 3  # a snapshot deleted between the listing and the fetch (compaction reclaiming it): list again
 
@@ -53,7 +51,7 @@ def decode(key: str, data: bytes) -> pa.Table:
     assert parsed is not None
     keys.verified(key, data, parsed[1])
     try:
-        arrow = pq.read_table(pa.BufferReader(data))
+        arrow = read_parquet_bytes(data)
     except (pa.ArrowException, OSError) as exc:
         raise CorruptObjectError(key, f"not Parquet ({str(exc)[:80]})") from None
     table = entries.checked_table(key, arrow)
@@ -63,9 +61,7 @@ def decode(key: str, data: bytes) -> pa.Table:
 
 
 def encode(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()
+    return parquet_bytes(table, compression="zstd")
 
 
 def write(backend: Backend, job_id: str, upto: int, table: pa.Table) -> str:
