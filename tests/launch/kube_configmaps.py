@@ -71,6 +71,11 @@ class ConfigMaps:
         self.forbidden = False  # RBAC: the caller may do nothing with configmaps (403 for every verb)
         self.record, self.on_change = record, on_change
         self.ever: list[dict[str, Any]] = []  # every ConfigMap as created
+        self._versions: list[tuple[str, str, dict[str, str]]] = []  # (namespace, name, data) after each change
+
+    def versions(self, namespace: str, name: str) -> list[dict[str, str]]:
+        """A ConfigMap's data as it was after each create and patch, in order."""
+        return [data for ns, n, data in self._versions if (ns, n) == (namespace, name)]
 
     def data(self, namespace: str, name: str) -> dict[str, str] | None:
         found = self.objects.get((namespace, name))
@@ -118,5 +123,6 @@ class ConfigMaps:
         elif call != "get":
             return 405, status_body(405, "MethodNotAllowed", verb)
         if call != "get":
+            self._versions.append((namespace, name, dict(self.objects[key].get("data") or {})))
             self.on_change(namespace)
         return (201 if call == "create" else 200), copy.deepcopy(self.objects[key])

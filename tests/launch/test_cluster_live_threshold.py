@@ -1,0 +1,153 @@
+"""The mid-trial early stop of a cluster trial: the train step runs a TrainJob on a STAND-IN Kubernetes API server
+and kubelet (no cluster is used) whose pod runs a real Zeus-aware script (test_live_threshold's: ZeusDataLoader,
+torch, the simulated GPU's model clock) against a real store, and a result another recurrence writes to that
+store while the trial runs reaches the pod through the trial's ConfigMap and stops it at its next epoch end.
+
+The pod does not share the step's file system (the stand-in kubelet gives it its own directories): the only way
+the threshold gets there is the step's patch of the ConfigMap, which the stand-in kubelet projects into the
+directory the pod mounts (kube_configmaps.py). No sleep is a synchronisation: the script writes the concurrent
+result at the end of its first epoch and waits until the file ZEUS_THRESHOLD_FILE names exists; the kubelet's
+delivery is an event (the stand-in syncs the pods right after each change of a ConfigMap), not a period.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from zeus.job import Decision, TrialResult, TrialStatus
+from zeus.launch.manifests import THRESHOLD_MOUNT, job_name
+from zeus.launch.threshold_sink import SinkNotReady, SinkUnavailable, ThresholdConfigMap
+from zeus.steps import train
+from zeus.steps.request import TrialRequest
+from zeus.store import open_store
+from zeus.train.live_threshold import LIVE_THRESHOLD_FILE, threshold_json
+
+from .cluster_fixtures import NAMESPACE
+from .kube_api_server import Scenario, StandInServer, api_client
+from .stand_in_kubelet import trainer_pod
+from .test_cluster_launchers import _not_allowed_by_the_shipped_rbac
+from .test_live_threshold import CONCURRENT, SCRIPT, SPEC, Artifact, Metrics
+from .test_train_step import _kubeconfig
+
+RECURRENCE = "running"
+CONFIGMAP = job_name(SPEC.job_id, RECURRENCE, 1) + "-threshold"
+THRESHOLD_LOGGERS = ("zeus.launch.threshold_sink", "zeus.steps.live_threshold")
+
+
+def _cluster_train_step(tmp_path: Path, api, monkeypatch, *script_args: str) -> TrialResult:
+    """The train step of recurrence "running", attempt 1, dispatched with no threshold, as a TrainJob (one node,
+    one rank) whose pod runs the script with `script_args` after its store, spec and concurrent result."""
+    store = open_store(str(tmp_path / "store"))
+    store.ensure_job(SPEC)
+    store.begin_recurrence(SPEC.job_id, RECURRENCE)
+    store.dispatch_trial(SPEC.job_id, RECURRENCE, 1, Decision(8, None, "exploration", "the first wave"))
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    spec_json = json.dumps(SPEC.to_dict())
+    api.scenario = Scenario(run_pods_in=tmp_path / "pods")
+    for name, value in {
+        "KUBECONFIG": str(_kubeconfig(tmp_path / "kubeconfig", api.url)),
+        "ZEUS_LAUNCH_NAMESPACE": NAMESPACE,
+        "ZEUS_LAUNCH_IMAGE": "ghcr.io/zeus-kfp/zeus-kfp:0.1.0",
+        "ZEUS_LAUNCH_ALLOW_LOCAL_STORE": "1",  # the "pods" are processes on this machine: they share the store
+        "ZEUS_LAUNCH_GPU_RESOURCE": "",
+        "ZEUS_LAUNCH_PENDING_TIMEOUT_S": "600",
+    }.items():
+        monkeypatch.setenv(name, value)
+    request = TrialRequest(
+        spec_json=spec_json,
+        batch_size=8,
+        cost_threshold=-1.0,  # none
+        command=[sys.executable, str(script), str(tmp_path / "store"), spec_json, *script_args],
+        zeus_aware=True,
+        metric_pattern="",
+        metrics_collector="",
+        trial_backend="script",
+        seed=0,
+        store_uri=str(tmp_path / "store"),
+        recurrence_id=RECURRENCE,
+        attempt=1,
+        launcher="trainjob",
+        num_nodes=1,
+        gpus_per_node=1,
+    )
+    artifacts = {name: Artifact(str(tmp_path / name)) for name in ("profile.parquet", "model")}
+    return train(
+        request,
+        data_dir="",
+        profile=artifacts["profile.parquet"],
+        metrics=Metrics(),
+        model=artifacts["model"],
+        gpu="simulated",
+    )
+
+
+def test_a_cheaper_concurrent_result_reaches_the_pods_through_the_configmap_and_stops_the_trial(tmp_path, monkeypatch):
+    with StandInServer() as api:
+        result = _cluster_train_step(tmp_path, api, monkeypatch, json.dumps(CONCURRENT))
+    assert result.status is TrialStatus.COST_EXCEEDED, result.reason
+    assert result.num_epochs == 1  # epoch 1 ran; the check before epoch 2 read the threshold the kubelet delivered
+    assert "(the job's cheapest recurrence since dispatch)" in result.reason
+    # it came through the ConfigMap: the step patched it with the job's new early stop (beta 2 x 0.0015 spent)
+    patched = [json.loads(data[LIVE_THRESHOLD_FILE]) for data in api.configmaps.versions(NAMESPACE, CONFIGMAP)[1:]]
+    assert patched and patched[-1]["threshold"] == pytest.approx(0.003)
+    (job,) = api.created  # whose pods mount it as a directory, the file ZEUS_THRESHOLD_FILE names
+    _, pod_spec, container = trainer_pod(job)
+    assert {"name": "zeus-threshold", "configMap": {"name": CONFIGMAP, "optional": True}} in pod_spec["volumes"]
+    assert {"name": "zeus-threshold", "mountPath": THRESHOLD_MOUNT, "readOnly": True} in container["volumeMounts"]
+    # and it is gone with the trial, deleted by the step after its job
+    assert api.verbs("ConfigMap")[0] == "create" and api.verbs("ConfigMap")[-1] == "delete"
+    assert not api.configmaps.objects and not api.jobs
+    assert _not_allowed_by_the_shipped_rbac(api.calls) == []
+
+
+def test_a_cluster_that_refuses_the_configmap_runs_the_trial_at_its_dispatched_threshold_saying_so_once(
+    tmp_path, monkeypatch, caplog
+):
+    """RBAC without configmaps (403 on every verb): the same cheaper result, written by the pod after its first
+    epoch, cannot reach it; the trial runs its 3 epochs (no dispatched threshold), and the step's log has one
+    warning about it, whichever of the launcher's create and the feed's patch met the refusal first."""
+    caplog.set_level(logging.WARNING)
+    with StandInServer() as api:
+        api.configmaps.forbidden = True
+        result = _cluster_train_step(tmp_path, api, monkeypatch, json.dumps(CONCURRENT), "no-wait")
+    assert (result.status, result.num_epochs) == (TrialStatus.NOT_REACHED, 3), result.reason
+    warnings = [r for r in caplog.records if r.name in THRESHOLD_LOGGERS and r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    message = warnings[0].getMessage()
+    assert "403" in message and CONFIGMAP in message and "deploy/rbac" in message, message
+    assert not api.configmaps.versions(NAMESPACE, CONFIGMAP) and "delete" not in api.verbs("ConfigMap")
+    assert not api.jobs
+
+
+def test_the_configmap_sink_waits_for_its_configmap_and_gives_up_once_on_a_refusal(caplog):
+    """The sink alone, against the stand-in: a write before the launcher created the ConfigMap (the feed starts
+    before the job exists) is SinkNotReady, retried and unlogged; once created, owned by the job, a write sets
+    the key; a Role that lets the step create but not patch makes the next write SinkUnavailable with one
+    warning, and every later one too, without another; delete removes it, once."""
+    caplog.set_level(logging.WARNING)
+    with StandInServer() as api:
+        sink = ThresholdConfigMap(NAMESPACE, CONFIGMAP, api_client(api.url))
+        with pytest.raises(SinkNotReady):
+            sink.write(0.5)
+        owner = {"name": CONFIGMAP.removesuffix("-threshold"), "uid": "u-1", "labels": {"a": "b"}}
+        job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": owner}
+        sink.create(job)
+        sink.write(0.25)
+        assert api.configmaps.data(NAMESPACE, CONFIGMAP) == {LIVE_THRESHOLD_FILE: threshold_json(0.25)}
+        assert not caplog.records
+        api.configmaps.forbidden = True
+        for _ in range(2):
+            with pytest.raises(SinkUnavailable):
+                sink.write(0.125)
+        api.configmaps.forbidden = False
+        assert sink.delete() is True and sink.delete() is False and not api.configmaps.objects
+    assert api.verbs("ConfigMap") == ["patch", "create", "patch", "patch", "delete", "delete"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name in THRESHOLD_LOGGERS]
+    assert "could not patch" in warning and "403" in warning
