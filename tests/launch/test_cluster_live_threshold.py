@@ -14,25 +14,20 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from zeus.job import Decision, TrialResult, TrialStatus
+from zeus.job import TrialResult, TrialStatus
 from zeus.launch.manifests import THRESHOLD_MOUNT, job_name
 from zeus.launch.threshold_sink import SinkNotReady, SinkUnavailable, ThresholdConfigMap
-from zeus.steps import train
-from zeus.steps.request import TrialRequest
-from zeus.store import open_store
 from zeus.train.live_threshold import LIVE_THRESHOLD_FILE, threshold_json
 
 from .cluster_fixtures import NAMESPACE
 from .kube_api_server import Scenario, StandInServer, api_client
 from .stand_in_kubelet import trainer_pod
 from .test_cluster_launchers import _not_allowed_by_the_shipped_rbac
-from .test_live_threshold import CONCURRENT, SCRIPT, SPEC, Artifact, Metrics
+from .test_live_threshold import CONCURRENT, SPEC, _train_step
 from .test_train_step import _kubeconfig
 
 RECURRENCE = "running"
@@ -41,15 +36,8 @@ THRESHOLD_LOGGERS = ("zeus.launch.threshold_sink", "zeus.steps.live_threshold")
 
 
 def _cluster_train_step(tmp_path: Path, api, monkeypatch, *script_args: str) -> TrialResult:
-    """The train step of recurrence "running", attempt 1, dispatched with no threshold, as a TrainJob (one node,
-    one rank) whose pod runs the script with `script_args` after its store, spec and concurrent result."""
-    store = open_store(str(tmp_path / "store"))
-    store.ensure_job(SPEC)
-    store.begin_recurrence(SPEC.job_id, RECURRENCE)
-    store.dispatch_trial(SPEC.job_id, RECURRENCE, 1, Decision(8, None, "exploration", "the first wave"))
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(SCRIPT))
-    spec_json = json.dumps(SPEC.to_dict())
+    """test_live_threshold's train step (recurrence "running", attempt 1, dispatched with no threshold), as a
+    TrainJob (one node, one rank) whose pod runs the script with the concurrent result and `script_args`."""
     api.scenario = Scenario(run_pods_in=tmp_path / "pods")
     for name, value in {
         "KUBECONFIG": str(_kubeconfig(tmp_path / "kubeconfig", api.url)),
@@ -60,37 +48,13 @@ def _cluster_train_step(tmp_path: Path, api, monkeypatch, *script_args: str) -> 
         "ZEUS_LAUNCH_PENDING_TIMEOUT_S": "600",
     }.items():
         monkeypatch.setenv(name, value)
-    request = TrialRequest(
-        spec_json=spec_json,
-        batch_size=8,
-        cost_threshold=-1.0,  # none
-        command=[sys.executable, str(script), str(tmp_path / "store"), spec_json, *script_args],
-        zeus_aware=True,
-        metric_pattern="",
-        metrics_collector="",
-        trial_backend="script",
-        seed=0,
-        store_uri=str(tmp_path / "store"),
-        recurrence_id=RECURRENCE,
-        attempt=1,
-        launcher="trainjob",
-        num_nodes=1,
-        gpus_per_node=1,
-    )
-    artifacts = {name: Artifact(str(tmp_path / name)) for name in ("profile.parquet", "model")}
-    return train(
-        request,
-        data_dir="",
-        profile=artifacts["profile.parquet"],
-        metrics=Metrics(),
-        model=artifacts["model"],
-        gpu="simulated",
-    )
+    launch = {"launcher": "trainjob", "num_nodes": 1, "gpus_per_node": 1}
+    return _train_step(tmp_path, str(tmp_path / "store"), CONCURRENT, *script_args, **launch)
 
 
 def test_a_cheaper_concurrent_result_reaches_the_pods_through_the_configmap_and_stops_the_trial(tmp_path, monkeypatch):
     with StandInServer() as api:
-        result = _cluster_train_step(tmp_path, api, monkeypatch, json.dumps(CONCURRENT))
+        result = _cluster_train_step(tmp_path, api, monkeypatch)
     assert result.status is TrialStatus.COST_EXCEEDED, result.reason
     assert result.num_epochs == 1  # epoch 1 ran; the check before epoch 2 read the threshold the kubelet delivered
     assert "(the job's cheapest recurrence since dispatch)" in result.reason
@@ -116,7 +80,7 @@ def test_a_cluster_that_refuses_the_configmap_runs_the_trial_at_its_dispatched_t
     caplog.set_level(logging.WARNING)
     with StandInServer() as api:
         api.configmaps.forbidden = True
-        result = _cluster_train_step(tmp_path, api, monkeypatch, json.dumps(CONCURRENT), "no-wait")
+        result = _cluster_train_step(tmp_path, api, monkeypatch, "no-wait")
     assert (result.status, result.num_epochs) == (TrialStatus.NOT_REACHED, 3), result.reason
     warnings = [r for r in caplog.records if r.name in THRESHOLD_LOGGERS and r.levelno >= logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]

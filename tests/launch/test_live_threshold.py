@@ -81,8 +81,9 @@ class Metrics:
         pass
 
 
-def _train_step(tmp_path: Path, store_uri: str, concurrent: dict) -> TrialResult:
-    """The train step of recurrence "running", attempt 1, dispatched with no threshold into `tmp_path/store`."""
+def _train_step(tmp_path: Path, store_uri: str, concurrent: dict, *script_args: str, **launch) -> TrialResult:
+    """The train step of recurrence "running", attempt 1, dispatched with no threshold into `tmp_path/store`, its
+    script given the `concurrent` result to write and `script_args`; `launch`: the request's launch fields."""
     store = open_store(str(tmp_path / "store"))
     store.ensure_job(SPEC)
     store.begin_recurrence(SPEC.job_id, "running")
@@ -94,7 +95,14 @@ def _train_step(tmp_path: Path, store_uri: str, concurrent: dict) -> TrialResult
         spec_json=spec_json,
         batch_size=8,
         cost_threshold=-1.0,  # none
-        command=[sys.executable, str(script), str(tmp_path / "store"), spec_json, json.dumps(concurrent or None)],
+        command=[
+            sys.executable,
+            str(script),
+            str(tmp_path / "store"),
+            spec_json,
+            json.dumps(concurrent or None),
+            *script_args,
+        ],
         zeus_aware=True,
         metric_pattern="",
         metrics_collector="",
@@ -103,6 +111,7 @@ def _train_step(tmp_path: Path, store_uri: str, concurrent: dict) -> TrialResult
         store_uri=store_uri,
         recurrence_id="running",
         attempt=1,
+        **launch,
     )
     artifacts = {name: Artifact(str(tmp_path / name)) for name in ("profile.parquet", "model")}
     return train(
