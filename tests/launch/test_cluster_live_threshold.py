@@ -35,9 +35,9 @@ CONFIGMAP = job_name(SPEC.job_id, RECURRENCE, 1) + "-threshold"
 THRESHOLD_LOGGERS = ("zeus.launch.threshold_sink", "zeus.steps.live_threshold")
 
 
-def _cluster_train_step(tmp_path: Path, api, monkeypatch, *script_args: str) -> TrialResult:
+def _cluster_train_step(tmp_path: Path, api, monkeypatch, *script_args: str, launcher: str = "trainjob") -> TrialResult:
     """test_live_threshold's train step (recurrence "running", attempt 1, dispatched with no threshold), as a
-    TrainJob (one node, one rank) whose pod runs the script with the concurrent result and `script_args`."""
+    `launcher` job (one node, one rank) whose pod runs the script with the concurrent result and `script_args`."""
     api.scenario = Scenario(run_pods_in=tmp_path / "pods")
     for name, value in {
         "KUBECONFIG": str(_kubeconfig(tmp_path / "kubeconfig", api.url)),
@@ -48,13 +48,21 @@ def _cluster_train_step(tmp_path: Path, api, monkeypatch, *script_args: str) -> 
         "ZEUS_LAUNCH_PENDING_TIMEOUT_S": "600",
     }.items():
         monkeypatch.setenv(name, value)
-    launch = {"launcher": "trainjob", "num_nodes": 1, "gpus_per_node": 1}
+    launch = {"launcher": launcher, "num_nodes": 1, "gpus_per_node": 1}
     return _train_step(tmp_path, str(tmp_path / "store"), CONCURRENT, *script_args, **launch)
 
 
-def test_a_cheaper_concurrent_result_reaches_the_pods_through_the_configmap_and_stops_the_trial(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("launcher", "trainer"), [("trainjob", "v2.3.0"), ("trainjob", "v2.1.0"), ("pytorchjob", None)]
+)
+def test_a_cheaper_concurrent_result_reaches_the_pods_through_the_configmap_and_stops_the_trial(
+    tmp_path, monkeypatch, launcher, trainer
+):
+    """On each shape of pod template (Trainer v2.2+'s runtimePatches, v2.1's podTemplateOverrides, a PyTorchJob's
+    Master), the mount the manifest puts there is where the kubelet delivers the threshold."""
     with StandInServer() as api:
-        result = _cluster_train_step(tmp_path, api, monkeypatch)
+        api.trainer = trainer or api.trainer
+        result = _cluster_train_step(tmp_path, api, monkeypatch, launcher=launcher)
     assert result.status is TrialStatus.COST_EXCEEDED, result.reason
     assert result.num_epochs == 1  # epoch 1 ran; the check before epoch 2 read the threshold the kubelet delivered
     assert "(the job's cheapest recurrence since dispatch)" in result.reason
@@ -62,6 +70,7 @@ def test_a_cheaper_concurrent_result_reaches_the_pods_through_the_configmap_and_
     patched = [json.loads(data[LIVE_THRESHOLD_FILE]) for data in api.configmaps.versions(NAMESPACE, CONFIGMAP)[1:]]
     assert patched and patched[-1]["threshold"] == pytest.approx(0.003)
     (job,) = api.created  # whose pods mount it as a directory, the file ZEUS_THRESHOLD_FILE names
+    assert ("podTemplateOverrides" in job["spec"]) == (trainer == "v2.1.0")  # the shape this Trainer takes
     _, pod_spec, container = trainer_pod(job)
     assert {"name": "zeus-threshold", "configMap": {"name": CONFIGMAP, "optional": True}} in pod_spec["volumes"]
     assert {"name": "zeus-threshold", "mountPath": THRESHOLD_MOUNT, "readOnly": True} in container["volumeMounts"]
