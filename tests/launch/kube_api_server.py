@@ -11,7 +11,9 @@ calls, the way the API server and the Kubeflow operators would answer them:
 - the OpenAPI v3 document of trainer.kubeflow.org/v1alpha1, built from that CRD;
 - pods, as the operator would create them for the job (labels from the job's pod template, plus
   the operator's own: node index / replica type), listed by label selector;
-- a pod's log, following (follow=true) until the job ends.
+- a pod's log, following (follow=true) until the job ends;
+- ConfigMaps (kube_configmaps.py): create, get, patch, delete, or 403 for all of them (`configmaps.forbidden`,
+  a service account without the rights), and the kubelet's delivery of their keys into the pods that mount them.
 
 Each job lives through a `Scenario` (kube_objects.py, with what the operator says of it): its phases
 (Pending, Running, then Succeeded, Failed, or Evicted: the master pod evicted while the job still
@@ -37,12 +39,14 @@ from urllib.parse import parse_qs, urlparse
 from json_http import JsonHandler
 
 from . import crds
+from .kube_configmaps import ConfigMaps
 from .kube_objects import CONTAINER, TERMINAL, Scenario, StandInJob, job_status, pods_of, status_body
 from .stand_in_kubelet import PodProcesses
 
 OPENAPI_TRAINER = "/openapi/v3/apis/trainer.kubeflow.org/v1alpha1"
 JOB_ROUTE = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?$")
 POD_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
+CONFIGMAP_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/configmaps(?:/([^/]+))?$")
 
 
 @dataclass
@@ -57,15 +61,27 @@ class StandInApi:
     jobs: dict[tuple[str, str], StandInJob] = field(default_factory=dict)
     created: list[dict[str, Any]] = field(default_factory=list)  # every job as stored (after any pruning)
     url: str = ""
+    configmaps: ConfigMaps = field(init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _released: bool = False
+
+    def __post_init__(self) -> None:
+        self.configmaps = ConfigMaps(self.record, self.sync_pods)
 
     def record(self, *call: str) -> None:
         with self._lock:
             self.calls.append(call)
 
-    def verbs(self) -> list[str]:
-        return [call[0] for call in self.calls]
+    def verbs(self, kind: str | None = None) -> list[str]:
+        """The verbs of the calls so far, in order; of one kind's (TrainJob, ConfigMap, ...) when `kind` is given."""
+        return [call[0] for call in self.calls if kind is None or (len(call) > 1 and call[1] == kind)]
+
+    def sync_pods(self, namespace: str) -> None:
+        """The kubelet's sync of every running pod in `namespace`: the ConfigMaps they mount, as files."""
+        with self._lock:
+            for (ns, _), job in self.jobs.items():
+                if ns == namespace and job.processes is not None:
+                    job.processes.sync()
 
     def release(self) -> None:
         """Let held jobs go on to their remaining phases (at their next watch)."""
@@ -113,12 +129,15 @@ class _Handler(JsonHandler):
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         job_match, pod_match = JOB_ROUTE.match(url.path), POD_ROUTE.match(url.path)
+        configmap_match = CONFIGMAP_ROUTE.match(url.path)
         if url.path == OPENAPI_TRAINER and verb == "GET" and "TrainJob" in self.api.installed:
             self.api.record("openapi", "trainer.kubeflow.org/v1alpha1")
             return self.reply(200, crds.openapi_document(self.api.trainer))
         if job_match:
             group, version, namespace, plural, name = job_match.groups()
             return self._jobs(verb, f"{group}/{version}", namespace, plural, name, query)
+        if configmap_match:
+            return self._configmap(verb, *configmap_match.groups())
         if pod_match and verb == "GET":
             namespace, pod, is_log = pod_match.groups()
             return self._log(namespace, pod, query) if is_log else self._list_pods(namespace, query)
@@ -132,6 +151,16 @@ class _Handler(JsonHandler):
 
     def do_DELETE(self) -> None:
         self._route("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._route("PATCH")
+
+    def _configmap(self, verb: str, namespace: str, name: str | None) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length) or b"null") if length else None
+        with self.api._lock:
+            code, answer = self.api.configmaps.serve(verb, namespace, name, body, self.headers.get("Content-Type", ""))
+        self.reply(code, answer)
 
     # -- jobs -------------------------------------------------------------------------------------------
     def _jobs(self, verb: str, api_version: str, namespace: str, plural: str, name: str | None, query: dict) -> None:
@@ -196,7 +225,8 @@ class _Handler(JsonHandler):
             )
             job = StandInJob(body, api.scenario)
             if api.scenario.run_pods_in is not None:
-                job.processes = PodProcesses(body, api.scenario.run_pods_in / name)
+                mounted = lambda configmap: api.configmaps.data(namespace, configmap)  # noqa: E731
+                job.processes = PodProcesses(body, api.scenario.run_pods_in / name, mounted)
             body["status"] = job_status(job)
             job.shown = job.phase
             api.jobs[(namespace, name)] = job

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .stand_in_kubelet import PodProcesses
+from .stand_in_kubelet import PodProcesses, trainer_pod
 
 TERMINAL = ("Succeeded", "Failed", "Evicted")
 CONTAINER = {"TrainJob": "node", "PyTorchJob": "pytorch"}
@@ -78,17 +78,7 @@ def job_status(job: StandInJob) -> dict[str, Any]:
 def _pod_labels(job: StandInJob) -> dict[str, str]:
     """The labels the operator gives the job's pods: from the pod template the job patches (Trainer v2.2+:
     runtimePatches; v2.1: podTemplateOverrides), none when it patches nothing (the fields were dropped)."""
-    spec = job.obj["spec"]
-    if job.kind == "TrainJob":
-        for patch in spec.get("runtimePatches", []):
-            for replicated in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
-                if replicated["name"] == "node":
-                    return dict(replicated["template"]["spec"]["template"]["metadata"]["labels"])
-        for override in spec.get("podTemplateOverrides", []):
-            if {"name": "node"} in override["targetJobs"]:
-                return dict(override.get("metadata", {}).get("labels", {}))
-        return {}
-    return dict(spec["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["labels"])
+    return dict(trainer_pod(job.obj)[0].get("labels", {}))
 
 
 def pods_of(job: StandInJob) -> list[dict[str, Any]]:

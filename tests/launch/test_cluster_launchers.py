@@ -80,7 +80,22 @@ def test_create_then_watch_then_logs_then_result_then_delete(tmp_path, monkeypat
     calls = api.calls
     order = [_first(calls, verb) for verb in ("create", "watch", "log", "result", "delete")]
     assert order == sorted(order), calls
-    assert api.verbs().count("create") == 1 and not api.jobs  # one job, and it is gone
+    assert api.verbs(KIND[launcher]).count("create") == 1 and not api.jobs  # one job, and it is gone
+    # the live threshold's ConfigMap: created once the job exists, owned by it, deleted after it
+    assert api.verbs("ConfigMap") == ["create", "delete"] and not api.configmaps.objects
+    assert _first(calls, "create") < calls.index(
+        ("create", "ConfigMap", job_name(SPEC.job_id, "run-1", 1) + "-threshold")
+    )
+    (job,), (configmap,) = api.created, api.configmaps.ever
+    assert configmap["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": job["apiVersion"],
+            "kind": job["kind"],
+            "name": job["metadata"]["name"],
+            "uid": job["metadata"]["uid"],
+        }
+    ]
+    assert configmap["metadata"]["labels"] == job["metadata"]["labels"]
     assert calls[order[2]][2] == KINDS[launcher].container  # the master's trainer container
     assert "epoch=2 accuracy=0.93" in log  # the master's log, streamed into the step's log
     assert outcome.result == result_from_json(SPEC, finished.to_dict())  # rank 0's result, priced by the job
@@ -90,7 +105,11 @@ def test_create_then_watch_then_logs_then_result_then_delete(tmp_path, monkeypat
 
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac"
-GROUPS = {"TrainJob": ("trainer.kubeflow.org", "trainjobs"), "PyTorchJob": ("kubeflow.org", "pytorchjobs")}
+GROUPS = {
+    "TrainJob": ("trainer.kubeflow.org", "trainjobs"),
+    "PyTorchJob": ("kubeflow.org", "pytorchjobs"),
+    "ConfigMap": ("", "configmaps"),
+}
 
 
 def _not_allowed_by_the_shipped_rbac(calls: list[tuple[str, ...]]) -> list[tuple[str, str, str]]:
@@ -101,7 +120,7 @@ def _not_allowed_by_the_shipped_rbac(calls: list[tuple[str, ...]]) -> list[tuple
     }
     needed = set()
     for call in calls:
-        if call[0] in ("create", "get", "watch", "delete"):
+        if call[0] in ("create", "get", "watch", "delete", "patch"):
             needed.add((*GROUPS[call[1]], call[0]))
         elif call[0] == "list-pods":
             needed.add(("", "pods", "list"))
@@ -173,8 +192,11 @@ def test_a_retried_step_adopts_its_predecessors_job_instead_of_creating_a_second
         assert len(api.jobs) == 1
         api.release()
         outcome, log = _run(api, tmp_path, launcher, rid="run-r")
-    assert api.verbs().count("create") == 1, api.calls
+    assert api.verbs(KIND[launcher]).count("create") == 1, api.calls
     assert "adopting" in log
+    # the predecessor's ConfigMap is taken over (a create refused 409, then its owner set) and deleted at the end
+    assert api.verbs("ConfigMap") == ["create", "create", "patch", "delete"] and not api.configmaps.objects
+    assert _not_allowed_by_the_shipped_rbac(api.calls) == []
     assert outcome.result.status is TrialStatus.REACHED and outcome.result.energy_j == 250_000.0
     assert not api.jobs
 
@@ -188,7 +210,7 @@ def test_a_retried_step_replaces_a_job_that_runs_another_trial(tmp_path):
         KubeJobs(KINDS["trainjob"], NAMESPACE, api_client(api.url)).create(manifest(stale, name, NAMESPACE))
         api.scenario = Scenario(on_end=rank0_hands_over(_finished()))
         outcome, log = _run(api, tmp_path, "trainjob", rid="run-x")
-    verbs = api.verbs()
+    verbs = api.verbs("TrainJob")
     assert verbs.count("create") == 2 and verbs.index("delete") < len(verbs) - 1 - verbs[::-1].index("create")
     assert "replacing" in log and outcome.result.status is TrialStatus.REACHED
     assert not api.jobs

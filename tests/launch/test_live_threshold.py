@@ -44,6 +44,7 @@ from zeus.train import TrialEnv
 from zeus.train.dataloader import ZeusDataLoader
 
 store_dir, spec_json, concurrent = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+wait = sys.argv[4:5] != ["no-wait"]  # for the threshold file after writing the concurrent result
 env = dataclasses.replace(TrialEnv.from_env(), use_optimal_limit=False)
 g = torch.Generator().manual_seed(0)
 data = TensorDataset(torch.randn(64, 4, generator=g), torch.randint(0, 2, (64,), generator=g))
@@ -60,7 +61,7 @@ for epoch in loader.epochs():
         store.finish_trial(spec.job_id, "concurrent", 1, result)
         path = Path(os.environ["ZEUS_THRESHOLD_FILE"])
         for _ in range(6000):  # the feed's write, not a time, ends this wait (a 10-minute bound: then fail)
-            if path.exists():
+            if path.exists() or not wait:
                 break
             time.sleep(0.1)
         else:
@@ -80,8 +81,9 @@ class Metrics:
         pass
 
 
-def _train_step(tmp_path: Path, store_uri: str, concurrent: dict) -> TrialResult:
-    """The train step of recurrence "running", attempt 1, dispatched with no threshold into `tmp_path/store`."""
+def _train_step(tmp_path: Path, store_uri: str, concurrent: dict, *script_args: str, **launch) -> TrialResult:
+    """The train step of recurrence "running", attempt 1, dispatched with no threshold into `tmp_path/store`, its
+    script given the `concurrent` result to write and `script_args`; `launch`: the request's launch fields."""
     store = open_store(str(tmp_path / "store"))
     store.ensure_job(SPEC)
     store.begin_recurrence(SPEC.job_id, "running")
@@ -93,7 +95,14 @@ def _train_step(tmp_path: Path, store_uri: str, concurrent: dict) -> TrialResult
         spec_json=spec_json,
         batch_size=8,
         cost_threshold=-1.0,  # none
-        command=[sys.executable, str(script), str(tmp_path / "store"), spec_json, json.dumps(concurrent or None)],
+        command=[
+            sys.executable,
+            str(script),
+            str(tmp_path / "store"),
+            spec_json,
+            json.dumps(concurrent or None),
+            *script_args,
+        ],
         zeus_aware=True,
         metric_pattern="",
         metrics_collector="",
@@ -102,6 +111,7 @@ def _train_step(tmp_path: Path, store_uri: str, concurrent: dict) -> TrialResult
         store_uri=store_uri,
         recurrence_id="running",
         attempt=1,
+        **launch,
     )
     artifacts = {name: Artifact(str(tmp_path / name)) for name in ("profile.parquet", "model")}
     return train(

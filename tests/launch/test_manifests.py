@@ -1,7 +1,8 @@
 """Every TrainJob and PyTorchJob the launcher can produce validates against the shipped CRD schemas of every
 version it is meant for (Kubeflow Trainer v2.1.0, v2.2.0 and v2.3.0, Training Operator release-1.9,
 tests/data/crds), and against no version it is not meant for; wrong fields are caught; the pods inherit
-the train step's scheduling, pull secrets and shared memory, and opt out of Istio."""
+the train step's scheduling, pull secrets and shared memory, opt out of Istio, and mount the trial's
+live-threshold ConfigMap as a directory."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ import dataclasses
 import itertools
 import json
 import re
+from pathlib import PurePosixPath
 
 import pytest
 
+from zeus.job import JobSpec
 from zeus.launch import LaunchConfig
+from zeus.launch.cluster import trial_job
 from zeus.launch.handoff import Handoff
 from zeus.launch.manifests import KINDS, TrialJob, digest, job_name, labels, manifest
+from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
 
 from . import crds
+from .stand_in_kubelet import trainer_pod as effective_pod
 
 HANDOFF = Handoff("s3://zeus/prod", "resnet50-nightly", "5c3b1e0a-9f6e-4a53-b8f0-0d0c6b0f2f11", 3, "0a1b2c3d4e5f")
 TRIAL_ENV = {"ZEUS_BATCH_SIZE": "256", "ZEUS_NUM_GPUS": "8", "ZEUS_LOG_DIR": "/tmp/zeus-trial/logs"}
@@ -44,9 +50,12 @@ INHERITED = {
 FITS = {("trainjob", "v2.1"): ("v2.1.0",), ("trainjob", "v2.2"): ("v2.2.0", "v2.3.0"), ("pytorchjob", None): (None,)}
 
 
-def trial(launcher: str = "trainjob", reuse: bool = False, step_env=None, **changes) -> TrialJob:
+THRESHOLD_CONFIGMAP = "zeus-resnet50-nightly-0123456789-a3-threshold"
+
+
+def trial(launcher: str = "trainjob", reuse: bool = False, step_env=None, threshold: str = "", **changes) -> TrialJob:
     config = LaunchConfig(launcher, image="registry.example.com/ml/zeus-kfp:0.1.0-cuda", **changes)
-    return TrialJob(config, HANDOFF, COMMAND, TRIAL_ENV, STEP_ENV if step_env is None else step_env, reuse)
+    return TrialJob(config, HANDOFF, COMMAND, TRIAL_ENV, STEP_ENV if step_env is None else step_env, reuse, threshold)
 
 
 def every_manifest():
@@ -60,11 +69,12 @@ def every_manifest():
         (None, "mlpipeline-minio-artifact"),  # store Secret
         (STEP_ENV, {}),  # zeusd and a store endpoint (and a profile to reuse), or none of them
         ({}, INHERITED),  # train's scheduling, pull secrets and /dev/shm, or none of them
+        ("", THRESHOLD_CONFIGMAP),  # the live threshold's ConfigMap (a job with an early stop), or none
     )
-    for (launcher, api), (nodes, gpus), resource, account, timeout, secret, step_env, inherited in options:
+    for (launcher, api), (nodes, gpus), resource, account, timeout, secret, step_env, inherited, cm in options:
         sizes = {"num_nodes": nodes, "gpus_per_node": gpus, "gpu_resource": resource}
         cluster = {"service_account": account, "timeout_s": timeout, "store_secret": secret, "trainer_api": api}
-        made = trial(launcher, bool(step_env), step_env, **sizes, **cluster, **inherited)
+        made = trial(launcher, bool(step_env), step_env, cm, **sizes, **cluster, **inherited)
         yield (
             (launcher, api),
             manifest(made, job_name(HANDOFF.job_id, HANDOFF.recurrence_id, HANDOFF.attempt), "team-a"),
@@ -73,7 +83,7 @@ def every_manifest():
 
 def test_every_manifest_validates_against_the_crds_of_every_version_it_fits_and_no_other():
     produced = list(every_manifest())
-    assert {m["kind"] for _, m in produced} == {"TrainJob", "PyTorchJob"} and len(produced) == 384
+    assert {m["kind"] for _, m in produced} == {"TrainJob", "PyTorchJob"} and len(produced) == 768
     for shape, m in produced:
         if m["kind"] == "PyTorchJob":
             assert crds.errors(m) == [], json.dumps(m)[:400]
@@ -143,24 +153,6 @@ def test_the_digest_ignores_the_run_token_and_nothing_else():
     assert digest(TrialJob(base.config, HANDOFF, (*COMMAND, "--lr", "0.1"), TRIAL_ENV, STEP_ENV)) != digest(base)
 
 
-def effective_pod(m: dict) -> tuple[dict, dict, dict]:
-    """(pod metadata, pod spec, trainer container) as the operator builds the trainer's pods from the manifest:
-    the runtime's template patched by runtimePatches (v2.2+) or podTemplateOverrides (v2.1), the trainer's own
-    fields (env, resources) aside; a PyTorchJob's Master template as written."""
-    spec = m["spec"]
-    if m["kind"] == "PyTorchJob":
-        template = spec["pytorchReplicaSpecs"]["Master"]["template"]
-        return template["metadata"], template["spec"], template["spec"]["containers"][0]
-    if "podTemplateOverrides" in spec:
-        (override,) = spec["podTemplateOverrides"]
-        pod_spec = override.get("spec", {})
-        return override["metadata"], pod_spec, next(iter(pod_spec.get("containers", [])), {})
-    (patch,) = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
-    template = patch["template"]["spec"]["template"]
-    pod_spec = template.get("spec", {})
-    return template["metadata"], pod_spec, next(iter(pod_spec.get("containers", [])), {})
-
-
 @pytest.mark.parametrize(("launcher", "api"), list(FITS))
 def test_the_pods_inherit_trains_scheduling_secrets_and_shared_memory_and_skip_istio(launcher, api):
     m = manifest(trial(launcher, trainer_api=api, **INHERITED), "zeus-trial", "team-a")
@@ -191,3 +183,38 @@ def test_a_trial_is_bounded_by_default_on_every_kind():
         assert {"name": "ZEUS_TRIAL_DEADLINE_S", "value": "86400"} in env
         deadline = m["spec"].get("activeDeadlineSeconds", m["spec"].get("runPolicy", {}).get("activeDeadlineSeconds"))
         assert deadline == (None if api == "v2.1" else 86400)
+
+
+@pytest.mark.parametrize(("launcher", "api"), list(FITS))
+@pytest.mark.parametrize("inherited", [{}, INHERITED], ids=["bare", "with-shm"])
+def test_the_live_threshold_configmap_is_mounted_as_a_directory_and_named_by_zeus_threshold_file(
+    launcher, api, inherited
+):
+    """A job with an early stop: its pods mount the trial's ConfigMap as a directory (a subPath mount is never
+    updated by the kubelet), optional (a pod starts before the step has created it, or where the cluster refused
+    it), on the trainer container of each kind and version, beside /dev/shm, and ZEUS_THRESHOLD_FILE is the key's
+    file in that directory. A job without an early stop has neither. Each validates where it fits."""
+    spec = JobSpec("resnet50-nightly", (128, 256), 256, 0.9, max_epochs=5, num_gpus=1)  # beta 2: early stop
+    config = LaunchConfig(launcher, image="registry.example.com/zeus:1", trainer_api=api, **inherited)
+    made = trial_job(config, spec, batch_size=256, cost_threshold=None, command=COMMAND, store_uri="s3://zeus/p",
+                     recurrence_id=HANDOFF.recurrence_id, attempt=3, step_env={})  # fmt: skip
+    m = manifest(made, job_name(spec.job_id, HANDOFF.recurrence_id, 3), "team-a")
+    for trainer in FITS[(launcher, api)]:
+        assert crds.errors(m, *([trainer] if trainer else [])) == []
+    _, pod_spec, container = effective_pod(m)
+    (volume,) = [v for v in pod_spec["volumes"] if "configMap" in v]
+    assert volume["configMap"] == {"name": m["metadata"]["name"] + "-threshold", "optional": True}
+    (mount,) = [v for v in container["volumeMounts"] if v["name"] == volume["name"]]
+    assert "subPath" not in mount and mount["readOnly"] is True
+    assert len(container["volumeMounts"]) == 1 + bool(inherited)  # /dev/shm kept beside it
+    env = m["spec"]["trainer"]["env"] if launcher == "trainjob" else container["env"]
+    (threshold_file,) = [e["value"] for e in env if e["name"] == "ZEUS_THRESHOLD_FILE"]
+    assert PurePosixPath(threshold_file) == PurePosixPath(mount["mountPath"]) / LIVE_THRESHOLD_FILE
+
+    without = dataclasses.replace(spec, beta_knob=None)
+    made = trial_job(config, without, batch_size=256, cost_threshold=None, command=COMMAND, store_uri="s3://zeus/p",
+                     recurrence_id=HANDOFF.recurrence_id, attempt=3, step_env={})  # fmt: skip
+    bare = manifest(made, "zeus-trial", "team-a")
+    _, pod_spec, container = effective_pod(bare)
+    assert not [v for v in pod_spec.get("volumes", []) if "configMap" in v]
+    assert "ZEUS_THRESHOLD_FILE" not in json.dumps(bare)

@@ -14,11 +14,16 @@ The train step becomes the trial's controller:
 4. **Read back.** Rank 0's node handed result.json, profile.csv and the model over through the store
    (zeus.launch.handoff); the result is re-priced under the job's cost function.
 5. **Delete.** The job (and its pods) is deleted when the trial ends, fails, or the step is stopped
-   (SIGTERM, as when KFP cancels a run). A step killed outright leaves the job to its retry, and the
-   trial's timeout (a day unless ZEUS_LAUNCH_TIMEOUT_S says otherwise) bounds it regardless: the job's
+   (SIGTERM, as when KFP cancels a run), and so is the trial's live-threshold ConfigMap (which the job
+   owns besides). A step killed outright leaves the job to its retry, and the trial's timeout (a day
+   unless ZEUS_LAUNCH_TIMEOUT_S says otherwise) bounds it regardless: the job's
    activeDeadlineSeconds, and the pod command's own deadline (the only bound Trainer v2.1 knows).
 
 A TrainJob is built in the shape the cluster's Trainer accepts (zeus.launch.trainer_api: v2.1 or v2.2+).
+
+The live threshold (a job with an early stop): once the job exists the launcher creates the trial's ConfigMap,
+owned by the job, which the pods mount and the step's feed patches (zeus.launch.threshold_sink); a cluster that
+refuses it leaves the trial at its dispatched threshold, said once in the step's log.
 """
 
 from __future__ import annotations
@@ -55,12 +60,15 @@ from zeus.launch.manifests import (
     KINDS,
     POD_LOG_DIR,
     RUN_ANNOTATION,
+    THRESHOLD_PATH,
     TrialJob,
+    configmap_name,
     digest,
     fill_placeholders,
     job_name,
     manifest,
 )
+from zeus.launch.threshold_sink import ThresholdConfigMap
 from zeus.launch.trainer_api import detect
 from zeus.profiles import PowerProfile
 from zeus.store.keys import check_recurrence_id
@@ -104,6 +112,7 @@ class ClusterTrial:
         self.config = trial.config
         self.timeout_s = timeout_s or self.config.timeout_s
         self.log: LogFollower | None = None
+        self.job: dict[str, Any] = {}  # the job as the API server last returned it (created or adopted)
         self.began = clock()
 
     # -- 1. create or adopt -------------------------------------------------------------------
@@ -118,6 +127,7 @@ class ClusterTrial:
             notes = existing["metadata"].get("annotations") or {}
             if notes.get(DIGEST_ANNOTATION) == wanted and notes.get(RUN_ANNOTATION):
                 self._use_run(notes[RUN_ANNOTATION])
+                self.job = existing
                 self.say(f"adopting {self.jobs.kind.kind} {self.name} (a previous try of this step created it)")
                 return
             self.say(f"replacing {self.jobs.kind.kind} {self.name}: it runs a different trial")
@@ -128,7 +138,7 @@ class ClusterTrial:
         if reuse_profile is not None and not reuse_profile.is_empty:
             self.trial.handoff.upload_reuse(reuse_profile)
         try:
-            self.jobs.create(manifest(self.trial, self.name, self.jobs.namespace))
+            self.job = self.jobs.create(manifest(self.trial, self.name, self.jobs.namespace))
         except ApiException as exc:
             if exc.status != 409:  # 409: another try created it this instant; take that one
                 raise
@@ -276,6 +286,7 @@ def trial_job(
         min_window_s=min_window_s,
         gpu=gpu,
         seed=seed,
+        threshold_file=THRESHOLD_PATH if spec.beta_knob is not None else None,
     ).to_env()
     return TrialJob(
         config=config,
@@ -284,7 +295,19 @@ def trial_job(
         trial_env=trial_env,
         step_env=dict(os.environ) if step_env is None else step_env,
         reuse=reuse,
+        threshold_configmap=(
+            configmap_name(job_name(spec.job_id, recurrence_id, attempt)) if spec.beta_knob is not None else ""
+        ),
     )
+
+
+def threshold_configmap(
+    config: LaunchConfig, spec: JobSpec, recurrence_id: str, attempt: int, api_client: Any = None
+) -> ThresholdConfigMap:
+    """The live-threshold ConfigMap of the trial (`spec`'s job, recurrence, attempt) that `config` launches: the
+    sink the step's feed writes to, and what run_cluster_trial creates and deletes."""
+    name = configmap_name(job_name(spec.job_id, recurrence_id, attempt))
+    return ThresholdConfigMap(config.resolved_namespace(), name, api_client)
 
 
 def with_trainer_api(config: LaunchConfig, api_client: Any) -> LaunchConfig:
@@ -316,8 +339,11 @@ def run_cluster_trial(
     api_client: Any = None,
     out: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
+    threshold: ThresholdConfigMap | None = None,
 ) -> TrialOutcome:
-    """Run one trial as the configured Kubeflow job; see the module docstring. Returns the runner's outcome."""
+    """Run one trial as the configured Kubeflow job; see the module docstring. Returns the runner's outcome.
+    `threshold`: the trial's live-threshold ConfigMap as the step's feed writes to it (`threshold_configmap`;
+    default: one of its own, which nothing writes to); only a job with an early stop has one."""
     reuse = reuse_profile is not None and not reuse_profile.is_empty
     trial = trial_job(
         config,
@@ -340,14 +366,22 @@ def run_cluster_trial(
     cluster = ClusterTrial(
         jobs, trial, job_name(spec.job_id, recurrence_id, attempt), out or sys.stdout, clock, timeout_s
     )
+    if trial.threshold_configmap:
+        threshold = threshold or threshold_configmap(config, spec, recurrence_id, attempt, jobs.api_client)
+    else:
+        threshold = None
     undo = _stop_on_signals()
     try:
         cluster.start(reuse_profile if reuse else None)
+        if threshold is not None:
+            threshold.create(cluster.job)  # never raises: a refusal leaves the trial at its dispatched threshold
         ending = cluster.follow()
         return cluster.outcome(spec, batch_size, ending, Path(work_dir))
     finally:
         try:
             if jobs.delete(cluster.name):
                 cluster.say(f"deleted {jobs.kind.kind} {cluster.name}")
+            if threshold is not None and threshold.delete():
+                cluster.say(f"deleted ConfigMap {threshold.name}")
         finally:
             undo()

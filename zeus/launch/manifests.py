@@ -20,6 +20,9 @@ carry the same trial:
 - the train step's scheduling (tolerations, node selector, the GPU resource name), image pull secrets and
   a memory-backed /dev/shm; `sidecar.istio.io/inject: "false"`, as KFP's own pods have (a profile
   namespace injects Istio, and a classic sidecar keeps a finished pod Running for ever);
+- for a job with an early stop, the trial's live-threshold ConfigMap (zeus.launch.threshold_sink) mounted as a
+  directory on the trainer container (never subPath: the kubelet does not update a subPath mount), optional
+  (a pod starts whether or not the ConfigMap exists), and ZEUS_THRESHOLD_FILE naming the file in it;
 - no retries (backoffLimit 0 / restartPolicy Never: a restarted rank spends the energy twice) and
   the trial's timeout as activeDeadlineSeconds (v2.2+, PyTorchJob) and as the pod command's own
   deadline (every kind: the only bound Trainer v2.1 has), so an orphaned job cannot run for ever.
@@ -38,6 +41,7 @@ from typing import Any
 from zeus.launch.config import LaunchConfig
 from zeus.launch.handoff import STORE_PLAIN_ENV, STORE_SECRET_KEY_TO_ENV, Handoff
 from zeus.launch.torchrun import DEADLINE_ENV, pod_command
+from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
 from zeus.train.runner import substitute_placeholders
 
 LABEL_PREFIX = "zeus-kfp.ml/"
@@ -49,6 +53,9 @@ POD_LOG_DIR = f"{POD_WORK_DIR}/logs"
 NODE_IP_FIELD = "status.hostIP"
 ISTIO_OPT_OUT = {"sidecar.istio.io/inject": "false"}
 SHM_VOLUME = "dshm"
+THRESHOLD_VOLUME = "zeus-threshold"
+THRESHOLD_MOUNT = "/etc/zeus-kfp/threshold"  # a directory mount: the kubelet updates its files in place
+THRESHOLD_PATH = f"{THRESHOLD_MOUNT}/{LIVE_THRESHOLD_FILE}"  # the pods' ZEUS_THRESHOLD_FILE; the ConfigMap's key
 TRAINER_NODE = "node"  # the torch runtimes' replicated job and trainer container
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -102,6 +109,7 @@ class TrialJob:
     trial_env: Mapping[str, str]  # ZEUS_* (zeus.train.env) as the pod sees them
     step_env: Mapping[str, str]  # the train step's environment: store endpoint, zeusd
     reuse: bool = False  # the step uploaded a stored profile for the trial to reuse
+    threshold_configmap: str = ""  # the live threshold's ConfigMap the pods mount ("": none, no early stop)
 
     @property
     def kind(self) -> JobKind:
@@ -112,6 +120,11 @@ def job_name(job_id: str, recurrence_id: str, attempt: int) -> str:
     """A deterministic RFC 1035 name (<= 63 chars; TrainJob demands it): a retried step finds the same one."""
     digest = hashlib.sha256(f"{job_id}\0{recurrence_id}\0{attempt}".encode()).hexdigest()[:10]
     return f"zeus-{job_id[:20].rstrip('-')}-{digest}-a{attempt}"
+
+
+def configmap_name(job: str) -> str:
+    """The trial's live-threshold ConfigMap, named after its job (`job_name`: a retried step finds it again)."""
+    return f"{job}-threshold"
 
 
 def _label_value(value: str) -> str:
@@ -167,8 +180,10 @@ def pod_metadata(trial: TrialJob) -> dict[str, Any]:
     return {"labels": labels(trial.handoff), "annotations": dict(ISTIO_OPT_OUT)}
 
 
-def pod_settings(config: LaunchConfig) -> dict[str, Any]:
-    """What the pods inherit from the train step, as PodSpec fields (every kind and version takes these)."""
+def pod_settings(trial: TrialJob) -> dict[str, Any]:
+    """What the pods inherit from the train step, as PodSpec fields (every kind and version takes these), and
+    their volumes."""
+    config = trial.config
     spec: dict[str, Any] = {}
     if config.service_account:
         spec["serviceAccountName"] = config.service_account
@@ -178,20 +193,31 @@ def pod_settings(config: LaunchConfig) -> dict[str, Any]:
         spec["nodeSelector"] = dict(config.node_selector)
     if config.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in config.image_pull_secrets]
+    volumes = []
     if config.shm_size:
-        spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": config.shm_size}}]
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": config.shm_size}})
+    if trial.threshold_configmap:
+        volumes.append({"name": THRESHOLD_VOLUME, "configMap": {"name": trial.threshold_configmap, "optional": True}})
+    if volumes:
+        spec["volumes"] = volumes
     return spec
 
 
-def _mounts(config: LaunchConfig) -> list[dict[str, str]]:
-    return [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}] if config.shm_size else []
+def _mounts(trial: TrialJob) -> list[dict[str, Any]]:
+    """The trainer container's mounts: /dev/shm, and the live threshold's directory (read only, no subPath)."""
+    mounts: list[dict[str, Any]] = []
+    if trial.config.shm_size:
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    if trial.threshold_configmap:
+        mounts.append({"name": THRESHOLD_VOLUME, "mountPath": THRESHOLD_MOUNT, "readOnly": True})
+    return mounts
 
 
-def _trainer_pod_spec(config: LaunchConfig) -> dict[str, Any]:
-    """pod_settings plus the trainer container's /dev/shm mount, as both TrainJob shapes patch a pod."""
-    spec = pod_settings(config)
-    if config.shm_size:
-        spec["containers"] = [{"name": TRAINER_NODE, "volumeMounts": _mounts(config)}]
+def _trainer_pod_spec(trial: TrialJob) -> dict[str, Any]:
+    """pod_settings plus the trainer container's mounts, as both TrainJob shapes patch a pod."""
+    spec = pod_settings(trial)
+    if _mounts(trial):
+        spec["containers"] = [{"name": TRAINER_NODE, "volumeMounts": _mounts(trial)}]
     return spec
 
 
@@ -212,7 +238,7 @@ def trainjob_spec(trial: TrialJob) -> dict[str, Any]:
         "runtimeRef": {"name": config.runtime, "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
         "trainer": trainer,
     }
-    pod_spec = _trainer_pod_spec(config)
+    pod_spec = _trainer_pod_spec(trial)
     if config.trainer_api == "v2.1":
         override: dict[str, Any] = {"targetJobs": [{"name": TRAINER_NODE}], "metadata": pod_metadata(trial)}
         spec["podTemplateOverrides"] = [override | ({"spec": pod_spec} if pod_spec else {})]
@@ -238,9 +264,9 @@ def pytorchjob_spec(trial: TrialJob) -> dict[str, Any]:
     }
     if config.gpu_resource:
         container["resources"] = _gpus(config)
-    if config.shm_size:
-        container["volumeMounts"] = _mounts(config)
-    pod_spec: dict[str, Any] = {"containers": [container], **pod_settings(config)}
+    if _mounts(trial):
+        container["volumeMounts"] = _mounts(trial)
+    pod_spec: dict[str, Any] = {"containers": [container], **pod_settings(trial)}
     template = {"metadata": pod_metadata(trial), "spec": pod_spec}
     replicas = {"Master": {"replicas": 1, "restartPolicy": "Never", "template": template}}
     if config.num_nodes > 1:

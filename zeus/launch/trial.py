@@ -12,7 +12,9 @@ Three implementations:
 
 What differs between them (the command, the collector, where the job runs) is the runner's configuration;
 what a trial is (its batch size, threshold, seed, the profile it reuses, its work directory) is `run`'s
-arguments; every one returns a zeus.job.TrialOutcome.
+arguments; every one returns a zeus.job.TrialOutcome. The script and cluster runners also say where the
+step's live-threshold feed writes while `run` runs (`threshold_sink`: the work directory's file, or the
+trial's ConfigMap, zeus.launch.threshold_sink); a replayed trial has no such thing.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from zeus.job import JobSpec, TrialOutcome
-from zeus.launch.cluster import run_cluster_trial
+from zeus.launch.cluster import run_cluster_trial, threshold_configmap
 from zeus.launch.config import LaunchConfig, LaunchError
+from zeus.launch.threshold_sink import FileSink, ThresholdConfigMap
 from zeus.launch.torchrun import local_command
 from zeus.profiles import PowerProfile
 from zeus.train.collectors import CollectorSpec
+from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
 from zeus.train.runner import run_trial
 
 
@@ -60,6 +64,10 @@ class ScriptRunner:
     data_dir: str | None = None
     gpu: str = "auto"
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    def threshold_sink(self, spec: JobSpec, work_dir: Path) -> FileSink:
+        """The live threshold file in the trial's work directory (the script's cwd), handed to it by run_trial."""
+        return FileSink(Path(work_dir) / LIVE_THRESHOLD_FILE)
 
     def run(
         self,
@@ -105,6 +113,13 @@ class ClusterRunner:
     zeus_aware: bool = True
     gpu: str = "auto"
     options: Mapping[str, Any] = field(default_factory=dict)
+    _sinks: dict[str, ThresholdConfigMap] = field(default_factory=dict, compare=False, repr=False)
+
+    def threshold_sink(self, spec: JobSpec, work_dir: Path) -> ThresholdConfigMap:
+        """The trial's live-threshold ConfigMap: one object for the feed's writes and the launcher's create and
+        delete (`run`), so a cluster that refuses it is said once, whichever meets the refusal first."""
+        sink = threshold_configmap(self.config, spec, self.recurrence_id, self.attempt, self.options.get("api_client"))
+        return self._sinks.setdefault(sink.name, sink)
 
     def run(
         self,
@@ -137,6 +152,7 @@ class ClusterRunner:
             gpu=self.gpu,
             reuse_profile=reuse,
             seed=seed,
+            threshold=self.threshold_sink(spec, work_dir),
             **self.options,
         )
 

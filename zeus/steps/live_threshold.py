@@ -1,7 +1,9 @@
 """The train step's side of the mid-trial early stop: while the trial runs, a thread follows the job's log
-and keeps the trial's live threshold file (zeus.train.live_threshold) at the job's early stop as the store
+and keeps the trial's live threshold (zeus.train.live_threshold) at the job's early stop as the store
 holds it (the policy's own rule, `Policy.stop_threshold`, on what the job's drift reaction leaves of the
-history: the rule the trial was dispatched under), which the script reads at every epoch end.
+history: the rule the trial was dispatched under), which the script reads at every epoch end. It writes
+through a sink (zeus.launch.threshold_sink): the file in the trial's work directory for a script on this
+machine, the trial's ConfigMap, which the kubelet projects into every pod, for a cluster trial.
 
 Why this seam (docs/DESIGN.md, "The live threshold"): Zeus's batch-size server checks every epoch's cost
 against `beta_knob * min_cost` as it is at that moment, so a trial stops on a result another recurrence
@@ -11,8 +13,9 @@ of the log: the Store keeps the decided prefix it has read (decided slots never 
 and fetches only the slots written since, and the threshold is a few vector sums over the history.
 
 Never a reason to stop: the thread opens the store itself, every failure (no store, no credentials, a
-slow or erring server, a spec it cannot read) is logged and retried at the next poll, the file is only
-written when what the trial stops at changes, and the script treats a missing file as "nothing newer".
+slow or erring server, a spec it cannot read, a Kubernetes API error) is logged once and retried at the next
+poll, a sink with nowhere to write (a cluster that refused the ConfigMap) ends the thread, the threshold is
+only written when what the trial stops at changes, and the script treats a missing file as "nothing newer".
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from types import TracebackType
 from typing import Any
 
 from zeus.job import JobSpec, live_threshold
+from zeus.launch.threshold_sink import FileSink, SinkNotReady, SinkUnavailable, ThresholdSink
 from zeus.policy import get_policy
 from zeus.policy.drift import early_stop_after_drift
 from zeus.steps.params import open_step_store
-from zeus.train.live_threshold import write_live_threshold
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +39,23 @@ DEFAULT_POLL_S = 2.0  # between reads of the log: an epoch is minutes, a read a 
 
 
 class ThresholdFeed:
-    """A context manager: while it is open, `path` holds the job's early stop under `policy`, read from the
-    store at `store_uri` every `poll_s` seconds, once that is below the trial's `dispatched` threshold
-    (nothing at all for a job without early stop)."""
+    """A context manager: while it is open, `sink` (a ThresholdSink, or the path of a file) holds the job's early
+    stop under `policy`, read from the store at `store_uri` every `poll_s` seconds, once that is below the
+    trial's `dispatched` threshold (nothing at all for a job without early stop)."""
 
     def __init__(
         self,
         store_uri: str,
         spec: JobSpec,
         dispatched: float | None,
-        path: Path,
+        sink: ThresholdSink | str | Path,
         *,
         policy: str = "default",
         poll_s: float = DEFAULT_POLL_S,
         open_store: Callable[[str], Any] = open_step_store,
     ) -> None:
-        self.store_uri, self.spec, self.path, self.poll_s = store_uri, spec, Path(path), poll_s
+        self.store_uri, self.spec, self.poll_s = store_uri, spec, poll_s
+        self.sink = FileSink(Path(sink)) if isinstance(sink, (str, Path)) else sink
         self.policy = get_policy(policy)
         self._open = open_store
         self.dispatched = dispatched
@@ -77,21 +81,25 @@ class ThresholdFeed:
             try:
                 store = store or self._open(self.store_uri)
                 self.update(store)
-            except Exception as exc:  # nothing the store does may reach the trial
+            except SinkUnavailable:  # nowhere to write, said once by the sink: the trial keeps what it has
+                return
+            except SinkNotReady:  # nothing to write into yet: the next poll tries again
+                pass
+            except Exception as exc:  # nothing the store or the sink does may reach the trial
                 if str(exc) != self.problem:
                     self.problem = str(exc)
-                    log.warning("live threshold: no read of the store (%s); the trial keeps its threshold", exc)
+                    log.warning("live threshold: no update (%s); the trial keeps its threshold", exc)
             self._stop.wait(self.poll_s)
 
     def update(self, store: Any) -> float | None:
-        """One read of the job's log; writes the file when what the trial stops at changed (the lower of the
+        """One read of the job's log; writes to the sink when what the trial stops at changed (the lower of the
         dispatched threshold and the job's early stop now, which may also rise: a cut run raises a mean).
         Returns the job's early stop now."""
         trials = store.read_trials(self.spec.job_id)  # one read of the log: history and drifts
         threshold = early_stop_after_drift(self.policy, self.spec, trials.history, drifts=trials.drifts)
         holds = live_threshold(self.dispatched, self.threshold)  # what the trial stops at now
         if threshold is not None and live_threshold(self.dispatched, threshold) != holds:
-            write_live_threshold(self.path, threshold)
+            self.sink.write(threshold)
             self.threshold = threshold
             print(f"train: the job's cheapest recurrence is now {threshold / self.spec.beta_knob:.1f}: early-stop "
                   f"threshold {threshold:.1f} from the next epoch end", flush=True)  # fmt: skip

@@ -5,7 +5,8 @@ State lives in the store only: bandit reads the job's history and the policy dec
 all of it, as optuna samplers do (well under 0.1 s at 10,000 trials, against a step's start-up
 of about a second); train writes nothing to the store, and only reads it, for a script on its own
 machine, to follow the job's early stop while the trial runs (zeus.steps.live_threshold: the
-mid-trial early stop; a store it cannot read changes nothing); feedback writes the finished trial
+mid-trial early stop, written for the script to read: a file, or for a cluster trial a ConfigMap its pods
+mount; a store it cannot read changes nothing); feedback writes the finished trial
 and its power profile, each under a key unique to (recurrence, attempt), so a retried step
 rewrites the same objects. Nothing derived from the history is stored: the arm states people see
 are computed where they are shown (zeus.report.arms).
@@ -23,13 +24,12 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 from zeus.errors import FieldError
 from zeus.job import JobSpec, TrialResult, TrialStatus
-from zeus.launch.trial import ScriptRunner, TrialRunner, launch_runner
+from zeus.launch.trial import ClusterRunner, ScriptRunner, TrialRunner, launch_runner
 from zeus.policy import get_policy
 from zeus.policy.base import Decision
 from zeus.policy.drift import decide_after_drift
@@ -57,7 +57,6 @@ from zeus.steps.params import (
 from zeus.steps.request import TrialRequest
 from zeus.steps.step_lines import LOST_TRIAL
 from zeus.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
-from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
 from zeus.trials import Trial
 
 
@@ -313,11 +312,11 @@ def _run(
 ) -> tuple[TrialResult, PowerProfile | None]:
     """One trial through `runner`: its result and the profile to store (None when it trained at a reused
     profile, which is not stored again). The trial's work directory is temporary: its log is copied to
-    `keep_log` first (None: not kept); its model, if it saved one, to `model`. `feed` (a script on this
-    machine) keeps the live threshold file in the work directory while the trial runs."""
+    `keep_log` first (None: not kept); its model, if it saved one, to `model`. `feed(dispatched, work_dir)` keeps
+    the trial's live threshold while it runs."""
     with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
         try:
-            with feed(cost_threshold, Path(work_dir) / LIVE_THRESHOLD_FILE) if feed else nullcontext():
+            with feed(cost_threshold, Path(work_dir)) if feed else nullcontext():
                 outcome = runner.run(
                     spec,
                     batch_size=batch_size,
@@ -334,12 +333,18 @@ def _run(
 
 
 def _feed(runner: TrialRunner, request: TrialRequest, spec: JobSpec) -> Callable | None:
-    """The live threshold feed for a script on this machine (zeus.steps.live_threshold), which reads the job's
-    store at `store_uri` itself; None for a replayed trial (its outcome is computed at once: the simulator
-    models the live stop) and a cluster trial (its pods do not share the work directory)."""
-    if not isinstance(runner, ScriptRunner):
+    """The live threshold feed (zeus.steps.live_threshold), which reads the job's store at `store_uri` itself and
+    writes where the runner says: the work directory's file for a script on this machine, the trial's ConfigMap
+    for a cluster trial. None for a replayed trial (its outcome is computed at once: the simulator models the
+    live stop)."""
+    if not isinstance(runner, (ScriptRunner, ClusterRunner)):
         return None
-    return partial(ThresholdFeed, request.store_uri, spec, policy=request.policy)
+
+    def feed(dispatched: float | None, work_dir: Path) -> ThresholdFeed:
+        sink = runner.threshold_sink(spec, work_dir)
+        return ThresholdFeed(request.store_uri, spec, dispatched, sink, policy=request.policy)
+
+    return feed
 
 
 def _read_reuse(path: str) -> PowerProfile | None:

@@ -80,7 +80,8 @@ class TrialEnv:
     # reproducible and a retried one draws the same data order.
     seed: int | None = None
     # Where the train step keeps the live threshold (zeus.train.live_threshold): read at every epoch end,
-    # it lowers `cost_threshold` once a concurrent recurrence reaches cheaper. None: the dispatched one only.
+    # it lowers `cost_threshold` once a concurrent recurrence reaches cheaper. In the trial's work directory,
+    # or in a cluster trial's pods the ConfigMap's mounted file. None: the dispatched one only.
     threshold_file: str | None = None
 
     def __post_init__(self) -> None:

@@ -1,16 +1,16 @@
-"""The live early-stop threshold: a file in the trial's work directory that the train step keeps up to date
-with the job's early stop (the policy's rule on the history as the store holds it now), and that the trial
-reads at every epoch end.
+"""The live early-stop threshold: a file the trial reads at every epoch end, which the train step keeps up to
+date with the job's early stop (the policy's rule on the history as the store holds it now).
 
-Why a file, written by the step and read by the script (docs/DESIGN.md, "The live threshold"):
+Why a file, written for the script and read by it (docs/DESIGN.md, "The live threshold"):
 - the training child must not read the store (zeus/train imports no store: a GPU pod needs no store
   credentials, and the user's script is any process, started from any command line);
 - a store that is slow, unreachable or failing must never stall or stop a training loop: the step's
   reader thread (zeus.steps.live_threshold) absorbs that, and all the script ever does is read a small
   local file, which it cannot wait on;
-- it is the same kind of hand-over as result.json and profile.csv, and works for every launcher whose
-  script shares the step's file system (local, torchrun). A cluster trial's pods do not: they keep the
-  threshold they were dispatched with.
+- it is the same kind of hand-over as result.json and profile.csv. Where the script shares the step's file
+  system (launcher local, torchrun) the step writes the file into the trial's work directory; a cluster
+  trial's pods (TrainJob, PyTorchJob) get it from a ConfigMap the step patches and the kubelet projects into
+  a directory mounted in every pod (zeus.launch.threshold_sink), within its sync period (about a minute).
 
 A missing, unreadable or malformed file means "nothing newer": the trial keeps its dispatched threshold.
 The file can only lower the dispatched threshold (`zeus.job.live_threshold`).
@@ -25,13 +25,18 @@ from pathlib import Path
 from zeus.job import live_threshold
 from zeus.train.artifacts import atomic_write_text
 
-LIVE_THRESHOLD_FILE = "live_threshold.json"  # in the trial's work directory (the runner's cwd for the script)
+LIVE_THRESHOLD_FILE = "live_threshold.json"  # in the trial's work directory, or the key of a cluster trial's ConfigMap
+
+
+def threshold_json(threshold: float) -> str:
+    """The file's content for the job's early stop `threshold` (the one format, whichever way it travels)."""
+    return json.dumps({"threshold": float(threshold)})
 
 
 def write_live_threshold(path: str | Path, threshold: float) -> None:
     """Write the job's early stop (`threshold`) atomically: a reader sees the old file or the
     new one, never half of one."""
-    atomic_write_text(Path(path), json.dumps({"threshold": float(threshold)}))
+    atomic_write_text(Path(path), threshold_json(threshold))
 
 
 def read_live_threshold(path: str | Path | None) -> float | None:

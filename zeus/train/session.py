@@ -156,7 +156,7 @@ class ZeusTrial:
     def _would_exceed(self) -> bool:
         """Whether one more epoch would pass the threshold as it is now: the dispatched one, or lower where a
         concurrent recurrence has since reached cheaper (the live file, read here at every epoch end; rank 0's
-        reading decides for every rank)."""
+        reading decides for every rank: on a cluster each node's kubelet updates its copy at its own time)."""
         threshold = self.env.current_threshold()
         if self.env.threshold_file is not None:  # each rank read the file: rank 0's reading holds for all
             threshold = self.ranks.leader_float(threshold or 0.0) or None
