@@ -121,6 +121,7 @@ class TurningWalkPolicy:
         resume: bool = False,
         early_stop: str = "mean",
         default_miss_ends: bool = False,
+        confirm: bool = False,
     ) -> None:
         self.turn_margin = turn_margin
         self.hard_turn = hard_turn
@@ -137,20 +138,26 @@ class TurningWalkPolicy:
             raise ValueError(f"invalid early_stop={early_stop!r}: allowed {', '.join(EARLY_STOP_BASES)}")
         self.early_stop = early_stop
         self.default_miss_ends = default_miss_ends
+        self.confirm = confirm
 
     # -- shared by decide and arm_states -------------------------------------------------------
 
+    def _walk_rules(self, view: HistoryView) -> dict:
+        """The walk's keyword arguments (replay_walk and look_past alike): its margins and rules, and with
+        `confirm` the pooled noise (rule 11) and each size's second observation."""
+        return {
+            "turn_margin": self.turn_margin,
+            "hard_turn": self.hard_turn,
+            "skip_margin": self.skip_margin,
+            "resume": self.resume,
+            "default_miss_ends": self.default_miss_ends,
+            "confirm": self._cv(view) if self.confirm else None,
+            "runs": {b: view.charged(b) for b in view.feasible if view.tally.arm(b).n} if self.confirm else None,
+        }
+
     def _plan(self, spec: JobSpec, view: HistoryView) -> _Plan:
-        walk = replay_walk(
-            view.feasible,
-            feasible_default(view.feasible, spec.default_batch_size),
-            view.first_observations(),
-            turn_margin=self.turn_margin,
-            hard_turn=self.hard_turn,
-            skip_margin=self.skip_margin,
-            resume=self.resume,
-            default_miss_ends=self.default_miss_ends,
-        )
+        default = feasible_default(view.feasible, spec.default_batch_size)
+        walk = replay_walk(view.feasible, default, view.first_observations(), **self._walk_rules(view))
         return _Plan(view, walk, _candidates(view, walk))
 
     def stop_threshold(self, spec: JobSpec, history: Sequence[Trial]) -> float | None:
@@ -183,6 +190,9 @@ class TurningWalkPolicy:
         threshold = self._threshold(spec, view)
         expected = walk.expected
         if not view.in_flight(expected):
+            if view.tally.arm(expected).n:  # rule 11: a second run before a turn or a skip within the noise
+                why = f"confirming batch size {expected}: the turn or skip resting on its first run is within the noise"
+                return Decision(expected, threshold, "exploration", why)
             return Decision(expected, threshold, "exploration", f"exploring batch size {expected}")
         default = feasible_default(view.feasible, spec.default_batch_size)
         if self.overlap and view.max_trial is None:  # the first wave: nothing has finished yet
@@ -205,17 +215,7 @@ class TurningWalkPolicy:
         first: the down walker's next size past the in-flight ones, then the up walker's once it may run.
         Sizes in flight or ruled out are left out."""
         pending = frozenset(r.batch_size for r in view.dispatched)
-        ahead = look_past(
-            view.feasible,
-            default,
-            view.first_observations(),
-            pending,
-            turn_margin=self.turn_margin,
-            hard_turn=self.hard_turn,
-            skip_margin=self.skip_margin,
-            resume=self.resume,
-            default_miss_ends=self.default_miss_ends,
-        )
+        ahead = look_past(view.feasible, default, view.first_observations(), pending, **self._walk_rules(view))
         started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
         outlasted = view.max_trial is not None and view.max_trial > started
         up_may_run = ahead.up_needed or outlasted or not ahead.down_open
