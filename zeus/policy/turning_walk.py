@@ -64,6 +64,18 @@ Off by default (`resume=True`; benchmarks/RESULTS.md, issue 25, says why it is n
     bump past a turn otherwise leaves a job on a local minimum for good; on the measured cells, whose
     curves have one minimum, the probes only cost.
 
+Off by default (`confirm=True`; benchmarks/RESULTS.md, issue 25, "Confirming a turn", says why it is not the
+default yet):
+
+11. A turn or a skip whose first runs are within the noise of each other (their cost ratio below
+    exp(2 sqrt(2) cv): two standard deviations of the log ratio of two single runs, cv = prior_cv, the
+    traces' spread of one run) waits for a second run of both sizes it compares (the turning step or
+    the default size, then the step it is compared with), under the job's early stop, and then stands
+    while the first one's mean cost after its first run is above the other's (zeus.policy.walk,
+    `_judged`). The noise is the prior's, not the pooled estimate `_cv`: that one grows as exploitation
+    repeats sizes, and a turn taken long ago would be sent back to a confirmation it did not need when
+    it was taken (measured: it costs on the tuned cells).
+
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
 first result, the count and sum of its costs and its misses' charges, the spread of its repeat costs,
@@ -73,6 +85,7 @@ whether it reached; the smallest oom; the cheapest reached recurrence; the large
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -144,15 +157,15 @@ class TurningWalkPolicy:
 
     def _walk_rules(self, view: HistoryView) -> dict:
         """The walk's keyword arguments (replay_walk and look_past alike): its margins and rules, and with
-        `confirm` the pooled noise (rule 11) and each size's second observation."""
+        `confirm` (rule 11) the noise of one run and each size's runs."""
         return {
             "turn_margin": self.turn_margin,
             "hard_turn": self.hard_turn,
             "skip_margin": self.skip_margin,
             "resume": self.resume,
             "default_miss_ends": self.default_miss_ends,
-            "confirm": self._cv(view) if self.confirm else None,
-            "runs": {b: view.charged(b) for b in view.feasible if view.tally.arm(b).n} if self.confirm else None,
+            "confirm": self.prior_cv if self.confirm else None,
+            "runs": _runs(view) if self.confirm else None,
         }
 
     def _plan(self, spec: JobSpec, view: HistoryView) -> _Plan:
@@ -307,6 +320,19 @@ def _due_probe(view: HistoryView, walk: WalkState) -> tuple[int, float] | None:
     if observed < 2 ** (walk.probes + 1) * max(walk.walked, 1):
         return None
     return next(((b, cap) for b, cap in walk.lazy if not view.in_flight(b)), None)
+
+
+def _runs(view: HistoryView) -> dict[int, tuple[int, float]]:
+    """Per observed size: its count of runs, and the mean charged cost of those after its first (NaN when run
+    once), what the walk judges a turn or a skip within the noise on (rule 11). A reached first run is
+    charged its cost, so the rest is the size's charged total less it."""
+    out = {}
+    for b in view.feasible:
+        n, mean = view.charged(b)
+        if n:
+            arm = view.tally.arm(b)
+            out[b] = (n, (n * mean - arm.first_cost) / (n - 1) if n > 1 and arm.first_reached else math.nan)
+    return out
 
 
 def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:

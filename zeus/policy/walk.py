@@ -19,8 +19,8 @@ that:
 - the up direction is skipped when the down direction found a size cheaper than the default size by
   more than `skip_margin`: with one minimum, it lies below the default size;
 - with `confirm` (the relative noise of one run, off when None): a turn or a skip whose first runs are
-  within the noise of each other waits for a second run of the size it rests on, and is then judged on
-  the two sizes' mean costs over all their runs (`_Replay._judged`).
+  within the noise of each other waits for a second run of the two sizes it compares, and is then judged
+  on their runs after the first (`_Replay._judged`).
 
 A reached step is never cut short to decide this: stopping a trial that would reach costs its spend
 plus the retry, more than letting it finish unless it would cost beta x the best anyway, which the
@@ -51,7 +51,8 @@ from dataclasses import dataclass
 
 # (cost, reached) of a size's first finished observation.
 Observation = tuple[float, bool]
-# (count, mean cost) of a size's finished observations, a miss charged the retry it forced.
+# (count, mean cost of those after the first) of a size's finished observations, a miss charged the retry
+# it forced; the mean is NaN for a size run once.
 Runs = tuple[int, float]
 
 # With `confirm`: a turn or a skip is taken on one run of each side only when the cost ratio behind it
@@ -140,7 +141,7 @@ def replay_walk(
     (benchmarks measure the walk without it). `resume`: a turn or a skip rules the sizes past it out
     only until a probe (see `_Replay._past`). `confirm`: the relative noise of one run (a coefficient of
     variation); a turn or a skip within it waits for a second run of the size it rests on, then is judged
-    on `runs` (each size's count and mean cost over all its runs; see `_Replay._judged`)."""
+    on `runs` (each size's count of runs and mean cost after its first; see `_Replay._judged`)."""
     replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume)
     replay.default_miss_ends = default_miss_ends
     replay.set_confirm(confirm, runs)
@@ -205,33 +206,35 @@ class _Replay:
         self.cheapest_size: int | None = None  # the size of that step
         self.band = 0.0  # with confirm: a first-run cost ratio below this is within the noise (set_confirm)
         self.runs: Mapping[int, Runs] = {}
+        self.again: int | None = None  # the size a skip within the noise needs run again (_below_default)
 
     def set_confirm(self, cv: float | None, runs: Mapping[int, Runs] | None) -> None:
-        """Turn confirmation on with `cv`, the relative noise of one run, and each size's runs (`runs`: count
-        and mean cost). Off (None): every turn and skip is taken on first runs."""
+        """Turn confirmation on with `cv`, the relative noise of one run, and each size's runs (`runs`: count,
+        and mean cost after the first). Off (None): every turn and skip is taken on first runs."""
         self.band = 0.0 if cv is None else math.exp(CONFIRM_Z * math.sqrt(2.0) * cv)
         self.runs = runs or {}
 
-    def _judged(self, b: int, reference: int, ratio: float) -> tuple[float, float] | bool | None:
+    def _judged(self, b: int, reference: int, ratio: float) -> tuple[int | None, float] | None:
         """How a turn or a skip that rests on size `b`'s first run against `reference`'s (`ratio`: the first
-        runs' cost ratio that makes it, above 1) is judged: False when on the first runs (the ratio is
-        outside the noise, or confirmation is off); None while `b` has run only once (it is run again);
-        else (b's mean cost, reference's mean cost), over all their runs, to judge it on instead.
+        runs' cost ratio that makes it, above 1) is judged. None: on the first runs (the ratio is outside the
+        noise, or confirmation is off). Else (the size to run again, or None once both sizes have run
+        twice; the ratio of b's mean cost after its first run to reference's): it stands while that is
+        above 1.
 
         Why: a turn or a skip rules sizes out for good, and it is read off single first runs, whose epochs
         to target spread 0.7-1.4x their mean in the traces (more on a generated job): a 1.6x first-run
-        difference on a 1.03x true one. A second run of the size that looks costlier (the turning step; for
-        a skip, the default size) costs about the gap between the two sizes, a fraction of a recurrence.
-        The means then use every run there is, later ones included (a size exploited since adds to its
-        mean), so a turn the first runs got wrong is undone once the runs say so. A size's first run
-        carries profiling and later ones do not, so a mean over more runs reads a little low: the side run
-        again looks cheaper, which errs towards walking on, the side that cannot trap a job."""
+        difference on a 1.03x true one. A second run of `b` (the turning step; for a skip, the default
+        size) costs about the gap between the two sizes, a fraction of a recurrence; one of `reference`
+        (the cheapest step so far) about nothing. Both are run again because a first run also profiles
+        the power limits (a tenth of a run on a job of a few epochs): like is compared with like, runs
+        after the first, which take in every later run too (a size exploited since adds to its mean), so
+        a turn the first runs got wrong is undone once the runs say so."""
         if ratio >= self.band:
-            return False
-        count, mean = self.runs.get(b, (1, math.nan))
-        if count < 2:
             return None
-        return mean, self.runs.get(reference, (1, math.nan))[1]
+        (nb, mb), (nr, mr) = self.runs.get(b, (1, math.nan)), self.runs.get(reference, (1, math.nan))
+        if nb < 2 or nr < 2:
+            return (b if nb < 2 else reference), math.nan
+        return None, mb / mr
 
     def _walk(self, plan: list[int], skipped: bool) -> _Walker:
         """Replay one direction over `plan`; a `skipped` direction ends at its frontier. Pending sizes are
@@ -260,14 +263,13 @@ class _Replay:
                 return walker
             reference, ref_size = self.cheapest, self.cheapest_size
             turned = self._turns(cost, reference, after_best)
-            judged = self._judged(b, ref_size, cost / reference) if turned and ref_size is not None else False
-            if judged is None:  # within the noise: the walker needs a second run of b before turning
-                walker.frontier, walker.waiting = b, b in self.pending
-                return walker
-            if judged is not False:  # the ratio of the two sizes' means over all their runs, on the first runs' scale
-                cost = reference * judged[0] / judged[1]
-                self.steps[-1] = WalkStep(b, cost, reached)
-                turned = self._turns(cost, reference, after_best)
+            judged = self._judged(b, ref_size, cost / reference) if turned and ref_size is not None else None
+            if judged is not None:  # within the noise: judged on the runs after the first
+                again, later = judged
+                if again is not None:  # a second run of b or of its reference first
+                    walker.frontier, walker.waiting = again, again in self.pending
+                    return walker
+                turned = later > 1.0  # b keeps its first run's cost: later steps are compared with first runs
             if cost < self.cheapest:
                 self.cheapest, self.cheapest_size = cost, b
             if turned:
@@ -309,8 +311,9 @@ class _Replay:
 
     def _below_default(self) -> bool | None:
         """A down step beat the default size by more than skip_margin: the minimum lies below it. None while
-        that is within the noise and the default size's second run (the confirmation) is not in: its first
-        run, the costlier-looking side, is re-run and the default is then judged on the mean of the two."""
+        that is within the noise and a second run of the default size or of that step is not in (it is
+        then `self.again`, and the skip is judged on their runs after the first: `_judged`)."""
+        self.again = None
         if self.skip_margin is None:
             return False
         costs = {s.batch_size: s.cost for s in self.steps if s.reached}
@@ -321,9 +324,10 @@ class _Replay:
         if not costs[best] < (1.0 - self.skip_margin) * costs[self.default]:
             return False
         judged = self._judged(self.default, best, costs[self.default] / costs[best])
-        if judged is None or judged is False:
-            return None if judged is None else True
-        return min(self.runs[b][1] for b in below) < (1.0 - self.skip_margin) * judged[0]
+        if judged is None:
+            return True
+        self.again = judged[0]
+        return None if self.again is not None else judged[1] > 1.0
 
     def _up_needed(self) -> bool:
         """The down direction has shown the up direction will be walked: the default size reached and a
@@ -335,14 +339,14 @@ class _Replay:
 
     def walkers(self) -> tuple[_Walker, bool, _Walker]:
         """(the down walker, whether the up direction is needed, the up walker). While a skip waits for its
-        confirmation the up walker needs the default size again (once the down walker has ended)."""
+        confirmation the up walker needs the size to run again (once the down walker has ended)."""
         down = self._walk(self.down, skipped=False)
         needed = self._up_needed()
         skip = self._below_default()
         if skip is None:
             if down.frontier is not None:  # the down walker goes on: the skip may not be the last word yet
                 return down, False, _Walker(waiting=True)
-            return down, False, _Walker(self.default, self.default in self.pending)
+            return down, False, _Walker(self.again, self.again in self.pending)
         return down, needed, self._walk(self.up, skipped=skip)
 
     def run(self) -> WalkState:
