@@ -113,12 +113,6 @@ class HistoryView:
         return {b: (arm.first_cost, arm.first_reached) for b, arm in zip(self.tally.sizes, self.tally.arms, strict=True)
                 if arm.n}  # fmt: skip
 
-    def second_observations(self) -> dict[int, Observation]:
-        """Each size's second finished observation, as (cost, reached): what confirms a turn or a skip that
-        rests on its first (zeus.policy.walk, `confirm`)."""
-        arms = zip(self.tally.sizes, self.tally.arms, strict=True)
-        return {b: (arm.second_cost, arm.second_reached) for b, arm in arms if arm.n > 1}
-
 
 def tally_history(spec: JobSpec, history: History) -> Tally:
     """The tally of `history` (any order; taken in trial order, then recurrence)."""

@@ -2,8 +2,7 @@
 
 Everything both policies derive a decision from is a statistic of the history, computed afresh for
 every decision: per batch size its first observation (the walk's step), the count, sum, mean and
-squared deviations of its costs (Zeus's Gaussian posterior), its second observation (a
-confirmation), the same for its reached costs after the
+squared deviations of its costs (Zeus's Gaussian posterior), the same for its reached costs after the
 first (the pooled noise of `turning-walk`), its reached count and sum (the cheapest mean, which stands
 in for a retry not known yet), the known charges and the pending misses of its misses
 (zeus.policy.recurrences), and with a window the last `window_size` observations; the smallest size
@@ -49,8 +48,6 @@ class Arm:
     m2: float  # the sum of squared deviations from the mean
     first_cost: float
     first_reached: bool
-    second_cost: float  # NaN before its second observation (turning-walk's confirmation of a turn)
-    second_reached: bool
     reached_n: int
     reached_total: float
     rep_n: int  # reached observations after the size's first (which carries the profiling epoch)
@@ -139,8 +136,6 @@ class Tally:
             m2=m2,
             first_cost=float(costs[0]) if len(rows) else math.nan,
             first_reached=bool(reached[0]) if len(rows) else False,
-            second_cost=float(costs[1]) if len(rows) > 1 else math.nan,
-            second_reached=bool(reached[1]) if len(rows) > 1 else False,
             reached_n=int(reached.sum()),
             reached_total=_in_order_sum(costs[reached]),
             rep_n=len(repeats),

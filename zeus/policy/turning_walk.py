@@ -69,18 +69,22 @@ default yet):
 
 11. A turn or a skip whose first runs are within the noise of each other (their cost ratio below
     exp(2 sqrt(2) cv): two standard deviations of the log ratio of two single runs, cv = prior_cv, the
-    traces' spread of one run) waits for a second run of both sizes it compares (the turning step or
-    the default size, then the step it is compared with), under the job's early stop, and then stands
-    while the first one's mean cost after its first run is above the other's (zeus.policy.walk,
-    `_judged`). The noise is the prior's, not the pooled estimate `_cv`: that one grows as exploitation
-    repeats sizes, and a turn taken long ago would be sent back to a confirmation it did not need when
-    it was taken (measured: it costs on the tuned cells).
+    traces' spread of one run) rules nothing out until both sizes it compares have run twice (the
+    turning step or the default size first, then the step it was compared with), under the job's early
+    stop; it then stands while the first size's runs after its first cost more on average than the
+    other's (zeus.policy.walk, `_judged`). Why: rule 2 reads turns and skips off single first runs, and
+    one run's epochs to target are noisy enough (a 1.6x first-run difference on a 1.03x true one) to
+    rule the cheapest sizes out for good. Runs after the first are compared because a first run also
+    profiles the power limits; later runs (exploitation) keep counting, so a turn the first runs got
+    wrong is undone once the runs say so. The noise is the prior's, not the pooled estimate `_cv`: that
+    one grows as exploitation repeats sizes, and would send turns taken long before back to a
+    confirmation (measured: it costs more on the tuned cells).
 
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
-first result, the count and sum of its costs and its misses' charges, the spread of its repeat costs,
-whether it reached; the smallest oom; the cheapest reached recurrence; the largest finished trial number (for
-"outlasted").
+first result, the count and sum of its costs and its misses' charges (with `confirm`, less the first),
+the spread of its repeat costs, whether it reached; the smallest oom; the cheapest reached recurrence;
+the largest finished trial number (for "outlasted").
 """
 
 from __future__ import annotations
