@@ -126,6 +126,9 @@ class _DefaultSizeOnly:
     def arm_states(self, spec, history):
         return []
 
+    def stop_threshold(self, spec, history):
+        return None  # no early stop (zeus.policy.base.Policy: what a running trial stops at)
+
 
 def first_wave_excess(cells: list[tuple[str, str, float]], seeds: list[int]) -> float:
     """Mean over cells of (the default size's first trial, profiling included) / oracle - 1."""
