@@ -54,7 +54,20 @@ CANDIDATES: dict[str, dict] = {
     # turning-walk before issue 25's two rules: Zeus's early stop, and a miss at the default ends the walk.
     "turning-walk issue-8 rules": {"early_stop": "lowest-spend", "default_miss_ends": True},
     "turning-walk resume": {"resume": True},  # probes past turns and skips (zeus.policy.walk, rule 10)
+    "turning-walk confirm": {"confirm": True},  # a turn or a skip within the noise waits for second runs (rule 11)
 }
+
+
+def keep_candidates(names: list[str] | None) -> None:
+    """Restrict CANDIDATES to `names` (all when None), in place: a shorter run compares fewer variants."""
+    if names is None:
+        return
+    unknown = [n for n in names if n not in CANDIDATES]
+    if unknown or OURS not in names:
+        raise SystemExit(f"invalid --candidates {unknown or names}: allowed {', '.join(map(repr, CANDIDATES))}, "
+                         f"{OURS!r} among them")  # fmt: skip
+    for name in [n for n in CANDIDATES if n not in names]:
+        del CANDIDATES[name]
 
 
 def make_policy(name: str) -> Policy:
@@ -112,6 +125,9 @@ class _DefaultSizeOnly:
 
     def arm_states(self, spec, history):
         return []
+
+    def stop_threshold(self, spec, history):
+        return None  # no early stop (zeus.policy.base.Policy: what a running trial stops at)
 
 
 def first_wave_excess(cells: list[tuple[str, str, float]], seeds: list[int]) -> float:
@@ -283,6 +299,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tune-seed", type=int, default=1, help="the tuning jobs' seed (default 1)")
     parser.add_argument("--decide-trials", type=int, default=10_000, help="history length for the decide() timing")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--candidates", nargs="*", help=f"the CANDIDATES to compare (default: all; {OURS!r} always)")
     parser.add_argument("--fidelity", action="store_true", help="also compare zeus-nsdi23 with Zeus's simulator")
     parser.add_argument(
         "--smoke",
@@ -295,6 +312,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    keep_candidates(args.candidates)
     seeds, check = tuple(parse_seeds(args.seeds)), tuple(parse_seeds(args.check_seeds))
     cells = [("cell", w, g, e) for e in args.etas for g in args.gpus for w in args.workloads]
     half = [c for c in cells if c[3] == 0.5] or cells

@@ -64,15 +64,32 @@ Off by default (`resume=True`; benchmarks/RESULTS.md, issue 25, says why it is n
     bump past a turn otherwise leaves a job on a local minimum for good; on the measured cells, whose
     curves have one minimum, the probes only cost.
 
+Off by default (`confirm=True`; benchmarks/RESULTS.md, issue 25, "Confirming a turn", says why it is not the
+default yet):
+
+11. A turn or a skip whose first runs are within the noise of each other (their cost ratio below
+    exp(2 sqrt(2) cv): two standard deviations of the log ratio of two single runs, cv = prior_cv, the
+    traces' spread of one run) rules nothing out until both sizes it compares have run twice (the
+    turning step or the default size first, then the step it was compared with), under the job's early
+    stop; it then stands while the first size's runs after its first cost more on average than the
+    other's (zeus.policy.walk, `_judged`). Why: rule 2 reads turns and skips off single first runs, and
+    one run's epochs to target are noisy enough (a 1.6x first-run difference on a 1.03x true one) to
+    rule the cheapest sizes out for good. Runs after the first are compared because a first run also
+    profiles the power limits; later runs (exploitation) keep counting, so a turn the first runs got
+    wrong is undone once the runs say so. The noise is the prior's, not the pooled estimate `_cv`: that
+    one grows as exploitation repeats sizes, and would send turns taken long before back to a
+    confirmation (measured: it costs more on the tuned cells).
+
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
-first result, the count and sum of its costs and its misses' charges, the spread of its repeat costs,
-whether it reached; the smallest oom; the cheapest reached recurrence; the largest finished trial number (for
-"outlasted").
+first result, the count and sum of its costs and its misses' charges (with `confirm`, less the first),
+the spread of its repeat costs, whether it reached; the smallest oom; the cheapest reached recurrence;
+the largest finished trial number (for "outlasted").
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -121,6 +138,7 @@ class TurningWalkPolicy:
         resume: bool = False,
         early_stop: str = "mean",
         default_miss_ends: bool = False,
+        confirm: bool = False,
     ) -> None:
         self.turn_margin = turn_margin
         self.hard_turn = hard_turn
@@ -137,20 +155,26 @@ class TurningWalkPolicy:
             raise ValueError(f"invalid early_stop={early_stop!r}: allowed {', '.join(EARLY_STOP_BASES)}")
         self.early_stop = early_stop
         self.default_miss_ends = default_miss_ends
+        self.confirm = confirm
 
     # -- shared by decide and arm_states -------------------------------------------------------
 
+    def _walk_rules(self, view: HistoryView) -> dict:
+        """The walk's keyword arguments (replay_walk and look_past alike): its margins and rules, and with
+        `confirm` (rule 11) the noise of one run and each size's runs."""
+        return {
+            "turn_margin": self.turn_margin,
+            "hard_turn": self.hard_turn,
+            "skip_margin": self.skip_margin,
+            "resume": self.resume,
+            "default_miss_ends": self.default_miss_ends,
+            "confirm": self.prior_cv if self.confirm else None,
+            "runs": _runs(view) if self.confirm else None,
+        }
+
     def _plan(self, spec: JobSpec, view: HistoryView) -> _Plan:
-        walk = replay_walk(
-            view.feasible,
-            feasible_default(view.feasible, spec.default_batch_size),
-            view.first_observations(),
-            turn_margin=self.turn_margin,
-            hard_turn=self.hard_turn,
-            skip_margin=self.skip_margin,
-            resume=self.resume,
-            default_miss_ends=self.default_miss_ends,
-        )
+        default = feasible_default(view.feasible, spec.default_batch_size)
+        walk = replay_walk(view.feasible, default, view.first_observations(), **self._walk_rules(view))
         return _Plan(view, walk, _candidates(view, walk))
 
     def stop_threshold(self, spec: JobSpec, history: Sequence[Trial]) -> float | None:
@@ -183,6 +207,9 @@ class TurningWalkPolicy:
         threshold = self._threshold(spec, view)
         expected = walk.expected
         if not view.in_flight(expected):
+            if view.tally.arm(expected).n:  # rule 11: a second run before a turn or a skip within the noise
+                why = f"confirming batch size {expected}: the turn or skip resting on its first run is within the noise"
+                return Decision(expected, threshold, "exploration", why)
             return Decision(expected, threshold, "exploration", f"exploring batch size {expected}")
         default = feasible_default(view.feasible, spec.default_batch_size)
         if self.overlap and view.max_trial is None:  # the first wave: nothing has finished yet
@@ -205,17 +232,7 @@ class TurningWalkPolicy:
         first: the down walker's next size past the in-flight ones, then the up walker's once it may run.
         Sizes in flight or ruled out are left out."""
         pending = frozenset(r.batch_size for r in view.dispatched)
-        ahead = look_past(
-            view.feasible,
-            default,
-            view.first_observations(),
-            pending,
-            turn_margin=self.turn_margin,
-            hard_turn=self.hard_turn,
-            skip_margin=self.skip_margin,
-            resume=self.resume,
-            default_miss_ends=self.default_miss_ends,
-        )
+        ahead = look_past(view.feasible, default, view.first_observations(), pending, **self._walk_rules(view))
         started = min(r.trial for r in view.dispatched if r.batch_size == walk.expected)
         outlasted = view.max_trial is not None and view.max_trial > started
         up_may_run = ahead.up_needed or outlasted or not ahead.down_open
@@ -307,6 +324,19 @@ def _due_probe(view: HistoryView, walk: WalkState) -> tuple[int, float] | None:
     if observed < 2 ** (walk.probes + 1) * max(walk.walked, 1):
         return None
     return next(((b, cap) for b, cap in walk.lazy if not view.in_flight(b)), None)
+
+
+def _runs(view: HistoryView) -> dict[int, tuple[int, float]]:
+    """Per observed size: its count of runs, and the mean charged cost of those after its first (NaN when run
+    once), what the walk judges a turn or a skip within the noise on (rule 11). A reached first run is
+    charged its cost, so the rest is the size's charged total less it."""
+    out = {}
+    for b in view.feasible:
+        n, mean = view.charged(b)
+        if n:
+            arm = view.tally.arm(b)
+            out[b] = (n, (n * mean - arm.first_cost) / (n - 1) if n > 1 and arm.first_reached else math.nan)
+    return out
 
 
 def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:

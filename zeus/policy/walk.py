@@ -17,7 +17,10 @@ that:
   minimum a single worse trial may be noise (a 7-epoch run among 4-epoch ones costs 1.75x) or a bump
   (squad: 24 costs more than both 32 and 16), so the next step decides; further on, it is the curve;
 - the up direction is skipped when the down direction found a size cheaper than the default size by
-  more than `skip_margin`: with one minimum, it lies below the default size.
+  more than `skip_margin`: with one minimum, it lies below the default size;
+- with `confirm` (the relative noise of one run, off when None): a turn or a skip whose first runs are
+  within the noise of each other waits for a second run of the two sizes it compares, and is then judged
+  on their runs after the first (`_Replay._judged`).
 
 A reached step is never cut short to decide this: stopping a trial that would reach costs its spend
 plus the retry, more than letting it finish unless it would cost beta x the best anyway, which the
@@ -48,6 +51,17 @@ from dataclasses import dataclass
 
 # (cost, reached) of a size's first finished observation.
 Observation = tuple[float, bool]
+# (count, mean cost of those after the first) of a size's finished observations, a miss charged the retry
+# it forced; the mean is NaN for a size run once.
+Runs = tuple[int, float]
+
+# With `confirm`: a turn or a skip is taken on one run of each side only when the cost ratio behind it
+# lies more than CONFIRM_Z standard deviations of the log ratio of two single runs above 1 (that sd is
+# sqrt(2) x the relative noise of one run). 2 is the conventional two-sigma line: two sizes that cost the
+# same show a ratio that far out about once in 44 comparisons (one-sided), so a walk of a handful of
+# steps is rarely sent to a confirmation it did not need, and a ratio inside it is one the noise makes
+# often. Not chosen on the traces.
+CONFIRM_Z = 2.0
 
 
 @dataclass(frozen=True)
@@ -119,13 +133,18 @@ def replay_walk(
     skip_margin: float | None = 0.05,
     resume: bool = False,
     default_miss_ends: bool = False,
+    confirm: float | None = None,
+    runs: Mapping[int, Runs] | None = None,
 ) -> WalkState:
     """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
     first finished observation `first[b] = (cost, reached)`. A None margin turns its rule off
     (benchmarks measure the walk without it). `resume`: a turn or a skip rules the sizes past it out
-    only until a probe (see `_Replay._past`)."""
+    only until a probe (see `_Replay._past`). `confirm`: the relative noise of one run (a coefficient of
+    variation); a turn or a skip within it waits for a second run of the size it rests on, then is judged
+    on `runs` (each size's count of runs and mean cost after its first; see `_Replay._judged`)."""
     replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume)
     replay.default_miss_ends = default_miss_ends
+    replay.set_confirm(confirm, runs)
     return replay.run()
 
 
@@ -140,11 +159,15 @@ def look_past(
     skip_margin: float | None = 0.05,
     resume: bool = False,
     default_miss_ends: bool = False,
+    confirm: float | None = None,
+    runs: Mapping[int, Runs] | None = None,
 ) -> Lookahead:
     """The walk replayed as `replay_walk` does, with the `pending` sizes (in flight, no result yet) passed
-    over as if they changed nothing: which size each walker would need next."""
+    over as if they changed nothing: which size each walker would need next. A walker whose turn waits
+    for a confirmation in flight waits."""
     replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending, resume)
     replay.default_miss_ends = default_miss_ends
+    replay.set_confirm(confirm, runs)
     down, needed, up = replay.walkers()
     return Lookahead(
         down=None if down.waiting else down.frontier,
@@ -180,6 +203,38 @@ class _Replay:
         self.steps: list[WalkStep] = []
         self.closed: set[int] = set()  # misses, the rest of an ended direction, a skipped direction
         self.cheapest = math.inf  # the cheapest step so far, in walk order: what the next one is compared with
+        self.cheapest_size: int | None = None  # the size of that step
+        self.band = 0.0  # with confirm: a first-run cost ratio below this is within the noise (set_confirm)
+        self.runs: Mapping[int, Runs] = {}
+        self.again: int | None = None  # the size a skip within the noise needs run again (_below_default)
+
+    def set_confirm(self, cv: float | None, runs: Mapping[int, Runs] | None) -> None:
+        """Turn confirmation on with `cv`, the relative noise of one run, and each size's runs (`runs`: count,
+        and mean cost after the first). Off (None): every turn and skip is taken on first runs."""
+        self.band = 0.0 if cv is None else math.exp(CONFIRM_Z * math.sqrt(2.0) * cv)
+        self.runs = runs or {}
+
+    def _judged(self, b: int, reference: int, ratio: float) -> tuple[int | None, float] | None:
+        """How a turn or a skip that rests on size `b`'s first run against `reference`'s (`ratio`: the first
+        runs' cost ratio that makes it, above 1) is judged. None: on the first runs (the ratio is outside the
+        noise, or confirmation is off). Else (the size to run again, or None once both sizes have run
+        twice; the ratio of b's mean cost after its first run to reference's): it stands while that is
+        above 1.
+
+        Why: a turn or a skip rules sizes out for good, and it is read off single first runs, whose epochs
+        to target spread 0.7-1.4x their mean in the traces (more on a generated job): a 1.6x first-run
+        difference on a 1.03x true one. A second run of `b` (the turning step; for a skip, the default
+        size) costs about the gap between the two sizes, a fraction of a recurrence; one of `reference`
+        (the cheapest step so far) about nothing. Both are run again because a first run also profiles
+        the power limits (a tenth of a run on a job of a few epochs): like is compared with like, runs
+        after the first, which take in every later run too (a size exploited since adds to its mean), so
+        a turn the first runs got wrong is undone once the runs say so."""
+        if ratio >= self.band:
+            return None
+        (nb, mb), (nr, mr) = self.runs.get(b, (1, math.nan)), self.runs.get(reference, (1, math.nan))
+        if nb < 2 or nr < 2:
+            return (b if nb < 2 else reference), math.nan
+        return None, mb / mr
 
     def _walk(self, plan: list[int], skipped: bool) -> _Walker:
         """Replay one direction over `plan`; a `skipped` direction ends at its frontier. Pending sizes are
@@ -206,17 +261,29 @@ class _Replay:
                     continue  # the starting point, not a step away from it: go on down (module docstring)
                 self.closed.update(plan[k:])
                 return walker
-            reference, self.cheapest = self.cheapest, min(self.cheapest, cost)
-            worse = cost > self.turn * reference
-            # Clearly worse; or worse, and past the minimum already (a worse step right after the cheapest
-            # one may be noise or a bump at the minimum: the next step decides).
-            if cost > self.hard_turn * reference or (worse and not after_best):
+            reference, ref_size = self.cheapest, self.cheapest_size
+            turned = self._turns(cost, reference, after_best)
+            judged = self._judged(b, ref_size, cost / reference) if turned and ref_size is not None else None
+            if judged is not None:  # within the noise: judged on the runs after the first
+                again, later = judged
+                if again is not None:  # a second run of b or of its reference first
+                    walker.frontier, walker.waiting = again, again in self.pending
+                    return walker
+                turned = later > 1.0  # b keeps its first run's cost: later steps are compared with first runs
+            if cost < self.cheapest:
+                self.cheapest, self.cheapest_size = cost, b
+            if turned:
                 if not self.resume:
                     self.closed.update(plan[k + 1 :])
                     return walker
                 return self._past(plan[k + 1 :], walker, cost)
             after_best = cost <= reference
         return walker
+
+    def _turns(self, cost: float, reference: float, after_best: bool) -> bool:
+        """Clearly worse; or worse, and past the minimum already (a worse step right after the cheapest one
+        may be noise or a bump at the minimum: the next step decides)."""
+        return cost > self.hard_turn * reference or (cost > self.turn * reference and not after_best)
 
     def _past(self, rest: list[int], walker: _Walker, last: float) -> _Walker:
         """With `resume`: the sizes past a turn or a skip (`rest`, in walk order; `last` the cost of the
@@ -242,26 +309,45 @@ class _Replay:
             last = cost
         return walker
 
-    def _below_default(self) -> bool:
-        """A down step beat the default size by more than skip_margin: the minimum lies below it."""
+    def _below_default(self) -> bool | None:
+        """A down step beat the default size by more than skip_margin: the minimum lies below it. None while
+        that is within the noise and a second run of the default size or of that step is not in (it is
+        then `self.again`, and the skip is judged on their runs after the first: `_judged`)."""
+        self.again = None
         if self.skip_margin is None:
             return False
         costs = {s.batch_size: s.cost for s in self.steps if s.reached}
-        below = [c for b, c in costs.items() if b < self.default]
-        return self.default in costs and bool(below) and min(below) < (1.0 - self.skip_margin) * costs[self.default]
+        below = [b for b in costs if b < self.default]
+        if self.default not in costs or not below:
+            return False
+        best = min(below, key=lambda b: costs[b])
+        if not costs[best] < (1.0 - self.skip_margin) * costs[self.default]:
+            return False
+        judged = self._judged(self.default, best, costs[self.default] / costs[best])
+        if judged is None:
+            return True
+        self.again = judged[0]
+        return None if self.again is not None else judged[1] > 1.0
 
     def _up_needed(self) -> bool:
         """The down direction has shown the up direction will be walked: the default size reached and a
         step below it came back without beating it by skip_margin (or there is nothing below)."""
-        if self._below_default() or not any(s.batch_size == self.default and s.reached for s in self.steps):
+        default_reached = any(s.batch_size == self.default and s.reached for s in self.steps)
+        if self._below_default() is not False or not default_reached:
             return False
         return len(self.down) == 1 or any(s.batch_size < self.default for s in self.steps)
 
     def walkers(self) -> tuple[_Walker, bool, _Walker]:
-        """(the down walker, whether the up direction is needed, the up walker)."""
+        """(the down walker, whether the up direction is needed, the up walker). While a skip waits for its
+        confirmation the up walker needs the size to run again (once the down walker has ended)."""
         down = self._walk(self.down, skipped=False)
         needed = self._up_needed()
-        return down, needed, self._walk(self.up, skipped=self._below_default())
+        skip = self._below_default()
+        if skip is None:
+            if down.frontier is not None:  # the down walker goes on: the skip may not be the last word yet
+                return down, False, _Walker(waiting=True)
+            return down, False, _Walker(self.again, self.again in self.pending)
+        return down, needed, self._walk(self.up, skipped=skip)
 
     def run(self) -> WalkState:
         down, _, up = self.walkers()
