@@ -276,6 +276,7 @@ def trial_job(
     check_recurrence_id(recurrence_id)
     if not config.image:
         raise LaunchError(ENV["image"], config.image, "the train image for the trial's pods")
+    early_stop = spec.beta_knob is not None  # only then a live threshold: its file, mounted from its ConfigMap
     trial_env = TrialEnv.for_trial(
         spec,
         batch_size=batch_size,
@@ -286,7 +287,7 @@ def trial_job(
         min_window_s=min_window_s,
         gpu=gpu,
         seed=seed,
-        threshold_file=THRESHOLD_PATH if spec.beta_knob is not None else None,
+        threshold_file=THRESHOLD_PATH if early_stop else None,
     ).to_env()
     return TrialJob(
         config=config,
@@ -295,9 +296,7 @@ def trial_job(
         trial_env=trial_env,
         step_env=dict(os.environ) if step_env is None else step_env,
         reuse=reuse,
-        threshold_configmap=(
-            configmap_name(job_name(spec.job_id, recurrence_id, attempt)) if spec.beta_knob is not None else ""
-        ),
+        threshold_configmap=configmap_name(job_name(spec.job_id, recurrence_id, attempt)) if early_stop else "",
     )
 
 
@@ -366,10 +365,10 @@ def run_cluster_trial(
     cluster = ClusterTrial(
         jobs, trial, job_name(spec.job_id, recurrence_id, attempt), out or sys.stdout, clock, timeout_s
     )
-    if trial.threshold_configmap:
-        threshold = threshold or threshold_configmap(config, spec, recurrence_id, attempt, jobs.api_client)
-    else:
-        threshold = None
+    if not trial.threshold_configmap:
+        threshold = None  # no early stop: nothing to mount or write
+    elif threshold is None:  # the name the pods mount, from the manifest itself
+        threshold = ThresholdConfigMap(config.resolved_namespace(), trial.threshold_configmap, jobs.api_client)
     undo = _stop_on_signals()
     try:
         cluster.start(reuse_profile if reuse else None)
