@@ -229,7 +229,7 @@ def test_with_resume_a_turn_defers_the_sizes_past_it_to_a_probe_capped_at_the_tu
     assert state.done and 8 in state.ruled_out
     assert state.lazy[0] == (8, 50.0)  # a probe costing more than 16 did is a second rise
     assert (256, 30.0) in state.lazy  # the skipped up direction too, against the default's cost
-    assert state.probes == 0 and state.walked == 4
+    assert state.probes == 0
 
 
 def test_a_probe_cheaper_than_every_step_resumes_the_walk_from_it():
@@ -252,33 +252,47 @@ def test_a_probe_that_rises_again_or_misses_ends_its_direction_for_good():
     assert (4, 40.0) in state.lazy and state.probes == 1
 
 
-def test_the_policy_probes_at_doubling_intervals_under_the_early_stop():
+def test_the_chance_that_a_turn_is_noise_is_the_tail_of_two_runs_log_ratio():
+    from scipy.stats import norm
+
+    from zeus.policy.turning_walk import wrong_turn_chance
+
+    # log(1.1) / (sqrt(2) x 0.1) = 0.674 standard deviations: a quarter of equal pairs look that far apart.
+    assert wrong_turn_chance(1.1, 0.1) == pytest.approx(norm.sf(0.0953102 / 0.1414214), rel=1e-5)
+    assert wrong_turn_chance(1.1, 0.1) == pytest.approx(0.2502, abs=1e-4)
+    assert wrong_turn_chance(1.5, 0.1) < 0.003 < 0.07 < wrong_turn_chance(1.5, 0.2)  # the job's noise decides
+    assert wrong_turn_chance(1.0, 0.1) == 0.5
+
+
+def test_a_skip_within_the_noise_is_probed_once_the_job_has_run_long_enough_to_pay_for_it():
     from zeus.policy.turning_walk import TurningWalkPolicy
 
     spec = make_spec(beta_knob=2.0)
-    # A finished walk: 128 (30), 64 (20), 32 (10), 16 (50: a turn); 32 beat 128, so up is skipped.
+    # 64 (10) beat the default 128 (11) by 9 %: the up direction is skipped on a ratio of 1.1; 32 (15.5) is
+    # a hard turn, 1.55x the cheapest. No repeats yet: the pooled noise is the prior, 0.1. A skip on 1.1 is
+    # noise with chance 0.250 (above), so the probe of 256 is due at 4 observations (4 x 0.250 >= 1); the
+    # turn on 1.55 (chance 0.0010) not for about a thousand.
+    history = [record(1, 1, 128, "reached", 11.0), record(2, 2, 64, "reached", 10.0), record(3, 3, 32, "reached", 15.5)]
+    policy = TurningWalkPolicy(resume=True)
+    assert policy.decide(spec, history, seed=3).stage == "exploitation"  # 3 x 0.250 < 1
+    history += [record(4, 4, 64, "reached", 10.0), record(5, 5, 64, "reached", 10.0)]
+    decision = policy.decide(spec, history, seed=5)
+    assert decision.batch_size == 256 and decision.stage == "exploration"
+    assert decision.cost_threshold == pytest.approx(11.0)  # stopped past the default's cost (< beta x 10)
+    assert TurningWalkPolicy().decide(spec, history, seed=5).stage == "exploitation"  # off by default
+
+
+def test_a_turn_far_outside_the_noise_is_never_probed():
+    from zeus.policy.turning_walk import TurningWalkPolicy
+
+    spec = make_spec(beta_knob=2.0)
+    # 16 at 5x the cheapest, and the up direction skipped on 3x: neither is a ratio noise makes.
     history = [
         record(1, 1, 128, "reached", 30.0),
         record(2, 2, 64, "reached", 20.0),
         record(3, 3, 32, "reached", 10.0),
         record(4, 4, 16, "reached", 50.0),
     ]
-    policy = TurningWalkPolicy(resume=True)
-    # 4 walk steps: the first probe is due at 2 x 4 = 8 observations, not before.
-    trial = 5
-    while trial <= 7:
-        history.append(record(trial, trial, 32, "reached", 10.0))
-        assert policy.decide(spec, history, seed=trial).stage == "exploitation"
-        trial += 1
-    history.append(record(trial, trial, 32, "reached", 10.0))
-    decision = policy.decide(spec, history, seed=trial)
-    assert decision.batch_size == 8 and decision.stage == "exploration"
-    assert decision.cost_threshold == pytest.approx(20.0)  # beta x the best recurrence (10) < the cap (50)
-    assert TurningWalkPolicy().decide(spec, history, seed=trial).stage == "exploitation"  # off by default
-    # The probe rose (60 > 50): the next probe (the skipped up direction, 256) waits for 2 x 2 x 4 = 16.
-    history.append(record(9, 9, 8, "reached", 60.0))
-    for t in range(10, 16):
-        history.append(record(t, t, 32, "reached", 10.0))
-        assert policy.decide(spec, history, seed=t).stage == "exploitation"
-    history.append(record(16, 16, 32, "reached", 10.0))
-    assert policy.decide(spec, history, seed=16).batch_size == 256
+    history += [record(t, t, 32, "reached", 10.0 if t % 2 else 11.0) for t in range(5, 400)]
+    decision = TurningWalkPolicy(resume=True).decide(spec, history, seed=400)
+    assert decision.stage == "exploitation" and decision.batch_size == 32

@@ -58,11 +58,13 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
 Off by default (`resume=True`; benchmarks/RESULTS.md, issue 25, says why it is not the default yet):
 
 10. A turn or a skip rules the sizes past it out only until probed (zeus.policy.walk, `_due_probe`): one
-    size at a time, at doubling intervals, under the early stop and stopped once it costs more than
-    the step before it; a probe cheaper than every step resumes the walk, a miss or a second rise ends
-    the direction for good. On jobs generated from the traces (zeus.simulate.perturb) a plateau or a
-    bump past a turn otherwise leaves a job on a local minimum for good; on the measured cells, whose
-    curves have one minimum, the probes only cost.
+    size at a time, once the job's observations n make n x the chance that the turn was noise reach one
+    (that chance from the ratio behind the turn and the job's own pooled noise), under the early stop
+    and stopped once it costs more than the step before it; a probe cheaper than every step resumes the
+    walk, a miss or a second rise ends the direction for good. On jobs generated from the traces
+    (zeus.simulate.perturb) a noisy first run, a plateau or a bump past a turn otherwise leaves a job on
+    a local minimum for good; on the measured cells, whose curves have one minimum and little noise,
+    most turns are far outside the noise and are probed late or never.
 
 Off by default (`confirm=True`; benchmarks/RESULTS.md, issue 25, "Confirming a turn", says why it is not the
 default yet):
@@ -92,6 +94,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -245,7 +248,7 @@ class TurningWalkPolicy:
         if not plan.walk.done:
             return self._explore(spec, plan)
         threshold = self._threshold(spec, view)
-        probe = _due_probe(view, plan.walk) if threshold is not None else None
+        probe = _due_probe(view, plan.walk, self._cv(view)) if threshold is not None else None
         if probe is not None:
             b, cap = probe
             why = f"probing {b}, past where the walk turned ({plan.walk.probes} probes so far); stopped past {cap:.4g}"
@@ -306,24 +309,38 @@ def _first_wave(view: HistoryView, default: int, offsets: tuple[int, ...], size:
     return [b for b in options if not view.in_flight(b)]
 
 
-def _due_probe(view: HistoryView, walk: WalkState) -> tuple[int, float] | None:
-    """The size past a turn or a skip to probe now, if one is due (with `resume`; rule 10).
+def _due_probe(view: HistoryView, walk: WalkState, cv: float) -> tuple[int, float] | None:
+    """The size past a turn or a skip to probe now, if one is due (with `resume`; rule 10), and what it is
+    stopped past (the cost of its direction's step before it).
 
-    A turn or a skip is read off single first trials, which can be off by a factor of 1.5 or more (a
-    7-epoch run among 4-epoch ones), and a curve can rise before it falls further (a bump, a plateau):
-    ruling the sizes past it out for good can leave a job on a local minimum for all its recurrences.
-    So they are probed one at a time, at doubling intervals, the doubling trick: probe p (from 0) is
-    due once the job has 2^(p+1) times as many observations as the walk took steps. The probes then
-    cost a number of trials logarithmic in the job's length, each capped by the job's early stop
-    (beta x the cheapest recurrence: never without it) and stopped once it costs more than the step
-    before it (then it has shown the rise it was sent to rule out), while a probe that finds a
-    cheaper size resumes the walk there. No constant here was chosen on the traces: 2 is the doubling."""
-    if not walk.lazy or not walk.done:
+    A turn or a skip rests on the first runs of two sizes, whose cost ratio r can be the job's run-to-run
+    noise (a 7-epoch run among 4-epoch ones costs 1.75x), and a curve can rise before it falls further (a
+    bump, a plateau): ruling the sizes past it out for good can leave a job on a local minimum for all its
+    recurrences. The chance that the ratio is noise, that two sizes costing the same show r or more in
+    single runs, is `wrong_turn_chance(r, cv)` with cv the job's own pooled noise. A probe pays about one
+    run (capped at the step before it); a turn that was wrong costs every recurrence from then on. The
+    job's past is the estimate of its future (a recurring job that has run n recurrences is expected to
+    run about as many again), so a probe is due once n x that chance reaches one: the recurrences a wrong
+    turn would be expected to misdirect add up to the run that finds out. A turn well outside the noise
+    (a low chance) is probed late or never; on a noisy job, or a turn read off a small ratio, early.
+    Measured (benchmarks/RESULTS.md, issue 25): this replaced probes at doubling intervals, which probed
+    every turn alike and cost the measured cells' one-minimum curves about one run per direction."""
+    if not walk.lazy or not walk.done or walk.best_cost is None:
         return None
     observed = sum(arm.n for arm in view.tally.arms)
-    if observed < 2 ** (walk.probes + 1) * max(walk.walked, 1):
-        return None
-    return next(((b, cap) for b, cap in walk.lazy if not view.in_flight(b)), None)
+    for b, cap in walk.lazy:
+        if not view.in_flight(b) and observed * wrong_turn_chance(cap / walk.best_cost, cv) >= 1.0:
+            return b, cap
+    return None
+
+
+def wrong_turn_chance(ratio: float, cv: float) -> float:
+    """The chance that two single runs of sizes that cost the same differ by `ratio` or more, the dearer one
+    taken as the turn: each run's cost log-normal with relative noise `cv`, so the log of their ratio is
+    normal with standard deviation sqrt(2) x cv (the one-sided tail beyond log(ratio))."""
+    if ratio <= 1.0:
+        return 0.5
+    return NormalDist().cdf(-math.log(ratio) / (math.sqrt(2.0) * cv))
 
 
 def _runs(view: HistoryView) -> dict[int, tuple[int, float]]:

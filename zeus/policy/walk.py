@@ -89,11 +89,10 @@ class WalkState:
     best_size: int | None
     best_cost: float | None
     # With `resume`: the size past each turn or skip that a probe would try next (down first) with the cost
-    # of the direction's step before it (a probe costing more is a rise: it can stop there), how many
-    # probes have been taken, and how many steps the walk took before any probe.
+    # of the direction's step before it (a probe costing more is a rise: it can stop there), and how many
+    # probes have been taken.
     lazy: tuple[tuple[int, float], ...] = ()
     probes: int = 0
-    walked: int = 0
 
     @property
     def done(self) -> bool:
@@ -365,5 +364,4 @@ class _Replay:
             best_cost=best.cost if best else None,
             lazy=tuple(self.lazy),
             probes=self.probes,
-            walked=len(self.steps) - self.probes,
         )
