@@ -279,7 +279,7 @@ def test_a_skip_within_the_noise_is_probed_once_the_job_has_run_long_enough_to_p
     decision = policy.decide(spec, history, seed=5)
     assert decision.batch_size == 256 and decision.stage == "exploration"
     assert decision.cost_threshold == pytest.approx(11.0)  # stopped past the default's cost (< beta x 10)
-    assert TurningWalkPolicy().decide(spec, history, seed=5).stage == "exploitation"  # off by default
+    assert TurningWalkPolicy(resume=False).decide(spec, history, seed=5).stage == "exploitation"  # rule 10 off
 
 
 def test_a_turn_far_outside_the_noise_is_never_probed():

@@ -1,6 +1,7 @@
 """Two perturbed jobs of the tuning set (zeus.simulate.perturb, seed 1) that a noisy first trial traps in
-turning-walk, run whole in the trace simulator without and with rule 11 (`confirm`: a turn or a skip within
-the noise of first runs waits for second runs; zeus/policy/turning_walk.py, zeus/policy/walk.py).
+turning-walk without rule 10 (the probes past a turn, on by default since: tests/simulate/test_issue25_probes.py),
+run whole in the trace simulator without and with rule 11 (`confirm`: a turn or a skip within the noise of first
+runs waits for second runs; zeus/policy/turning_walk.py, zeus/policy/walk.py).
 
 The traps, worked out from the jobs' traces (benchmarks/RESULTS.md, issue 25, traced with a scratch script):
 - #3 (movielens-1m/V100, measured, default 1024): in expectation a run of 512 costs 1.7x one of 1024 and the
@@ -27,8 +28,8 @@ from zeus.simulate.perturb import perturbed_job, run_costs
 def _runs(index: int):
     job = perturbed_job(1, index)
     sim = job.simulator()
-    old = sim.run(TurningWalkPolicy(), index + 1, None, 1)
-    new = sim.run(TurningWalkPolicy(confirm=True), index + 1, None, 1)
+    old = sim.run(TurningWalkPolicy(resume=False), index + 1, None, 1)
+    new = sim.run(TurningWalkPolicy(resume=False, confirm=True), index + 1, None, 1)
     costs = dict(zip(job.trace.batch_sizes, run_costs(job.spec, job.trace), strict=True))
     return job, old, new, costs
 

@@ -138,7 +138,7 @@ class TurningWalkPolicy:
         contend_factor: float = 1.1,
         contend_z: float = 1.0,
         std_scale: float = 0.3,
-        resume: bool = False,
+        resume: bool = True,
         early_stop: str = "mean",
         default_miss_ends: bool = False,
         confirm: bool = False,
