@@ -1,6 +1,7 @@
 """`turning-walk` (alias `default`): this project's batch-size policy. A walk that stops where the
 cost turns, then Thompson sampling with a pooled noise model over the sizes that can still be the
-cheapest.
+cheapest, and a probe past a turn once the turn may have been noise and the job has run long enough
+for that to matter.
 
 It is measured against `zeus-nsdi23` in the same simulator, under the same rules
 (benchmarks/policy.py); what each rule below is worth, and what was tried and dropped, is in
@@ -55,7 +56,7 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
    charged cost, wherever its trials came from, not only walk steps), never a pruned one; the
    default while nothing has reached.
 
-Off by default (`resume=True`; benchmarks/RESULTS.md, issue 25, says why it is not the default yet):
+Past the walk (`resume`, on by default since issue 25; `resume=False` turns it off):
 
 10. A turn or a skip rules the sizes past it out only until probed (zeus.policy.walk, `_due_probe`): one
     size at a time, once the job's observations n make n x the chance that the turn was noise reach one
