@@ -188,28 +188,38 @@ def leave_one_gpu_out(cells, results, seeds, gpus) -> dict[str, float]:
     return out
 
 
-def job_regret(results, jobs_seed: int, count: int, policy: str) -> float:
+def job_seeds(index: int, runs: int) -> tuple[int, ...]:
+    """The simulation seeds of generated job `index`: index + 1, then index + 1001, index + 2001, ... (`runs` of
+    them, distinct across a set of up to 1,000 jobs). A job's figures are their means: with several, "cheaper"
+    compares the two policies' expected costs on the job, not two single random runs."""
+    return tuple(1000 * k + index + 1 for k in range(runs))
+
+
+def job_regret(results, jobs_seed: int, count: int, policy: str, runs: int) -> float:
     """Mean regret of `policy` over the first `count` perturbed jobs of `jobs_seed`."""
-    return float(np.mean([results[(("job", jobs_seed, i), policy, (i + 1,), 1)]["regret"] for i in range(count)]))
+    return float(
+        np.mean([results[(("job", jobs_seed, i), policy, job_seeds(i, runs), 1)]["regret"] for i in range(count)])
+    )
 
 
-def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells, seeds) -> None:
+def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells, seeds, runs: int = 1) -> None:
     """The candidate with the least mean regret on the jobs of `tune_seed` is chosen there; every candidate
-    is then shown against zeus-nsdi23 on the held-out jobs, `count` of each of `jobs_seeds` (one simulation
-    seed each: the job's index + 1), all jobs and by kind, with the gap to the same candidate's cut on the
+    is then shown against zeus-nsdi23 on the held-out jobs, `count` of each of `jobs_seeds` (`runs`
+    simulations each, `job_seeds`), all jobs and by kind, with the gap to the same candidate's cut on the
     tuned cells. Several seeds: a mean regret over 240 jobs rests on its few worst jobs (benchmarks/RESULTS.md)."""
-    chosen = min(CANDIDATES, key=lambda p: job_regret(results, tune_seed, count, p))
-    z_tune = job_regret(results, tune_seed, count, BASELINE)
+    chosen = min(CANDIDATES, key=lambda p: job_regret(results, tune_seed, count, p, runs))
+    z_tune = job_regret(results, tune_seed, count, BASELINE, runs)
     print(f"\nperturbed jobs, tuning set: {count} generated from seed {tune_seed}, K = 1; mean regret (cut)")
     for policy in CANDIDATES:
-        r = job_regret(results, tune_seed, count, policy)
+        r = job_regret(results, tune_seed, count, policy, runs)
         mark = "  <- chosen" if policy == chosen else ""
         print(f"{policy:<44}{r:>9.3f}{100.0 * (1.0 - r / z_tune):>8.1f}%{mark}")
     sources = [("job", s, i) for s in jobs_seeds for i in range(count)]
-    key = {s: (s[2] + 1,) for s in sources}
+    key = {s: job_seeds(s[2], runs) for s in sources}
     zeus = [results[(s, BASELINE, key[s], 1)] for s in sources]
     where = f"seed {jobs_seeds[0]}" if len(jobs_seeds) == 1 else f"each of seeds {', '.join(map(str, jobs_seeds))}"
-    print(f"\nperturbed jobs: {count} generated from {where} (zeus.simulate.perturb), K = 1, held out")
+    runs_text = "" if runs == 1 else f", the mean of {runs} simulations per job"
+    print(f"\nperturbed jobs: {count} generated from {where} (zeus.simulate.perturb), K = 1, held out{runs_text}")
     print(f"{'policy / jobs':<44}{'n':>5}{'regret cut':>12}{'cheaper':>10}{'gap':>8}{'median':>9}{'p90':>8}"
           f"{'worst':>8}{'excess z':>10}{'excess o':>10}{'(worst)':>8}")  # fmt: skip
     for policy in CANDIDATES:
@@ -304,6 +314,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--perturb-seeds", default="2", help="the held-out perturbed jobs' seeds, '2' or '4-7' (default 2)"
     )
     parser.add_argument("--tune-seed", type=int, default=1, help="the tuning jobs' seed (default 1)")
+    parser.add_argument(
+        "--job-runs", type=int, default=1, help="simulations per generated job, their mean its figure (default 1)"
+    )
     parser.add_argument("--decide-trials", type=int, default=10_000, help="history length for the decide() timing")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--candidates", nargs="*", help=f"the CANDIDATES to compare (default: all; {OURS!r} always)")
@@ -330,7 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     tasks = [(c, p, seeds, 1) for c, p in product(cells, policies)]
     tasks += [(c, p, check, 1) for c, p in product(cells, (BASELINE, OURS)) if check]
     tasks += [(c, p, seeds, k) for c, p, k in product(half, (BASELINE, OURS), ks) if k > 1]
-    tasks += [(j, p, (j[2] + 1,), 1) for j, p in product(jobs, policies)]
+    tasks += [(j, p, job_seeds(j[2], args.job_runs), 1) for j, p in product(jobs, policies)]
     t0 = time.perf_counter()
     results = run_tasks(tasks, args.jobs)
     wall = time.perf_counter() - t0
@@ -347,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         leave_one_gpu_out(cells, results, seeds, args.gpus)
     print_candidates(cells, results, seeds, args.gpus)
     if jobs:
-        perturbed(args.tune_seed, held_out, args.perturbed, results, cells, seeds)
+        perturbed(args.tune_seed, held_out, args.perturbed, results, cells, seeds, args.job_runs)
     if len(ks) > 1:
         excess = first_wave_excess([c[1:] for c in half], list(seeds))
         k1 = np.mean([results[(c, OURS, seeds, 1)]["regret"] for c in half])
