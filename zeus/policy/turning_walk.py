@@ -249,7 +249,8 @@ class TurningWalkPolicy:
         if not plan.walk.done:
             return self._explore(spec, plan)
         threshold = self._threshold(spec, view)
-        probe = _due_probe(view, plan.walk, self._cv(view)) if threshold is not None else None
+        cv = self._cv(view)  # the job's noise: rule 10's chance of a wrong turn, rules 4 and 5's contenders
+        probe = _due_probe(view, plan.walk, cv) if threshold is not None else None
         if probe is not None:
             b, cap = probe
             why = f"probing {b}, past where the walk turned ({plan.walk.probes} probes so far); stopped past {cap:.4g}"
@@ -261,7 +262,6 @@ class TurningWalkPolicy:
         if cold:
             b = int(cold[int(rng.integers(len(cold)))])
             return Decision(b, threshold, "exploitation", f"batch size {b} has no observation yet")
-        cv = self._cv(view)
         floor = min(costs[b][1] for b in arms)
         arms = [
             b
