@@ -296,7 +296,7 @@ def trial_job(
         trial_env=trial_env,
         step_env=dict(os.environ) if step_env is None else step_env,
         reuse=reuse,
-        threshold_configmap=configmap_name(job_name(spec.job_id, recurrence_id, attempt)) if early_stop else "",
+        threshold_configmap=_threshold_name(spec, recurrence_id, attempt) if early_stop else "",
     )
 
 
@@ -305,8 +305,13 @@ def threshold_configmap(
 ) -> ThresholdConfigMap:
     """The live-threshold ConfigMap of the trial (`spec`'s job, recurrence, attempt) that `config` launches: the
     sink the step's feed writes to, and what run_cluster_trial creates and deletes."""
-    name = configmap_name(job_name(spec.job_id, recurrence_id, attempt))
-    return ThresholdConfigMap(config.resolved_namespace(), name, api_client)
+    return ThresholdConfigMap(config.resolved_namespace(), _threshold_name(spec, recurrence_id, attempt), api_client)
+
+
+def _threshold_name(spec: JobSpec, recurrence_id: str, attempt: int) -> str:
+    """The trial's live-threshold ConfigMap name, from its Kubeflow job's: what its pods mount (`trial_job`) and
+    what the step's feed writes to (`threshold_configmap`) must be one name."""
+    return configmap_name(job_name(spec.job_id, recurrence_id, attempt))
 
 
 def with_trainer_api(config: LaunchConfig, api_client: Any) -> LaunchConfig:
