@@ -40,6 +40,7 @@ from zeus.policy import POLICY_NAMES, get_policy
 from zeus.policy.base import Decision, Policy
 from zeus.policy.turning_walk import TurningWalkPolicy
 from zeus.seeds import seed_list
+from zeus.simulate.paired import FALSE_DISCOVERY_RATE, paired_verdict
 from zeus.simulate.perturb import KINDS, perturbed_job
 from zeus.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
 from zeus.simulate.runner import build_simulator
@@ -102,6 +103,7 @@ def run_task(task: tuple) -> tuple[tuple, dict]:
         "ratio": float(np.mean([r.cost_over_oracle for r in results])),
         "regret": float(np.mean([r.regret() for r in results])),
         "cost": float(np.mean([r.totals.cost for r in results])),
+        "costs": [r.totals.cost for r in results],
         "excess": float(np.mean(excess)),
         "excess_max": float(np.max(excess)),
         "kind": kind,
@@ -239,6 +241,8 @@ def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells,
                 f"{tuned_cut - c:>+8.1f}{np.median(r):>9.4f}{np.quantile(r, 0.9):>8.4f}{r.max():>8.4f}"
                 f"{np.mean(ez):>10.2f}{np.mean(eo):>10.2f}{np.max(eo):>8.2f}"
             )
+    if runs >= 2:
+        print_paired(sources, key, results, zeus)
     ratio = {
         i: results[(sources[i], chosen, key[sources[i]], 1)]["cost"] / zeus[i]["cost"] for i in range(len(sources))
     }
@@ -251,6 +255,21 @@ def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells,
         "ratio: the policy's cumulative cost / zeus-nsdi23's per job; gap: its cut on the tuned cells minus its cut"
         " here; excess: the worst excess over the default configuration (mean over jobs; worst job)"
     )
+
+
+def print_paired(sources, key, results, zeus) -> None:
+    """Per candidate, the held-out jobs it costs significantly more (or less) on than zeus-nsdi23 (paired by
+    simulation seed, zeus.simulate.paired), beside those whose mean merely came out higher."""
+    rate = f"{100 * FALSE_DISCOVERY_RATE:g} %"
+    print(f"paired by seed, one-sided t-test on log cost per job, Benjamini-Hochberg at {rate} over the jobs:")
+    for policy in CANDIDATES:
+        ours = [results[(s, policy, key[s], 1)] for s in sources]
+        verdict = paired_verdict([o["costs"] for o in ours], [z["costs"] for z in zeus])
+        higher = sum(o["cost"] > z["cost"] for o, z in zip(ours, zeus, strict=True))
+        print(
+            f"{policy:<44} costlier on {sum(verdict.costlier)}, cheaper on {sum(verdict.cheaper)}"
+            f" of {len(sources)} (mean cost higher on {higher})"
+        )
 
 
 def print_candidates(cells, results, seeds, gpus) -> None:
