@@ -282,6 +282,27 @@ def test_a_skip_within_the_noise_is_probed_once_the_job_has_run_long_enough_to_p
     assert TurningWalkPolicy(resume=False).decide(spec, history, seed=5).stage == "exploitation"  # rule 10 off
 
 
+def test_a_turn_read_off_a_lucky_first_run_of_the_cheapest_step_is_probed_once_its_runs_say_so():
+    from zeus.policy.turning_walk import TurningWalkPolicy
+
+    spec = make_spec(beta_knob=2.0)
+    # 64's first run (7.0) makes 32 (12.0) a hard turn at 1.71x; the up direction is skipped on the default
+    # 128 (20.0). If 64's next three runs cost 12.5, its mean is 44.5 / 4 = 11.125: the turn compared 32 with
+    # a run 64 does not usually make. Pooled noise: three equal repeats, shrunk toward the prior 0.1 with
+    # weight 2: 0.1 x sqrt(2 / 4) = 0.0707. Against the mean 32's ratio is 12.0 / 11.125 = 1.079: noise with
+    # chance Phi(-ln 1.079 / (sqrt(2) x 0.0707)) = 0.224, so at 6 observations (6 x 0.224 >= 1) 16 is probed,
+    # stopped past 32's cost. The skip on 20.0 / 11.125 = 1.8 waits. If instead 64's repeats cost 7.0, its
+    # first run was typical and the turn stays at 1.71x (chance 3e-8): no probe.
+    first = [record(1, 1, 128, "reached", 20.0), record(2, 2, 64, "reached", 7.0), record(3, 3, 32, "reached", 12.0)]
+    policy = TurningWalkPolicy()
+    lucky = first + [record(t, t, 64, "reached", 12.5) for t in (4, 5, 6)]
+    decision = policy.decide(spec, lucky, seed=6)
+    assert decision.batch_size == 16 and decision.stage == "exploration"
+    assert decision.cost_threshold == pytest.approx(12.0)
+    typical = first + [record(t, t, 64, "reached", 7.0) for t in (4, 5, 6)]
+    assert policy.decide(spec, typical, seed=6).stage == "exploitation"
+
+
 def test_a_turn_far_outside_the_noise_is_never_probed():
     from zeus.policy.turning_walk import TurningWalkPolicy
 

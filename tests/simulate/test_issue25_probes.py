@@ -9,8 +9,10 @@ cheapest size being 8; #172 (cifar100/V100, moved) turned hard at the first step
 default's, the truth 1.05x) with the minimum five sizes further down; #37 (cifar100/V100, moved) turned on a
 plateau short of the minimum. #172's and #37's ratios lie outside the noise that rule 11 (`confirm`) waits on.
 
-What must hold is that the probes find the sizes past the trap, and that the job pays a fraction of what the trap
-cost; bounds are in oracle recurrences (regret), far from both runs' figures (see RESULTS.md).
+What must hold is that the probes lead past the trap, to a size cheaper than any the trapped run ever tried, and
+that the job pays a fraction of what the trap cost; bounds are in oracle recurrences (regret), far from both runs'
+figures (see RESULTS.md). Not that they reach the cheapest size: a moved curve can rise twice (#154: 16 costs 1.57x
+between 24 at 1.15x and 8, the cheapest), and the walk resumed past the first turn can meet the second.
 """
 
 from __future__ import annotations
@@ -32,5 +34,7 @@ def test_the_default_probes_past_a_trap_that_the_walk_alone_never_leaves(index: 
     assert cheapest not in {t.batch_size for t in trapped.history}  # the trap: the minimum is never tried
     assert trapped.regret() > 300
     assert any("probing" in t.decision_reason for t in probed.trials)
-    assert cheapest in {t.batch_size for t in probed.history}
+    trapped_best = min(costs[t.batch_size] for t in trapped.history)
+    assert min(costs[t.batch_size] for t in probed.history) < trapped_best
+    assert probed.trials[-1].batch_size in {b for b in costs if costs[b] < trapped_best}  # and stays there
     assert probed.regret() < trapped.regret() / fraction

@@ -60,7 +60,8 @@ Past the walk (`resume`, on by default since issue 25; `resume=False` turns it o
 
 10. A turn or a skip rules the sizes past it out only until probed (zeus.policy.walk, `_due_probe`): one
     size at a time, once the job's observations n make n x the chance that the turn was noise reach one
-    (that chance from the ratio behind the turn and the job's own pooled noise), under the early stop
+    (that chance from the ratio behind the turn and the job's own pooled noise; the ratio over the cheapest
+    step's mean once its runs show its first run read low), under the early stop
     and stopped once it costs more than the step before it; a probe cheaper than every step resumes the
     walk, a miss or a second rise ends the direction for good. On jobs generated from the traces
     (zeus.simulate.perturb) a noisy first run, a plateau or a bump past a turn otherwise leaves a job on
@@ -325,12 +326,21 @@ def _due_probe(view: HistoryView, walk: WalkState, cv: float) -> tuple[int, floa
     turn would be expected to misdirect add up to the run that finds out. A turn well outside the noise
     (a low chance) is probed late or never; on a noisy job, or a turn read off a small ratio, early.
     Measured (benchmarks/RESULTS.md, issue 25): this replaced probes at doubling intervals, which probed
-    every turn alike and cost the measured cells' one-minimum curves about one run per direction."""
+    every turn alike and cost the measured cells' one-minimum curves about one run per direction.
+
+    The ratio is the step before the sizes past the turn over the cheapest step's first run, or over that
+    step's mean once its later runs put the mean above it: a lucky first run of the cheapest step (21 epochs
+    among runs of 33-40) makes an ordinary run of the next size look like a turn, and the job's own runs of
+    that step later say so. Never below the first run: a first run carries the profiling epoch, as the turning
+    step's first run does, so a first run against a first run is like against like (benchmarks/RESULTS.md,
+    issue 25, "A turn judged on a lucky first run")."""
     if not walk.lazy or not walk.done or walk.best_cost is None:
         return None
     observed = sum(arm.n for arm in view.tally.arms)
+    best_mean = view.charged(walk.best_size)[1]  # the cheapest step's runs so far, its first included
+    reference = walk.best_cost if best_mean is None else max(walk.best_cost, best_mean)
     for b, cap in walk.lazy:
-        if not view.in_flight(b) and observed * wrong_turn_chance(cap / walk.best_cost, cv) >= 1.0:
+        if not view.in_flight(b) and observed * wrong_turn_chance(cap / reference, cv) >= 1.0:
             return b, cap
     return None
 
