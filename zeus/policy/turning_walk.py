@@ -337,8 +337,7 @@ def _due_probe(view: HistoryView, walk: WalkState, cv: float) -> tuple[int, floa
     if not walk.lazy or not walk.done or walk.best_cost is None:
         return None
     observed = sum(arm.n for arm in view.tally.arms)
-    best_mean = view.charged(walk.best_size)[1]  # the cheapest step's runs so far, its first included
-    reference = walk.best_cost if best_mean is None else max(walk.best_cost, best_mean)
+    reference = max(walk.best_cost, view.charged(walk.best_size)[1])  # the cheapest step's runs, its first included
     for b, cap in walk.lazy:
         if not view.in_flight(b) and observed * wrong_turn_chance(cap / reference, cv) >= 1.0:
             return b, cap
