@@ -227,8 +227,8 @@ def test_with_resume_a_turn_defers_the_sizes_past_it_to_a_probe_capped_at_the_tu
     assert walk(costs).lazy == ()
     state = walk(costs, resume=True)
     assert state.done and 8 in state.ruled_out
-    assert state.lazy[0] == (8, 50.0)  # a probe costing more than 16 did is a second rise
-    assert (256, 30.0) in state.lazy  # the skipped up direction too, against the default's cost
+    assert state.lazy[0] == (8, 50.0, ())  # a probe costing more than 16 did is a second rise
+    assert (256, 30.0, ()) in state.lazy  # the skipped up direction too, against the default's cost
     assert state.probes == 0
 
 
@@ -237,19 +237,19 @@ def test_a_probe_cheaper_than_every_step_resumes_the_walk_from_it():
     assert state.best_size == 8 and state.probes == 1
     assert 8 not in state.ruled_out
     # 8 is the smallest size: the down direction is over; the up direction (skipped) is still a probe.
-    assert [b for b, _ in state.lazy] == [256]
+    assert [b for b, _, _ in state.lazy] == [256]
 
 
 def test_a_probe_that_rises_again_or_misses_ends_its_direction_for_good():
     rising = walk({128: 30.0, 64: 20.0, 32: 10.0, 16: 50.0, 8: 60.0}, resume=True)
-    assert 8 not in [b for b, _ in rising.lazy] and rising.best_size == 32
+    assert 8 not in [b for b, _, _ in rising.lazy] and rising.best_size == 32
     missed = walk({128: 30.0, 64: 20.0, 32: 10.0, 16: 50.0, 8: None}, resume=True)
-    assert 8 in missed.ruled_out and 8 not in [b for b, _ in missed.lazy]
+    assert 8 in missed.ruled_out and 8 not in [b for b, _, _ in missed.lazy]
     # Falling but not below the cheapest (10): the direction stays open to the next probe.
     sizes = (4, 8, 16, 32, 64, 128)
     first = {128: (30.0, True), 64: (20.0, True), 32: (10.0, True), 16: (50.0, True), 8: (40.0, True)}
     state = replay_walk(sizes, 128, first, resume=True)
-    assert (4, 40.0) in state.lazy and state.probes == 1
+    assert (4, 40.0, ()) in state.lazy and state.probes == 1
 
 
 def test_the_chance_that_a_turn_is_noise_is_the_tail_of_two_runs_log_ratio():
@@ -317,3 +317,51 @@ def test_a_turn_far_outside_the_noise_is_never_probed():
     history += [record(t, t, 32, "reached", 10.0 if t % 2 else 11.0) for t in range(5, 400)]
     decision = TurningWalkPolicy(resume=True).decide(spec, history, seed=400)
     assert decision.stage == "exploitation" and decision.batch_size == 32
+
+
+# -- rule 12 (compound_rises, off by default): a rise past a turn passes the probe on --------------------
+
+
+def test_with_stopped_sizes_given_a_rise_passes_the_probe_on_with_its_cap_kept_for_compounding():
+    sizes = (4, 8, 16, 32, 64, 128)
+    # 16 (50) turned on the cheapest 10; the probe of 8 came back at 60, a second rise.
+    first = {128: (30.0, True), 64: (20.0, True), 32: (10.0, True), 16: (50.0, True), 8: (60.0, True)}
+    assert 4 in replay_walk(sizes, 128, first, resume=True).ruled_out  # rule 10 alone: the direction ends
+    rising = replay_walk(sizes, 128, first, resume=True, stopped=frozenset())
+    assert rising.lazy == ((4, 60.0, (50.0,)),)  # 4 next, capped at 8's 60, after the rise over 16's 50
+    # 8 stopped at 45 near its cap (50): it rose, at a cost of at least the cap.
+    cut = {**first, 8: (45.0, False)}
+    assert replay_walk(sizes, 128, cut, resume=True, stopped=frozenset({8})).lazy == ((4, 50.0, (50.0,)),)
+    # The same run out of max_epochs (not stopped) is a miss: the direction ends for good.
+    missed = replay_walk(sizes, 128, cut, resume=True, stopped=frozenset())
+    assert 4 in missed.ruled_out and missed.lazy == ()
+    # Falling, but not below the cheapest: no rise to carry, as without rule 12.
+    falling = replay_walk(sizes, 128, {**first, 8: (40.0, True)}, resume=True, stopped=frozenset())
+    assert falling.lazy == ((4, 40.0, ()),)
+
+
+def test_a_probe_past_a_stopped_probe_waits_for_both_rises_to_be_noise():
+    from zeus.policy.turning_walk import TurningWalkPolicy
+
+    spec = make_spec(beta_knob=2.0, batch_sizes=(32, 64, 128, 256, 512))
+    # 64 (10.0) beat the default 128 (10.6) by 6 %: the up direction is skipped on 1.06; 32 missed (the down
+    # direction ends). The probe of 256 was stopped at 10.5, near its cap 10.6: a second rise. Under rule 12
+    # the probe of 512 is due once n x chance(1.06)^2 >= 1. At the prior noise 0.1 a ratio of 1.06 is noise
+    # with chance Phi(-ln 1.06 / (sqrt(2) x 0.1)) = 0.340: at 5 observations one rise would be due
+    # (5 x 0.340 >= 1), two are not (5 x 0.116 < 1).
+    history = [
+        record(1, 1, 128, "reached", 10.6),
+        record(2, 2, 64, "reached", 10.0),
+        record(3, 3, 32, "not_reached", 8.0),
+        record(4, 4, 256, "cost_exceeded", 10.5),
+        record(5, 5, 64, "reached", 10.0),
+    ]
+    compound = TurningWalkPolicy(compound_rises=True)
+    assert compound.decide(spec, history, seed=5).stage == "exploitation"
+    # 20 more runs of 64 at 9 and 11 (mean 10, the pooled noise stays near 0.11): at 25 observations
+    # 25 x 0.35^2 >= 1, and 512 is probed, stopped past 256's cap.
+    history += [record(t, t, 64, "reached", 9.0 if t % 2 else 11.0) for t in range(6, 26)]
+    decision = compound.decide(spec, history, seed=25)
+    assert decision.batch_size == 512 and decision.stage == "exploration"
+    assert decision.cost_threshold == pytest.approx(10.6)
+    assert TurningWalkPolicy().decide(spec, history, seed=25).stage == "exploitation"  # rule 12 off: 256 ended it

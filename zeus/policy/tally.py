@@ -48,6 +48,7 @@ class Arm:
     m2: float  # the sum of squared deviations from the mean
     first_cost: float
     first_reached: bool
+    first_stopped: bool  # the early stop cut its first run short (cost_exceeded)
     reached_n: int
     reached_total: float
     rep_n: int  # reached observations after the size's first (which carries the profiling epoch)
@@ -114,6 +115,7 @@ class Tally:
         kept = observed[finished]
         self._size, self._cost, self._trial = size[observed], h.cost[observed], h.trial[observed]
         self._reached, self._charge = reached[observed], charged.charge[kept]
+        self._stopped = h.has(TrialStatus.COST_EXCEEDED)[observed]
         self.max_trial: int | None = int(h.trial[observed].max()) if observed.any() else None
         self.arms = [self._arm(i) for i in range(len(self.sizes))]
         best = np.flatnonzero(self._reached)
@@ -136,6 +138,7 @@ class Tally:
             m2=m2,
             first_cost=float(costs[0]) if len(rows) else math.nan,
             first_reached=bool(reached[0]) if len(rows) else False,
+            first_stopped=bool(self._stopped[rows][0]) if len(rows) else False,
             reached_n=int(reached.sum()),
             reached_total=_in_order_sum(costs[reached]),
             rep_n=len(repeats),

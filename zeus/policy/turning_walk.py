@@ -84,6 +84,16 @@ default yet):
     one grows as exploitation repeats sizes, and would send turns taken long before back to a
     confirmation (measured: it costs more on the tuned cells).
 
+Off by default (`compound_rises=True`; benchmarks/RESULTS.md, issue 25, "Past a bump" says what it costs and gains):
+
+12. A probe that rises (it reached at a cost of at least the step before it, or the early stop cut it short near
+    that cap) does not end its direction: the next size past it is probed, under rule 10's timing with the
+    chances of every rise in a row multiplied (n x the product reaches one). Why: on a curve that rises over
+    two sizes before it falls further, rule 10 ends the direction at the second rise, and the job stays on the
+    local minimum for good; two independent rises are both noise only as often as the product of their
+    chances, so a real rise, whose chance is small, is rarely passed twice. A miss (max_epochs ran out) still
+    ends the direction.
+
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
 first result, the count and sum of its costs and its misses' charges (with `confirm`, less the first),
@@ -144,6 +154,7 @@ class TurningWalkPolicy:
         early_stop: str = "mean",
         default_miss_ends: bool = False,
         confirm: bool = False,
+        compound_rises: bool = False,
     ) -> None:
         self.turn_margin = turn_margin
         self.hard_turn = hard_turn
@@ -161,12 +172,14 @@ class TurningWalkPolicy:
         self.early_stop = early_stop
         self.default_miss_ends = default_miss_ends
         self.confirm = confirm
+        self.compound_rises = compound_rises
 
     # -- shared by decide and arm_states -------------------------------------------------------
 
     def _walk_rules(self, view: HistoryView) -> dict:
         """The walk's keyword arguments (replay_walk and look_past alike): its margins and rules, and with
-        `confirm` (rule 11) the noise of one run and each size's runs."""
+        `confirm` (rule 11) the noise of one run and each size's runs; with `compound_rises` (rule 12) the sizes
+        whose first run was stopped."""
         return {
             "turn_margin": self.turn_margin,
             "hard_turn": self.hard_turn,
@@ -175,6 +188,7 @@ class TurningWalkPolicy:
             "default_miss_ends": self.default_miss_ends,
             "confirm": self.prior_cv if self.confirm else None,
             "runs": _runs(view) if self.confirm else None,
+            "stopped": _stopped(view) if self.compound_rises else None,
         }
 
     def _plan(self, spec: JobSpec, view: HistoryView) -> _Plan:
@@ -338,8 +352,9 @@ def _due_probe(view: HistoryView, walk: WalkState, cv: float) -> tuple[int, floa
         return None
     observed = sum(arm.n for arm in view.tally.arms)
     reference = max(walk.best_cost, view.charged(walk.best_size)[1])  # the cheapest step's runs, its first included
-    for b, cap in walk.lazy:
-        if not view.in_flight(b) and observed * wrong_turn_chance(cap / reference, cv) >= 1.0:
+    for b, cap, rises in walk.lazy:  # rises: with compound_rises (rule 12), the rises in a row before cap
+        chance = math.prod(wrong_turn_chance(c / reference, cv) for c in (*rises, cap))
+        if not view.in_flight(b) and observed * chance >= 1.0:
             return b, cap
     return None
 
@@ -364,6 +379,11 @@ def _runs(view: HistoryView) -> dict[int, tuple[int, float]]:
             arm = view.tally.arm(b)
             out[b] = (n, (n * mean - arm.first_cost) / (n - 1) if n > 1 and arm.first_reached else math.nan)
     return out
+
+
+def _stopped(view: HistoryView) -> frozenset[int]:
+    """The sizes whose first run the early stop cut short (rule 12: a probe stopped near its cap rose)."""
+    return frozenset(b for b, arm in zip(view.tally.sizes, view.tally.arms, strict=True) if arm.n and arm.first_stopped)
 
 
 def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:

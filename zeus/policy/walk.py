@@ -89,9 +89,10 @@ class WalkState:
     best_size: int | None
     best_cost: float | None
     # With `resume`: the size past each turn or skip that a probe would try next (down first) with the cost
-    # of the direction's step before it (a probe costing more is a rise: it can stop there), and how many
-    # probes have been taken.
-    lazy: tuple[tuple[int, float], ...] = ()
+    # of the direction's step before it (a probe costing more is a rise: it can stop there) and, with
+    # `stopped` given, the caps of the rises in a row before that step (each probe past them compounds their
+    # chance of being noise); and how many probes have been taken.
+    lazy: tuple[tuple[int, float, tuple[float, ...]], ...] = ()
     probes: int = 0
 
     @property
@@ -134,14 +135,17 @@ def replay_walk(
     default_miss_ends: bool = False,
     confirm: float | None = None,
     runs: Mapping[int, Runs] | None = None,
+    stopped: frozenset[int] | None = None,
 ) -> WalkState:
     """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
     first finished observation `first[b] = (cost, reached)`. A None margin turns its rule off
     (benchmarks measure the walk without it). `resume`: a turn or a skip rules the sizes past it out
     only until a probe (see `_Replay._past`). `confirm`: the relative noise of one run (a coefficient of
     variation); a turn or a skip within it waits for a second run of the size it rests on, then is judged
-    on `runs` (each size's count of runs and mean cost after its first; see `_Replay._judged`)."""
-    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume)
+    on `runs` (each size's count of runs and mean cost after its first; see `_Replay._judged`). `stopped`:
+    the sizes whose first run the early stop cut short; given, a probe that rises does not end its
+    direction (see `_Replay._past`)."""
+    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume, stopped=stopped)
     replay.default_miss_ends = default_miss_ends
     replay.set_confirm(confirm, runs)
     return replay.run()
@@ -160,11 +164,12 @@ def look_past(
     default_miss_ends: bool = False,
     confirm: float | None = None,
     runs: Mapping[int, Runs] | None = None,
+    stopped: frozenset[int] | None = None,
 ) -> Lookahead:
     """The walk replayed as `replay_walk` does, with the `pending` sizes (in flight, no result yet) passed
     over as if they changed nothing: which size each walker would need next. A walker whose turn waits
     for a confirmation in flight waits."""
-    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending, resume)
+    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending, resume, stopped)
     replay.default_miss_ends = default_miss_ends
     replay.set_confirm(confirm, runs)
     down, needed, up = replay.walkers()
@@ -187,6 +192,7 @@ class _Replay:
         skip_margin: float | None,
         pending: frozenset[int] = frozenset(),
         resume: bool = False,
+        stopped: frozenset[int] | None = None,
     ) -> None:
         idx = sizes.index(default)
         self.down, self.up = list(reversed(sizes[: idx + 1])), list(sizes[idx + 1 :])
@@ -196,8 +202,9 @@ class _Replay:
         self.skip_margin = skip_margin
         self.pending = pending
         self.resume = resume
+        self.stopped = stopped  # with resume: a rise leaves the next probe to a compounded chance (_past)
         self.default_miss_ends = False  # the default size's miss ends the down direction (Zeus's walk does)
-        self.lazy: list[tuple[int, float]] = []  # with resume: the next size past each turn or skip, and its cap
+        self.lazy: list[tuple[int, float, tuple[float, ...]]] = []  # with resume: see WalkState.lazy
         self.probes = 0  # with resume: steps taken past a turn or a skip
         self.steps: list[WalkStep] = []
         self.closed: set[int] = set()  # misses, the rest of an ended direction, a skipped direction
@@ -290,11 +297,19 @@ class _Replay:
         when; each observed one is a step). A probe cheaper than every step so far resumes the walk from
         it: the turn was noise or a bump. A probe that misses ends the direction for good, as any miss
         does; so does one that costs at least the step before it: two rises in a row are the curve
-        rising, not noise. Otherwise the next size is the one to probe."""
+        rising, not noise. Otherwise the next size is the one to probe.
+
+        With `stopped` (the sizes whose first run the early stop cut short), a rise is evidence, not a verdict:
+        a probe that reached at a cost of at least `last`, or was stopped (its cost at least the cap it was
+        stopped near, `last`), passes the probe on to the next size, whose chance of being worth it is the
+        product of every rise's in a row (the policy's rule 10): a curve can rise over two sizes before it falls
+        further (a bump), and two independent rises are both noise only as often as the product says. Only a
+        miss (max_epochs ran out) still ends the direction."""
+        rises: tuple[float, ...] = ()  # the caps of the rises in a row before `last`
         for j, b in enumerate(rest):
             if b not in self.first:
                 if b not in self.pending:
-                    self.lazy.append((b, last))
+                    self.lazy.append((b, last, rises))
                 self.closed.update(rest[j:])
                 return walker
             cost, reached = self.first[b]
@@ -302,10 +317,14 @@ class _Replay:
             if reached and cost < self.cheapest:
                 return self._walk(rest[j:], skipped=False)
             self.steps.append(WalkStep(b, cost, reached))
+            rose = cost >= last if reached else self.stopped is not None and b in self.stopped
+            if self.stopped is not None and rose:
+                rises, last = (*rises, last), max(cost, last)
+                continue
             if not reached or cost >= last:
                 self.closed.update(rest[j + (1 if reached else 0) :])
                 return walker
-            last = cost
+            rises, last = (), cost
         return walker
 
     def _below_default(self) -> bool | None:
