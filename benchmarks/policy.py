@@ -56,7 +56,7 @@ CANDIDATES: dict[str, dict] = {
     # turning-walk before issue 25's rules: Zeus's early stop, a miss at the default ends the walk, no probes.
     "turning-walk issue-8 rules": {"early_stop": "lowest-spend", "default_miss_ends": True, "resume": False},
     "turning-walk no probes": {"resume": False},  # a turn or a skip rules the sizes past it out for good (rule 10 off)
-    "turning-walk compound rises": {"compound_rises": True},  # rule 12: a rise past a turn passes the probe on
+    "turning-walk no compound": {"compound_rises": False},  # a second rise past a turn ends its direction (rule 12 off)
     "turning-walk confirm": {"confirm": True},  # a turn or a skip within the noise waits for second runs (rule 11)
 }
 

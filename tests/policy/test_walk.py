@@ -319,7 +319,7 @@ def test_a_turn_far_outside_the_noise_is_never_probed():
     assert decision.stage == "exploitation" and decision.batch_size == 32
 
 
-# -- rule 12 (compound_rises, off by default): a rise past a turn passes the probe on --------------------
+# -- rule 12 (compound_rises, on by default): a rise past a turn passes the probe on ---------------------
 
 
 def test_with_stopped_sizes_given_a_rise_passes_the_probe_on_with_its_cap_kept_for_compounding():
@@ -356,7 +356,7 @@ def test_a_probe_past_a_stopped_probe_waits_for_both_rises_to_be_noise():
         record(4, 4, 256, "cost_exceeded", 10.5),
         record(5, 5, 64, "reached", 10.0),
     ]
-    compound = TurningWalkPolicy(compound_rises=True)
+    compound = TurningWalkPolicy()
     assert compound.decide(spec, history, seed=5).stage == "exploitation"
     # 20 more runs of 64 at 9 and 11 (mean 10, the pooled noise stays near 0.11): at 25 observations
     # 25 x 0.35^2 >= 1, and 512 is probed, stopped past 256's cap.
@@ -364,4 +364,5 @@ def test_a_probe_past_a_stopped_probe_waits_for_both_rises_to_be_noise():
     decision = compound.decide(spec, history, seed=25)
     assert decision.batch_size == 512 and decision.stage == "exploration"
     assert decision.cost_threshold == pytest.approx(10.6)
-    assert TurningWalkPolicy().decide(spec, history, seed=25).stage == "exploitation"  # rule 12 off: 256 ended it
+    off = TurningWalkPolicy(compound_rises=False)
+    assert off.decide(spec, history, seed=25).stage == "exploitation"  # rule 12 off: 256's rise ended it

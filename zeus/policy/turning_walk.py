@@ -56,17 +56,25 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
    charged cost, wherever its trials came from, not only walk steps), never a pruned one; the
    default while nothing has reached.
 
-Past the walk (`resume`, on by default since issue 25; `resume=False` turns it off):
+Past the walk (`resume`, on by default since issue 25; `resume=False` turns it off, and rule 12 with it):
 
 10. A turn or a skip rules the sizes past it out only until probed (zeus.policy.walk, `_due_probe`): one
     size at a time, once the job's observations n make n x the chance that the turn was noise reach one
     (that chance from the ratio behind the turn and the job's own pooled noise; the ratio over the cheapest
     step's mean once its runs show its first run read low), under the early stop
     and stopped once it costs more than the step before it; a probe cheaper than every step resumes the
-    walk, a miss or a second rise ends the direction for good. On jobs generated from the traces
+    walk; a miss ends the direction for good, and a second rise is rule 12's. On jobs generated from the traces
     (zeus.simulate.perturb) a noisy first run, a plateau or a bump past a turn otherwise leaves a job on
     a local minimum for good; on the measured cells, whose curves have one minimum and little noise,
     most turns are far outside the noise and are probed late or never.
+12. (`compound_rises`, on by default since issue 25's fourth round; numbered after rule 11, which came
+    first.) A probe that rises (it reached at a cost of at least the step before it, or the early stop cut
+    it short near that cap) does not end its direction: the next size past it is probed, under rule 10's
+    timing with the chances of every rise in a row multiplied (n x the product reaches one). Why: on a curve
+    that rises over two sizes before it falls further, ending the direction at the second rise leaves the
+    job on a local minimum for good (benchmarks/RESULTS.md, issue 25, "Past a bump"); two independent rises
+    are both noise only as often as the product of their chances, so a real rise, whose chance is small, is
+    rarely passed twice. A miss (max_epochs ran out) still ends the direction.
 
 Off by default (`confirm=True`; benchmarks/RESULTS.md, issue 25, "Confirming a turn", says why it is not the
 default yet):
@@ -83,16 +91,6 @@ default yet):
     wrong is undone once the runs say so. The noise is the prior's, not the pooled estimate `_cv`: that
     one grows as exploitation repeats sizes, and would send turns taken long before back to a
     confirmation (measured: it costs more on the tuned cells).
-
-Off by default (`compound_rises=True`; benchmarks/RESULTS.md, issue 25, "Past a bump" says what it costs and gains):
-
-12. A probe that rises (it reached at a cost of at least the step before it, or the early stop cut it short near
-    that cap) does not end its direction: the next size past it is probed, under rule 10's timing with the
-    chances of every rise in a row multiplied (n x the product reaches one). Why: on a curve that rises over
-    two sizes before it falls further, rule 10 ends the direction at the second rise, and the job stays on the
-    local minimum for good; two independent rises are both noise only as often as the product of their
-    chances, so a real rise, whose chance is small, is rarely passed twice. A miss (max_epochs ran out) still
-    ends the direction.
 
 Everything is derived from the history (dispatched trials included), so any process decides the
 same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
@@ -154,7 +152,7 @@ class TurningWalkPolicy:
         early_stop: str = "mean",
         default_miss_ends: bool = False,
         confirm: bool = False,
-        compound_rises: bool = False,
+        compound_rises: bool = True,
     ) -> None:
         self.turn_margin = turn_margin
         self.hard_turn = hard_turn
