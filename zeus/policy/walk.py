@@ -317,8 +317,7 @@ class _Replay:
             if reached and cost < self.cheapest:
                 return self._walk(rest[j:], skipped=False)
             self.steps.append(WalkStep(b, cost, reached))
-            rose = cost >= last if reached else self.stopped is not None and b in self.stopped
-            if self.stopped is not None and rose:
+            if self.stopped is not None and (cost >= last if reached else b in self.stopped):  # a rise (rule 12)
                 rises, last = (*rises, last), max(cost, last)
                 continue
             if not reached or cost >= last:
