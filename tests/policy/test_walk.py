@@ -322,21 +322,21 @@ def test_a_turn_far_outside_the_noise_is_never_probed():
 # -- rule 12 (compound_rises, on by default): a rise past a turn passes the probe on ---------------------
 
 
-def test_with_stopped_sizes_given_a_rise_passes_the_probe_on_with_its_cap_kept_for_compounding():
+def test_with_compound_rises_a_rise_passes_the_probe_on_with_its_cap_kept_for_compounding():
     sizes = (4, 8, 16, 32, 64, 128)
     # 16 (50) turned on the cheapest 10; the probe of 8 came back at 60, a second rise.
     first = {128: (30.0, True), 64: (20.0, True), 32: (10.0, True), 16: (50.0, True), 8: (60.0, True)}
     assert 4 in replay_walk(sizes, 128, first, resume=True).ruled_out  # rule 10 alone: the direction ends
-    rising = replay_walk(sizes, 128, first, resume=True, stopped=frozenset())
+    rising = replay_walk(sizes, 128, first, resume=True, compound_rises=True)
     assert rising.lazy == ((4, 60.0, (50.0,)),)  # 4 next, capped at 8's 60, after the rise over 16's 50
     # 8 stopped at 45 near its cap (50): it rose, at a cost of at least the cap.
-    cut = {**first, 8: (45.0, False)}
-    assert replay_walk(sizes, 128, cut, resume=True, stopped=frozenset({8})).lazy == ((4, 50.0, (50.0,)),)
+    cut = {**first, 8: (45.0, False, True)}
+    assert replay_walk(sizes, 128, cut, resume=True, compound_rises=True).lazy == ((4, 50.0, (50.0,)),)
     # The same run out of max_epochs (not stopped) is a miss: the direction ends for good.
-    missed = replay_walk(sizes, 128, cut, resume=True, stopped=frozenset())
+    missed = replay_walk(sizes, 128, {**first, 8: (45.0, False)}, resume=True, compound_rises=True)
     assert 4 in missed.ruled_out and missed.lazy == ()
     # Falling, but not below the cheapest: no rise to carry, as without rule 12.
-    falling = replay_walk(sizes, 128, {**first, 8: (40.0, True)}, resume=True, stopped=frozenset())
+    falling = replay_walk(sizes, 128, {**first, 8: (40.0, True)}, resume=True, compound_rises=True)
     assert falling.lazy == ((4, 40.0, ()),)
 
 

@@ -109,9 +109,9 @@ class HistoryView:
         return np.asarray(values, dtype=float)
 
     def first_observations(self) -> dict[int, Observation]:
-        """Each size's first finished observation, as (cost, reached): its walk step."""
-        return {b: (arm.first_cost, arm.first_reached) for b, arm in zip(self.tally.sizes, self.tally.arms, strict=True)
-                if arm.n}  # fmt: skip
+        """Each size's first finished observation: its walk step."""
+        arms = zip(self.tally.sizes, self.tally.arms, strict=True)
+        return {b: Observation(arm.first_cost, arm.first_reached, arm.first_stopped) for b, arm in arms if arm.n}
 
 
 def tally_history(spec: JobSpec, history: History) -> Tally:

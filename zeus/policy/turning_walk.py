@@ -176,8 +176,7 @@ class TurningWalkPolicy:
 
     def _walk_rules(self, view: HistoryView) -> dict:
         """The walk's keyword arguments (replay_walk and look_past alike): its margins and rules, and with
-        `confirm` (rule 11) the noise of one run and each size's runs; with `compound_rises` (rule 12) the sizes
-        whose first run was stopped."""
+        `confirm` (rule 11) the noise of one run and each size's runs; and rule 12 (`compound_rises`)."""
         return {
             "turn_margin": self.turn_margin,
             "hard_turn": self.hard_turn,
@@ -186,7 +185,7 @@ class TurningWalkPolicy:
             "default_miss_ends": self.default_miss_ends,
             "confirm": self.prior_cv if self.confirm else None,
             "runs": _runs(view) if self.confirm else None,
-            "stopped": _stopped(view) if self.compound_rises else None,
+            "compound_rises": self.compound_rises,
         }
 
     def _plan(self, spec: JobSpec, view: HistoryView) -> _Plan:
@@ -377,11 +376,6 @@ def _runs(view: HistoryView) -> dict[int, tuple[int, float]]:
             arm = view.tally.arm(b)
             out[b] = (n, (n * mean - arm.first_cost) / (n - 1) if n > 1 and arm.first_reached else math.nan)
     return out
-
-
-def _stopped(view: HistoryView) -> frozenset[int]:
-    """The sizes whose first run the early stop cut short (rule 12: a probe stopped near its cap rose)."""
-    return frozenset(b for b, arm in zip(view.tally.sizes, view.tally.arms, strict=True) if arm.n and arm.first_stopped)
 
 
 def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:

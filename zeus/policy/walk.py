@@ -48,9 +48,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
-# (cost, reached) of a size's first finished observation.
-Observation = tuple[float, bool]
+
+class Observation(NamedTuple):
+    """A size's first finished observation: its walk step. `stopped`: the early stop cut it short
+    (cost_exceeded), which rule 12 reads as a rise near its cap, where a miss (max_epochs ran out) ends the
+    direction. A plain (cost, reached) pair is a run that was not stopped."""
+
+    cost: float
+    reached: bool
+    stopped: bool = False
+
+
 # (count, mean cost of those after the first) of a size's finished observations, a miss charged the retry
 # it forced; the mean is NaN for a size run once.
 Runs = tuple[int, float]
@@ -90,7 +100,7 @@ class WalkState:
     best_cost: float | None
     # With `resume`: the size past each turn or skip that a probe would try next (down first) with the cost
     # of the direction's step before it (a probe costing more is a rise: it can stop there) and, with
-    # `stopped` given, the caps of the rises in a row before that step (each probe past them compounds their
+    # `compound_rises`, the caps of the rises in a row before that step (each probe past them compounds their
     # chance of being noise); and how many probes have been taken.
     lazy: tuple[tuple[int, float, tuple[float, ...]], ...] = ()
     probes: int = 0
@@ -135,17 +145,17 @@ def replay_walk(
     default_miss_ends: bool = False,
     confirm: float | None = None,
     runs: Mapping[int, Runs] | None = None,
-    stopped: frozenset[int] | None = None,
+    compound_rises: bool = False,
 ) -> WalkState:
     """Replay the walk over `sizes` (the feasible sizes, ascending) from `default`, given each size's
-    first finished observation `first[b] = (cost, reached)`. A None margin turns its rule off
-    (benchmarks measure the walk without it). `resume`: a turn or a skip rules the sizes past it out
-    only until a probe (see `_Replay._past`). `confirm`: the relative noise of one run (a coefficient of
-    variation); a turn or a skip within it waits for a second run of the size it rests on, then is judged
-    on `runs` (each size's count of runs and mean cost after its first; see `_Replay._judged`). `stopped`:
-    the sizes whose first run the early stop cut short; given, a probe that rises does not end its
-    direction (see `_Replay._past`)."""
-    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume, stopped=stopped)
+    first finished observation `first[b]` (an `Observation`, or a (cost, reached) pair). A None margin
+    turns its rule off (benchmarks measure the walk without it). `resume`: a turn or a skip rules the
+    sizes past it out only until a probe (see `_Replay._past`). `confirm`: the relative noise of one run
+    (a coefficient of variation); a turn or a skip within it waits for a second run of the size it rests
+    on, then is judged on `runs` (each size's count of runs and mean cost after its first; see
+    `_Replay._judged`).
+    `compound_rises` (rule 12): a probe that rises does not end its direction (see `_Replay._past`)."""
+    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, resume=resume, compound=compound_rises)
     replay.default_miss_ends = default_miss_ends
     replay.set_confirm(confirm, runs)
     return replay.run()
@@ -164,12 +174,12 @@ def look_past(
     default_miss_ends: bool = False,
     confirm: float | None = None,
     runs: Mapping[int, Runs] | None = None,
-    stopped: frozenset[int] | None = None,
+    compound_rises: bool = False,
 ) -> Lookahead:
     """The walk replayed as `replay_walk` does, with the `pending` sizes (in flight, no result yet) passed
     over as if they changed nothing: which size each walker would need next. A walker whose turn waits
     for a confirmation in flight waits."""
-    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending, resume, stopped)
+    replay = _Replay(sizes, default, first, turn_margin, hard_turn, skip_margin, pending, resume, compound_rises)
     replay.default_miss_ends = default_miss_ends
     replay.set_confirm(confirm, runs)
     down, needed, up = replay.walkers()
@@ -192,17 +202,18 @@ class _Replay:
         skip_margin: float | None,
         pending: frozenset[int] = frozenset(),
         resume: bool = False,
-        stopped: frozenset[int] | None = None,
+        compound: bool = False,
     ) -> None:
         idx = sizes.index(default)
         self.down, self.up = list(reversed(sizes[: idx + 1])), list(sizes[idx + 1 :])
-        self.default, self.first = default, first
+        self.default = default
+        self.first = {b: Observation(*o) for b, o in first.items()}
         self.turn = math.inf if turn_margin is None else 1.0 + turn_margin
         self.hard_turn = math.inf if hard_turn is None else hard_turn
         self.skip_margin = skip_margin
         self.pending = pending
         self.resume = resume
-        self.stopped = stopped  # with resume: a rise leaves the next probe to a compounded chance (_past)
+        self.compound = compound  # with resume: a rise leaves the next probe to a compounded chance (_past)
         self.default_miss_ends = False  # the default size's miss ends the down direction (Zeus's walk does)
         self.lazy: list[tuple[int, float, tuple[float, ...]]] = []  # with resume: see WalkState.lazy
         self.probes = 0  # with resume: steps taken past a turn or a skip
@@ -247,7 +258,7 @@ class _Replay:
         passed over; a frontier behind one is marked `waiting`."""
         walker = _Walker()
         if skipped and self.resume:
-            return self._past(plan, walker, self.first[self.default][0])
+            return self._past(plan, walker, self.first[self.default].cost)
         after_best, behind_pending = True, False
         for k, b in enumerate(plan):
             if b not in self.first:
@@ -260,7 +271,7 @@ class _Replay:
                 walker.frontier, walker.waiting = b, behind_pending
                 return walker
             behind_pending = False
-            cost, reached = self.first[b]
+            cost, reached, _ = self.first[b]
             self.steps.append(WalkStep(b, cost, reached))
             if not reached:
                 if b == self.default and not self.default_miss_ends:
@@ -299,7 +310,7 @@ class _Replay:
         does; so does one that costs at least the step before it: two rises in a row are the curve
         rising, not noise. Otherwise the next size is the one to probe.
 
-        With `stopped` (the sizes whose first run the early stop cut short), a rise is evidence, not a verdict:
+        With `compound` (rule 12), a rise is evidence, not a verdict:
         a probe that reached at a cost of at least `last`, or was stopped (its cost at least the cap it was
         stopped near, `last`), passes the probe on to the next size, whose chance of being worth it is the
         product of every rise's in a row (the policy's rule 10): a curve can rise over two sizes before it falls
@@ -312,12 +323,12 @@ class _Replay:
                     self.lazy.append((b, last, rises))
                 self.closed.update(rest[j:])
                 return walker
-            cost, reached = self.first[b]
+            cost, reached, stopped = self.first[b]
             self.probes += 1
             if reached and cost < self.cheapest:
                 return self._walk(rest[j:], skipped=False)
             self.steps.append(WalkStep(b, cost, reached))
-            if self.stopped is not None and (cost >= last if reached else b in self.stopped):  # a rise (rule 12)
+            if self.compound and (cost >= last if reached else stopped):  # a rise (rule 12)
                 rises, last = (*rises, last), max(cost, last)
                 continue
             if not reached or cost >= last:
