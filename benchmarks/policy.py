@@ -90,12 +90,12 @@ def run_task(task: tuple) -> tuple[tuple, dict]:
     index): the means over seeds of cost / oracle, regret, cumulative cost and the worst excess over the
     default configuration (and that excess's worst seed)."""
     source, policy, seeds, in_flight = task
-    kind = "cell"
+    kind, far_valley = "cell", False
     if source[0] == "cell":
         sim = build_simulator(source[1], power_trace=source[2], eta=source[3])
     else:
         job = perturbed_job(source[1], source[2])
-        sim, kind = job.simulator(), job.kind
+        sim, kind, far_valley = job.simulator(), job.kind, job.far_valley
     chosen = make_policy(policy)
     results = [sim.run(chosen, seed, None, in_flight) for seed in seeds]
     excess = [r.worst_excess_over_default() for r in results]
@@ -108,6 +108,7 @@ def run_task(task: tuple) -> tuple[tuple, dict]:
         "excess": float(np.mean(excess)),
         "excess_max": float(np.max(excess)),
         "kind": kind,
+        "far_valley": far_valley,
     }
 
 
@@ -242,6 +243,7 @@ def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells,
                 f"{tuned_cut - c:>+8.1f}{np.median(r):>9.4f}{np.quantile(r, 0.9):>8.4f}{r.max():>8.4f}"
                 f"{np.mean(ez):>10.2f}{np.mean(eo):>10.2f}{np.max(eo):>8.2f}"
             )
+    print_far_valleys(sources, key, results, zeus)
     if runs >= 2:
         print_paired(sources, key, results, zeus)
     ratio = {
@@ -258,6 +260,22 @@ def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells,
     )
 
 
+def print_far_valleys(sources, key, results, zeus) -> None:
+    """How many held-out jobs have a far valley (zeus.simulate.perturb.has_far_valley: a cheaper size past a
+    real rise, which a walk that ends a direction at a rise cannot reach and zeus-nsdi23's exploration of
+    every size finds), and how many of the jobs each candidate's mean cost is higher on have one."""
+    valley = [z["far_valley"] for z in zeus]
+    print(
+        f"jobs with a far valley: {sum(valley)} of {len(sources)}; among those whose mean cost is higher than"
+        f" {BASELINE}'s:"
+    )
+    for policy in CANDIDATES:
+        higher = [
+            o["cost"] > z["cost"] for o, z in zip((results[(s, policy, key[s], 1)] for s in sources), zeus, strict=True)
+        ]
+        print(f"{policy:<44} {sum(h and v for h, v in zip(higher, valley, strict=True))} of {sum(higher)}")
+
+
 def print_paired(sources, key, results, zeus) -> None:
     """Per candidate, the held-out jobs it costs significantly more (or less) on than zeus-nsdi23 (paired by
     simulation seed, zeus.simulate.paired), beside those whose mean merely came out higher."""
@@ -267,9 +285,10 @@ def print_paired(sources, key, results, zeus) -> None:
         ours = [results[(s, policy, key[s], 1)] for s in sources]
         verdict = paired_verdict([o["costs"] for o in ours], [z["costs"] for z in zeus])
         higher = sum(o["cost"] > z["cost"] for o, z in zip(ours, zeus, strict=True))
+        valleys = sum(c and z["far_valley"] for c, z in zip(verdict.costlier, zeus, strict=True))
         print(
-            f"{policy:<44} costlier on {sum(verdict.costlier)}, cheaper on {sum(verdict.cheaper)}"
-            f" of {len(sources)} (mean cost higher on {higher})"
+            f"{policy:<44} costlier on {sum(verdict.costlier)} ({valleys} with a far valley), cheaper on"
+            f" {sum(verdict.cheaper)} of {len(sources)} (mean cost higher on {higher})"
         )
 
 
@@ -318,7 +337,7 @@ def decide_speed(num_trials: int = 10_000) -> dict[str, float]:
 
 
 SMALLEST = ["--seeds", "1", "--check-seeds", "none", "--workloads", "sentiment140", "--etas", "0.5",
-            "--in-flight", "1", "--perturbed", "3", "--decide-trials", "1000"]  # fmt: skip
+            "--in-flight", "1", "--perturbed", "3", "--job-runs", "2", "--decide-trials", "1000"]  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -11,7 +11,7 @@ import pytest
 
 from zeus.job import JobSpec
 from zeus.simulate.engine import Figures, SimulationResult, oracle_batch_size
-from zeus.simulate.perturb import KINDS, move_minimum, perturbed_job
+from zeus.simulate.perturb import KINDS, has_far_valley, move_minimum, perturbed_job
 from zeus.simulate.runner import build_simulator
 from zeus.simulate.trace import WorkloadTrace
 from zeus.summaries import RecurrenceSummary
@@ -140,3 +140,19 @@ def test_worst_excess_over_the_default_configuration_is_in_default_recurrences()
     assert _result([15, 12, 5, 5], 10.0).worst_excess_over_default() == pytest.approx(0.7)
     # Always cheaper than the default: the worst point is still below it.
     assert _result([9, 8, 8], 10.0).worst_excess_over_default() == pytest.approx(-0.1)
+
+
+@pytest.mark.parametrize(
+    ("costs", "default_index", "expected"),
+    [
+        ([5.0, 3.0, 1.0, 2.0, 0.5], 0, True),  # falls to 1.0, rises at 2.0, 0.5 lies past the rise
+        ([5.0, 3.0, 1.0, 2.0, 3.0], 0, False),  # one minimum: nothing past the rise is cheaper
+        ([0.5, 2.0, 1.0, 3.0, 5.0], 4, True),  # the same, walking down from the largest size
+        ([3.0, 2.0, 1.0, 2.0, 0.9], 2, True),  # the default is the minimum walking down, not up
+        ([1.0, 2.0, 3.0, 2.0, 1.5], 2, False),  # a maximum at the default: both valleys are walked into
+        ([2.0, 1.0, 1.5, 1.2], 1, False),  # past the rise, but dearer than where the walk settled
+        ([1.0, 2.0, 3.0], 0, False),  # the default is the minimum and the edge
+    ],
+)
+def test_a_far_valley_is_a_cheaper_size_past_a_rise_from_where_the_walk_settles(costs, default_index, expected):
+    assert has_far_valley(costs, default_index) is expected

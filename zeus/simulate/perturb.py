@@ -21,6 +21,7 @@ them; other GPUs' traces are a held-out evaluation nobody may fit to). Every fig
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,13 @@ class PerturbedJob:
     @property
     def name(self) -> str:
         return f"#{self.index} {self.workload}/{self.gpu} eta {self.spec.eta_knob} ({self.kind})"
+
+    @property
+    def far_valley(self) -> bool:
+        """Whether the job's cost curve has a valley past a real rise from its default size (`has_far_valley`)."""
+        return has_far_valley(
+            list(run_costs(self.spec, self.trace)), self.trace.batch_sizes.index(self.spec.default_batch_size)
+        )
 
     def simulator(self) -> Simulator:
         source = f"simulated (perturbed job {self.index} from {self.workload}/{self.gpu})"
@@ -120,6 +128,23 @@ def run_costs(spec: JobSpec, trace: WorkloadTrace) -> np.ndarray:
         per_epoch = spec.cost_model.cost(size.energy_per_epoch, size.time_per_epoch)
         out.append(float(epochs.mean() * per_epoch.min()))
     return np.asarray(out)
+
+
+def has_far_valley(costs: Sequence[float], default_index: int) -> bool:
+    """Whether a cost curve (per size, ascending) has a size cheaper than where a walk from the default
+    settles, past a real rise: walking each way from `default_index` while the cost falls, then any size
+    beyond the first one that rises. Why: a policy that ends a direction at a rise (turning-walk, once its
+    probes judge the rise real) cannot reach such a valley, while zeus-nsdi23, which explores every size
+    that reaches the target, finds it. benchmarks/policy.py counts these jobs among those a policy costs
+    more on (benchmarks/RESULTS.md, issue 25)."""
+    for step in (-1, 1):
+        k = default_index
+        while 0 <= k + step < len(costs) and costs[k + step] < costs[k]:
+            k += step
+        beyond = costs[k + 2 * step :: step] if step > 0 else costs[: max(k + 2 * step + 1, 0)]
+        if 0 <= k + step < len(costs) and len(beyond) and min(beyond) < costs[k]:
+            return True
+    return False
 
 
 def move_minimum(spec: JobSpec, trace: WorkloadTrace, to: int) -> WorkloadTrace:
