@@ -262,8 +262,8 @@ def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells,
 
 def print_far_valleys(sources, key, results, zeus) -> None:
     """How many held-out jobs have a far valley (zeus.simulate.perturb.has_far_valley: a cheaper size past a
-    real rise, which a walk that ends a direction at a rise cannot reach and zeus-nsdi23's exploration of
-    every size finds), and how many of the jobs each candidate's mean cost is higher on have one."""
+    real rise, which a walk that ends a direction at a rise cannot reach and zeus-nsdi23's walk through every
+    rise below its early stop finds), and how many of the jobs each candidate's mean cost is higher on have one."""
     valley = [z["far_valley"] for z in zeus]
     print(
         f"jobs with a far valley: {sum(valley)} of {len(sources)}; among those whose mean cost is higher than"
