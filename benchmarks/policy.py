@@ -270,9 +270,8 @@ def print_far_valleys(sources, key, results, zeus) -> None:
         f" {BASELINE}'s:"
     )
     for policy in CANDIDATES:
-        higher = [
-            o["cost"] > z["cost"] for o, z in zip((results[(s, policy, key[s], 1)] for s in sources), zeus, strict=True)
-        ]
+        ours = [results[(s, policy, key[s], 1)] for s in sources]
+        higher = [o["cost"] > z["cost"] for o, z in zip(ours, zeus, strict=True)]
         print(f"{policy:<44} {sum(h and v for h, v in zip(higher, valley, strict=True))} of {sum(higher)}")
 
 

@@ -65,7 +65,7 @@ class PerturbedJob:
     def far_valley(self) -> bool:
         """Whether the job's cost curve has a valley past a real rise from its default size (`has_far_valley`)."""
         return has_far_valley(
-            list(run_costs(self.spec, self.trace)), self.trace.batch_sizes.index(self.spec.default_batch_size)
+            run_costs(self.spec, self.trace), self.trace.batch_sizes.index(self.spec.default_batch_size)
         )
 
     def simulator(self) -> Simulator:
@@ -142,8 +142,8 @@ def has_far_valley(costs: Sequence[float], default_index: int) -> bool:
         k = default_index
         while 0 <= k + step < len(costs) and costs[k + step] < costs[k]:
             k += step
-        beyond = costs[k + 2 * step :: step] if step > 0 else costs[: max(k + 2 * step + 1, 0)]
-        if 0 <= k + step < len(costs) and len(beyond) and min(beyond) < costs[k]:
+        beyond = costs[k + 2 :] if step > 0 else costs[: max(k - 1, 0)]  # past the size that rises
+        if len(beyond) and min(beyond) < costs[k]:
             return True
     return False
 
