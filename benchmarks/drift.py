@@ -1,14 +1,14 @@
 """Benchmark: what a drift signal is worth to the bandit, and the gate and cap, in the trace simulator.
 
-Drift (issue 24): on each V100/A40 cell at eta 0.5 (and on jobs generated from them, zeus.simulate.perturb)
+Drift (issue 24): on each V100/A40 cell at eta 0.5 (and on jobs generated from them, zeus_kfp.simulate.perturb)
 the cost minimum moves halfway through Zeus's number of recurrences to another size, at the same level
-(zeus.simulate.drift). Per policy, the regret over the recurrences from the shift on, against the oracle
+(zeus_kfp.simulate.drift). Per policy, the regret over the recurrences from the shift on, against the oracle
 after it (in post-shift oracle recurrences; mean over seeds, each seed drawing its own new minimum):
 without the signal (the reaction does nothing then), and with it under each drift_reaction. Then a false
 alarm: the signal with no shift, what forgetting costs when nothing changed.
 
 Gate and cap: runs arrive every P simulated seconds (P = the oracle recurrence's time x --period), as many
-as Zeus's number of recurrences, and open a recurrence only under the cap K (zeus.simulate.gate): skipped
+as Zeus's number of recurrences, and open a recurrence only under the cap K (zeus_kfp.simulate.gate): skipped
 runs and regret per opened recurrence, per K.
 
     .venv/bin/python benchmarks/drift.py --seeds 1-10 --perturbed 30 --jobs 2   # RESULTS.md's figures
@@ -25,14 +25,14 @@ from itertools import product
 
 import numpy as np
 
-from zeus.job import DRIFT_REACTIONS
-from zeus.policy import get_policy
-from zeus.seeds import seed_list
-from zeus.simulate.drift import drift_cell, drift_job, run_drift
-from zeus.simulate.gate import simulate_gated
-from zeus.simulate.runner import build_simulator
-from zeus.simulate.trace import SHIPPED_POWER_TRACES
-from zeus.simulate.workloads import WORKLOADS
+from zeus_kfp.job import DRIFT_REACTIONS
+from zeus_kfp.policy import get_policy
+from zeus_kfp.seeds import seed_list
+from zeus_kfp.simulate.drift import drift_cell, drift_job, run_drift
+from zeus_kfp.simulate.gate import simulate_gated
+from zeus_kfp.simulate.runner import build_simulator
+from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
+from zeus_kfp.simulate.workloads import WORKLOADS
 
 POLICIES = ("zeus-nsdi23", "turning-walk")
 REACTIONS = tuple(r for r in DRIFT_REACTIONS if r != "none")
@@ -41,7 +41,7 @@ VARIANTS = (("no signal", False, "none"), *((f"signal, {r}", True, r) for r in R
 
 
 def parse_seeds(text: str) -> list[int]:
-    """'1-20' or '1,2,7' (zeus.seeds.seed_list over the comma-separated words)."""
+    """'1-20' or '1,2,7' (zeus_kfp.seeds.seed_list over the comma-separated words)."""
     return seed_list(text.split(","))
 
 
@@ -117,7 +117,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--perturb-seed", type=int, default=1, help="the generated jobs' seed (default 1)")
     parser.add_argument("--caps", nargs="*", type=int, default=[1, 2, 4], help="caps K for the gate (none: no gate)")
     parser.add_argument(
-        "--raw-level", action="store_true", help="move the minimum without keeping its level (zeus.simulate.drift)"
+        "--raw-level", action="store_true", help="move the minimum without keeping its level (zeus_kfp.simulate.drift)"
     )
     parser.add_argument("--period", type=float, default=0.5, help="arrival period / oracle recurrence time (0.5)")
     parser.add_argument("--gate-seeds", default="1-5", help="seeds of the gate runs (default 1-5)")

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from pipelines.local import run_local
-from zeus.report.units import duration, si
-from zeus.simulate.replay import compare, live_rows, simulated_rows
-from zeus.simulate.trial import TraceBackend
-from zeus.store import open_store
+from zeus_kfp.report.units import duration, si
+from zeus_kfp.simulate.replay import compare, live_rows, simulated_rows
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.store import open_store
 
 COMMAND = "python benchmarks/equivalence.py"
 SMOKE = {"recurrences": 1, "workloads": ["movielens-1m/v100@4"]}

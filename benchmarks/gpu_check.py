@@ -5,12 +5,12 @@ Needs only torch, nvidia-ml-py, numpy, pandas and this repository on PYTHONPATH 
     PYTHONPATH=. python benchmarks/gpu_check.py --out gpu_check.json
 
 Steps (each one's failure is caught, reported, and the next step still runs):
-1. devices: names, power-limit constraints and current limit through zeus.power's NVML backend;
+1. devices: names, power-limit constraints and current limit through zeus_kfp.power's NVML backend;
 2. energy: a ~2 s busy matmul loop measured by the hardware energy counter and, over the same
    window, by the power-sampling fallback (the path for GPUs without a counter);
 3. limit: set a lower power limit, read it back, restore the original (a permission error is
    reported as the measure-only path, which is what a Kubeflow pod without SYS_ADMIN gets);
-4. trial: zeus.train.run_trial on the Zeus-aware example with gpu="nvml", on CUDA, one short
+4. trial: zeus_kfp.train.run_trial on the Zeus-aware example with gpu="nvml", on CUDA, one short
    trial; prints the TrialResult and the profile table, and checks the power limits are the
    same after the trial as before (setting them back if not: the device is left as found).
    It reaches the target in one epoch, so it profiles only the first few limits;
@@ -124,8 +124,8 @@ def busy_loop(seconds: float) -> int:
 
 def energy(gpu, seconds: float | None = None, index: int = 0) -> dict[str, Any]:
     """Counter vs sampled energy over the same busy window on GPU `index` (BUSY_S seconds by default)."""
-    from zeus.power.monitor import EnergyMonitor
-    from zeus.power.nvml import _PowerSampler
+    from zeus_kfp.power.monitor import EnergyMonitor
+    from zeus_kfp.power.nvml import _PowerSampler
 
     sampler = _PowerSampler(lambda: gpu.power_w(index))
     monitor = EnergyMonitor(gpu, indices=[index])
@@ -168,7 +168,7 @@ def power_limit(gpu, index: int = 0) -> dict[str, Any]:
 
 
 def _limits() -> list[float]:
-    from zeus.power.nvml import NvmlGPU
+    from zeus_kfp.power.nvml import NvmlGPU
 
     gpu = NvmlGPU()
     try:
@@ -178,7 +178,7 @@ def _limits() -> list[float]:
 
 
 def _restore(limits: list[float]) -> None:
-    from zeus.power.nvml import NvmlGPU
+    from zeus_kfp.power.nvml import NvmlGPU
 
     gpu = NvmlGPU()
     try:
@@ -192,9 +192,9 @@ def _run_example(
     spec: Any, batch_size: int, timeout_s: float, gpu: str, min_window_s: float | None = None
 ) -> dict[str, Any]:
     """Run the Zeus-aware example as one trial; leave the device's limits as found; return what it reported."""
-    from zeus.train import example_command, run_trial
-    from zeus.train.artifacts import read_result_json
-    from zeus.train.runner import LOG_SUBDIR
+    from zeus_kfp.train import example_command, run_trial
+    from zeus_kfp.train.artifacts import read_result_json
+    from zeus_kfp.train.runner import LOG_SUBDIR
 
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     before = _limits()
@@ -232,7 +232,7 @@ def _run_example(
 
 
 def trial(max_power_w: float | None, batch_size: int, timeout_s: float) -> dict[str, Any]:
-    from zeus.train import example_spec
+    from zeus_kfp.train import example_spec
 
     spec = example_spec()
     if max_power_w:
@@ -255,7 +255,7 @@ def profiling(
     of >= 1 s each are done. With an unreachable target the trial trains `epochs` epochs, and profiling
     (which spans or restarts windows at epoch ends) finishes inside them.
     """
-    from zeus.train import example_spec
+    from zeus_kfp.train import example_spec
 
     spec = example_spec().with_changes(target_metric=PROFILE_TARGET, max_epochs=epochs)
     if max_power_w:
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     run_step(report, "environment", environment)
-    from zeus.power.nvml import NvmlGPU
+    from zeus_kfp.power.nvml import NvmlGPU
 
     gpu = run_step(report, "open_nvml", lambda: NvmlGPU())
     if gpu is not None:

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from zeus.store import StoreUnavailableError, open_store
+from zeus_kfp.store import StoreUnavailableError, open_store
 
 SMOKE_BUDGET = {"ZEUS_S3_RETRY_BUDGET_S": "1", "ZEUS_S3_READ_TIMEOUT_S": "0.5"}
 

@@ -3,8 +3,8 @@
 Issue 24's bar: K = 4 regret within 1.25x of K = 1 for `turning-walk`, eta 0.5, the V100 and A40 traces,
 seeds 1-20 and 21-40 (the check against tuning); K = 8 reported. Each simulation is
 `Simulator.run(policy, seed, None, K, live_stop=...)`: with `live_stop` a running trial reads beta x the
-cheapest reached recurrence at every epoch end on the simulated clock (zeus.simulate.engine), as the
-pipeline's train step does (zeus.steps.live_threshold); without it each trial keeps the threshold it was
+cheapest reached recurrence at every epoch end on the simulated clock (zeus_kfp.simulate.engine), as the
+pipeline's train step does (zeus_kfp.steps.live_threshold); without it each trial keeps the threshold it was
 dispatched with (the project before issue 24 item 2).
 
 Where the excess goes (`--breakdown`): per K, each trial's cost over the oracle's recurrence cost, summed
@@ -31,12 +31,12 @@ from itertools import product
 
 import numpy as np
 
-from zeus.policy import get_policy
-from zeus.policy.turning_walk import TurningWalkPolicy
-from zeus.seeds import seed_list
-from zeus.simulate.runner import build_simulator
-from zeus.simulate.trace import SHIPPED_POWER_TRACES
-from zeus.simulate.workloads import WORKLOADS
+from zeus_kfp.policy import get_policy
+from zeus_kfp.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.seeds import seed_list
+from zeus_kfp.simulate.runner import build_simulator
+from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
+from zeus_kfp.simulate.workloads import WORKLOADS
 
 POLICIES = ("zeus-nsdi23", "turning-walk")
 SMALLEST = ["--seeds", "1", "--workloads", "cifar100", "--gpus", "v100", "--in-flight", "1", "2"]
@@ -44,7 +44,7 @@ SMALLEST += ["--breakdown", "--compare"]
 
 
 def parse_seeds(text: str) -> list[int]:
-    """'1-20' or '1,2,7' (zeus.seeds.seed_list over the comma-separated words)."""
+    """'1-20' or '1,2,7' (zeus_kfp.seeds.seed_list over the comma-separated words)."""
     return seed_list(text.split(","))
 
 

@@ -44,9 +44,9 @@ import pandas as pd
 from bso_server import BsoClient, BsoServer, bso_job, ensure_venv
 from seed import SPEC, history_frame, moto_server, outcome, seed_job, simulated_history
 
-from zeus.job import TrialResult
-from zeus.steps.trial import bandit, feedback
-from zeus.store import open_store
+from zeus_kfp.job import TrialResult
+from zeus_kfp.steps.trial import bandit, feedback
+from zeus_kfp.store import open_store
 
 COMMAND = ".venv/bin/python benchmarks/peer_bso.py"
 POLICY = "default"
@@ -134,8 +134,8 @@ def peak():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM"):
             return int(line.split()[1]) / 1024
-from zeus.steps.trial import bandit
-from zeus.store import open_store
+from zeus_kfp.steps.trial import bandit
+from zeus_kfp.store import open_store
 uri, job, warm = sys.argv[1:4]
 store = open_store(uri)
 for job_id in (warm, job):
@@ -148,15 +148,15 @@ print(json.dumps(peak() - before))
 
 COLD_START = """
 import sys
-from zeus.steps.trial import bandit
+from zeus_kfp.steps.trial import bandit
 bandit(store_uri=sys.argv[1], job_id=sys.argv[2], recurrence_id=sys.argv[3], attempt=1, policy="default")
 """
-# What bandit() needs, without the zeus.steps package (whose __init__ and trial.py import pandas
+# What bandit() needs, without the zeus_kfp.steps package (whose __init__ and trial.py import pandas
 # for other steps): the store and the policy. The seed is irrelevant to the time.
 COLD_START_STORE = """
 import sys
-from zeus.policy import get_policy
-from zeus.store import open_store
+from zeus_kfp.policy import get_policy
+from zeus_kfp.store import open_store
 uri, job_id, rid = sys.argv[1:4]
 store = open_store(uri)
 decision = get_policy("default").decide(store.get_job(job_id), store.history(job_id), 0)
@@ -236,7 +236,7 @@ def table(results: dict[str, dict[str, float]], trials: int) -> str:
         ("8 clients, one job, cycles/s", "clients_per_s", "{:.2f}"),
         ("memory a decision adds", "memory_mb", "{:.1f} MB"),
         ("process start to first decision (`python -c` running `bandit`)", "cold_start_s", "{:.2f} s"),
-        ("the same, store + policy only (no `zeus.steps`, which imports pandas)", "cold_store_s", "{:.2f} s"),
+        ("the same, store + policy only (no `zeus_kfp.steps`, which imports pandas)", "cold_store_s", "{:.2f} s"),
     ]
     for label, key, form in rows:
         cells = ["n/a (a long-lived server)" if math.isnan(results[n][key]) else form.format(results[n][key])

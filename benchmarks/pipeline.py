@@ -74,7 +74,10 @@ def _import_floor() -> list[tuple[str, float]]:
     out = []
     for label, code in (
         ("python + kfp.dsl (every step)", "import kfp.dsl"),
-        ("+ zeus store, policy, steps (bandit/feedback)", "import kfp.dsl, zeus.steps, zeus.store, zeus.policy"),
+        (
+            "+ zeus store, policy, steps (bandit/feedback)",
+            "import kfp.dsl, zeus_kfp.steps, zeus_kfp.store, zeus_kfp.policy",
+        ),
     ):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         # as the component command runs it: _KFP_RUNTIME=true skips kfp's client (and kubernetes) imports
@@ -94,7 +97,7 @@ def main() -> None:
         vars(args).update(SMOKE)
 
     from pipelines.local import run_local
-    from zeus.train import example_spec
+    from zeus_kfp.train import example_spec
 
     spec = example_spec("bench-pipeline").with_changes(batch_sizes=(128, 1024), default_batch_size=1024, max_epochs=3)
     server = None

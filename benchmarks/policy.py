@@ -11,7 +11,7 @@ flight (the eta-0.5 cells).
 What cannot be fitted (issue 25):
 - leave-one-GPU-out: among the candidate policies (CANDIDATES), the one with the least mean regret on one
   GPU's cells is chosen, and reported on the other GPU's cells, both ways, per eta;
-- perturbed jobs (zeus.simulate.perturb): jobs generated from a seed out of the V100 and A40 traces, with
+- perturbed jobs (zeus_kfp.simulate.perturb): jobs generated from a seed out of the V100 and A40 traces, with
   epochs to target scaled and noised, power curves tilted, the cost minimum moved, or the default size
   made optimal; per job, the ratio of ours' cumulative cost to zeus-nsdi23's (median, 90th percentile,
   worst). Two sets: the candidate is chosen on the jobs of --tune-seed (1), where rules may be looked at,
@@ -35,18 +35,18 @@ from itertools import product
 
 import numpy as np
 
-from zeus.job import TrialStatus
-from zeus.policy import POLICY_NAMES, get_policy
-from zeus.policy.base import Decision, Policy
-from zeus.policy.turning_walk import TurningWalkPolicy
-from zeus.seeds import seed_list
-from zeus.simulate.paired import FALSE_DISCOVERY_RATE, paired_verdict
-from zeus.simulate.perturb import KINDS, perturbed_job
-from zeus.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
-from zeus.simulate.runner import build_simulator
-from zeus.simulate.trace import SHIPPED_POWER_TRACES
-from zeus.simulate.workloads import WORKLOADS
-from zeus.trials import Trial
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.policy import POLICY_NAMES, get_policy
+from zeus_kfp.policy.base import Decision, Policy
+from zeus_kfp.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.seeds import seed_list
+from zeus_kfp.simulate.paired import FALSE_DISCOVERY_RATE, paired_verdict
+from zeus_kfp.simulate.perturb import KINDS, perturbed_job
+from zeus_kfp.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
+from zeus_kfp.simulate.runner import build_simulator
+from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
+from zeus_kfp.simulate.workloads import WORKLOADS
+from zeus_kfp.trials import Trial
 
 BASELINE, OURS = "zeus-nsdi23", "turning-walk"  # "default" is an alias of turning-walk
 ETAS = (0.25, 0.5, 0.75)
@@ -81,7 +81,7 @@ def make_policy(name: str) -> Policy:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """'1-20', '1,2,7' or 'none' (zeus.seeds.seed_list over the comma-separated words)."""
+    """'1-20', '1,2,7' or 'none' (zeus_kfp.seeds.seed_list over the comma-separated words)."""
     return [] if text == "none" else seed_list(text.split(","))
 
 
@@ -132,7 +132,7 @@ class _DefaultSizeOnly:
         return []
 
     def stop_threshold(self, spec, history):
-        return None  # no early stop (zeus.policy.base.Policy: what a running trial stops at)
+        return None  # no early stop (zeus_kfp.policy.base.Policy: what a running trial stops at)
 
 
 def first_wave_excess(cells: list[tuple[str, str, float]], seeds: list[int]) -> float:
@@ -223,7 +223,7 @@ def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells,
     zeus = [results[(s, BASELINE, key[s], 1)] for s in sources]
     where = f"seed {jobs_seeds[0]}" if len(jobs_seeds) == 1 else f"each of seeds {', '.join(map(str, jobs_seeds))}"
     runs_text = "" if runs == 1 else f", the mean of {runs} simulations per job"
-    print(f"\nperturbed jobs: {count} generated from {where} (zeus.simulate.perturb), K = 1, held out{runs_text}")
+    print(f"\nperturbed jobs: {count} generated from {where} (zeus_kfp.simulate.perturb), K = 1, held out{runs_text}")
     print(f"{'policy / jobs':<44}{'n':>5}{'regret cut':>12}{'cheaper':>10}{'gap':>8}{'median':>9}{'p90':>8}"
           f"{'worst':>8}{'excess z':>10}{'excess o':>10}{'(worst)':>8}")  # fmt: skip
     for policy in CANDIDATES:
@@ -261,7 +261,7 @@ def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells,
 
 
 def print_far_valleys(sources, key, results, zeus) -> None:
-    """How many held-out jobs have a far valley (zeus.simulate.perturb.has_far_valley: a cheaper size past a
+    """How many held-out jobs have a far valley (zeus_kfp.simulate.perturb.has_far_valley: a cheaper size past a
     real rise, which a walk that ends a direction at a rise cannot reach and zeus-nsdi23's walk through every
     rise below its early stop finds), and how many of the jobs each candidate's mean cost is higher on have one."""
     valley = [z["far_valley"] for z in zeus]
@@ -277,7 +277,7 @@ def print_far_valleys(sources, key, results, zeus) -> None:
 
 def print_paired(sources, key, results, zeus) -> None:
     """Per candidate, the held-out jobs it costs significantly more (or less) on than zeus-nsdi23 (paired by
-    simulation seed, zeus.simulate.paired), beside those whose mean merely came out higher."""
+    simulation seed, zeus_kfp.simulate.paired), beside those whose mean merely came out higher."""
     rate = f"{100 * FALSE_DISCOVERY_RATE:g} %"
     print(f"paired by seed, one-sided t-test on log cost per job, Benjamini-Hochberg at {rate} over the jobs:")
     for policy in CANDIDATES:

@@ -28,10 +28,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
 import torch  # noqa: E402
 
-from zeus.job import JobSpec  # noqa: E402
-from zeus.power import PowerModel, SimulatedGPU, candidate_limits  # noqa: E402
-from zeus.train import TrialEnv, example_spec  # noqa: E402
-from zeus.train.dataloader import ZeusDataLoader  # noqa: E402
+from zeus_kfp.job import JobSpec  # noqa: E402
+from zeus_kfp.power import PowerModel, SimulatedGPU, candidate_limits  # noqa: E402
+from zeus_kfp.train import TrialEnv, example_spec  # noqa: E402
+from zeus_kfp.train.dataloader import ZeusDataLoader  # noqa: E402
 
 COMMAND = "benchmarks/profiler.py"
 SMOKE = {"repeats": 1, "profile_iters": 5}

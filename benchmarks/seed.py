@@ -3,11 +3,11 @@
 Why: the store benchmarks need jobs with 10,000 and 100,000 trials. Through the API each trial is
 three log appends (begin_recurrence, dispatch_trial, finish_trial), each a Disk Paxos round of PUTs
 and LISTs plus a read of the log: several ms locally and more on S3, so 100,000 trials would take
-hours. Bulk import is no part of the store any more (it was zeus.store.bulk), so it lives here, for
+hours. Bulk import is no part of the store any more (it was zeus_kfp.store.bulk), so it lives here, for
 benchmarks only. It writes what compaction would have written for the same log: the rows of its
 entries (`begin`, `dispatched`, `finished`, in slot order, the very dicts Store.begin_recurrence,
-dispatch_trial and finish_trial append; zeus.store.entries.rows/table) as one Parquet snapshot of
-slots 1..upto (zeus.store.snapshot.write), into a job whose log is empty; a job that already has
+dispatch_trial and finish_trial append; zeus_kfp.store.entries.rows/table) as one Parquet snapshot of
+slots 1..upto (zeus_kfp.store.snapshot.write), into a job whose log is empty; a job that already has
 slots or snapshots is refused. The next append takes slot upto+1, so recurrence and trial numbers go
 on from the seeded ones. Never for a real job: the seeded slots exist only in that snapshot (no log
 objects behind them), whereas the log is a real store's truth. Compaction keeps them (its snapshot
@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zeus.job import Decision, JobSpec, TrialResult, TrialStatus
-from zeus.store import Store, StoreError, entries, keys, open_store, snapshot
-from zeus.trials import Trial, trial_columns
+from zeus_kfp.job import Decision, JobSpec, TrialResult, TrialStatus
+from zeus_kfp.store import Store, StoreError, entries, keys, open_store, snapshot
+from zeus_kfp.trials import Trial, trial_columns
 
 SPEC = JobSpec(
     job_id="bench-job",
@@ -237,8 +237,8 @@ def check(uri: str, count: int, spec: JobSpec = SPEC) -> list[str]:
     """Seed `count` trials into a new job at `uri` and compare what reads return; returns what went wrong."""
     import warnings
 
-    from zeus.policy import get_policy
-    from zeus.store import StoreWarning
+    from zeus_kfp.policy import get_policy
+    from zeus_kfp.store import StoreWarning
 
     failures: list[str] = []
     warnings.simplefilter("error", StoreWarning)  # any problem a read reports is a failure

@@ -41,7 +41,7 @@ from s3_standins import FLAVOURS, KUBEFLOW_BUCKET, StandIn, Upstream, start_stan
 from seed import moto_server  # noqa: E402
 from store_workers import cycle_trials, dispatch_same_attempts, run_clients, told_versus_stored  # noqa: E402
 
-from zeus.store import open_store  # noqa: E402
+from zeus_kfp.store import open_store  # noqa: E402
 
 COMMAND = ".venv/bin/python benchmarks/store_races.py"
 STORES = ("local", *FLAVOURS)

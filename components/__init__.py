@@ -1,5 +1,5 @@
 """The zeus-kfp KFP components: thin lightweight Python components whose bodies import zeus
-and call one function of zeus.steps. They run in the project's image on a cluster and under
+and call one function of zeus_kfp.steps. They run in the project's image on a cluster and under
 kfp.local.SubprocessRunner here; `components.registry.components_for(image)` rebuilds them on
 another image.
 

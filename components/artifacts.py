@@ -10,10 +10,10 @@ imports nothing, because the executor imports this module while kfp.dsl is half-
 
 from kfp import dsl
 
-from zeus.steps.params import PROFILE_KIND  # noqa: F401  (the metadata kind train writes)
+from zeus_kfp.steps.params import PROFILE_KIND  # noqa: F401  (the metadata kind train writes)
 
 
 class PowerProfile(dsl.Dataset):
-    """A trial's just-in-time power profile: Parquet with the columns of zeus.profiles.PROFILE_SCHEMA
+    """A trial's just-in-time power profile: Parquet with the columns of zeus_kfp.profiles.PROFILE_SCHEMA
     (phase, power_limit_w, average_power_w, throughput, simulated). metadata: kind, rows, simulated
     (True when no real GPU was measured; such figures are simulated and labelled so)."""

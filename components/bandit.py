@@ -31,7 +31,7 @@ def bandit(
         job_id: The job whose history the policy reads.
         recurrence_id: The recurrence this attempt belongs to.
         attempt: The attempt's number within the recurrence (1, 2, ...).
-        policy: The batch-size policy's name (zeus.policy).
+        policy: The batch-size policy's name (zeus_kfp.policy).
         run_id: The KFP run id, recorded with the dispatch.
         reprofile: Profile power limits again even where a stored profile could be reused.
         reuse_profile: The stored power profile train is to train at (an empty table: profile).
@@ -41,9 +41,9 @@ def bandit(
         batch_size: The batch size the trial trains with.
         cost_threshold: Its early-stop cost threshold in joules; -1.0 for none (a float output cannot be None).
         trial: The trial's number within the job.
-        trial_seed: The seed of the trial's own randomness (zeus.seeds).
+        trial_seed: The seed of the trial's own randomness (zeus_kfp.seeds).
     """
-    from zeus import steps
+    from zeus_kfp import steps
 
     choice = steps.bandit(
         store_uri=store_uri,

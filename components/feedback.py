@@ -24,14 +24,14 @@ def feedback(
         job_id: The job the trial belongs to.
         recurrence_id: The trial's recurrence.
         attempt: The trial's attempt within the recurrence.
-        result_json: The trial's result (train's output, zeus.job.TrialResult as JSON).
+        result_json: The trial's result (train's output, zeus_kfp.job.TrialResult as JSON).
         profile: The power profile train measured (empty when it reused a stored one).
 
     Returns:
         Whether the recurrence ends with this trial (it reached the target, or the script failed): the next
         attempt runs only if not.
     """
-    from zeus import steps
+    from zeus_kfp import steps
 
     return steps.feedback(
         store_uri=store_uri,

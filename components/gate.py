@@ -1,4 +1,4 @@
-"""gate: the first step of every run. Asks the store to open a recurrence of the job (zeus.steps.gate): due
+"""gate: the first step of every run. Asks the store to open a recurrence of the job (zeus_kfp.steps.gate): due
 by its period or by drift, and a free slot under its cap. The pipeline's other steps run only when it
 opened one (its one output, pipelines/dag.py); a skipped run ends here, its reason recorded in the store.
 
@@ -13,7 +13,7 @@ from kfp.dsl.python_component import PythonComponent
 from components.generated import generated_component
 from components.image import LOCAL_IMAGE
 from components.preprocess import settings_source
-from zeus.job import JobSpec
+from zeus_kfp.job import JobSpec
 
 TEMPLATE = '''\\
 def gate(
@@ -40,7 +40,7 @@ $settings_help
     Returns:
         Whether this run is a recurrence (false: it ends here and trains nothing; the store says why).
     """
-    from zeus import steps
+    from zeus_kfp import steps
 
     settings = dict(
 $settings_args

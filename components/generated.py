@@ -1,4 +1,4 @@
-"""How a component is generated from a declaration (zeus.settings): its function's text is built from a
+"""How a component is generated from a declaration (zeus_kfp.settings): its function's text is built from a
 template, registered in linecache under a file name of its own and exec'd, and the function becomes the
 component.
 

@@ -16,7 +16,7 @@ def gpu_power(max_power_w: float) -> float:
     Returns:
         The maximum power limit in watts that the run's cost function prices time at.
     """
-    from zeus import steps
+    from zeus_kfp import steps
 
     found = steps.gpu_power(max_power_w)
     print(f"gpu-power: time is priced at {found.watts:g} W, {found.source}")

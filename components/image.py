@@ -3,7 +3,7 @@
 Two builds of one layout (images/): a CPU image for the steps that only touch the store
 (preprocess, bandit, feedback, report) and a CUDA image for train and a cluster trial's pods.
 Nobody publishes them: `make push-image IMAGE_REPO=<your registry>/zeus-kfp` builds and pushes
-`<repo>:<version>-cpu` and `-cuda` (the version from setup.cfg, the same as zeus.__version__), and
+`<repo>:<version>-cpu` and `-cuda` (the version from setup.cfg, the same as zeus_kfp.__version__), and
 `zeus-kfp compile --image-repo <repo>` names exactly those tags (`image_tags`; a test compares the
 two). So a compiled pipeline only ever names images the user said exist: `compile` refuses to
 guess. `--image` / `--train-image` (or ZEUS_KFP_IMAGE / ZEUS_KFP_TRAIN_IMAGE / ZEUS_KFP_IMAGE_REPO,
@@ -21,8 +21,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from zeus import __version__
-from zeus.errors import FieldError
+from zeus_kfp import __version__
+from zeus_kfp.errors import FieldError
 
 LOCAL_REPO = "zeus-kfp"  # `make image` without IMAGE_REPO: a local name no cluster can pull
 IMAGE_REPO_ENV, IMAGE_ENV, TRAIN_IMAGE_ENV = "ZEUS_KFP_IMAGE_REPO", "ZEUS_KFP_IMAGE", "ZEUS_KFP_TRAIN_IMAGE"

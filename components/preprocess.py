@@ -1,7 +1,7 @@
 """preprocess: once per recurrence. Validates the job settings, registers or checks the job in
 the store, opens the recurrence and writes the Dataset the trials train on.
 
-Generated from TEMPLATE and the JobSpec's declared settings (zeus.settings), the way
+Generated from TEMPLATE and the JobSpec's declared settings (zeus_kfp.settings), the way
 components/generated.py says. Written out by hand, the settings here were a second copy of zeus/job.py
 (a new setting took edits here, in the pipeline and in the step); now the declaration is the only copy.
 tests/test_job_fields.py compares the compiled component with the declaration.
@@ -19,9 +19,9 @@ from kfp.dsl.python_component import PythonComponent
 
 from components.generated import generated_component
 from components.image import LOCAL_IMAGE
-from zeus.job import JobSpec
-from zeus.settings import settings_of
-from zeus.steps.params import param_type
+from zeus_kfp.job import JobSpec
+from zeus_kfp.settings import settings_of
+from zeus_kfp.steps.params import param_type
 
 # $settings, $settings_help and $settings_args become one line per JobSpec setting.
 TEMPLATE = '''\
@@ -51,7 +51,7 @@ $settings_help
         recurrence_id: The recurrence's id.
         recurrence: The recurrence's number within the job.
     """
-    from zeus import steps
+    from zeus_kfp import steps
 
     settings = dict(
 $settings_args

@@ -17,8 +17,8 @@ from components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
 from components.preprocess import make_preprocess, preprocess
 from components.report import report
 from components.train import make_train, train
-from zeus.job import JobSpec
-from zeus.steps.request import TrialRequest
+from zeus_kfp.job import JobSpec
+from zeus_kfp.steps.request import TrialRequest
 
 
 @dataclass(frozen=True)

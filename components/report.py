@@ -30,7 +30,7 @@ def report(
         markdown: The report for the KFP UI: Markdown with its plots embedded.
         metrics: The recurrence's energy, time and cost (and whether it reached).
     """
-    from zeus import steps
+    from zeus_kfp import steps
 
     steps.report(
         store_uri=store_uri,

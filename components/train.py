@@ -2,7 +2,7 @@
 power-limit profiling. Touches the store only to read back a cluster trial's result (launcher trainjob or
 pytorchjob); its result feeds the feedback step.
 
-Generated from TEMPLATE and the declared trial request (zeus.steps.request.TrialRequest), the way
+Generated from TEMPLATE and the declared trial request (zeus_kfp.steps.request.TrialRequest), the way
 components/generated.py says: every request field is a typed, described parameter, and the body hands the
 step the request as one value. tests/test_trial_request.py compares the component with the declaration.
 
@@ -21,9 +21,9 @@ from kfp.dsl.python_component import PythonComponent
 from components.artifacts import PowerProfile
 from components.generated import generated_component
 from components.image import LOCAL_TRAIN_IMAGE
-from zeus.settings import SettingField
-from zeus.steps.params import param_type
-from zeus.steps.request import TrialRequest, request_fields
+from zeus_kfp.settings import SettingField
+from zeus_kfp.steps.params import param_type
+from zeus_kfp.steps.request import TrialRequest, request_fields
 
 # $required and $optional become one parameter per request field (those without a default, then those with
 # one: Python wants them in that order); $fields_help a line of Args each, $fields_args an argument each.
@@ -53,9 +53,9 @@ $fields_help
             whatever else the script wrote to {log_dir} but the model.
 
     Returns:
-        result_json: The trial's zeus.job.TrialResult as JSON, for feedback.
+        result_json: The trial's zeus_kfp.job.TrialResult as JSON, for feedback.
     """
-    from zeus import steps
+    from zeus_kfp import steps
     from $request_module import $request_name
 
     request = $request_name(

@@ -1,7 +1,7 @@
 """The example job as a plain script: knows nothing of Zeus, prints Katib-style `name=value` lines.
 
 It prints `step=N` every --log-every steps and `epoch=E step=N accuracy=A` after each epoch's
-evaluation. The runner (zeus.train.run_trial with zeus_aware=False) collects those lines (Katib's
+evaluation. The runner (zeus_kfp.train.run_trial with zeus_aware=False) collects those lines (Katib's
 stdout collector), profiles power limits from outside on the step counter, measures energy, and
 stops the script when the target is reached, the cost passes the threshold or max epochs pass.
 

@@ -1,12 +1,12 @@
 """The example job, Zeus-aware: ZeusDataLoader profiles power limits and stops the trial itself.
 
-Run by zeus.train.run_trial, which sets the ZEUS_* environment (batch size, target, max
+Run by zeus_kfp.train.run_trial, which sets the ZEUS_* environment (batch size, target, max
 epochs, log dir, ...). The model is saved to $ZEUS_LOG_DIR/model.pt when the trial ends.
 
 Under torchrun (launcher torchrun, trainjob or pytorchjob) the same script trains data-parallel:
 it joins the process group, wraps the model in DistributedDataParallel and all-reduces the
 accuracy, so every rank reports the global figure; ZeusDataLoader shards the data and keeps the
-ranks' power limits in lockstep (zeus.train.distributed).
+ranks' power limits in lockstep (zeus_kfp.train.distributed).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch.distributed as dist
 from task import build, datasets, pick_device, train_step
 from torch.nn.parallel import DistributedDataParallel
 
-from zeus.train.dataloader import ZeusDataLoader
+from zeus_kfp.train.dataloader import ZeusDataLoader
 
 
 def join_process_group(device: torch.device) -> torch.device:

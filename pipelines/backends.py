@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeus.errors import FieldError
+from zeus_kfp.errors import FieldError
 
 MINIO_ENDPOINT = "minio-service.kubeflow:9000"
 SEAWEEDFS_ENDPOINT = "seaweedfs.kubeflow:9000"

@@ -22,7 +22,7 @@ import yaml
 
 from pipelines.backends import closest_target, get_backend, parse_version
 from pipelines.package import CompiledPackage
-from zeus.errors import FieldError
+from zeus_kfp.errors import FieldError
 
 CRON_EXAMPLE = "0 0 2 * * *"
 TOKEN_ENV = "KFP_TOKEN"
@@ -196,8 +196,8 @@ def _convert(key: str, raw: str, kind: str) -> Any:
 def _compiled_settings(package: CompiledPackage) -> dict[str, Any]:
     """The job settings compiled into the package (not run parameters, such as max_attempts): preprocess's
     constant inputs."""
-    from zeus.job import JobSpec
-    from zeus.settings import settings_of
+    from zeus_kfp.job import JobSpec
+    from zeus_kfp.settings import settings_of
 
     constants = package.constants("preprocess")
     fixed = [f.name for f in settings_of(JobSpec) if not f.setting.run_parameter]
@@ -208,15 +208,15 @@ def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) 
     """Check a run's arguments with the rules the pipeline itself applies, before anything is sent.
 
     The job's settings are merged over the package's defaults and built into a JobSpec exactly as
-    the preprocess step will (zeus.steps.spec_from_params), so a job_id that would leave its
+    the preprocess step will (zeus_kfp.steps.spec_from_params), so a job_id that would leave its
     prefix or batch_sizes without the default batch size fail here, naming the field, instead of
     in a pod minutes later. The policy name is checked the same way. The package is the one the run
     uses: the file sent, or the uploaded version a recurring run names.
     """
-    from zeus.job import JobSpec
-    from zeus.policy import ALLOWED_POLICIES, get_policy
-    from zeus.settings import settings_of
-    from zeus.steps import spec_from_params
+    from zeus_kfp.job import JobSpec
+    from zeus_kfp.policy import ALLOWED_POLICIES, get_policy
+    from zeus_kfp.settings import settings_of
+    from zeus_kfp.steps import spec_from_params
 
     declared = package.parameters
     fields = {f.name for f in settings_of(JobSpec)}

@@ -25,24 +25,24 @@ from pipelines.platform import (
     Resources,
     Toleration,
 )
-from zeus.errors import FieldError
-from zeus.job import JobSpec
-from zeus.launch.config import (
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import JobSpec
+from zeus_kfp.launch.config import (
     CLUSTER_LAUNCHERS,
     DEFAULT_SHM_SIZE,
     DEFAULT_TRIAL_TIMEOUT_S,
     DNS_SUBDOMAIN,
     LAUNCHERS,
 )
-from zeus.steps import PYTHON_TOKEN
-from zeus.steps.params import NAMESPACE_TOKEN
-from zeus.store.s3 import endpoint_url, resolve_endpoint
+from zeus_kfp.steps import PYTHON_TOKEN
+from zeus_kfp.steps.params import NAMESPACE_TOKEN
+from zeus_kfp.store.s3 import endpoint_url, resolve_endpoint
 
 # Where the job's history lives on a cluster unless a run says otherwise: a prefix of KFP's own
 # bucket that a namespace's key may use in multi-user mode too (mlpipeline/private/<ns>/), and
 # that KFP's artifact retention (ARTIFACT_RETENTION_DAYS: a lifecycle rule on private-artifacts/)
 # does not expire. <ns> is the namespace the run's pods are in, read by each step at run time
-# (zeus.steps.params.resolve_store_uri), never the compiling machine's: an uploaded pipeline is shared
+# (zeus_kfp.steps.params.resolve_store_uri), never the compiling machine's: an uploaded pipeline is shared
 # by every namespace, and each must keep its own history under the prefix its own key may use.
 DEFAULT_STORE_URI = f"s3://mlpipeline/private/{NAMESPACE_TOKEN}/zeus-kfp"
 
@@ -59,14 +59,14 @@ class IncompatiblePipelineError(ValueError):
 def default_job() -> tuple[JobSpec, list[str]]:
     """The example job and its Zeus-aware training command inside the component image: the
     pipeline parameters' defaults on a cluster (every run may override them)."""
-    from zeus.train import example_spec
+    from zeus_kfp.train import example_spec
 
     return example_spec(), [PYTHON_TOKEN, f"{IMAGE_EXAMPLES_DIR}/train_zeus.py"]
 
 
 def store_endpoint(backend: Backend, endpoint: str | None, secure: bool | None) -> str:
     """The store endpoint the pods get, as http(s)://host:port by the store's one rule
-    (zeus.store.s3.resolve_endpoint); default: the backend's own object store."""
+    (zeus_kfp.store.s3.resolve_endpoint); default: the backend's own object store."""
     flag = None if secure is None else str(secure).lower()
     host, is_secure = resolve_endpoint(endpoint or backend.store_endpoint, flag)
     return endpoint_url(host, is_secure)

@@ -4,10 +4,10 @@ the cluster (compile) and kfp.local (run), so the two can never drift apart.
 Why this shape. KFP v2 has no recursion, so the retry loop is unrolled, N fixed at compile time.
 Attempt k+1 is nested inside attempt k's "not ended" branch (feedback's output: the trial neither
 reached the target nor failed; a failed trial is the script's own failure, which another batch size
-would only repeat, so it ends the recurrence: zeus.steps.trial.ends_recurrence):
+would only repeat, so it ends the recurrence: zeus_kfp.steps.trial.ends_recurrence):
 
     [gpu-power ->] gate
-    If the gate opened a recurrence (zeus.steps.gate; a skipped run ends here, nothing trains):
+    If the gate opened a recurrence (zeus_kfp.steps.gate; a skipped run ends here, nothing trains):
         preprocess, attempt-1-bandit -> attempt-1-train -> attempt-1-feedback
         If attempt-1 not ended:                     Else:
             attempt-2-bandit -> -train -> -feedback     report-after-attempt-1
@@ -55,22 +55,22 @@ from kfp.dsl.pipeline_task import PipelineTask
 
 from components.registry import ZeusComponents, components_for, renamed
 from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, gpu_power_step, store_step, train_step
-from zeus.job import JobSpec
-from zeus.settings import SettingField, settings_of
-from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
-from zeus.steps.params import param_type
-from zeus.steps.request import Source, TrialRequest, request_fields, wired
-from zeus.steps.request import run_parameters as request_run_parameters
+from zeus_kfp.job import JobSpec
+from zeus_kfp.settings import SettingField, settings_of
+from zeus_kfp.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
+from zeus_kfp.steps.params import param_type
+from zeus_kfp.steps.request import Source, TrialRequest, request_fields, wired
+from zeus_kfp.steps.request import run_parameters as request_run_parameters
 
 DEFAULT_ATTEMPTS = 5
-# max_power_w's default in a pipeline that reads it at run time (zeus.steps.power), and what the KFP UI says of it.
+# max_power_w's default in a pipeline that reads it at run time (zeus_kfp.steps.power), and what the KFP UI says of it.
 READ_FROM_GPU = 0.0
 MAX_POWER_READ_HELP = (
     "The GPU's maximum power limit in watts, at which time is priced. 0 (the default): read from the GPU at run "
     "time by the gpu-power step (NVML, on a GPU like the trials'); set it to pin a figure."
 )
 # The example job's preprocessing (module:function, run by the preprocess step).
-EXAMPLE_PREPROCESS = "zeus.train.example:make_dataset"
+EXAMPLE_PREPROCESS = "zeus_kfp.train.example:make_dataset"
 PIPELINE_NAME = "zeus-recurrence"
 
 __all__ = ["DEFAULT_ATTEMPTS", "EXAMPLE_PREPROCESS", "LOCAL", "PIPELINE_NAME", "ClusterOptions", "build_pipeline"]
@@ -125,7 +125,7 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
 def train_arguments(
     request_cls: type[TrialRequest], *, shared: dict[str, Any], bandit: PipelineTask, attempt: int
 ) -> dict[str, Any]:
-    """Attempt `attempt`'s train inputs, each where the request declares it comes from (zeus.steps.request):
+    """Attempt `attempt`'s train inputs, each where the request declares it comes from (zeus_kfp.steps.request):
     a pipeline run parameter or a preprocess output (both in `shared`), the attempt's bandit's output, or the
     attempt's number. Every declared field is bound: a new one needs no edit here."""
     bound: dict[str, Any] = {}
@@ -209,15 +209,15 @@ def build_pipeline(
     the image of a cluster trial's pods (launcher trainjob / pytorchjob; None: train's).
     target: the KFP backend it is compiled for, said in the description (`zeus-kfp doctor` reads it).
     dispatch_timeout_s: the default of the run parameter of that name: a trial of the job unfinished
-    this many seconds after its dispatch is recorded failed by the next bandit step (zeus.steps.abandoned).
+    this many seconds after its dispatch is recorded failed by the next bandit step (zeus_kfp.steps.abandoned).
     A run parameter, not a JobSpec field: it is about where trials run, not what the job is, so
     changing it must not refuse the job's stored spec (and the stored jobs keep their format).
     zeus_aware / metric_pattern: the defaults of those run parameters (how train reads the script's metric).
     read_max_power: the max_power_w parameter defaults to 0, "read the GPU's maximum power limit at run time",
-    which the gpu-power step does before preprocess registers the job (zeus.steps.power; a cluster compile's
+    which the gpu-power step does before preprocess registers the job (zeus_kfp.steps.power; a cluster compile's
     default); False: spec.max_power_w is the default and no gpu-power step runs (local runs, which read
     this machine's GPU before they start).
-    request_cls: the train step's request (zeus.steps.request; a TrialRequest with more fields: train takes
+    request_cls: the train step's request (zeus_kfp.steps.request; a TrialRequest with more fields: train takes
     them, and those wired from run parameters are pipeline parameters too)."""
     check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
@@ -228,7 +228,7 @@ def build_pipeline(
     opts = options
     # The run parameters after the job's settings: (name, KFP type, default, description). Each is a
     # pipeline parameter that any run may override; `shared` below hands them to the attempts. First the
-    # trial request's (zeus.steps.request), typed and described as declared, each defaulting to what this
+    # trial request's (zeus_kfp.steps.request), typed and described as declared, each defaulting to what this
     # build says or else to its declared default; then the other steps' own.
     build_defaults = {
         "store_uri": store_uri,
@@ -251,7 +251,7 @@ def build_pipeline(
         ("dispatch_timeout_s", float, float(dispatch_timeout_s), "Seconds after which an unfinished trial is lost."),
         ("force", bool, False, "Open a recurrence even if it is not due (it still counts against max_running)."),
     ]
-    # The job's settings come first (zeus.settings): those that are run parameters, with `spec`'s values
+    # The job's settings come first (zeus_kfp.settings): those that are run parameters, with `spec`'s values
     # as defaults, and those fixed at compile time (max_attempts), passed to preprocess as constants.
     compiled = spec_to_params(spec.with_changes(max_attempts=attempts))
     help_of = {f.name: f.pipeline_help() for f in settings_of(type(spec))}
@@ -276,7 +276,7 @@ def build_pipeline(
             job_settings["max_power_w"] = probe.output
         run = dict(store_uri=given["store_uri"], run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                    recurrence_id=given["recurrence_id"], owner=given["owner"])  # fmt: skip
-        # The gate first (zeus.steps.gate): the rest runs only in a run that opened a recurrence. An If with no
+        # The gate first (zeus_kfp.steps.gate): the rest runs only in a run that opened a recurrence. An If with no
         # Else: a skipped run has nothing left to do (its outcome is in the store).
         opening = comps.gate(
             **job_settings, **fixed, **run, force=given["force"], dispatch_timeout_s=given["dispatch_timeout_s"]

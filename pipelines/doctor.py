@@ -22,8 +22,8 @@ import requests
 from pipelines.backends import TARGETS, closest_target, get_backend, parse_version
 from pipelines.compat import check
 from pipelines.package import CompiledPackage
-from zeus.steps.params import NAMESPACE_TOKEN
-from zeus.store.errors import MULTI_USER_KEY_PREFIXES
+from zeus_kfp.steps.params import NAMESPACE_TOKEN
+from zeus_kfp.store.errors import MULTI_USER_KEY_PREFIXES
 
 OK, FAIL, UNKNOWN = "ok", "FAIL", "not checked"
 TIMEOUT_S = 10.0
@@ -150,8 +150,8 @@ def check_store(uri: str | None, namespace: str | None, multi_user: bool | None)
             )
         )
         return out
-    from zeus.store import open_store
-    from zeus.store.errors import StoreError
+    from zeus_kfp.store import open_store
+    from zeus_kfp.store.errors import StoreError
 
     try:
         jobs = open_store(uri).list_jobs()

@@ -3,7 +3,7 @@
 Why from the package: the train step builds a cluster trial's job from what the compiled pipeline gave it
 (its environment: image, Secret name, store endpoint, scheduling, pull secrets, /dev/shm, deadline) and from
 the run's parameters (launcher, nodes, GPUs per node, runtime, the job's settings). Reading those from the
-package and calling the very functions the step calls (zeus.launch.cluster.trial_job, zeus.launch.manifests)
+package and calling the very functions the step calls (zeus_kfp.launch.cluster.trial_job, zeus_kfp.launch.manifests)
 gives the manifest the step would send, byte for byte, except what only a run knows: the run token (chosen
 when the job is created), the recurrence id and the trial's seed (given or a placeholder), and the maximum power
 the gpu-power step would read (a parameter to pin for the dry run).
@@ -17,9 +17,9 @@ from typing import Any
 from pipelines.client import ClusterInputError, validate_run_arguments
 from pipelines.package import CompiledPackage
 from pipelines.platform import ZEUSD_HOST_ENV
-from zeus.launch.config import CLUSTER_LAUNCHERS, LaunchConfig
-from zeus.launch.manifests import job_name, manifest
-from zeus.steps.params import NAMESPACE_TOKEN, PYTHON_TOKEN
+from zeus_kfp.launch.config import CLUSTER_LAUNCHERS, LaunchConfig
+from zeus_kfp.launch.manifests import job_name, manifest
+from zeus_kfp.steps.params import NAMESPACE_TOKEN, PYTHON_TOKEN
 
 TRAIN_TASK = "attempt-1-train"
 PLACEHOLDER_MAX_POWER_W = 700.0  # shown when the package reads it at run time and the dry run pins none
@@ -55,9 +55,9 @@ def dry_run(
 ) -> DryRun:
     """The job attempt `attempt` of recurrence `recurrence_id` would create in `namespace`; `arguments` are run
     parameters as `submit --param` takes them; `trainer_api`: "v2.1" or "v2.2" (a TrainJob's shape)."""
-    from zeus.launch.cluster import trial_job
-    from zeus.steps import spec_from_params
-    from zeus.steps.params import RUN_FIELDS
+    from zeus_kfp.launch.cluster import trial_job
+    from zeus_kfp.steps import spec_from_params
+    from zeus_kfp.steps.params import RUN_FIELDS
 
     validate_run_arguments(package, arguments)
     given = {name: p.get("defaultValue") for name, p in package.parameters.items()} | arguments

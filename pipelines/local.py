@@ -5,11 +5,11 @@ this interpreter, where zeus is installed). The store is the only state shared b
 exactly as on a cluster. kfp.local's own chatter goes to a log file per recurrence, read on the
 way for progress (one event per step: `on_step`) and for where each trial's log and model went.
 
-Nothing is stored before every input is checked (zeus.steps.inputs, the policy, the pipeline
+Nothing is stored before every input is checked (zeus_kfp.steps.inputs, the policy, the pipeline
 itself): a refused input stores no job. A failed step records the recurrence's unfinished trial
 as failed with the step's error (so no trial is left `dispatched`), marks the job completed and
 raises LocalRunError quoting the error. A trial that failed (the script's own failure: it ended the
-recurrence, zeus.steps.trial.ends_recurrence) stops the run: TrialFailed carries the recurrences
+recurrence, zeus_kfp.steps.trial.ends_recurrence) stops the run: TrialFailed carries the recurrences
 so far and names the trial, its reason and its log.
 
 SIGINT or SIGTERM stops the run cleanly: the steps still running are stopped, the recurrence's
@@ -35,11 +35,11 @@ from kfp.local.config import LocalExecutionConfig
 
 from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline, parse_attempt_task
 from pipelines.local_owner import claim, reclaim_killed
-from zeus.job import Decision, JobSpec
-from zeus.policy import get_policy
-from zeus.signals import Interrupted, interruptible, stop_children
-from zeus.simulate.trial import TraceBackend
-from zeus.steps import (
+from zeus_kfp.job import Decision, JobSpec
+from zeus_kfp.policy import get_policy
+from zeus_kfp.signals import Interrupted, interruptible, stop_children
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.steps import (
     DEFAULT_DISPATCH_TIMEOUT_S,
     PYTHON_TOKEN,
     RecurrenceSummary,
@@ -49,13 +49,13 @@ from zeus.steps import (
     run_arguments,
     summarize,
 )
-from zeus.steps.gate import outcome_line
-from zeus.steps.inputs import check_trial_inputs
-from zeus.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
-from zeus.store import Store, open_store
-from zeus.summaries import TrialFiles
-from zeus.train import example_command
-from zeus.trials import Trial
+from zeus_kfp.steps.gate import outcome_line
+from zeus_kfp.steps.inputs import check_trial_inputs
+from zeus_kfp.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
+from zeus_kfp.store import Store, open_store
+from zeus_kfp.summaries import TrialFiles
+from zeus_kfp.train import example_command
+from zeus_kfp.trials import Trial
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -106,7 +106,7 @@ class StepWatcher(io.TextIOBase):
     What a train step is about to run comes typed from the store: `dispatched(attempt)` is the decision its
     bandit step recorded (None: none recorded). What no store holds (the recurrence's number before any
     trial, where a trial's files went, the lost trials a bandit recorded) is read from the lines the steps
-    print, each a zeus.steps.step_lines.StepLine shared with the step that prints it."""
+    print, each a zeus_kfp.steps.step_lines.StepLine shared with the step that prints it."""
 
     def __init__(
         self,
@@ -212,7 +212,7 @@ def run_recurrence(
 
 
 def portable_command(command: list[str]) -> list[str]:
-    """This interpreter's path becomes "{python}" (see zeus.steps.PYTHON_TOKEN): kfp.local rewrites
+    """This interpreter's path becomes "{python}" (see zeus_kfp.steps.PYTHON_TOKEN): kfp.local rewrites
     every "python3" in a step's arguments, which would mangle the path. Other "python3"s are refused."""
     out = [PYTHON_TOKEN if arg in (sys.executable, os.path.realpath(sys.executable)) else arg for arg in command]
     mangled = [arg for arg in out if "python3" in arg]
@@ -252,7 +252,7 @@ def run_local(
     by the preprocess step unless `preprocess` says otherwise). trial_backend: "script" (run `command`)
     or "trace:<workload>/<gpu>" (replay the NSDI'23 trace; no command, no preprocessing; the spec's
     batch sizes must be the trace's). reprofile: every trial measures a fresh power profile.
-    metrics_collector: a plain script's collector spec (zeus.train.collectors.CollectorSpec, its dict, or
+    metrics_collector: a plain script's collector spec (zeus_kfp.train.collectors.CollectorSpec, its dict, or
     JSON/YAML text in the shape of Katib's metricsCollectorSpec); checked here, sent as JSON.
     preprocess: "" (pass-through),
     "module:function", "file.py:function" or a command with {output}. attempts: trials per
@@ -260,15 +260,15 @@ def run_local(
     step started, e.g. "attempt 1: train (batch size 32, exploration)"; `recurrence` is the job's number
     for it once known) and on_recurrence(summary) report progress. dispatch_timeout_s: a trial of the job
     unfinished this long after its dispatch is recorded failed by the next bandit step
-    (zeus.steps.abandoned; 0 when nothing else runs this job). SIGINT or SIGTERM: the running steps are
+    (zeus_kfp.steps.abandoned; 0 when nothing else runs this job). SIGINT or SIGTERM: the running steps are
     stopped, the unfinished trial recorded as failed, RunInterrupted raised. A run killed outright (SIGKILL)
     is found by the job's next local run on the same machine and runs dir, which records its trial failed and
     its recurrence ended, so it holds no slot of the job's cap (pipelines.local_owner).
-    Each run goes through the recurrence gate first (zeus.steps.gate: the job's period, drift detector and cap);
+    Each run goes through the recurrence gate first (zeus_kfp.steps.gate: the job's period, drift detector and cap);
     a run it skips trains nothing and its summary says why (`skipped`). force: open a recurrence even when
     it is not due (it still counts against the cap).
     Each recurrence's artifacts (data, profiles, models, trial logs, report) and kfp.local log are kept
-    under runs_dir/<job_id>/ (default ./.zeus-kfp/runs). Every input is checked (zeus.steps.inputs) and
+    under runs_dir/<job_id>/ (default ./.zeus-kfp/runs). Every input is checked (zeus_kfp.steps.inputs) and
     the pipeline built before the job is registered (or its spec checked) in the store, so a bad input
     stores nothing, and a changed spec fails here with the fields that changed. A failed trial stops the
     run (TrialFailed); a failed step records its unfinished trial failed and raises LocalRunError.

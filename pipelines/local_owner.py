@@ -2,8 +2,8 @@
 outright frees its slot of the job's cap at the next local run on the same machine, not a day later.
 
 Why: the recurrence gate counts a recurrence as running until a trial ends it, an `end` entry says it
-ended, or nothing of it was heard for the dispatch timeout (zeus.store.gating). A local run that fails or
-is interrupted writes its `end` (zeus.steps.abandoned.fail_unfinished); one killed by SIGKILL (the OOM
+ended, or nothing of it was heard for the dispatch timeout (zeus_kfp.store.gating). A local run that fails or
+is interrupted writes its `end` (zeus_kfp.steps.abandoned.fail_unfinished); one killed by SIGKILL (the OOM
 killer, `kill -9`, a closed terminal's process group) writes nothing, so with the default cap of one
 recurrence the job's next `zeus-kfp run` would be skipped, "no free slot", for `dispatch_timeout_s`
 (a day by default). The killed run's own machine can tell it is dead: its claim names the process (host,
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import psutil
 
-from zeus.steps.abandoned import fail_unfinished
-from zeus.store import Store
-from zeus.train.artifacts import atomic_write_text
+from zeus_kfp.steps.abandoned import fail_unfinished
+from zeus_kfp.store import Store
+from zeus_kfp.train.artifacts import atomic_write_text
 
 log = logging.getLogger(__name__)
 

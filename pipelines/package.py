@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from zeus.errors import FieldError
+from zeus_kfp.errors import FieldError
 
 TARGET_MARK = re.compile(r"Compiled for KFP backend (\d+\.\d+)")
 

@@ -1,7 +1,7 @@
 """What a step's pod gets on a cluster: resources, the store's Secret and endpoint, retries, image pull
 secrets, its namespace, and for train the GPUs, where it may be scheduled, shared memory and the zeusd
 address; for a trial launched as a TrainJob / PyTorchJob, the same scheduling, handed to its pods through
-the train step's environment (zeus.launch.config reads it). kfp.local ignores all of it.
+the train step's environment (zeus_kfp.launch.config reads it). kfp.local ignores all of it.
 
 Every setting here is one a KFP backend honours (see pipelines/backends.py and compat.py): retry
 policies only where the target backend applies them, no display names, caching off everywhere.
@@ -20,12 +20,12 @@ from kfp import kubernetes
 from kfp.dsl import structures
 from kfp.dsl.pipeline_task import PipelineTask
 
-from zeus.errors import FieldError
-from zeus.launch.config import CLUSTER_LAUNCHERS, DEFAULT_SHM_SIZE, DEFAULT_TRIAL_TIMEOUT_S, ENV, POD_NAMESPACE_ENV
-from zeus.launch.handoff import STORE_SECRET_KEY_TO_ENV
+from zeus_kfp.errors import FieldError
+from zeus_kfp.launch.config import CLUSTER_LAUNCHERS, DEFAULT_SHM_SIZE, DEFAULT_TRIAL_TIMEOUT_S, ENV, POD_NAMESPACE_ENV
+from zeus_kfp.launch.handoff import STORE_SECRET_KEY_TO_ENV
 
 # Keys of the Kubernetes Secret named by `minio_secret` (those of KFP's own
-# mlpipeline-minio-artifact Secret) and the env vars zeus.store reads them from (a cluster trial's pods too).
+# mlpipeline-minio-artifact Secret) and the env vars zeus_kfp.store reads them from (a cluster trial's pods too).
 SECRET_KEY_TO_ENV = STORE_SECRET_KEY_TO_ENV
 ZEUSD_HOST_ENV = "ZEUSD_HOST"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -245,7 +245,7 @@ def gpu_power_step(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
 
 
 def cluster_launch(task: PipelineTask, opts: ClusterOptions, image: str) -> PipelineTask:
-    """What train needs when its `launcher` parameter is trainjob or pytorchjob (zeus.launch): the image the
+    """What train needs when its `launcher` parameter is trainjob or pytorchjob (zeus_kfp.launch): the image the
     trial's pods run, and the store, whose keys the pods get from the same Secret, by its name, and through
     which the step reads rank 0's result back; the pods inherit train's scheduling (GPU resource name,
     tolerations, node selector), image pull secrets and shared memory, and the trial's timeout bounds their

@@ -1,7 +1,7 @@
 """What a pipeline step imports in its own fresh process (each KFP step is one): only what it needs.
 
 A bandit step that finds a trial in flight checks it for staleness and words a reason for a lost one
-(zeus.steps.abandoned, with zeus.report.units); importing that must not load matplotlib, which only
+(zeus_kfp.steps.abandoned, with zeus_kfp.report.units); importing that must not load matplotlib, which only
 the report step draws with (0.5 s on an idle machine, seconds under load)."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
-from zeus.job import JobSpec
-from zeus.steps import bandit
-from zeus.store import open_store
+from zeus_kfp.job import JobSpec
+from zeus_kfp.steps import bandit
+from zeus_kfp.store import open_store
 
 STEP = """
 import json, sys
 from datetime import datetime
-from zeus.steps import bandit
+from zeus_kfp.steps import bandit
 store_uri, job_id, now = sys.argv[1:4]
 choice = bandit(store_uri=store_uri, job_id=job_id, recurrence_id="run-b", attempt=1, policy="default",
                 dispatch_timeout_s=3600, now=datetime.fromisoformat(now))
@@ -43,7 +43,7 @@ def test_a_bandit_step_that_finds_a_lost_trial_loads_no_plotting_library(tmp_pat
 
 def test_the_cli_loads_no_data_library_before_a_command_needs_one():
     """`zeus-kfp --help` (and every command's start) imports the CLI's modules: they name trials and their
-    columns (zeus.trials) without numpy, pandas or pyarrow, which load only where a command reads data."""
-    probe = "import sys, zeus.cli.app; print(sorted(m for m in ('numpy', 'pandas', 'pyarrow') if m in sys.modules))"
+    columns (zeus_kfp.trials) without numpy, pandas or pyarrow, which load only where a command reads data."""
+    probe = "import sys, zeus_kfp.cli.app; print(sorted(m for m in ('numpy', 'pandas', 'pyarrow') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

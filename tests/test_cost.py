@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zeus.cost import Figures
-from zeus.job import JobSpec, TrialStatus
-from zeus.power.selection import choose_limit
-from zeus.profiles import PowerProfile
-from zeus.report import default_config_cost
-from zeus.simulate.trace import SizeTrace
-from zeus.simulate.trial import run_trace_trial
-from zeus.trials import Trial
+from zeus_kfp.cost import Figures
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.power.selection import choose_limit
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.report import default_config_cost
+from zeus_kfp.simulate.trace import SizeTrace
+from zeus_kfp.simulate.trial import run_trace_trial
+from zeus_kfp.trials import Trial
 
 GPUS = [1, 4, 8]
 

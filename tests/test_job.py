@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from zeus.cost import zeus_cost
-from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
-from zeus.trials import Trial
+from zeus_kfp.cost import zeus_cost
+from zeus_kfp.job import JobSpec, JobSpecError, TrialResult, TrialStatus
+from zeus_kfp.trials import Trial
 
 BASE = {
     "job_id": "resnet-nightly",

@@ -2,7 +2,7 @@
 the ZEUS_* variables and the CLI's options follow it, and a JobSpec with one more field is picked up by all
 of them without another edit.
 
-The oracle is the dataclass itself, read here with dataclasses.fields (not zeus.settings), and a table
+The oracle is the dataclass itself, read here with dataclasses.fields (not zeus_kfp.settings), and a table
 written by hand of how each kind of annotation travels as a KFP parameter."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from zeus.job import JobSpec
-from zeus.settings import SETTING, setting
+from zeus_kfp.job import JobSpec
+from zeus_kfp.settings import SETTING, setting
 
 # How each annotation a JobSpec field may have travels in KFP (its parameter type); a new kind of
 # annotation must be added here, with the reason it travels that way.
@@ -46,7 +46,7 @@ def declared(cls: type = JobSpec) -> dict[str, dataclasses.Field]:
 
 
 def setting_field(cls: type, name: str):
-    from zeus.settings import settings_of
+    from zeus_kfp.settings import settings_of
 
     return next(f for f in settings_of(cls) if f.name == name)
 
@@ -56,7 +56,7 @@ def test_a_list_setting_is_described_in_the_form_each_place_takes() -> None:
     sizes = setting_field(JobSpec, "batch_sizes")
     assert sizes.cli_help().endswith("Comma-separated, e.g. 16,32,64,128.")
     assert sizes.pipeline_help().endswith("A JSON list, e.g. [16, 32, 64, 128].")
-    from zeus.steps import spec_from_params
+    from zeus_kfp.steps import spec_from_params
 
     example = sizes.pipeline_help().rsplit("e.g. ", 1)[1].rstrip(".")
     parsed = spec_from_params(**{**SPEC.to_dict(), "batch_sizes": example, "default_batch_size": 16})
@@ -115,7 +115,7 @@ def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preproc
 
 def env_drift(cls: type = JobSpec) -> list[str]:
     """How TrialEnv (the script's API) and the ZEUS_* variables disagree with the settings a script sees."""
-    from zeus.train.env import ENV_VARS, TrialEnv
+    from zeus_kfp.train.env import ENV_VARS, TrialEnv
 
     trial_env = declared(TrialEnv)
     problems = []
@@ -137,7 +137,7 @@ def env_drift(cls: type = JobSpec) -> list[str]:
 
 
 def test_a_script_sees_every_trial_setting_as_zeus_name_and_the_env_round_trips() -> None:
-    from zeus.train.env import TrialEnv
+    from zeus_kfp.train.env import TrialEnv
 
     assert env_drift() == []
     spec = SPEC.with_changes(eta_knob=0.25, higher_is_better=False, max_power_w=400.0)
@@ -155,7 +155,7 @@ def test_the_env_check_fails_on_a_setting_marked_for_the_script_that_trial_env_l
 
 
 def cli_options(command_name: str) -> set[str]:
-    from zeus.cli.app import app
+    from zeus_kfp.cli.app import app
 
     command = typer.main.get_command(app).commands[command_name]
     return {opt for param in command.params for opt in param.opts + param.secondary_opts}
@@ -170,7 +170,7 @@ def test_run_and_compile_have_an_option_per_setting(command) -> None:
 
 
 def test_compile_builds_the_job_from_the_setting_options(tmp_path) -> None:
-    from zeus.cli.app import app
+    from zeus_kfp.cli.app import app
 
     out = tmp_path / "own.yaml"
     args = ["compile", "-o", str(out), "--gpus", "0", "--command", "{python} train.py", "--job-id", "own",
@@ -185,7 +185,7 @@ def test_compile_builds_the_job_from_the_setting_options(tmp_path) -> None:
 
 
 def test_a_command_gets_an_option_for_a_new_setting_and_receives_its_value() -> None:
-    from zeus.cli.own_job import setting_options
+    from zeus_kfp.cli.own_job import setting_options
 
     app, seen = typer.Typer(), {}
 
@@ -200,7 +200,7 @@ def test_a_command_gets_an_option_for_a_new_setting_and_receives_its_value() -> 
 
 
 def test_pipeline_parameters_come_back_as_the_spec_with_a_new_setting_too() -> None:
-    from zeus.steps import spec_from_params, spec_to_params
+    from zeus_kfp.steps import spec_from_params, spec_to_params
 
     spec = WithWarmup(**SPEC.to_dict(), lr_warmup_epochs=2).with_changes(beta_knob=None)
     params = spec_to_params(spec) | {"max_epochs": 3.0, "batch_sizes": "[8.0, 16.0]", "lr_warmup_epochs": 2.0}

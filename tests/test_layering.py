@@ -6,7 +6,7 @@
     zeus/                   the library: never imports kfp
 
 zeus/cli/ is the top layer: it may use pipelines/ and kfp, but only inside its command functions, so
-`import zeus` and `zeus-kfp --help` never pay for kfp, and a library module can never reach kfp
+`import zeus_kfp` and `zeus-kfp --help` never pay for kfp, and a library module can never reach kfp
 through the CLI.
 
 Inside zeus/, the packages form layers too: ALLOWED below says which package may import which, and
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-UPPER = ("kfp", "kfp_server_api", "kfp_kubernetes", "pipelines", "components", "zeus.cli")
+UPPER = ("kfp", "kfp_server_api", "kfp_kubernetes", "pipelines", "components", "zeus_kfp.cli")
 
 
 def _imports(tree: ast.AST, top_level_only: bool) -> list[tuple[int, str]]:
@@ -50,7 +50,7 @@ def violations(root: Path) -> list[str]:
         tree = ast.parse(path.read_text(), filename=rel)
         in_cli = rel.startswith("zeus/cli/")
         for line, module in _imports(tree, top_level_only=in_cli):
-            if _upper(module) and not (in_cli and module.startswith("zeus.cli")):
+            if _upper(module) and not (in_cli and module.startswith("zeus_kfp.cli")):
                 out.append(f"{rel}:{line} imports {module}")
     return out
 
@@ -92,72 +92,80 @@ def test_the_cli_may_import_kfp_inside_a_command(tmp_path):
 # -- the packages inside zeus/ ---------------------------------------------------------------------------
 
 # The layers, bottom up: what each one may import of zeus, and why it sits where it does. A layer is a
-# package under zeus/ (zeus.store covers zeus/store/*) or a top-level module (zeus.job); "zeus" is the
+# package under zeus/ (zeus_kfp.store covers zeus/store/*) or a top-level module (zeus_kfp.job); "zeus_kfp" is the
 # package's own __init__. A new package or module has to be placed here before anything imports it.
 FOUNDATION = {
-    "zeus.errors", "zeus.settings", "zeus.cost", "zeus.job", "zeus.trials", "zeus.trial_history", "zeus.profiles",
-    "zeus.summaries",
+    "zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.job", "zeus_kfp.trials",
+    "zeus_kfp.trial_history", "zeus_kfp.profiles", "zeus_kfp.summaries",
 }  # fmt: skip
 ALLOWED: dict[str, set[str]] = {
     # errors every layer raises, and the job's settings declared once: they import nothing of zeus
-    "zeus.errors": set(),
-    "zeus.settings": set(),
+    "zeus_kfp.errors": set(),
+    "zeus_kfp.settings": set(),
     # Zeus's cost model as a value, and the sum of what trials spent: a job holds one, so it sits below the job
-    "zeus.cost": set(),
+    "zeus_kfp.cost": set(),
     # deterministic seeds and signal handling: small utilities that know nothing of the job
-    "zeus.seeds": {"zeus.errors"},  # a bad --seeds word is a FieldError, as everywhere
-    "zeus.signals": set(),
-    # the power profile: a value a trial's outcome (zeus.job.TrialOutcome) holds, so it sits below the job;
+    "zeus_kfp.seeds": {"zeus_kfp.errors"},  # a bad --seeds word is a FieldError, as everywhere
+    "zeus_kfp.signals": set(),
+    # the power profile: a value a trial's outcome (zeus_kfp.job.TrialOutcome) holds, so it sits below the job;
     # then the job and the values that describe its trials
-    "zeus.profiles": {"zeus.errors", "zeus.settings", "zeus.cost"},
-    "zeus.job": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.profiles"},
-    "zeus.trials": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job"},
-    # the same trials as numpy columns, for the policies: apart, so that `import zeus` loads no numpy
-    "zeus.trial_history": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job", "zeus.trials"},
-    "zeus.summaries": {"zeus.errors", "zeus.settings", "zeus.cost", "zeus.job", "zeus.trials"},
+    "zeus_kfp.profiles": {"zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost"},
+    "zeus_kfp.job": {"zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.profiles"},
+    "zeus_kfp.trials": {"zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.job"},
+    # the same trials as numpy columns, for the policies: apart, so that `import zeus_kfp` loads no numpy
+    "zeus_kfp.trial_history": {
+        "zeus_kfp.errors",
+        "zeus_kfp.settings",
+        "zeus_kfp.cost",
+        "zeus_kfp.job",
+        "zeus_kfp.trials",
+    },
+    "zeus_kfp.summaries": {"zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.job", "zeus_kfp.trials"},
     # the policies: pure functions of a history; no store, GPU, simulator or report
-    "zeus.policy": FOUNDATION | {"zeus.seeds"},
+    "zeus_kfp.policy": FOUNDATION | {"zeus_kfp.seeds"},
     # the GPUs and the power-limit profiler: they measure, and know nothing of policies or the store
-    "zeus.power": FOUNDATION,
+    "zeus_kfp.power": FOUNDATION,
     # the store keeps what the others produce; it decides nothing, so it imports no policy (nor GPU)
-    "zeus.store": FOUNDATION,
+    "zeus_kfp.store": FOUNDATION,
     # the simulator replays the policies on traces with the power model
-    "zeus.simulate": FOUNDATION | {"zeus.seeds", "zeus.policy", "zeus.power"},
+    "zeus_kfp.simulate": FOUNDATION | {"zeus_kfp.seeds", "zeus_kfp.policy", "zeus_kfp.power"},
     # the report turns data it is handed into tables, plots and event files: never the store (the steps
     # and the CLI read it), never training. It may use the simulator's model: the default configuration's
-    # cost of a trace-replayed run is the trace's expected figure (zeus.report.frames), a pure function of
-    # the shipped traces, as the bandit's state is a pure function of the history (zeus.policy)
-    "zeus.report": FOUNDATION | {"zeus.policy", "zeus.power", "zeus.simulate"},
+    # cost of a trace-replayed run is the trace's expected figure (zeus_kfp.report.frames), a pure function of
+    # the shipped traces, as the bandit's state is a pure function of the history (zeus_kfp.policy)
+    "zeus_kfp.report": FOUNDATION | {"zeus_kfp.policy", "zeus_kfp.power", "zeus_kfp.simulate"},
     # the training child: the user's script under the profiler; no store, no policy (it is told what to run)
-    "zeus.train": FOUNDATION | {"zeus.power", "zeus.signals"},
+    "zeus_kfp.train": FOUNDATION | {"zeus_kfp.power", "zeus_kfp.signals"},
     # launchers start a trial (local, torchrun, a cluster) and hand its result over through the store
-    "zeus.launch": FOUNDATION | {"zeus.power", "zeus.store", "zeus.train", "zeus.signals"},
+    "zeus_kfp.launch": FOUNDATION | {"zeus_kfp.power", "zeus_kfp.store", "zeus_kfp.train", "zeus_kfp.signals"},
     # the pipeline's steps: each step wires the layers below for one KFP component
-    "zeus.steps": FOUNDATION
-    | {"zeus.seeds", "zeus.signals", "zeus.policy", "zeus.power", "zeus.store", "zeus.simulate"}
-    | {"zeus.report", "zeus.train", "zeus.launch"},
+    "zeus_kfp.steps": FOUNDATION
+    | {"zeus_kfp.seeds", "zeus_kfp.signals", "zeus_kfp.policy", "zeus_kfp.power", "zeus_kfp.store", "zeus_kfp.simulate"}
+    | {"zeus_kfp.report", "zeus_kfp.train", "zeus_kfp.launch"},
     # the command line: the top; everything below it, never the other way
-    "zeus.cli": set(),  # filled in below: every other layer
-    # `import zeus`: the job's and the trial's names, nothing heavy
-    "zeus": FOUNDATION,
+    "zeus_kfp.cli": set(),  # filled in below: every other layer
+    # `import zeus_kfp`: the job's and the trial's names, nothing heavy
+    "zeus_kfp": FOUNDATION,
 }
-ALLOWED["zeus.cli"] = set(ALLOWED) - {"zeus.cli"}
+ALLOWED["zeus_kfp.cli"] = set(ALLOWED) - {"zeus_kfp.cli"}
 
 
 def module_name(root: Path, path: Path) -> str:
+    """The import name of a file under zeus/: the folder is installed as the package zeus_kfp (setup.cfg)."""
     parts = list(path.relative_to(root).with_suffix("").parts)
+    parts[0] = "zeus_kfp"
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def layer_of(module: str) -> str:
-    """zeus.store.keys -> zeus.store; zeus.job -> zeus.job; zeus -> zeus."""
+    """zeus_kfp.store.keys -> zeus_kfp.store; zeus_kfp.job -> zeus_kfp.job; zeus_kfp -> zeus_kfp."""
     return ".".join(module.split(".")[:2])
 
 
 def module_graph(root: Path) -> dict[str, dict[str, int]]:
     """Each module under `root`/zeus and the zeus modules it imports, with the line of the first such import:
-    at module level, inside functions and under TYPE_CHECKING alike. `from zeus.store import keys` is an
-    import of zeus.store.keys when that is a module, of zeus.store (its __init__) otherwise; relative imports
+    at module level, inside functions and under TYPE_CHECKING alike. `from zeus_kfp.store import keys` is an
+    import of zeus_kfp.store.keys when that is a module, of zeus_kfp.store (its __init__) otherwise; relative imports
     are resolved. The implicit import of a module's parent packages is not an arrow (Python runs them first
     whatever the module says)."""
     paths = sorted((root / "zeus").rglob("*.py"))
@@ -178,7 +186,7 @@ def module_graph(root: Path) -> dict[str, dict[str, int]]:
             else:
                 continue
             for target in targets:
-                while target not in modules and "." in target:  # `import zeus.x.y.Name`-style: its module
+                while target not in modules and "." in target:  # `import zeus_kfp.x.y.Name`-style: its module
                     target = target.rpartition(".")[0]
                 if target in modules and target != name:
                     found.setdefault(target, node.lineno)
@@ -255,9 +263,11 @@ def test_no_module_under_zeus_takes_part_in_an_import_circle():
 def test_the_report_imports_nothing_of_the_store_and_the_store_nothing_of_the_policies():
     graph = module_graph(ROOT)
     reached = {(layer_of(m), layer_of(t)) for m, targets in graph.items() for t in targets}
-    assert ("zeus.report", "zeus.store") not in reached
-    assert ("zeus.store", "zeus.policy") not in reached
-    assert {"zeus.report", "zeus.store", "zeus.policy"} <= {layer_of(m) for m in graph}  # the graph saw them
+    assert ("zeus_kfp.report", "zeus_kfp.store") not in reached
+    assert ("zeus_kfp.store", "zeus_kfp.policy") not in reached
+    assert {"zeus_kfp.report", "zeus_kfp.store", "zeus_kfp.policy"} <= {
+        layer_of(m) for m in graph
+    }  # the graph saw them
 
 
 def test_every_layer_in_the_table_exists_and_the_table_has_no_circle():
@@ -282,17 +292,17 @@ def test_a_planted_circle_is_caught_however_it_is_imported(tmp_path):
         {
             "zeus/__init__.py": "",
             "zeus/power/__init__.py": "",
-            "zeus/power/gpu.py": "def open_gpu():\n    from zeus.power import nvml\n",  # deferred: still an arrow
-            "zeus/power/nvml.py": "from zeus.power.gpu import GPUError\n",
+            "zeus/power/gpu.py": "def open_gpu():\n    from zeus_kfp.power import nvml\n",  # deferred: still an arrow
+            "zeus/power/nvml.py": "from zeus_kfp.power.gpu import GPUError\n",
             "zeus/policy/__init__.py": "",
             "zeus/policy/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import View\n",
-            "zeus/policy/b.py": "import zeus.policy.a\n",
-            "zeus/policy/c.py": "from zeus.policy import a\n",  # into the circle, not part of it
+            "zeus/policy/b.py": "import zeus_kfp.policy.a\n",
+            "zeus/policy/c.py": "from zeus_kfp.policy import a\n",  # into the circle, not part of it
         },
     )
     graph = module_graph(root)
-    assert graph["zeus.policy.a"] == {"zeus.policy.b": 3}
-    assert circles(graph) == [["zeus.policy.a", "zeus.policy.b"], ["zeus.power.gpu", "zeus.power.nvml"]]
+    assert graph["zeus_kfp.policy.a"] == {"zeus_kfp.policy.b": 3}
+    assert circles(graph) == [["zeus_kfp.policy.a", "zeus_kfp.policy.b"], ["zeus_kfp.power.gpu", "zeus_kfp.power.nvml"]]
 
 
 def test_a_planted_forbidden_arrow_and_an_unplaced_module_are_caught(tmp_path):
@@ -301,18 +311,18 @@ def test_a_planted_forbidden_arrow_and_an_unplaced_module_are_caught(tmp_path):
         {
             "zeus/__init__.py": "",
             "zeus/report/__init__.py": "",
-            "zeus/report/frames.py": "import pandas\n\n\ndef read(uri):\n    from zeus.store import open_store\n",
-            "zeus/store/__init__.py": "from zeus.store.store import open_store\n",
-            "zeus/store/store.py": "from zeus.policy.history import HistoryView\n",
+            "zeus/report/frames.py": "import pandas\n\n\ndef read(uri):\n    from zeus_kfp.store import open_store\n",
+            "zeus/store/__init__.py": "from zeus_kfp.store.store import open_store\n",
+            "zeus/store/store.py": "from zeus_kfp.policy.history import HistoryView\n",
             "zeus/policy/__init__.py": "",
-            "zeus/policy/history.py": "from zeus.job import JobSpec\n",
+            "zeus/policy/history.py": "from zeus_kfp.job import JobSpec\n",
             "zeus/job.py": "",
             "zeus/planted.py": "",
         },
     )
     assert forbidden_arrows(module_graph(root)) == [
-        "zeus.planted: no layer 'zeus.planted' in ALLOWED",
-        "zeus.report.frames:5 imports zeus.store (zeus.report -> zeus.store is not allowed)",
-        "zeus.store.store:1 imports zeus.policy.history (zeus.store -> zeus.policy is not allowed)",
+        "zeus_kfp.planted: no layer 'zeus_kfp.planted' in ALLOWED",
+        "zeus_kfp.report.frames:5 imports zeus_kfp.store (zeus_kfp.report -> zeus_kfp.store is not allowed)",
+        "zeus_kfp.store.store:1 imports zeus_kfp.policy.history (zeus_kfp.store -> zeus_kfp.policy is not allowed)",
     ]
     assert circles(module_graph(root)) == []

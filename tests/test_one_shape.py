@@ -1,4 +1,4 @@
-"""One shape per concept: a trial is zeus.trials.Trial, and its columns are named from it.
+"""One shape per concept: a trial is zeus_kfp.trials.Trial, and its columns are named from it.
 
 Read in the source (ast), not at run time, so a second trial type or a hand-written column list fails
 here the day it is written, wherever it is. Each allowed exception says why it is not a second shape.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zeus.trials import FRAME_COLUMNS
+from zeus_kfp.trials import FRAME_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("zeus", "components", "pipelines", "benchmarks")

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus, check_result_for
-from zeus.profiles import PROFILE_COLUMNS, PROFILE_SCHEMA, check_profile
+from zeus_kfp.job import JobSpec, JobSpecError, TrialResult, TrialStatus, check_result_for
+from zeus_kfp.profiles import PROFILE_COLUMNS, PROFILE_SCHEMA, check_profile
 
 SPEC = JobSpec(job_id="checked", batch_sizes=(32, 64, 128), default_batch_size=64, target_metric=0.9, max_epochs=5)
 
@@ -231,7 +231,7 @@ def test_a_clean_profile_has_the_schema_columns_in_order_and_types():
 
 def test_the_jit_profilers_profile_passes():
     """A full sweep and the eval row on the simulated GPU: what a trial's PowerProfile artifact holds."""
-    from zeus.power import PowerLimitProfiler, ProfileParams, SimulatedGPU
+    from zeus_kfp.power import PowerLimitProfiler, ProfileParams, SimulatedGPU
 
     now = [0.0]
     gpu = SimulatedGPU(clock="wall", real_clock=lambda: now[0])
@@ -250,9 +250,9 @@ def test_the_jit_profilers_profile_passes():
 
 def test_the_trace_simulators_profiles_pass():
     """Every shipped trace's profile, at every batch size, and the trial results replayed from them."""
-    from zeus.simulate.trace import SHIPPED_POWER_TRACES
-    from zeus.simulate.trial import TraceBackend, trace_profile
-    from zeus.simulate.workloads import WORKLOADS
+    from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
+    from zeus_kfp.simulate.trial import TraceBackend, trace_profile
+    from zeus_kfp.simulate.workloads import WORKLOADS
 
     for workload in WORKLOADS:
         for gpu in SHIPPED_POWER_TRACES:

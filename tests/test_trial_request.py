@@ -2,7 +2,7 @@
 pipeline's launch parameters and every attempt's wiring follow it, and a TrialRequest with one more field
 is picked up by all of them without another edit.
 
-The oracle is the dataclass itself, read here with dataclasses.fields (not zeus.steps.request's readers),
+The oracle is the dataclass itself, read here with dataclasses.fields (not zeus_kfp.steps.request's readers),
 a table written by hand of how each annotation travels as a KFP parameter, and of how each source appears
 in a compiled task's inputs."""
 
@@ -17,9 +17,9 @@ from kfp import compiler
 
 from components.train import make_train, train
 from pipelines.dag import build_pipeline
-from zeus.job import JobSpec
-from zeus.settings import SETTING
-from zeus.steps.request import WIRED, Source, TrialRequest, request_field, request_fields
+from zeus_kfp.job import JobSpec
+from zeus_kfp.settings import SETTING
+from zeus_kfp.steps.request import WIRED, Source, TrialRequest, request_field, request_fields
 
 KFP_TYPES = {"str": "STRING", "int": "NUMBER_INTEGER", "float": "NUMBER_DOUBLE", "bool": "BOOLEAN", "list[str]": "LIST"}
 ARTIFACT_INPUTS = {"data", "reuse_profile"}

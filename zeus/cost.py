@@ -2,7 +2,7 @@
 
 Why a value (as Zeus's `ZeusCost`): pricing needs eta, the GPUs' maximum power and their count,
 nothing else of the job. A training child prices its trial from the three settings its environment
-carries (zeus.train.env), the profiler ranks power limits with the same model, and the policy, the
+carries (zeus_kfp.train.env), the profiler ranks power limits with the same model, and the policy, the
 report and the simulator price figures with it, so a cost computed anywhere is the same number.
 `JobSpec.cost_model` is the job's.
 """
@@ -16,8 +16,8 @@ from typing import Protocol
 
 
 class Spent(Protocol):
-    """What a sum of figures reads of a trial (zeus.trials.Trial has it): named here, not imported, because
-    zeus.job holds a CostModel and zeus.trials builds on zeus.job (tests/test_layering.py: no circles)."""
+    """What a sum of figures reads of a trial (zeus_kfp.trials.Trial has it): named here, not imported, because
+    zeus_kfp.job holds a CostModel and zeus_kfp.trials builds on zeus_kfp.job (tests/test_layering.py: no circles)."""
 
     @property
     def cost(self) -> float | None: ...

@@ -22,4 +22,4 @@ class FieldError(ValueError):
 
 class JobSpecError(FieldError):
     """A job setting is out of range. Carries the field so callers (CLI, pipeline) can point at it.
-    (Here, not in zeus.job, so that zeus.profiles, which zeus.job's TrialOutcome holds, can raise it.)"""
+    (Here, not in zeus_kfp.job, so that zeus_kfp.profiles, which zeus_kfp.job's TrialOutcome holds, can raise it.)"""

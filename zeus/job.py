@@ -20,12 +20,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from zeus.cost import CostModel
-from zeus.errors import JobSpecError
-from zeus.settings import setting
+from zeus_kfp.cost import CostModel
+from zeus_kfp.errors import JobSpecError
+from zeus_kfp.settings import setting
 
-if TYPE_CHECKING:  # zeus.profiles loads pandas and pyarrow, which the job model never needs
-    from zeus.profiles import PowerProfile
+if TYPE_CHECKING:  # zeus_kfp.profiles loads pandas and pyarrow, which the job model never needs
+    from zeus_kfp.profiles import PowerProfile
 
 # A DNS-1123 label: safe as an object-key segment and as (part of) a Kubernetes name.
 # Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
@@ -34,11 +34,11 @@ MAX_ATTEMPTS = 32
 NO_DRIFT = "none"
 # The recurrence gate's settings: when the job runs, not what it is, so `zeus-kfp run` takes them for any job.
 GATE_SETTINGS = ("period_s", "max_running", "drift_detector", "drift_threshold", "drift_data")
-# What a recurrence opened by drift does to the history the bandit decides from (zeus.policy.drift); the
+# What a recurrence opened by drift does to the history the bandit decides from (zeus_kfp.policy.drift); the
 # default, reexplore, chosen in the simulator (benchmarks/RESULTS.md, "Drift").
 DRIFT_REACTIONS = ("window", "reexplore", "none")
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-# The built-in drift detectors (zeus.steps.drift), each with its default threshold on its statistic: a data
+# The built-in drift detectors (zeus_kfp.steps.drift), each with its default threshold on its statistic: a data
 # fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI
 # (0.2: the usual "significant shift"); the largest per-column Kolmogorov-Smirnov statistic. Or module:function.
 DRIFT_DETECTORS = {"none": None, "fingerprint": 0.5, "rows": 0.1, "psi": 0.2, "ks": 0.1}
@@ -91,7 +91,7 @@ def check_result_for(spec: JobSpec, result: TrialResult) -> TrialResult:
     in finish_trial, before anything is written: a cost made up (or priced under another eta or
     max_power_w) would otherwise skew, or with a huge negative one break, every later decision.
     """
-    _require(isinstance(result, TrialResult), "result", type(result).__name__, "a zeus.job.TrialResult")
+    _require(isinstance(result, TrialResult), "result", type(result).__name__, "a zeus_kfp.job.TrialResult")
     _require(
         result.batch_size in spec.batch_sizes,
         "batch_size",
@@ -148,7 +148,7 @@ class JobSpec:
 
     This is the one declaration of the job's settings: each field's `setting(...)` says how users reach
     it, and the pipeline's parameters, the preprocess component, the CLI's options and the ZEUS_*
-    variables are derived from it (zeus.settings). A new setting is a field here, validated below.
+    variables are derived from it (zeus_kfp.settings). A new setting is a field here, validated below.
     """
 
     job_id: str = setting(
@@ -296,7 +296,7 @@ class JobSpec:
             object.__setattr__(self, "beta_knob", float(self.beta_knob))
 
     def _check_recurrence_settings(self) -> None:
-        """The recurrence gate's settings (zeus.steps.gate): when a run opens a recurrence."""
+        """The recurrence gate's settings (zeus_kfp.steps.gate): when a run opens a recurrence."""
         period, cap, threshold = self.period_s, self.max_running, self.drift_threshold
         _require(_is_number(period) and math.isfinite(period) and period >= 0, "period_s", period,
                  "a number of seconds >= 0 (0: every run is due)")  # fmt: skip
@@ -320,7 +320,7 @@ class JobSpec:
 
     @property
     def cost_model(self) -> CostModel:
-        """How this job prices a trial (zeus.cost): its eta, max power and GPUs."""
+        """How this job prices a trial (zeus_kfp.cost): its eta, max power and GPUs."""
         return CostModel(eta=self.eta_knob, max_power_w=self.max_power_w, num_gpus=self.num_gpus)
 
     def reached(self, metric: float) -> bool:
@@ -423,7 +423,7 @@ class TrialResult:
         source: str = "",
     ) -> TrialResult:
         """A result from a trial's measurements, priced by `spec`'s cost model: the job's JobSpec, or the
-        trial's own settings in a training child (zeus.train.env.TrialEnv), which carry the same three.
+        trial's own settings in a training child (zeus_kfp.train.env.TrialEnv), which carry the same three.
 
         A non-finite metric (a script that diverged reports a NaN loss) is a trial that ran, not bad
         input: it is kept as no metric, with a note in `reason`, so its energy and time still count.
@@ -488,8 +488,8 @@ class TrialResult:
 class TrialOutcome:
     """A finished trial as its runner hands it back: the result, the power profile it measured (None or
     empty: nothing to store, e.g. it trained at a reused profile), the model it saved and its output's tail.
-    One type for every runner: a script (zeus.train), a cluster launch (zeus.launch) and a trace replay
-    (zeus.simulate.trial)."""
+    One type for every runner: a script (zeus_kfp.train), a cluster launch (zeus_kfp.launch) and a trace replay
+    (zeus_kfp.simulate.trial)."""
 
     result: TrialResult
     profile: PowerProfile | None
@@ -501,7 +501,7 @@ class TrialOutcome:
 class Decision:
     """The next trial as a policy decided it and the store records it: its batch size, the early-stop
     cost threshold (None: no early stop), the policy's stage ("exploration", "exploitation", ...) and
-    why, for people. Here, not in zeus.policy, because the store keeps it and imports no policy."""
+    why, for people. Here, not in zeus_kfp.policy, because the store keeps it and imports no policy."""
 
     batch_size: int
     cost_threshold: float | None

@@ -1,6 +1,6 @@
-"""The power-profile table's schema, defined once: what the JIT profiler measures (zeus.power.profiler),
-a trial hands over (zeus.train.artifacts, the train step's PowerProfile artifact), the store keeps
-(zeus.store: the `profiles` stream, each row keyed by its trial) and every power-limit choice reads.
+"""The power-profile table's schema, defined once: what the JIT profiler measures (zeus_kfp.power.profiler),
+a trial hands over (zeus_kfp.train.artifacts, the train step's PowerProfile artifact), the store keeps
+(zeus_kfp.store: the `profiles` stream, each row keyed by its trial) and every power-limit choice reads.
 
 One row per (phase, power limit): the average power in watts over all the job's GPUs and the
 throughput in units of work per second (samples, or epochs for a trace or an epoch counter), and
@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zeus.errors import JobSpecError
+from zeus_kfp.errors import JobSpecError
 
 PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("phase", "string"),  # one of PROFILE_PHASES
@@ -39,8 +39,8 @@ PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
 )
 PROFILE_COLUMNS = tuple(name for name, _ in PROFILE_SCHEMA)
 PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the chosen one
-# In a trial's reason when it has no profile because its metrics could not pace the profiler (zeus.train.progress);
-# the report reads it back (zeus.report.frames.limit_note), so it is declared here, below both.
+# In a trial's reason when it has no profile because its metrics could not pace the profiler (zeus_kfp.train.progress);
+# the report reads it back (zeus_kfp.report.frames.limit_note), so it is declared here, below both.
 UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
 
 
@@ -76,12 +76,12 @@ def check_profile(frame: Any) -> pd.DataFrame:
 
     Why here: the store keeps a trial's first profile for good, and every later power-limit choice, reuse
     and report reads it, so a profile is checked where it enters (the store calls this before it writes),
-    against the one schema this module declares, and zeus.profiles stays free of the store.
+    against the one schema this module declares, and zeus_kfp.profiles stays free of the store.
 
-    The rules keep what the producers make. A JIT profiler row (zeus.power.profiler) has a positive
+    The rules keep what the producers make. A JIT profiler row (zeus_kfp.power.profiler) has a positive
     throughput (a window closes only after steps that did work) and a power >= 0: zero only for a
     window whose clock did not move, which PowerProfile.train_rows already skips when choosing,
-    so it is kept rather than failing the trial's feedback. A trace's rows (zeus.simulate.trial) are
+    so it is kept rather than failing the trial's feedback. A trace's rows (zeus_kfp.simulate.trial) are
     positive. No producer writes a marker row: a trial that measured nothing hands over no rows, and
     callers skip an empty profile, so an empty table is refused. Values are checked as they are, not
     coerced: the text "False" is not a flag, nor "300" a number.

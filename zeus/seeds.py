@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from zeus.errors import FieldError
+from zeus_kfp.errors import FieldError
 
 _DECISION, _TRIAL = 0, 1  # one stream per purpose, so a decision never shares draws with a trial
 

@@ -8,7 +8,7 @@ zeus/steps/params.py the conversions, zeus/train/env.py the variables, zeus/cli/
 So adding a field to the job is one edit in zeus/job.py, and tests/test_job_fields.py fails when any of
 the five drifts from the declaration.
 
-The train step's request (zeus.steps.request.TrialRequest) is declared the same way, `setting` metadata plus
+The train step's request (zeus_kfp.steps.request.TrialRequest) is declared the same way, `setting` metadata plus
 where the pipeline takes each field from, and read with the same `settings_of`.
 
 Why metadata on the dataclass field rather than a separate table: the field is where a maintainer adds
@@ -35,7 +35,7 @@ class Setting:
     help: one sentence for people (CLI --help, the KFP UI's parameter description).
     run_parameter: a pipeline run parameter; False: fixed when the pipeline is compiled (max_attempts:
         the retry loop is unrolled at compile time) and passed to preprocess as a constant.
-    trial: a training script sees it, as ZEUS_<NAME> (zeus.train.env.TrialEnv declares it too).
+    trial: a training script sees it, as ZEUS_<NAME> (zeus_kfp.train.env.TrialEnv declares it too).
     none_as: for an optional setting, the parameter value that stands for None (a KFP parameter cannot be
         null); any value at or below it means None as well.
     option: the CLI option's name when it is not the field's (--attempts for max_attempts).

@@ -1,14 +1,14 @@
 """A job's recurrences as people read them: what `zeus-kfp run` and `zeus-kfp simulate` print, one type
-whether the figures come from the store (zeus.steps.summary) or from the simulator (zeus.simulate.engine),
-so the two read alike and compare trial by trial (each row is a zeus.trials.Trial)."""
+whether the figures come from the store (zeus_kfp.steps.summary) or from the simulator (zeus_kfp.simulate.engine),
+so the two read alike and compare trial by trial (each row is a zeus_kfp.trials.Trial)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from zeus.job import TrialStatus
-from zeus.trials import Trial
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.trials import Trial
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class RecurrenceSummary:
     simulated: bool
     wall_s: float = math.nan
     files: tuple[TrialFiles, ...] = ()
-    skipped: str = ""  # a run the recurrence gate skipped: why (zeus.steps.gate.outcome_line); no trials, number 0
+    skipped: str = ""  # a run the recurrence gate skipped: why (zeus_kfp.steps.gate.outcome_line); no trials, number 0
 
     @classmethod
     def skipped_run(cls, job_id: str, recurrence_id: str, why: str, wall_s: float = math.nan) -> RecurrenceSummary:
@@ -51,7 +51,7 @@ class RecurrenceSummary:
 
     @property
     def failed_trial(self) -> Trial | None:
-        """The trial whose failure ended the recurrence (the script's own: zeus.steps.trial.ends_recurrence),
+        """The trial whose failure ended the recurrence (the script's own: zeus_kfp.steps.trial.ends_recurrence),
         None when it reached the target or ran out of attempts."""
         last = self.trials[-1] if self.trials else None
         return last if last is not None and last.status == TrialStatus.FAILED.value else None

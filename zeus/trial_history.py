@@ -1,11 +1,11 @@
 """A job's trial history as columns: what the policies decide from, built once per read.
 
 Why columns: a bandit step reads the job's whole history and the policy derives every statistic from
-it on every decision (zeus.policy.tally). At 100,000 trials, one Python object per trial costs more
+it on every decision (zeus_kfp.policy.tally). At 100,000 trials, one Python object per trial costs more
 than the read and the decision together, while the statistics are a few passes of numpy over columns.
-So the store builds a TrialHistory straight from its Arrow table (zeus.store.frames), and the
+So the store builds a TrialHistory straight from its Arrow table (zeus_kfp.store.frames), and the
 simulator and tests from their Trials (`TrialHistory.of`). Indexing or iterating a TrialHistory gives
-zeus.trials.Trial rows (with the seven fields the policies use), so code that reads a few trials reads rows.
+zeus_kfp.trials.Trial rows (with the seven fields the policies use), so code that reads a few trials reads rows.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import overload
 
 import numpy as np
 
-from zeus.job import TrialStatus
-from zeus.trials import Trial
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.trials import Trial
 
 STATUSES: tuple[TrialStatus, ...] = tuple(TrialStatus)  # a status column holds indices into this
 STATUS_CODE: dict[TrialStatus, int] = {status: code for code, status in enumerate(STATUSES)}

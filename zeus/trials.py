@@ -1,10 +1,10 @@
 """A trial, in one shape: `Trial`, the one row type (as optuna's FrozenTrial is).
 
-The store builds it from what it holds (zeus.store.frames), the simulator builds it as it goes
-(zeus.simulate.engine), and the policies, the report and the CLI read it. Every list of trial columns
+The store builds it from what it holds (zeus_kfp.store.frames), the simulator builds it as it goes
+(zeus_kfp.simulate.engine), and the policies, the report and the CLI read it. Every list of trial columns
 derives from its fields (`trial_columns`), so a field added here reaches the store's frame, the tables
-and the report. The same trials as columns, for the policies, are zeus.trial_history.TrialHistory;
-this module imports no numpy, so `import zeus` and `zeus-kfp --help` do not pay for it.
+and the report. The same trials as columns, for the policies, are zeus_kfp.trial_history.TrialHistory;
+this module imports no numpy, so `import zeus_kfp` and `zeus-kfp --help` do not pay for it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from zeus.job import TrialStatus
+from zeus_kfp.job import TrialStatus
 
 if TYPE_CHECKING:  # pandas only where a frame is read
     import pandas as pd

@@ -1,4 +1,4 @@
-"""Trials nobody will finish (zeus.steps.abandoned), against a real local store and the real policies:
+"""Trials nobody will finish (zeus_kfp.steps.abandoned), against a real local store and the real policies:
 the bandit step records a trial unfinished past dispatch_timeout_s as failed, never the one it is
 deciding, and the policies then forget it exactly as they forget a script that crashed.
 
@@ -17,13 +17,13 @@ from datetime import timedelta
 
 import pytest
 
-from zeus.errors import FieldError
-from zeus.job import JobSpec, TrialResult, TrialStatus
-from zeus.policy import POLICY_NAMES, get_policy
-from zeus.policy.base import Decision
-from zeus.signals import Interrupted, interruptible
-from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, bandit, fail_interrupted
-from zeus.store import open_store
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
+from zeus_kfp.policy import POLICY_NAMES, get_policy
+from zeus_kfp.policy.base import Decision
+from zeus_kfp.signals import Interrupted, interruptible
+from zeus_kfp.steps import DEFAULT_DISPATCH_TIMEOUT_S, bandit, fail_interrupted
+from zeus_kfp.store import open_store
 
 SPEC = JobSpec(job_id="lost-job", batch_sizes=(8, 16, 32, 64), default_batch_size=16, target_metric=0.9, max_epochs=4)
 
@@ -160,8 +160,8 @@ TRAIN_STEP = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from zeus.steps import train
-    from zeus.steps.request import TrialRequest
+    from zeus_kfp.steps import train
+    from zeus_kfp.steps.request import TrialRequest
 
     class Sink:
         def log_metric(self, name, value): pass

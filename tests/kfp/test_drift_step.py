@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from tests.kfp.test_kfp_steps import POLICY, SPEC, _finish, _prepare
-from zeus.job import JobSpec, TrialStatus
-from zeus.steps import bandit
-from zeus.store import open_store
-from zeus.store.gating import GateRequest
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.steps import bandit
+from zeus_kfp.store import open_store
+from zeus_kfp.store.gating import GateRequest
 
 
 def second_recurrence_size(uri: str, tmp_path, spec: JobSpec, *, drift: bool = False) -> int:

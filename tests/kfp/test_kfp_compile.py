@@ -8,7 +8,7 @@ import yaml
 from kfp import components
 
 from pipelines.compile import compile_pipeline
-from zeus.job import JobSpec
+from zeus_kfp.job import JobSpec
 
 SPEC = JobSpec(job_id="yaml-job", batch_sizes=(8, 16, 32), default_batch_size=16, target_metric=0.9, max_epochs=3)
 COMMAND = ["python", "/opt/train.py"]
@@ -123,7 +123,7 @@ def test_credentials_come_from_the_secret_and_never_appear(tmp_path, monkeypatch
         env = {e["name"]: e["value"] for e in spec["deploymentSpec"]["executors"][label]["container"]["env"]}
         assert env == {"ZEUS_S3_ENDPOINT": "http://minio.kf:9000"}, "a bare host:port is http, said explicitly"
     for label in _executors(spec, "train"):
-        # train reads a cluster trial's result back from the store (zeus.launch): the same Secret, by reference,
+        # train reads a cluster trial's result back from the store (zeus_kfp.launch): the same Secret, by reference,
         # whose name (not its keys) the trial's pods get to reference in turn
         (binding,) = platform[label]["secretAsEnv"]
         assert binding["secretName"] == "zeus-minio"
@@ -158,13 +158,13 @@ def test_bad_compile_options_name_the_field(tmp_path, kwargs, field):
 def test_default_job_compiles_portably(tmp_path, monkeypatch):
     """The example job's YAML names the image's copy of the script, not a path on this machine."""
     from components.image import IMAGE_EXAMPLES_DIR
-    from zeus.train import example_spec
+    from zeus_kfp.train import example_spec
 
     path = compile_pipeline(tmp_path / "default.yaml", gpus=1)
     spec = yaml.safe_load_all(path.read_text()).__next__()
     inputs = spec["root"]["inputDefinitions"]["parameters"]
     assert inputs["train_command"]["defaultValue"] == ["{python}", f"{IMAGE_EXAMPLES_DIR}/train_zeus.py"]
-    assert inputs["preprocess_ref"]["defaultValue"] == "zeus.train.example:make_dataset"
+    assert inputs["preprocess_ref"]["defaultValue"] == "zeus_kfp.train.example:make_dataset"
     assert inputs["batch_sizes"]["defaultValue"] == list(example_spec().batch_sizes)
     assert inputs["store_uri"]["defaultValue"].startswith("s3://")
     assert str(Path.cwd()) not in path.read_text()

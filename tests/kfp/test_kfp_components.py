@@ -1,5 +1,5 @@
 """The components' bodies, called undecorated (`.python_func`) with real artifacts and a real
-local store: checks each body's wiring to zeus.steps without the cost of a pipeline run."""
+local store: checks each body's wiring to zeus_kfp.steps without the cost of a pipeline run."""
 
 import json
 
@@ -11,9 +11,9 @@ from components.bandit import bandit
 from components.feedback import feedback
 from components.preprocess import preprocess
 from components.train import train
-from zeus.job import JobSpec, TrialResult, TrialStatus
-from zeus.steps import NO_THRESHOLD, spec_to_params
-from zeus.store import open_store
+from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
+from zeus_kfp.steps import NO_THRESHOLD, spec_to_params
+from zeus_kfp.store import open_store
 
 SPEC = JobSpec(job_id="comp-job", batch_sizes=(8, 16), default_batch_size=16, target_metric=0.9, max_epochs=2)
 

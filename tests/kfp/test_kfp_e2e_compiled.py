@@ -16,11 +16,11 @@ from kfp import components
 from typer.testing import CliRunner
 
 from pipelines.local import run_recurrence
-from zeus.cli import app
-from zeus.job import TrialStatus
-from zeus.simulate.trial import TraceBackend
-from zeus.steps import spec_to_params
-from zeus.store import open_store
+from zeus_kfp.cli import app
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.steps import spec_to_params
+from zeus_kfp.store import open_store
 
 ATTEMPTS = 3
 

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from pipelines.local import run_local
-from zeus.job import Decision, TrialResult
-from zeus.simulate.trial import TraceBackend
-from zeus.steps import spec_to_params
-from zeus.steps.drift import DataSummary
-from zeus.store import GateRequest, keys, open_store
+from zeus_kfp.job import Decision, TrialResult
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.steps import spec_to_params
+from zeus_kfp.steps.drift import DataSummary
+from zeus_kfp.store import GateRequest, keys, open_store
 
 TRACE = "trace:squad/v100"
 NEVER_DUE, ALWAYS_DUE = 1e9, 1e-6

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from pipelines.local import LocalRunError, TrialFailed, run_local
-from zeus.job import TrialStatus
-from zeus.power import PowerModel, SimulatedGPU, candidate_limits
-from zeus.power.selection import choose_limit
-from zeus.profiles import PowerProfile
-from zeus.report import arm_frame
-from zeus.store import JobSpecMismatchError, keys, open_store
-from zeus.train import example_spec
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.power import PowerModel, SimulatedGPU, candidate_limits
+from zeus_kfp.power.selection import choose_limit
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.report import arm_frame
+from zeus_kfp.store import JobSpecMismatchError, keys, open_store
+from zeus_kfp.train import example_spec
 
 # Batch size 1024 cannot reach 0.85 accuracy in 3 epochs, 128 can: the default config misses the
 # target, so the first recurrence needs the retry loop, and the bandit must learn to avoid 1024.
@@ -69,8 +69,8 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
         assert keys.tensorboard_dir(SPEC.job_id) in reports[0].read_text()
 
     # TensorBoard across recurrences, synced from the S3 store: one step per recurrence, its cost.
-    from zeus.cli.tensorboard_cmd import sync_logs
-    from zeus.train.collectors.tfevent import TFEventCollector
+    from zeus_kfp.cli.tensorboard_cmd import sync_logs
+    from zeus_kfp.train.collectors.tfevent import TFEventCollector
 
     run_dir = sync_logs(store, SPEC.job_id, tmp_path / "tb")
     costs = sorted((o.step, o.value) for o in TFEventCollector(run_dir).finish() if o.metric == "recurrence/cost")

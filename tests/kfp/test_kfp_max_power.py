@@ -20,11 +20,11 @@ from pipelines.compile import compile_pipeline
 from pipelines.dag import MAX_POWER_READ_HELP
 from pipelines.local import LocalRunError, run_recurrence
 from pipelines.package import CompiledPackage
-from zeus.cli import app
-from zeus.errors import FieldError
-from zeus.simulate.trial import TraceBackend
-from zeus.steps import gpu_power, spec_to_params
-from zeus.store import open_store
+from zeus_kfp.cli import app
+from zeus_kfp.errors import FieldError
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.steps import gpu_power, spec_to_params
+from zeus_kfp.store import open_store
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -14,11 +14,11 @@ from kfp import components
 from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
 from pipelines.local import run_recurrence
 from pipelines.package import CompiledPackage
-from zeus.job import JobSpecError
-from zeus.simulate.trial import TraceBackend
-from zeus.steps import spec_to_params
-from zeus.steps.params import resolve_store_uri
-from zeus.store import open_store
+from zeus_kfp.job import JobSpecError
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.steps import spec_to_params
+from zeus_kfp.steps.params import resolve_store_uri
+from zeus_kfp.store import open_store
 
 
 def test_the_compiled_default_store_names_no_namespace(tmp_path, monkeypatch):
@@ -35,10 +35,10 @@ def test_the_compiled_default_store_names_no_namespace(tmp_path, monkeypatch):
 
 
 def test_outside_a_pod_the_placeholder_is_refused_naming_the_store(tmp_path, monkeypatch):
-    import zeus.launch.config
+    import zeus_kfp.launch.config
 
     account = tmp_path / "serviceaccount-namespace"
-    monkeypatch.setattr(zeus.launch.config, "SERVICE_ACCOUNT_NAMESPACE", str(account))  # no such file: no pod
+    monkeypatch.setattr(zeus_kfp.launch.config, "SERVICE_ACCOUNT_NAMESPACE", str(account))  # no such file: no pod
     with pytest.raises(JobSpecError) as err:
         resolve_store_uri("s3://mlpipeline/private/{namespace}/zeus-kfp", {})
     assert err.value.field == "store_uri" and "ZEUS_NAMESPACE" in str(err.value)

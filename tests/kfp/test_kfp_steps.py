@@ -1,4 +1,4 @@
-"""The step logic (zeus.steps) without kfp, against a real local store and the real policy."""
+"""The step logic (zeus_kfp.steps) without kfp, against a real local store and the real policy."""
 
 import json
 import sys
@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from zeus.job import JobSpec, JobSpecError, TrialResult, TrialStatus
-from zeus.report import arm_frame
-from zeus.steps import (
+from zeus_kfp.job import JobSpec, JobSpecError, TrialResult, TrialStatus
+from zeus_kfp.report import arm_frame
+from zeus_kfp.steps import (
     NO_THRESHOLD,
     PASS_THROUGH_NOTE,
     StepError,
@@ -22,7 +22,7 @@ from zeus.steps import (
     summarize,
     threshold_from_param,
 )
-from zeus.store import JobSpecMismatchError, open_store
+from zeus_kfp.store import JobSpecMismatchError, open_store
 
 POLICY = "zeus-nsdi23"
 SPEC = JobSpec(job_id="steps-job", batch_sizes=(8, 16, 32, 64), default_batch_size=16, target_metric=0.9, max_epochs=4)
@@ -188,8 +188,8 @@ def test_a_twin_bandit_step_that_dispatched_first_has_its_decision_handed_out(tm
     """Two steps of one attempt (a step KFP started twice) both find no dispatch and decide: the store keeps
     the first dispatch, and the second step must hand out that one, not its own, or train would run a trial
     the store does not hold."""
-    from zeus.policy.base import Decision
-    from zeus.store import Store
+    from zeus_kfp.policy.base import Decision
+    from zeus_kfp.store import Store
 
     uri = str(tmp_path / "store")
     _prepare(uri, "rec-a", tmp_path)

@@ -10,9 +10,9 @@ import functools
 import io
 
 from pipelines.local import StepWatcher, _dispatched
-from zeus.job import Decision, JobSpec
-from zeus.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
-from zeus.store import open_store
+from zeus_kfp.job import Decision, JobSpec
+from zeus_kfp.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
+from zeus_kfp.store import open_store
 
 SPEC = JobSpec(job_id="watched", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.9, max_epochs=2)
 

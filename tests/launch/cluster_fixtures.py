@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zeus.job import JobSpec, TrialResult
-from zeus.launch import LaunchConfig
-from zeus.launch.handoff import Handoff
-from zeus.profiles import PowerProfile
-from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
+from zeus_kfp.job import JobSpec, TrialResult
+from zeus_kfp.launch import LaunchConfig
+from zeus_kfp.launch.handoff import Handoff
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.train.artifacts import MODEL_FILE, write_profile, write_result
 
 SPEC = JobSpec(
     job_id="dist-job",
@@ -59,7 +59,7 @@ def pod_env(job: dict[str, Any]) -> dict[str, str]:
 
 
 def rank0_hands_over(result: TrialResult, model: bytes = b"weights") -> Callable[[dict[str, Any]], None]:
-    """What rank 0's node does at the end of the trial (zeus.launch.torchrun): publish its log dir, at the
+    """What rank 0's node does at the end of the trial (zeus_kfp.launch.torchrun): publish its log dir, at the
     handoff the job's own environment names."""
 
     def publish(job: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `launch.*` im
 
 from launch.cluster_fixtures import COMMAND, SPEC, launch_config
 from launch.kube_api_server import api_client
-from zeus.launch.cluster import run_cluster_trial
+from zeus_kfp.launch.cluster import run_cluster_trial
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import TensorDataset
 
-from zeus.train.dataloader import ZeusDataLoader
+from zeus_kfp.train.dataloader import ZeusDataLoader
 
 
 def main() -> None:

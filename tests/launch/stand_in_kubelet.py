@@ -29,7 +29,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from zeus.launch.manifests import POD_WORK_DIR
+from zeus_kfp.launch.manifests import POD_WORK_DIR
 
 
 def _free_port() -> int:

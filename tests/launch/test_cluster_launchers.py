@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zeus.job import TrialResult, TrialStatus
-from zeus.launch import LaunchError
-from zeus.launch.cluster import run_cluster_trial
-from zeus.launch.handoff import Handoff
-from zeus.launch.kube import KubeJobs, LaunchSetupError
-from zeus.launch.manifests import KINDS, TrialJob, job_name, manifest
-from zeus.train.artifacts import result_from_json
+from zeus_kfp.job import TrialResult, TrialStatus
+from zeus_kfp.launch import LaunchError
+from zeus_kfp.launch.cluster import run_cluster_trial
+from zeus_kfp.launch.handoff import Handoff
+from zeus_kfp.launch.kube import KubeJobs, LaunchSetupError
+from zeus_kfp.launch.manifests import KINDS, TrialJob, job_name, manifest
+from zeus_kfp.train.artifacts import result_from_json
 
 from .cluster_fixtures import COMMAND, NAMESPACE, PROFILE_ROWS, SPEC, launch_config, rank0_hands_over
 from .kube_api_server import Scenario, StandInServer, api_client

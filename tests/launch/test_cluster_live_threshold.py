@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from zeus.job import TrialResult, TrialStatus
-from zeus.launch.manifests import THRESHOLD_MOUNT, job_name
-from zeus.launch.threshold_sink import SinkNotReady, SinkUnavailable, ThresholdConfigMap
-from zeus.train.live_threshold import LIVE_THRESHOLD_FILE, threshold_json
+from zeus_kfp.job import TrialResult, TrialStatus
+from zeus_kfp.launch.manifests import THRESHOLD_MOUNT, job_name
+from zeus_kfp.launch.threshold_sink import SinkNotReady, SinkUnavailable, ThresholdConfigMap
+from zeus_kfp.train.live_threshold import LIVE_THRESHOLD_FILE, threshold_json
 
 from .cluster_fixtures import NAMESPACE
 from .kube_api_server import Scenario, StandInServer, api_client
@@ -32,7 +32,7 @@ from .test_train_step import _kubeconfig
 
 RECURRENCE = "running"
 CONFIGMAP = job_name(SPEC.job_id, RECURRENCE, 1) + "-threshold"
-THRESHOLD_LOGGERS = ("zeus.launch.threshold_sink", "zeus.steps.live_threshold")
+THRESHOLD_LOGGERS = ("zeus_kfp.launch.threshold_sink", "zeus_kfp.steps.live_threshold")
 
 
 def _cluster_train_step(tmp_path: Path, api, monkeypatch, *script_args: str, launcher: str = "trainjob") -> TrialResult:

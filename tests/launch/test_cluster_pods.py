@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.launch.cluster import run_cluster_trial
-from zeus.train.distributed import read_rank_records
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.launch.cluster import run_cluster_trial
+from zeus_kfp.train.distributed import read_rank_records
 
 from .cluster_fixtures import launch_config
 from .kube_api_server import Scenario, StandInServer, api_client

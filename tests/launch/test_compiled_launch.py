@@ -14,9 +14,9 @@ import pytest
 
 from pipelines.compile import compile_pipeline
 from pipelines.package import CompiledPackage
-from zeus.errors import FieldError
-from zeus.launch import LaunchConfig, LaunchError
-from zeus.launch.manifests import TrialJob, manifest
+from zeus_kfp.errors import FieldError
+from zeus_kfp.launch import LaunchConfig, LaunchError
+from zeus_kfp.launch.manifests import TrialJob, manifest
 
 from .cluster_fixtures import COMMAND
 from .test_manifests import HANDOFF, STEP_ENV, TRIAL_ENV, effective_pod

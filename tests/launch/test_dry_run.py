@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from zeus.cli import app
+from zeus_kfp.cli import app
 
 from . import crds
 from .kube_api_server import StandInServer

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from zeus.job import JobSpec, JobSpecError, TrialStatus
-from zeus.launch import LaunchConfig, LaunchError
-from zeus.launch.failures import RankFailure, failed_result, rank_failures, root_cause
-from zeus.train.distributed import RankEnvError, RankInfo
+from zeus_kfp.job import JobSpec, JobSpecError, TrialStatus
+from zeus_kfp.launch import LaunchConfig, LaunchError
+from zeus_kfp.launch.failures import RankFailure, failed_result, rank_failures, root_cause
+from zeus_kfp.train.distributed import RankEnvError, RankInfo
 
 SPEC = JobSpec(job_id="j", batch_sizes=(32, 64), default_batch_size=64, target_metric=0.9, max_epochs=3, num_gpus=4,
                max_power_w=700.0, eta_knob=0.5)  # fmt: skip
@@ -110,8 +110,8 @@ def test_failed_result_adds_up_the_ranks_energy_and_says_who_is_missing():
 
 
 def test_a_rank_drives_only_its_own_device_of_a_multi_gpu_backend():
-    from zeus.power.simulated import SimulatedGPU
-    from zeus.train.distributed import DeviceView
+    from zeus_kfp.power.simulated import SimulatedGPU
+    from zeus_kfp.train.distributed import DeviceView
 
     node = SimulatedGPU(num_devices=4)
     mine = DeviceView(node, 2)  # LOCAL_RANK 2
@@ -125,7 +125,7 @@ def test_a_rank_drives_only_its_own_device_of_a_multi_gpu_backend():
 def test_in_a_pod_torchrun_takes_the_operators_settings(monkeypatch, tmp_path):
     from torch.distributed.run import parse_args
 
-    from zeus.launch.torchrun import _parse, _torchrun_args
+    from zeus_kfp.launch.torchrun import _parse, _torchrun_args
 
     # a PyTorchJob worker pod (Training Operator 1.9): PET_NNODES/NODE_RANK/NPROC_PER_NODE, but MASTER_ADDR/PORT
     for name, value in {"PET_NNODES": "3", "PET_NODE_RANK": "2", "PET_NPROC_PER_NODE": "4",

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from zeus.job import Decision, JobSpec, TrialResult, TrialStatus
-from zeus.steps import train
-from zeus.steps.live_threshold import ThresholdFeed
-from zeus.steps.request import TrialRequest
-from zeus.store import open_store
-from zeus.train.live_threshold import current_threshold, read_live_threshold, write_live_threshold
+from zeus_kfp.job import Decision, JobSpec, TrialResult, TrialStatus
+from zeus_kfp.steps import train
+from zeus_kfp.steps.live_threshold import ThresholdFeed
+from zeus_kfp.steps.request import TrialRequest
+from zeus_kfp.store import open_store
+from zeus_kfp.train.live_threshold import current_threshold, read_live_threshold, write_live_threshold
 
 # beta 2; the target (0.99) is never met (the script reports 0.1), so without an early stop the trial runs
 # its 3 epochs; with no reached recurrence when it is dispatched, it has no threshold (a first-wave trial).
@@ -38,10 +38,10 @@ import dataclasses, json, os, sys, time
 from pathlib import Path
 import torch
 from torch.utils.data import TensorDataset
-from zeus.job import Decision, JobSpec, TrialResult, TrialStatus
-from zeus.store import open_store
-from zeus.train import TrialEnv
-from zeus.train.dataloader import ZeusDataLoader
+from zeus_kfp.job import Decision, JobSpec, TrialResult, TrialStatus
+from zeus_kfp.store import open_store
+from zeus_kfp.train import TrialEnv
+from zeus_kfp.train.dataloader import ZeusDataLoader
 
 store_dir, spec_json, concurrent = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 wait = sys.argv[4:5] != ["no-wait"]  # for the threshold file after writing the concurrent result

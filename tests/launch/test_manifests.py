@@ -15,12 +15,12 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from zeus.job import JobSpec
-from zeus.launch import LaunchConfig
-from zeus.launch.cluster import trial_job
-from zeus.launch.handoff import Handoff
-from zeus.launch.manifests import KINDS, TrialJob, digest, job_name, labels, manifest
-from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
+from zeus_kfp.job import JobSpec
+from zeus_kfp.launch import LaunchConfig
+from zeus_kfp.launch.cluster import trial_job
+from zeus_kfp.launch.handoff import Handoff
+from zeus_kfp.launch.manifests import KINDS, TrialJob, digest, job_name, labels, manifest
+from zeus_kfp.train.live_threshold import LIVE_THRESHOLD_FILE
 
 from . import crds
 from .stand_in_kubelet import trainer_pod as effective_pod

@@ -1,7 +1,7 @@
 """A trial of two ranks under torchrun on this CPU (gloo), each rank with its own simulated GPU.
 
 This is the local launcher's path (launcher "torchrun"), the one a cluster pod runs too: the
-runner starts zeus.launch.torchrun, which starts torchrun, which starts the ranks. The expected
+runner starts zeus_kfp.launch.torchrun, which starts torchrun, which starts the ranks. The expected
 figures are worked from each rank's own record (its own GPU's readings), independently of the
 reductions that produced the trial's result. The simulated GPU runs on its model clock, so the
 figures do not depend on this machine's load.
@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.launch import LaunchConfig
-from zeus.launch.trial import launch_runner
-from zeus.power.profile_params import candidate_limits
-from zeus.power.simulated import SimulatedGPU
-from zeus.steps import bandit, feedback, prepare
-from zeus.store import open_store
-from zeus.train.artifacts import read_result_json
-from zeus.train.distributed import read_rank_records
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.launch import LaunchConfig
+from zeus_kfp.launch.trial import launch_runner
+from zeus_kfp.power.profile_params import candidate_limits
+from zeus_kfp.power.simulated import SimulatedGPU
+from zeus_kfp.steps import bandit, feedback, prepare
+from zeus_kfp.store import open_store
+from zeus_kfp.train.artifacts import read_result_json
+from zeus_kfp.train.distributed import read_rank_records
 
 SCRIPT = Path(__file__).with_name("ddp_trial.py").resolve()
 GLOBAL_BATCH, PROFILE_ITERS = 64, 2
@@ -137,7 +137,16 @@ def test_the_pods_own_deadline_stops_a_trial_that_would_run_for_ever(tmp_path):
         ZEUS_NUM_GPUS="1",
     )
     never_ends = [sys.executable, "-c", "import time; time.sleep(3600)"]
-    command = [sys.executable, "-m", "zeus.launch.torchrun", "--standalone", "--nproc-per-node", "1", "--", *never_ends]
+    command = [
+        sys.executable,
+        "-m",
+        "zeus_kfp.launch.torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "1",
+        "--",
+        *never_ends,
+    ]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode != 0
     assert "the trial's deadline of 2 s passed (ZEUS_TRIAL_DEADLINE_S)" in proc.stderr

@@ -13,11 +13,11 @@ import io
 
 import pytest
 
-from zeus.job import TrialResult, TrialStatus
-from zeus.launch.cluster import run_cluster_trial
-from zeus.launch.kube import KubeJobs, LaunchSetupError
-from zeus.launch.manifests import KINDS, LABEL_PREFIX, job_name, manifest
-from zeus.launch.trainer_api import TrainerApiError, api_of_crd, detect
+from zeus_kfp.job import TrialResult, TrialStatus
+from zeus_kfp.launch.cluster import run_cluster_trial
+from zeus_kfp.launch.kube import KubeJobs, LaunchSetupError
+from zeus_kfp.launch.manifests import KINDS, LABEL_PREFIX, job_name, manifest
+from zeus_kfp.launch.trainer_api import TrainerApiError, api_of_crd, detect
 
 from . import crds
 from .cluster_fixtures import COMMAND, NAMESPACE, SPEC, launch_config, rank0_hands_over

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.trials import Trial
 
 SIZES = (8, 16, 32, 64, 128, 256)
 

@@ -1,4 +1,4 @@
-"""What a drift does to the history a policy decides from (zeus.policy.drift), worked out by hand.
+"""What a drift does to the history a policy decides from (zeus_kfp.policy.drift), worked out by hand.
 
 The history (make_spec: sizes 8..256, default 128; costs are reached costs unless said):
   recurrence 1: trial 1 at 128 reached, cost 10
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from zeus.errors import JobSpecError
-from zeus.job import DRIFT_REACTIONS
-from zeus.policy import get_policy
-from zeus.policy.drift import after_drift, decide_after_drift, last_drift
+from zeus_kfp.errors import JobSpecError
+from zeus_kfp.job import DRIFT_REACTIONS
+from zeus_kfp.policy import get_policy
+from zeus_kfp.policy.drift import after_drift, decide_after_drift, last_drift
 
 from .helpers import make_spec, record
 

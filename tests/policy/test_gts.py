@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from zeus.policy.gts import Posterior, posterior, sample_means, thompson_pick
+from zeus_kfp.policy.gts import Posterior, posterior, sample_means, thompson_pick
 
 
 def test_flat_prior_posterior_is_sample_mean_with_precision_n_over_variance():

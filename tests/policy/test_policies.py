@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from tests.policy.helpers import make_spec, record
-from zeus.job import TrialStatus
-from zeus.policy import POLICY_NAMES, get_policy
-from zeus.policy.history import retry_charges
-from zeus.policy.turning_walk import TurningWalkPolicy
-from zeus.trials import Trial
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.policy import POLICY_NAMES, get_policy
+from zeus_kfp.policy.history import retry_charges
+from zeus_kfp.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.trials import Trial
 
 
 def test_names_and_unknown_name_error():

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.policy.helpers import make_spec, record
-from zeus.job import JobSpec
-from zeus.policy import POLICY_NAMES, NoFeasibleBatchSizeError, get_policy
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec
+from zeus_kfp.policy import POLICY_NAMES, NoFeasibleBatchSizeError, get_policy
+from zeus_kfp.trials import Trial
 
 ALL_SIZES = (8, 16, 32, 64, 128, 256, 512)
 MISSES = ("not_reached", "cost_exceeded", "oom", "failed")
@@ -166,9 +166,9 @@ def _generated_cases(policy_name: str, count: int) -> list[tuple[JobSpec, list[T
 
 SUBPROCESS = """
 import json, sys
-from zeus.job import JobSpec, TrialStatus
-from zeus.trials import Trial
-from zeus.policy import get_policy
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.trials import Trial
+from zeus_kfp.policy import get_policy
 out = []
 for case in json.load(sys.stdin):
     spec = JobSpec.from_dict(case["spec"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.policy.helpers import SIZES, make_spec, record
-from zeus.policy import NoFeasibleBatchSizeError, get_policy
-from zeus.policy.pruning import replay_pruning
+from zeus_kfp.policy import NoFeasibleBatchSizeError, get_policy
+from zeus_kfp.policy.pruning import replay_pruning
 
 # The vector: 8 fails in round 1; 16 and 256 fail in round 2; 32 is the cheapest.
 COST = {8: 90.0, 16: 50.0, 32: 10.0, 64: 20.0, 128: 30.0, 256: 40.0}

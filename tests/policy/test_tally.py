@@ -1,4 +1,4 @@
-"""The history as columns (zeus.trials) and the statistics computed over them (zeus.policy.tally).
+"""The history as columns (zeus_kfp.trials) and the statistics computed over them (zeus_kfp.policy.tally).
 
 The expected figures here come from plain Python loops over the records, written in the test, or
 from hand: never from the code under test."""
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from tests.policy.helpers import make_spec, record
-from zeus.job import TrialStatus
-from zeus.policy import POLICY_NAMES, get_policy
-from zeus.policy.history import read_history, tally_history
-from zeus.policy.recurrences import running_spend
-from zeus.trial_history import TrialHistory
-from zeus.trials import Trial
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.policy import POLICY_NAMES, get_policy
+from zeus_kfp.policy.history import read_history, tally_history
+from zeus_kfp.policy.recurrences import running_spend
+from zeus_kfp.trial_history import TrialHistory
+from zeus_kfp.trials import Trial
 
 
 def test_a_history_as_columns_gives_back_its_records():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.policy.helpers import SIZES, make_spec, record
-from zeus.policy import get_policy
-from zeus.policy.walk import look_past, replay_walk
+from zeus_kfp.policy import get_policy
+from zeus_kfp.policy.walk import look_past, replay_walk
 
 
 def walk(costs: dict[int, float | None], default: int = 128, **margins):
@@ -255,7 +255,7 @@ def test_a_probe_that_rises_again_or_misses_ends_its_direction_for_good():
 def test_the_chance_that_a_turn_is_noise_is_the_tail_of_two_runs_log_ratio():
     from scipy.stats import norm
 
-    from zeus.policy.turning_walk import wrong_turn_chance
+    from zeus_kfp.policy.turning_walk import wrong_turn_chance
 
     # log(1.1) / (sqrt(2) x 0.1) = 0.674 standard deviations: a quarter of equal pairs look that far apart.
     assert wrong_turn_chance(1.1, 0.1) == pytest.approx(norm.sf(0.0953102 / 0.1414214), rel=1e-5)
@@ -265,7 +265,7 @@ def test_the_chance_that_a_turn_is_noise_is_the_tail_of_two_runs_log_ratio():
 
 
 def test_a_skip_within_the_noise_is_probed_once_the_job_has_run_long_enough_to_pay_for_it():
-    from zeus.policy.turning_walk import TurningWalkPolicy
+    from zeus_kfp.policy.turning_walk import TurningWalkPolicy
 
     spec = make_spec(beta_knob=2.0)
     # 64 (10) beat the default 128 (11) by 9 %: the up direction is skipped on a ratio of 1.1; 32 (15.5) is
@@ -283,7 +283,7 @@ def test_a_skip_within_the_noise_is_probed_once_the_job_has_run_long_enough_to_p
 
 
 def test_a_turn_read_off_a_lucky_first_run_of_the_cheapest_step_is_probed_once_its_runs_say_so():
-    from zeus.policy.turning_walk import TurningWalkPolicy
+    from zeus_kfp.policy.turning_walk import TurningWalkPolicy
 
     spec = make_spec(beta_knob=2.0)
     # 64's first run (7.0) makes 32 (12.0) a hard turn at 1.71x; the up direction is skipped on the default
@@ -304,7 +304,7 @@ def test_a_turn_read_off_a_lucky_first_run_of_the_cheapest_step_is_probed_once_i
 
 
 def test_a_turn_far_outside_the_noise_is_never_probed():
-    from zeus.policy.turning_walk import TurningWalkPolicy
+    from zeus_kfp.policy.turning_walk import TurningWalkPolicy
 
     spec = make_spec(beta_knob=2.0)
     # 16 at 5x the cheapest, and the up direction skipped on 3x: neither is a ratio noise makes.
@@ -341,7 +341,7 @@ def test_with_compound_rises_a_rise_passes_the_probe_on_with_its_cap_kept_for_co
 
 
 def test_a_probe_past_a_stopped_probe_waits_for_both_rises_to_be_noise():
-    from zeus.policy.turning_walk import TurningWalkPolicy
+    from zeus_kfp.policy.turning_walk import TurningWalkPolicy
 
     spec = make_spec(beta_knob=2.0, batch_sizes=(32, 64, 128, 256, 512))
     # 64 (10.0) beat the default 128 (10.6) by 6 %: the up direction is skipped on 1.06; 32 missed (the down

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from tests.policy.helpers import SIZES, make_spec, record
-from zeus.policy.turning_walk import TurningWalkPolicy
-from zeus.policy.walk import look_past, replay_walk
+from zeus_kfp.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.policy.walk import look_past, replay_walk
 
 SOFT_TURN = {128: 10.0, 64: 13.0, 32: 12.5}  # 64 is worse right after the cheapest; 32 is 1.25 x 10 past it
 SKIP = {128: 10.0, 64: 9.0, 32: None}  # 64 beat 128 by 10 % (ratio 1.111); 32 missed: the down walk is over

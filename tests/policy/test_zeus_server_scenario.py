@@ -20,9 +20,9 @@ import random
 
 import pytest
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.policy import get_policy
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.policy import get_policy
+from zeus_kfp.trials import Trial
 
 # Zeus's test job (tests/optimizer/batch_size/conftest.py, Helpers.get_fake_job_config): its cost is
 # eta * energy + (1 - eta) * max_power * time with max_power 3000 (Zeus prices time at `max_power` as

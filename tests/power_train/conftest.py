@@ -24,7 +24,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch):
 
 def rate(eta: float, max_power_w: float, num_gpus: int = 1):
     """The job's cost rate for a profiler under test (what JobSpec.cost_model.rate gives a real job)."""
-    from zeus.cost import CostModel
+    from zeus_kfp.cost import CostModel
 
     return CostModel(eta=eta, max_power_w=max_power_w, num_gpus=num_gpus).rate
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.power_train.scripts import write_script
-from zeus.job import JobSpec, JobSpecError, TrialStatus
-from zeus.power import PowerModel
-from zeus.profiles import PowerProfile
-from zeus.train import run_trial
+from zeus_kfp.job import JobSpec, JobSpecError, TrialStatus
+from zeus_kfp.power import PowerModel
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.train import run_trial
 
 SPEC = JobSpec(job_id="collect-test", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.9, max_epochs=5)
 

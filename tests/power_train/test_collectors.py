@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.power_train.scripts import write_script
-from zeus.train.collectors import (
+from zeus_kfp.train.collectors import (
     CollectorError,
     CollectorSpec,
     CollectorSpecError,
@@ -25,10 +25,10 @@ from zeus.train.collectors import (
     StdoutCollector,
     text_observations,
 )
-from zeus.train.collectors.file import FileCollector
-from zeus.train.collectors.prometheus import PrometheusCollector
-from zeus.train.collectors.tfevent import TFEventCollector
-from zeus.train.process import CapturedProcess
+from zeus_kfp.train.collectors.file import FileCollector
+from zeus_kfp.train.collectors.prometheus import PrometheusCollector
+from zeus_kfp.train.collectors.tfevent import TFEventCollector
+from zeus_kfp.train.process import CapturedProcess
 
 KATIB = CollectorSpec().patterns()
 HANG_S = 60.0  # only a hung producer makes a test wait this long; outcomes never depend on it

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from zeus.job import JobSpecError
-from zeus.power import ProfileParams
-from zeus.train import TrialEnv, TrialEnvError, example_spec, run_trial
+from zeus_kfp.job import JobSpecError
+from zeus_kfp.power import ProfileParams
+from zeus_kfp.train import TrialEnv, TrialEnvError, example_spec, run_trial
 
 
 def test_round_trip_through_the_environment():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeus.train.metrics import MetricPatternError, compile_patterns, parse_line
+from zeus_kfp.train.metrics import MetricPatternError, compile_patterns, parse_line
 
 KATIB = compile_patterns(None)
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from zeus.power import (
+from zeus_kfp.power import (
     EnergyMonitor,
     GPUError,
     GPUKindError,
@@ -17,7 +17,7 @@ from zeus.power import (
     max_power_limit_w,
     open_gpu,
 )
-from zeus.power.nvml import NvmlGPU
+from zeus_kfp.power.nvml import NvmlGPU
 
 from .conftest import rate
 
@@ -151,8 +151,8 @@ def test_a_refusal_discovered_mid_profile_measures_only_the_limit_in_force(fake_
 
 
 def test_each_backend_says_how_long_a_window_must_last(fake_nvml, monkeypatch):
-    from zeus.power import SimulatedGPU
-    from zeus.power.nvml import COUNTER_MIN_WINDOW_S, POWER_AVERAGING_S, SAMPLE_INTERVAL_S, SAMPLED_MIN_WINDOW_S
+    from zeus_kfp.power import SimulatedGPU
+    from zeus_kfp.power.nvml import COUNTER_MIN_WINDOW_S, POWER_AVERAGING_S, SAMPLE_INTERVAL_S, SAMPLED_MIN_WINDOW_S
 
     gpu = NvmlGPU()  # device 1 has no counter: its sampled power is a ~1 s average, so windows need longer
     assert max(POWER_AVERAGING_S, 10 * SAMPLE_INTERVAL_S) <= SAMPLED_MIN_WINDOW_S > 1.0

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.power import EnergyMonitor, PowerModel
-from zeus.train.collectors import CollectorSpec, StdoutCollector
-from zeus.train.plain import PlainTrial
-from zeus.train.progress import ProfilingOptions
-from zeus.train.session import TRIAL_WINDOW
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.power import EnergyMonitor, PowerModel
+from zeus_kfp.train.collectors import CollectorSpec, StdoutCollector
+from zeus_kfp.train.plain import PlainTrial
+from zeus_kfp.train.progress import ProfilingOptions
+from zeus_kfp.train.session import TRIAL_WINDOW
 
 from .test_progress import MeterStandIn
 

@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-from zeus.power import (
+from zeus_kfp.power import (
     PROFILE_COLUMNS,
     Done,
     EnergyMonitor,
@@ -23,9 +23,9 @@ from zeus.power import (
     candidate_limits,
     choose_limit,
 )
-from zeus.power.nvml import NvmlGPU
-from zeus.power.profiler import MAX_REMEASURES
-from zeus.profiles import PowerProfile
+from zeus_kfp.power.nvml import NvmlGPU
+from zeus_kfp.power.profiler import MAX_REMEASURES
+from zeus_kfp.profiles import PowerProfile
 
 from .conftest import rate, wall_optimum
 from .fake_pynvml import FakeDevice, make_module
@@ -235,7 +235,7 @@ def test_the_coarse_counter_reads_zero_over_short_windows_which_are_void_and_mea
     assert zero >= 5
     # With min_window_s=0 the profiler meets those windows, counts them void, warns once, and re-measures them.
     profiler = PowerLimitProfiler(gpu, cost_rate=rate(1.0, 250.0), params=ProfileParams(min_window_s=0.0))
-    with caplog.at_level(logging.WARNING, logger="zeus.power.profiler"):
+    with caplog.at_level(logging.WARNING, logger="zeus_kfp.power.profiler"):
         train(profiler, gpu, clock)
     assert profiler.invalid_windows >= 3
     assert len([r for r in caplog.records if "did not advance" in r.getMessage()]) == 1

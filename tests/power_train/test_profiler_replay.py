@@ -1,5 +1,5 @@
 """The NSDI'23 power traces fed through the live JIT profiler: it picks, for every batch size of every shipped
-workload and GPU, the limit the simulator's trial code picks (choose_limit over zeus.simulate.trial.trace_profile).
+workload and GPU, the limit the simulator's trial code picks (choose_limit over zeus_kfp.simulate.trial.trace_profile).
 
 The device is a stand-in (no GPU here): the simulated GPU driven by TraceDevice, whose step at a limit takes
 the trace's epoch time at that limit / STEPS_PER_EPOCH and draws its epoch energy / STEPS_PER_EPOCH. The
@@ -12,18 +12,18 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from zeus.power import EnergyMonitor, PowerLimitProfiler, ProfileParams, SimulatedGPU, choose_limit
-from zeus.power.profiler import Eval
-from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace
-from zeus.simulate.trial import TraceBackend, trace_profile
-from zeus.simulate.workloads import WORKLOADS
+from zeus_kfp.power import EnergyMonitor, PowerLimitProfiler, ProfileParams, SimulatedGPU, choose_limit
+from zeus_kfp.power.profiler import Eval
+from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace
+from zeus_kfp.simulate.trial import TraceBackend, trace_profile
+from zeus_kfp.simulate.workloads import WORKLOADS
 
 STEPS_PER_EPOCH = 100
 
 
 @dataclass(frozen=True)
 class TraceDevice:
-    """A stand-in for a GPU, shaped like zeus.power.simulated.PowerModel: its figures are a trace's."""
+    """A stand-in for a GPU, shaped like zeus_kfp.power.simulated.PowerModel: its figures are a trace's."""
 
     size: SizeTrace
     name: str = "trace replay (test stand-in)"

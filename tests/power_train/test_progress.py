@@ -10,11 +10,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from zeus.job import TrialStatus
-from zeus.power import EnergyMonitor, PowerLimitProfiler, PowerModel, ProfileParams, SimulatedGPU
-from zeus.profiles import PowerProfile
-from zeus.train.collectors import Observation
-from zeus.train.progress import UNPROFILED_NOTE, ProfilingOptions, ProgressProfiler
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.power import EnergyMonitor, PowerLimitProfiler, PowerModel, ProfileParams, SimulatedGPU
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.train.collectors import Observation
+from zeus_kfp.train.progress import UNPROFILED_NOTE, ProfilingOptions, ProgressProfiler
 
 from .conftest import rate
 
@@ -195,8 +195,8 @@ def test_a_stored_profile_is_held_from_the_start_without_any_counter():
 def test_plain_example_profiled_from_outside_picks_the_zeus_aware_limit(tmp_path):
     """The same job, Zeus-aware and plain (stdout `step=N` every 7 steps), on the simulated GPU: the plain
     trial's step counter puts the runner's GPU on the model clock, so the tolerance is zero."""
-    from zeus.power import candidate_limits
-    from zeus.train import example_command, example_spec, make_dataset, run_trial
+    from zeus_kfp.power import candidate_limits
+    from zeus_kfp.train import example_command, example_spec, make_dataset, run_trial
 
     spec = example_spec()
     make_dataset(str(tmp_path / "data"))

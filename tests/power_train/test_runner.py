@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from zeus.job import JobSpec, JobSpecError, TrialStatus
-from zeus.power import PowerModel
-from zeus.train import run_trial
+from zeus_kfp.job import JobSpec, JobSpecError, TrialStatus
+from zeus_kfp.power import PowerModel
+from zeus_kfp.train import run_trial
 
 SPEC = JobSpec(
     job_id="runner-test",
@@ -56,7 +56,7 @@ def test_reaching_the_target_stops_a_script_that_would_run_on(tmp_path):
     assert out.result.status is TrialStatus.REACHED
     assert (out.result.num_epochs, out.result.metric) == (3, 0.95)
     # An epoch counter and no step counter, on the simulated GPU: from the first report on the model clock,
-    # each reported epoch charged as 50,000 samples in steps of 8 (zeus.power.simulated), one power limit an
+    # each reported epoch charged as 50,000 samples in steps of 8 (zeus_kfp.power.simulated), one power limit an
     # epoch (250, 225, 200 W): the figures are the model's, whatever the machine's load.
     assert out.result.simulated and out.result.source == "simulated (GPU model)"
     model, steps = PowerModel(), 50_000 // 8

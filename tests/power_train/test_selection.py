@@ -5,9 +5,19 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from zeus.power import Done, Energy, Eval, MaxSlowdown, PowerLimitProfiler, ProfileParams, SimulatedGPU, Time, ZeusCost
-from zeus.power.selection import choose_limit
-from zeus.profiles import PowerProfile
+from zeus_kfp.power import (
+    Done,
+    Energy,
+    Eval,
+    MaxSlowdown,
+    PowerLimitProfiler,
+    ProfileParams,
+    SimulatedGPU,
+    Time,
+    ZeusCost,
+)
+from zeus_kfp.power.selection import choose_limit
+from zeus_kfp.profiles import PowerProfile
 
 from .conftest import rate
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from zeus.job import TrialStatus
-from zeus.power import PowerModel, SimulatedGPU, candidate_limits
-from zeus.power.nvml import NvmlGPU
-from zeus.train import TrialEnv, example_command, example_spec, make_dataset, run_trial
-from zeus.train.dataloader import ZeusDataLoader
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.power import PowerModel, SimulatedGPU, candidate_limits
+from zeus_kfp.power.nvml import NvmlGPU
+from zeus_kfp.train import TrialEnv, example_command, example_spec, make_dataset, run_trial
+from zeus_kfp.train.dataloader import ZeusDataLoader
 
 
 def tiny_data(n: int = 256) -> TensorDataset:
@@ -145,7 +145,7 @@ def test_plain_example_and_sigterm_to_a_zeus_aware_script(tmp_path):
             seen = []
             atexit.register(lambda: open({str(report)!r}, "w").write(json.dumps([nvml.devices[0].limit_mw, min(seen)])))
             import torch
-            from zeus.train.dataloader import ZeusDataLoader
+            from zeus_kfp.train.dataloader import ZeusDataLoader
             loader = ZeusDataLoader(torch.utils.data.TensorDataset(torch.zeros(4096, 2)))
             for _ in loader.epochs():
                 while True:

@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from json_http import JsonHandler
 
-from zeus.power import GPUError, open_gpu
-from zeus.power.gpu import measure_only_note
-from zeus.power.zeusd import ZeusdClient, ZeusdGPU
+from zeus_kfp.power import GPUError, open_gpu
+from zeus_kfp.power.gpu import measure_only_note
+from zeus_kfp.power.zeusd import ZeusdClient, ZeusdGPU
 
 # The node the stand-in daemon runs on: GPUs as `lspci -D` spells their addresses, in zeusd's numbering.
 # Its GPUs 0 and 1 are the two the suite's fake pynvml shows (tests/power_train/conftest.py), in NVML's spelling.
@@ -149,7 +149,7 @@ def test_a_missing_or_unreachable_zeusd_means_measure_only_with_one_warning(fake
     the port) or behind a firewall (nothing answers): measure-only, said once, no crash."""
     import socket
 
-    import zeus.power.zeusd as zeusd_module
+    import zeus_kfp.power.zeusd as zeusd_module
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from pipelines.local import run_local
-from zeus.policy import get_policy
-from zeus.simulate.engine import Simulator
-from zeus.simulate.replay import live_rows, simulated_rows
-from zeus.simulate.trial import TraceBackend
-from zeus.store import open_store
+from zeus_kfp.policy import get_policy
+from zeus_kfp.simulate.engine import Simulator
+from zeus_kfp.simulate.replay import live_rows, simulated_rows
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.store import open_store
 
 RECURRENCES = 10
 

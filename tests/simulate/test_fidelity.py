@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zeus.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
-from zeus.simulate.runner import build_simulator, simulate_seeds
-from zeus.simulate.trace import shipped_trace
+from zeus_kfp.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
+from zeus_kfp.simulate.runner import build_simulator, simulate_seeds
+from zeus_kfp.simulate.trace import shipped_trace
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Two perturbed jobs of the tuning set (zeus.simulate.perturb, seed 1) that a noisy first trial traps in
+"""Two perturbed jobs of the tuning set (zeus_kfp.simulate.perturb, seed 1) that a noisy first trial traps in
 turning-walk without rule 10 (the probes past a turn, on by default since: tests/simulate/test_issue25_probes.py),
 run whole in the trace simulator without and with rule 11 (`confirm`: a turn or a skip within the noise of first
 runs waits for second runs; zeus/policy/turning_walk.py, zeus/policy/walk.py).
@@ -21,8 +21,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from zeus.policy.turning_walk import TurningWalkPolicy
-from zeus.simulate.perturb import perturbed_job, run_costs
+from zeus_kfp.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.simulate.perturb import perturbed_job, run_costs
 
 
 def _runs(index: int):

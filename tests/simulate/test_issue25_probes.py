@@ -1,4 +1,4 @@
-"""Four perturbed jobs of the tuning set (zeus.simulate.perturb, seed 1) where turning-walk without rule 10 stays on
+"""Four perturbed jobs of the tuning set (zeus_kfp.simulate.perturb, seed 1) where turning-walk without rule 10 stays on
 a local minimum for good, run whole in the trace simulator with the default policy, whose rule 10 probes past a
 turn or a skip once the job has run long enough for a wrong one to cost more than the probe
 (zeus/policy/turning_walk.py, `_due_probe`).
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pytest
 
-from zeus.policy.turning_walk import TurningWalkPolicy
-from zeus.simulate.perturb import perturbed_job, run_costs
+from zeus_kfp.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.simulate.perturb import perturbed_job, run_costs
 
 
 @pytest.mark.parametrize(("index", "fraction"), [(3, 5), (154, 5), (172, 2), (37, 2)])

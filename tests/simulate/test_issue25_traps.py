@@ -1,4 +1,4 @@
-"""Two perturbed jobs (zeus.simulate.perturb, seed 1: the tuning set) that trapped turning-walk before
+"""Two perturbed jobs (zeus_kfp.simulate.perturb, seed 1: the tuning set) that trapped turning-walk before
 issue 25's rules, run whole in the trace simulator. The rules are in zeus/policy/turning_walk.py (3: the
 early stop) and zeus/policy/walk.py (a miss at the default size); benchmarks/RESULTS.md has the figures.
 
@@ -8,9 +8,9 @@ in the policy does not trip them, far below what the trap cost (hundreds of recu
 
 from __future__ import annotations
 
-from zeus.job import TrialStatus
-from zeus.policy.turning_walk import TurningWalkPolicy
-from zeus.simulate.perturb import perturbed_job
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.simulate.perturb import perturbed_job
 
 ISSUE_8_RULES = {"early_stop": "lowest-spend", "default_miss_ends": True}
 

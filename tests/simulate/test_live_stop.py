@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 from tests.simulate.test_engine import POWER, Scripted
-from zeus.job import JobSpec, TrialStatus
-from zeus.policy import get_policy
-from zeus.simulate.engine import Simulator
-from zeus.simulate.runner import build_simulator
-from zeus.simulate.trace import POWER_COLUMNS, TRAIN_COLUMNS, load_workload_trace
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.policy import get_policy
+from zeus_kfp.simulate.engine import Simulator
+from zeus_kfp.simulate.runner import build_simulator
+from zeus_kfp.simulate.trace import POWER_COLUMNS, TRAIN_COLUMNS, load_workload_trace
 
 RUNS = {16: [4, 4], 32: [2, 2], 64: [None, None]}
 

@@ -1,4 +1,4 @@
-"""zeus.simulate.paired: which jobs a policy costs more on than the baseline, beyond the noise of a few runs."""
+"""zeus_kfp.simulate.paired: which jobs a policy costs more on than the baseline, beyond the noise of a few runs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from zeus.simulate.paired import paired_verdict
+from zeus_kfp.simulate.paired import paired_verdict
 
 
 def noisy(rng: np.random.Generator, level: float, runs: int = 10) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Perturbed jobs (zeus.simulate.perturb): reproducible from a seed, and each change is the one asked for.
+"""Perturbed jobs (zeus_kfp.simulate.perturb): reproducible from a seed, and each change is the one asked for.
 
 Expected figures are worked out here from the trace arrays (epochs x the cheapest per-limit cost), not
 by the module under test.
@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zeus.job import JobSpec
-from zeus.simulate.engine import Figures, SimulationResult, oracle_batch_size
-from zeus.simulate.perturb import KINDS, has_far_valley, move_minimum, perturbed_job
-from zeus.simulate.runner import build_simulator
-from zeus.simulate.trace import WorkloadTrace
-from zeus.summaries import RecurrenceSummary
+from zeus_kfp.job import JobSpec
+from zeus_kfp.simulate.engine import Figures, SimulationResult, oracle_batch_size
+from zeus_kfp.simulate.perturb import KINDS, has_far_valley, move_minimum, perturbed_job
+from zeus_kfp.simulate.runner import build_simulator
+from zeus_kfp.simulate.trace import WorkloadTrace
+from zeus_kfp.summaries import RecurrenceSummary
 
 
 def expected_cost(spec: JobSpec, trace: WorkloadTrace, b: int) -> float:

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from zeus.cli import app
+from zeus_kfp.cli import app
 
 runner = CliRunner()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from zeus.job import JobSpec
-from zeus.store import Store, open_store
+from zeus_kfp.job import JobSpec
+from zeus_kfp.store import Store, open_store
 
 
 @pytest.fixture(params=["local", "s3"])

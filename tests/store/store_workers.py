@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from zeus.job import Decision, JobSpec, TrialResult
+from zeus_kfp.job import Decision, JobSpec, TrialResult
 
 
 def job_spec(job_id: str) -> JobSpec:
@@ -26,7 +26,7 @@ def cycle_trials(
     after round (one job a round); any StoreWarning is an error. Reports the trials it was given per job."""
     try:
         os.environ.update(env)
-        from zeus.store import StoreWarning, open_store
+        from zeus_kfp.store import StoreWarning, open_store
 
         warnings.simplefilter("error", StoreWarning)
         store = open_store(uri)
@@ -58,7 +58,7 @@ def dispatch_same_attempts(
     different batch sizes: each must be told the stored trial and decision. Any StoreWarning is an error."""
     try:
         os.environ.update(env)
-        from zeus.store import StoreWarning, open_store
+        from zeus_kfp.store import StoreWarning, open_store
 
         warnings.simplefilter("error", StoreWarning)
         store = open_store(uri)
@@ -83,7 +83,7 @@ def compact_until_stopped(uri: str, env: dict[str, str], job_ids: list[str], rea
     clients start only then, so the loop overlaps them however slow the start. Reports snapshots written."""
     try:
         os.environ.update(env)
-        from zeus.store import StoreWarning, open_store
+        from zeus_kfp.store import StoreWarning, open_store
 
         warnings.simplefilter("error", StoreWarning)
         store = open_store(uri)
@@ -154,16 +154,16 @@ def gate_spec(job_id: str, cap: int):
 
 
 def gate_run(uri: str, env: dict[str, str], job_ids: list[str], worker: int, plan: tuple, start: Any, out: Any) -> None:
-    """One run's recurrence gate per round, as a pipeline's gate step does it (zeus.steps.gate.gate, the step
+    """One run's recurrence gate per round, as a pipeline's gate step does it (zeus_kfp.steps.gate.gate, the step
     function the component calls), started at once with every other client's: `plan` is (who, cap, rounds),
     who being "schedule-a", "schedule-b" or "submit" (a manual `submit --force`). Between rounds each client
     that opened a recurrence finishes it (a trial that reached), so the next round has free slots again.
     Reports, per round, what its gate step returned and the outcome the store holds for its run."""
     try:
         os.environ.update(env)
-        from zeus.steps import spec_to_params
-        from zeus.steps.gate import gate
-        from zeus.store import StoreWarning, open_store
+        from zeus_kfp.steps import spec_to_params
+        from zeus_kfp.steps.gate import gate
+        from zeus_kfp.store import StoreWarning, open_store
 
         warnings.simplefilter("error", StoreWarning)
         who, cap, rounds = plan

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from store_workers import gate_run, run_clients
 
-from zeus.store import open_store
+from zeus_kfp.store import open_store
 
 STORES = [
     "local",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from zeus.job import Decision, TrialResult
-from zeus.store import GateRequest, UnknownTrialError
-from zeus.store.entries import GATE_FIELDS, ROW_SCHEMA, checked_table
+from zeus_kfp.job import Decision, TrialResult
+from zeus_kfp.store import GateRequest, UnknownTrialError
+from zeus_kfp.store.entries import GATE_FIELDS, ROW_SCHEMA, checked_table
 
 
 def request(spec, **changes) -> GateRequest:

@@ -1,6 +1,6 @@
 """A power profile keeps which trial measured it, from the store through the bandit step's file to train.
 
-A reused profile's age is counted from the recurrence that measured it (zeus.power.reuse), and the
+A reused profile's age is counted from the recurrence that measured it (zeus_kfp.power.reuse), and the
 trial number says which one it is; before PowerProfile, the bandit step's Parquet handed train only
 rows, and train made the recurrence and trial up as zeros.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from zeus.job import Decision
-from zeus.power.reuse import ProfileBook
-from zeus.profiles import PowerProfile
-from zeus.steps.trial import _read_reuse
+from zeus_kfp.job import Decision
+from zeus_kfp.power.reuse import ProfileBook
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.steps.trial import _read_reuse
 
 ROWS = [
     {"phase": "train", "power_limit_w": 300.0, "average_power_w": 280.0, "throughput": 900.0, "simulated": True},

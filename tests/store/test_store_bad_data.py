@@ -13,10 +13,10 @@ import os
 import pandas as pd
 import pytest
 
-from zeus.job import Decision, JobSpec, JobSpecError, TrialResult
-from zeus.profiles import PowerProfile
-from zeus.store import CorruptObjectError, JobSpecMismatchError, StoreError, StoreInputError, keys, open_store
-from zeus.store.backend import TEMP_MARK
+from zeus_kfp.job import Decision, JobSpec, JobSpecError, TrialResult
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.store import CorruptObjectError, JobSpecMismatchError, StoreError, StoreInputError, keys, open_store
+from zeus_kfp.store.backend import TEMP_MARK
 
 EXPLORE = Decision(128, None, "exploration", "default batch size first")
 PROFILE = pd.DataFrame(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from store_workers import cycle_trials, dispatch_same_attempts, run_clients, told_versus_stored
 
-from zeus.store import open_store
+from zeus_kfp.store import open_store
 
 STORES = ["local", "racy", "least-privilege"]
 

@@ -15,9 +15,9 @@ import warnings
 
 import pytest
 
-from zeus.job import Decision, TrialResult
-from zeus.store import StoreError, StoreInputError, StoreUnavailableError, StoreWarning, consensus, keys, open_store
-from zeus.store.store import Store
+from zeus_kfp.job import Decision, TrialResult
+from zeus_kfp.store import StoreError, StoreInputError, StoreUnavailableError, StoreWarning, consensus, keys, open_store
+from zeus_kfp.store.store import Store
 
 BIG = Decision(batch_size=128, cost_threshold=None, stage="exploration", reason="p1 decided 128")
 SMALL = Decision(batch_size=64, cost_threshold=None, stage="exploration", reason="p2 decided 64")
@@ -214,7 +214,7 @@ def test_a_reader_whose_snapshot_is_deleted_under_it_reads_the_newer_one_quietly
 
 
 def test_a_retried_feedback_step_succeeds_after_other_recurrences_finished_trials(store, spec, tmp_path, quiet):
-    from zeus.steps.trial import feedback
+    from zeus_kfp.steps.trial import feedback
 
     store.ensure_job(spec)
     for rid in ("run-a", "run-b"):
@@ -239,7 +239,7 @@ def test_a_log_too_contended_to_agree_fails_once_clearly(store, spec, monkeypatc
 
 @pytest.mark.parametrize("bad", ["abc\n", "abc\n\n"])
 def test_ids_with_a_trailing_newline_are_refused(store, spec, bad):
-    from zeus.job import JobSpecError
+    from zeus_kfp.job import JobSpecError
 
     with pytest.raises(StoreInputError) as info:
         store.trials(bad)

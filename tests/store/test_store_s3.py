@@ -23,17 +23,17 @@ import pytest
 from minio import Minio
 from s3_standins import KUBEFLOW_BUCKET, StartStandIn
 
-from zeus.profiles import PowerProfile
-from zeus.store import StoreInputError
-from zeus.store.backend import ObjectNotFound, get_many
-from zeus.store.errors import (
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.store import StoreInputError
+from zeus_kfp.store.backend import ObjectNotFound, get_many
+from zeus_kfp.store.errors import (
     DeleteRefusedError,
     StoreAccessError,
     StoreAnswerError,
     StoreError,
     StoreUnavailableError,
 )
-from zeus.store.s3 import S3Backend, S3Settings
+from zeus_kfp.store.s3 import S3Backend, S3Settings
 
 ACCESS, SECRET = "AKIAZEUSVISIBLE7", "zeus-s3-secret-4f1c9a"  # what the misbehaving servers are sent
 FORWARD, HOLD, DRIP = "forward", "hold", "drip"
@@ -328,8 +328,8 @@ def test_a_whole_store_workload_sends_no_conditional_and_no_bucket_level_request
     asks them for a conditional write, so what they do with one never matters."""
     import pandas as pd
 
-    from zeus.job import Decision, JobSpec, TrialResult
-    from zeus.store.store import Store
+    from zeus_kfp.job import Decision, JobSpec, TrialResult
+    from zeus_kfp.store.store import Store
 
     bucket = new_bucket(s3_server)
     spec = JobSpec(job_id="j", batch_sizes=(32, 64), default_batch_size=64, target_metric=0.9, max_epochs=5)
@@ -464,9 +464,9 @@ def test_a_bandit_step_on_a_half_hung_server_fails_within_the_budget_naming_the_
 ):
     """Reads answered, PUTs held: the step's first write (its dispatch) fails after one try of the budget,
     and nothing in the step waits out another budget on top (no best-effort work follows a failure)."""
-    from zeus.job import JobSpec
-    from zeus.steps import bandit
-    from zeus.store.store import _S3_BACKENDS, open_store
+    from zeus_kfp.job import JobSpec
+    from zeus_kfp.steps import bandit
+    from zeus_kfp.store.store import _S3_BACKENDS, open_store
 
     bucket = new_bucket(s3_server)
     for key, value in s3_server.env.items():
@@ -489,10 +489,10 @@ def test_a_key_that_may_not_write_reads_up_to_an_entry_in_progress_and_says_so(s
     """A hole (a proposer at work or dead) before decided slots needs a write to close. A reader whose PUTs
     are refused ends its read before the hole and names it, instead of guessing past it; its own writes
     fail naming the request."""
-    from zeus.job import Decision, JobSpec
-    from zeus.store import StoreAccessError as AccessError
-    from zeus.store import consensus, entries, keys
-    from zeus.store.store import Store
+    from zeus_kfp.job import Decision, JobSpec
+    from zeus_kfp.store import StoreAccessError as AccessError
+    from zeus_kfp.store import consensus, entries, keys
+    from zeus_kfp.store.store import Store
 
     bucket = new_bucket(s3_server)
     writer = Store(S3Backend(bucket, "zk", server_settings(s3_server)))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.trials import Trial
 
 SPEC = JobSpec(
     job_id="mnist-nightly",
@@ -117,7 +117,7 @@ def history(simulated: bool = True) -> list[Trial]:
 
 
 def bandit_frame() -> pd.DataFrame:
-    """Shaped like zeus.report.arms.arm_frame's output, with round numbers the plots and tables show."""
+    """Shaped like zeus_kfp.report.arms.arm_frame's output, with round numbers the plots and tables show."""
     return pd.DataFrame(
         {
             "batch_size": [32, 64, 128, 256],

@@ -4,16 +4,16 @@ CLI and recurrence_report are tested on what the store really returns."""
 from __future__ import annotations
 
 from ux.frames import SPEC, profiles_frame, trials_frame
-from zeus.job import JobSpec, TrialResult
-from zeus.policy.base import Decision
-from zeus.profiles import PowerProfile
-from zeus.store import Store
+from zeus_kfp.job import JobSpec, TrialResult
+from zeus_kfp.policy.base import Decision
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.store import Store
 
 
 def populate(store: Store, simulated: bool = True, spec: JobSpec = SPEC) -> None:
     """The three recurrences of ux.frames.trials_frame and their profiles (under `spec`'s job id: the
     frames' numbers hold for any spec with SPEC's cost function). The bandit's state is not stored: the
-    views compute it from these trials (zeus.report.arms)."""
+    views compute it from these trials (zeus_kfp.report.arms)."""
     store.ensure_job(spec, owner="alice")
     trials, profiles = trials_frame(simulated), profiles_frame(simulated)
     for row in trials.itertuples(index=False):

@@ -1,4 +1,4 @@
-"""zeus.report.arms: the bandit's state computed from the history where it is shown, on the trials of
+"""zeus_kfp.report.arms: the bandit's state computed from the history where it is shown, on the trials of
 ux.frames with the numbers worked out by hand (the store is not needed: the history is built here)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import math
 import pytest
 
 from ux.frames import SPEC, history
-from zeus.job import TrialStatus
-from zeus.report import arm_frame
-from zeus.report.arms import FRAME_COLUMNS, history_through
-from zeus.report.tensorboard import POSTERIOR_TAG, recurrence_scalars
-from zeus.trials import Trial
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.report import arm_frame
+from zeus_kfp.report.arms import FRAME_COLUMNS, history_through
+from zeus_kfp.report.tensorboard import POSTERIOR_TAG, recurrence_scalars
+from zeus_kfp.trials import Trial
 
 # cost = 0.5 * E + 0.5 * 300 W * t: trial 1 (128) 25000; 2 (64, missed) 7000; 3 (256) 15000; 4 (256) 13750;
 # trial 5 (32) is only dispatched. Recurrence spends: 25000, 22000, 13750.

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from pipelines.client import ClusterInputError, parse_arguments, validate_cron
 from ux.fake_kfp import Recorder
-from zeus.cli import app
+from zeus_kfp.cli import app
 
 HOST = "http://kfp.example:8080"
 runner = CliRunner()
@@ -296,7 +296,7 @@ def test_a_word_that_merely_contains_token_is_a_normal_parameter() -> None:
 def test_run_arguments_are_checked_against_the_job_rules_before_any_network_call(
     kfp_client: Recorder, pipeline_yaml, command: str, params: list[str], message: str
 ) -> None:
-    """The job model's own rules (zeus.steps.spec_from_params, as preprocess applies them), with the
+    """The job model's own rules (zeus_kfp.steps.spec_from_params, as preprocess applies them), with the
     package's defaults filled in: refused before kfp.Client is even constructed."""
     args = [command, "--host", HOST, "--package", str(pipeline_yaml)]
     args += ["--cron", "0 0 2 * * *"] if command == "schedule" else []

@@ -13,7 +13,7 @@ import yaml
 from kubernetes.client import ApiClient
 
 from pipelines.platform import ZEUSD_HOST_ENV
-from zeus.power.zeusd import DEFAULT_PORT
+from zeus_kfp.power.zeusd import DEFAULT_PORT
 
 ROOT = Path(__file__).resolve().parents[2] / "deploy" / "zeusd"
 DEPLOY = ROOT / "base"
@@ -83,7 +83,7 @@ def test_daemonset_runs_on_gpu_nodes_with_the_port_the_train_step_calls(tmp_path
     assert container.image == kustomization()["images"][0]["name"]
     assert not pod.automount_service_account_token
 
-    # ... and the compiled train step gets the node's IP under the name zeus.power.zeusd reads
+    # ... and the compiled train step gets the node's IP under the name zeus_kfp.power.zeusd reads
     from pipelines.compile import compile_pipeline
 
     path = compile_pipeline(tmp_path / "p.yaml", attempts=1, gpus=1)

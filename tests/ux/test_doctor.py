@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from pipelines.compile import compile_pipeline
 from ux.kfp_api_server import KfpApiServer
-from zeus.cli import app
+from zeus_kfp.cli import app
 
 TOKEN = "tok-doctor-secret-7"
 

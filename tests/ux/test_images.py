@@ -105,8 +105,10 @@ def test_dockerfile_copies_what_setup_cfg_packages_and_the_examples(flavour: str
         for src in srcs
     }
     cfg = setup_cfg()
-    packages = [p.strip() for p in cfg["options.packages.find"]["include"].split() if "*" not in p]
-    assert set(packages) <= copied, f"setup.cfg packages {packages} not all copied: {copied}"
+    # The folder each top-level package comes from: zeus_kfp from zeus/ (package_dir), the others their own.
+    renamed = dict(line.replace(" ", "").split("=") for line in cfg["options"]["package_dir"].split("\n") if line)
+    folders = {renamed.get(name.split(".")[0], name.split(".")[0]) for name in cfg["options"]["packages"].split()}
+    assert folders <= copied, f"setup.cfg's package folders {folders} not all copied: {copied}"
     long_description = cfg["metadata"]["long_description"].removeprefix("file:").strip()
     assert {"setup.cfg", "pyproject.toml", "constraints.txt", long_description, "examples"} <= copied
     assert any(dest == "./examples" for _, dest in copies(DOCKERFILES[flavour]))
@@ -115,7 +117,7 @@ def test_dockerfile_copies_what_setup_cfg_packages_and_the_examples(flavour: str
     from components.image import IMAGE_EXAMPLES_DIR
 
     assert f"{WORKDIR}/examples" == IMAGE_EXAMPLES_DIR
-    # ...and zeus.train.example finds the scripts there through the image's environment.
+    # ...and zeus_kfp.train.example finds the scripts there through the image's environment.
     assert env_of(DOCKERFILES[flavour])["ZEUS_KFP_EXAMPLES_DIR"] == IMAGE_EXAMPLES_DIR
 
 
@@ -129,7 +131,7 @@ def test_dockerfile_runs_as_a_non_root_user(flavour: str) -> None:
 
 
 def component_calls() -> dict[str, list[tuple[str, str]]]:
-    """Per component, every zeus name its source imports or calls (`steps.x` counts as zeus.steps.x). Parsed
+    """Per component, every zeus name its source imports or calls (`steps.x` counts as zeus_kfp.steps.x). Parsed
     from the function source KFP embeds in the component (inspect.getsource), which is what runs in the image."""
     from components.registry import DEFAULT_COMPONENTS, STEP_NAMES
 
@@ -138,7 +140,7 @@ def component_calls() -> dict[str, list[tuple[str, str]]]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(DEFAULT_COMPONENTS, step).python_func)))
         modules, calls = {}, []
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "zeus":
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "zeus_kfp":
                 calls += [(node.module, alias.name) for alias in node.names]
                 modules |= {alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names}
         for node in ast.walk(tree):
@@ -154,7 +156,7 @@ def component_imports() -> list[tuple[str, str]]:
 
 def test_each_component_calls_the_step_function_of_its_name_and_everything_it_calls_exists() -> None:
     for step, calls in component_calls().items():
-        assert [name for module, name in calls if module == "zeus.steps"] == [step], calls
+        assert [name for module, name in calls if module == "zeus_kfp.steps"] == [step], calls
     for module, name in component_imports():
         found = hasattr(importlib.import_module(module), name) or importlib.util.find_spec(f"{module}.{name}")
         assert found, f"components import {module}.{name}, which is missing"
@@ -180,13 +182,13 @@ def test_the_package_builds_and_installs_from_the_copied_files(tmp_path: Path) -
     subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", site, wheel], check=True)
     check = f"""
 import importlib, importlib.util, json, pathlib
-import zeus, components, pipelines
-from zeus.train import example_command
-mods = [zeus, components, pipelines]
+import zeus_kfp, components, pipelines
+from zeus_kfp.train import example_command
+mods = [zeus_kfp, components, pipelines]
 calls = {json.dumps(component_imports())}
 missing = [f"{{m}}.{{n}}" for m, n in calls
            if not (hasattr(importlib.import_module(m), n) or importlib.util.find_spec(f"{{m}}.{{n}}"))]
-traces = sorted(p.name for p in (pathlib.Path(zeus.__file__).parent / "simulate" / "traces").glob("*.csv"))
+traces = sorted(p.name for p in (pathlib.Path(zeus_kfp.__file__).parent / "simulate" / "traces").glob("*.csv"))
 print(json.dumps({{"files": [m.__file__ for m in mods], "missing": missing, "traces": traces,
                   "example": example_command("zeus")[1]}}))
 """
@@ -250,7 +252,7 @@ def test_make_push_image_refuses_a_repo_no_cluster_can_pull_from() -> None:
 def test_the_images_a_compile_names_come_from_what_the_user_said(tmp_path, monkeypatch, given, steps, train) -> None:
     from pipelines.compile import compile_pipeline
     from pipelines.package import CompiledPackage
-    from zeus import __version__
+    from zeus_kfp import __version__
 
     monkeypatch.delenv("ZEUS_KFP_IMAGE_REPO", raising=False)
     package = CompiledPackage.read(compile_pipeline(tmp_path / "p.yaml", attempts=1, **given))
@@ -262,7 +264,7 @@ def test_the_images_a_compile_names_come_from_what_the_user_said(tmp_path, monke
 def test_a_compile_without_images_it_can_name_is_refused(tmp_path, monkeypatch, given, field) -> None:
     """No default registry: the old default tags were pushed nowhere, so every pod hung in ImagePullBackOff."""
     from pipelines.compile import compile_pipeline
-    from zeus.errors import FieldError
+    from zeus_kfp.errors import FieldError
 
     for name in ("ZEUS_KFP_IMAGE_REPO", "ZEUS_KFP_IMAGE", "ZEUS_KFP_TRAIN_IMAGE"):
         monkeypatch.delenv(name, raising=False)

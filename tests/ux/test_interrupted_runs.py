@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from ux.cli_process import run_cli, start_cli, wait_for
-from zeus.store import open_store
+from zeus_kfp.store import open_store
 
 HOLDING_SCRIPT = textwrap.dedent(
     """

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from ux.frames import SPEC
 from ux.store_data import populate
-from zeus.cli import app
-from zeus.steps.reporting import recurrence_report
-from zeus.store import open_store
+from zeus_kfp.cli import app
+from zeus_kfp.steps.reporting import recurrence_report
+from zeus_kfp.store import open_store
 
 BASELINE = 25000.0 * 2.9 / 2.75  # see test_report.py
 
@@ -157,7 +157,7 @@ def test_compact_writes_one_snapshot_then_finds_nothing_to_do_and_show_reads_the
 def test_show_lists_the_gates_answers_with_the_drift_statistic(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each run the recurrence gate answered: the recurrence it opened and why, or why it was skipped, and the
     statistic its drift detector stored (what the gate compared with the threshold)."""
-    from zeus.store import GateRequest
+    from zeus_kfp.store import GateRequest
 
     monkeypatch.setenv("COLUMNS", "220")
     store = open_store(str(tmp_path / "store"))

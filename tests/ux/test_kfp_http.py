@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ux.kfp_api_server import API, KfpApiServer
-from zeus.cli import app
+from zeus_kfp.cli import app
 
 TOKEN = "tok-http-secret-42"
 

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from pipelines.local_owner import OWNER_FILE, Owner, claim, read_owner, reclaim_killed
-from zeus.job import Decision, JobSpec
-from zeus.store import open_store
-from zeus.store.gating import GateRequest
+from zeus_kfp.job import Decision, JobSpec
+from zeus_kfp.store import open_store
+from zeus_kfp.store.gating import GateRequest
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 

@@ -13,7 +13,7 @@ import pytest
 from nbclient import NotebookClient
 from PIL import Image
 
-from zeus.store import open_store
+from zeus_kfp.store import open_store
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
 TESTS_DIR = Path(__file__).resolve().parents[1]
@@ -106,14 +106,14 @@ def assert_the_package_is_the_notebooks_job(path: Path) -> None:
     and settings, its script as the image holds it, and the GPU's own maximum power (read at run time)."""
     from components.image import IMAGE_EXAMPLES_DIR
     from pipelines.package import CompiledPackage
-    from zeus.train import example_spec
+    from zeus_kfp.train import example_spec
 
     package = CompiledPackage.read(path)
     example = example_spec()
     assert package.default("job_id") == "quickstart" != example.job_id
     assert package.default("target_metric") == example.target_metric  # the notebook's spec takes the example's
     assert package.default("train_command") == ["{python}", f"{IMAGE_EXAMPLES_DIR}/train_zeus.py"]
-    assert package.default("preprocess_ref") == "zeus.train.example:make_dataset"
+    assert package.default("preprocess_ref") == "zeus_kfp.train.example:make_dataset"
     assert package.default("max_power_w") == 0.0 and package.has_task("gpu-power")
     assert package.constants("preprocess")["max_attempts"] == 2  # the notebook's ATTEMPTS
     assert str(path.parent) not in path.read_text()  # no path of this machine in what a cluster runs

@@ -20,9 +20,9 @@ import yaml
 from typer.testing import CliRunner
 
 from components.image import image_tags
-from zeus.cli import app
-from zeus.store import open_store
-from zeus.train.env import ENV_VARS
+from zeus_kfp.cli import app
+from zeus_kfp.store import open_store
+from zeus_kfp.train.env import ENV_VARS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MARKED = re.compile(r"<!-- test: (?:write (?P<file>\S+)|(?P<run>run)) -->\n```(?P<lang>\w*)\n(?P<body>.*?)\n```", re.S)

@@ -42,9 +42,9 @@ from s3_standins import KUBEFLOW_BUCKET, Upstream
 from pipelines.local import run_recurrence
 from ux.cli_process import cli_env
 from ux.kfp_api_server import API, KfpApiServer
-from zeus.simulate.trial import TraceBackend
-from zeus.steps import spec_to_params
-from zeus.store import open_store
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.steps import spec_to_params
+from zeus_kfp.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

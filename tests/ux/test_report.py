@@ -1,4 +1,4 @@
-"""zeus.report on frames shaped like the store's, with numbers worked out by hand."""
+"""zeus_kfp.report on frames shaped like the store's, with numbers worked out by hand."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from matplotlib.image import imread
 from PIL import Image
 
 from ux.frames import SPEC, bandit_frame, profiles_frame, trial_row, trials_frame
-from zeus.report import default_config_cost, markdown_report, per_recurrence, recurrence_metrics, write_plots
-from zeus.report.frames import select_recurrence
-from zeus.report.markdown import MAX_MARKDOWN_CHARS
+from zeus_kfp.report import default_config_cost, markdown_report, per_recurrence, recurrence_metrics, write_plots
+from zeus_kfp.report.frames import select_recurrence
+from zeus_kfp.report.markdown import MAX_MARKDOWN_CHARS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # cost = 0.5 * E + 0.5 * 300 W * t: r1 25000; r2 7000 + 15000; r3 13750 (the dispatched trial has no cost).
@@ -136,7 +136,7 @@ def test_a_report_too_long_for_the_kfp_ui_is_rebuilt_compact(tmp_path, monkeypat
     paths = write_plots(trials, profiles_frame(), bandit_frame(), SPEC, tmp_path)
     full = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, paths)
     assert len(full) <= MAX_MARKDOWN_CHARS and "### All recurrences" in full
-    monkeypatch.setattr("zeus.report.markdown.MAX_MARKDOWN_CHARS", len(full) - 1)
+    monkeypatch.setattr("zeus_kfp.report.markdown.MAX_MARKDOWN_CHARS", len(full) - 1)
     compact = markdown_report(trials, profiles_frame(), bandit_frame(), SPEC, paths)
     assert len(compact) < len(full) * 0.7
     assert "### The last 30 of 200 recurrences" in compact and "## Recurrence 200 (`run-200`)" in compact
@@ -176,10 +176,10 @@ def test_a_limit_profiling_did_not_choose_is_never_shown_as_chosen(tmp_path) -> 
     the tables say so beside the watts, the power plot draws no star for trial 4 and names both trials."""
     from rich.console import Console
 
-    from zeus.cli.trial_view import print_trials
-    from zeus.power.gpu import MEASURE_ONLY_NOTE
-    from zeus.train.progress import UNPROFILED_NOTE
-    from zeus.trials import trials_of
+    from zeus_kfp.cli.trial_view import print_trials
+    from zeus_kfp.power.gpu import MEASURE_ONLY_NOTE
+    from zeus_kfp.train.progress import UNPROFILED_NOTE
+    from zeus_kfp.trials import trials_of
 
     trials = trials_frame()
     trials.loc[trials["trial"] == 4, "reason"] = MEASURE_ONLY_NOTE

@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ux.cli_process import ZEUS_KFP, cli_env, run_cli
-from zeus.cli import app
-from zeus.job import JobSpec
-from zeus.store import open_store
+from zeus_kfp.cli import app
+from zeus_kfp.job import JobSpec
+from zeus_kfp.store import open_store
 
 TRAIN = "import sys\nprint('epoch=1 accuracy=0.95')\n"
 JOB = "job_id: my-model\nbatch_sizes: [16, 32, 64, 128]\ndefault_batch_size: 64\ntarget_metric: 0.9\nmax_epochs: 5\n"

@@ -10,9 +10,9 @@ import pytest
 from rich.console import Console
 
 from ux.cli_process import run_cli
-from zeus.cli.tables import Column, fitted
-from zeus.report.units import si
-from zeus.store import open_store
+from zeus_kfp.cli.tables import Column, fitted
+from zeus_kfp.report.units import si
+from zeus_kfp.store import open_store
 
 ANSI = "\x1b["
 # recurrence, attempt, batch size, power limit, cost (J, SI prefix), status: every essential cell whole
@@ -38,8 +38,8 @@ def check_one_baseline_everywhere(proc, work) -> None:
     recurrences), and say the same savings."""
     from PIL import Image
 
-    from zeus.simulate.engine import expected_figures
-    from zeus.simulate.trial import TraceBackend
+    from zeus_kfp.simulate.engine import expected_figures
+    from zeus_kfp.simulate.trial import TraceBackend
 
     spec = open_store(str(work / "store")).get_job("example")
     expected = expected_figures(spec, TraceBackend.parse("trace:squad/v100").trace())[0].cost

@@ -21,10 +21,10 @@ from typer.testing import CliRunner
 
 from ux.frames import SPEC
 from ux.store_data import populate
-from zeus.cli.app import app
-from zeus.steps import report
-from zeus.store import keys, open_store
-from zeus.train.collectors.tfevent import TFEventCollector
+from zeus_kfp.cli.app import app
+from zeus_kfp.steps import report
+from zeus_kfp.store import keys, open_store
+from zeus_kfp.train.collectors.tfevent import TFEventCollector
 
 EXAMPLE = SPEC.with_changes(job_id="example")
 BASELINE = 25000.0 * 2.9 / 2.75  # test_report.py: the default config's cost, scaled to max power

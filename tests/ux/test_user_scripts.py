@@ -3,7 +3,7 @@
 Each test runs scripts written the way people write them (tests/ux/user_scripts/: argparse, Katib's file
 logging, `Epoch 3: ... val_acc=...` lines, TensorBoard's SummaryWriter) through the `zeus-kfp` console
 script: kfp.local, the real components, a real store in a temporary directory. No GPU here: the runner's
-simulated GPU charges a plain script by the work it reports (zeus.power.simulated "Plain scripts"), so the
+simulated GPU charges a plain script by the work it reports (zeus_kfp.power.simulated "Plain scripts"), so the
 figures checked below are the model's, worked out by hand, whatever the machine's load.
 """
 
@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from ux.cli_process import run_cli
-from zeus.power import PowerModel
-from zeus.store import open_store
+from zeus_kfp.power import PowerModel
+from zeus_kfp.store import open_store
 
 SCRIPTS = Path(__file__).parent / "user_scripts"
 JOB = """job_id: {job}

@@ -5,7 +5,7 @@ This is the top layer (with notebooks/): it may import pipelines/, which imports
 nothing else under zeus/ does.
 """
 
-from zeus.cli import (  # noqa: F401  (register commands)
+from zeus_kfp.cli import (  # noqa: F401  (register commands)
     cluster_cmd,
     compile_cmd,
     doctor_cmd,
@@ -15,7 +15,7 @@ from zeus.cli import (  # noqa: F401  (register commands)
     simulate_cmd,
     tensorboard_cmd,
 )
-from zeus.cli.app import app
+from zeus_kfp.cli.app import app
 
 
 def main() -> None:

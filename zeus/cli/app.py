@@ -1,7 +1,7 @@
 """The `zeus-kfp` Typer app that the command modules attach to, and its one error handler.
 
 Every command runs inside `ZeusGroup.invoke`, which turns whatever a command raises into one
-line on stderr and an exit code (zeus.cli.errors); usage errors (an unknown option, a bad
+line on stderr and an exit code (zeus_kfp.cli.errors); usage errors (an unknown option, a bad
 value Click itself checks) are one line too. The global `--debug` shows the traceback instead.
 """
 
@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-import zeus
-from zeus.cli.errors import describe, one_line
+import zeus_kfp
+from zeus_kfp.cli.errors import describe, one_line
 
 
 def _usage_line(err: typer.TyperException) -> str:
@@ -123,4 +123,4 @@ def main_options(
 @app.command()
 def version() -> None:
     """Print the installed zeus-kfp version."""
-    typer.echo(zeus.__version__)
+    typer.echo(zeus_kfp.__version__)

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from zeus.cli.app import app
-from zeus.cli.errors import one_line
+from zeus_kfp.cli.app import app
+from zeus_kfp.cli.errors import one_line
 
 Host = Annotated[str | None, typer.Option("--host", help="KFP API URL (default: env KFP_HOST).")]
 Namespace = Annotated[str | None, typer.Option(help="Kubeflow namespace / profile (default: env KFP_NAMESPACE).")]
@@ -74,7 +74,7 @@ def _run_arguments(pairs: list[str] | None, package: Any) -> dict[str, Any]:
     call this before they send anything."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import parse_arguments, validate_run_arguments
-    from zeus.train.collectors import PARAM, CollectorSpec
+    from zeus_kfp.train.collectors import PARAM, CollectorSpec
 
     arguments = parse_arguments(pairs or [], package.parameters)
     if arguments.get(PARAM):  # checked at the edge (@file.yaml allowed), sent as canonical JSON

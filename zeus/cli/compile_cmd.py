@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from zeus.cli.app import app
-from zeus.cli.own_job import load_spec_file, own_spec, setting_options, split_command
-from zeus.errors import FieldError
+from zeus_kfp.cli.app import app
+from zeus_kfp.cli.own_job import load_spec_file, own_spec, setting_options, split_command
+from zeus_kfp.errors import FieldError
 
 COMPILE_HELP = (
     "Compile the recurrence pipeline to a YAML the Kubeflow UI and kfp.Client accept, for your KFP backend "
@@ -42,7 +42,7 @@ def _own_job(
             "spec", None, "a YAML or JSON file of your job's JobSpec fields (or its options), with --command"
         )
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.steps.inputs import check_trial_inputs
+    from zeus_kfp.steps.inputs import check_trial_inputs
 
     argv = split_command(command, local=False)
     # What the train step would refuse, refused now (the paths are the image's: not checked here).
@@ -201,7 +201,7 @@ def compile_cmd(
         str | None,
         typer.Option(help="Once per recurrence: module:function or a command with {output}.", rich_help_panel=OWN),
     ] = None,
-    settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
+    settings: dict | None = None,  # one option per other JobSpec setting (zeus_kfp.cli.own_job.setting_options)
 ) -> None:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from zeus.cli.app import app
+from zeus_kfp.cli.app import app
 
 
 @app.command()

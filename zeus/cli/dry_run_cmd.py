@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from zeus.cli.app import app
+from zeus_kfp.cli.app import app
 
 
 @app.command(name="dry-run")
@@ -49,8 +49,8 @@ def dry_run_cmd(
     api = trainer_api_of(trainer_version) if trainer_version else None
     if launcher == "trainjob" and api is None:
         # deferred: the kubernetes client (0.7 s) comes with it; only a cluster run needs it
-        from zeus.launch.kube import load_api_client
-        from zeus.launch.trainer_api import detect
+        from zeus_kfp.launch.kube import load_api_client
+        from zeus_kfp.launch.trainer_api import detect
 
         api = detect(load_api_client())
     ns = namespace or os.environ.get("KFP_NAMESPACE") or "default"

@@ -4,7 +4,7 @@ Why central: every command fails the same way, no command has to remember to cat
 ordinary mistake ends in a traceback. The codes:
 
 - 2 (BAD_INPUT): what the user typed or pointed at is not allowed. The message names the option
-  or field and what is allowed (zeus.errors.FieldError and the project's ValueErrors say so).
+  or field and what is allowed (zeus_kfp.errors.FieldError and the project's ValueErrors say so).
 - 1 (FAILED): the environment or a run failed (a file system, the store, a pipeline step); the
   message says what failed and where.
 - 128 + the signal (130 for SIGINT, 143 for SIGTERM): interrupted.
@@ -51,7 +51,7 @@ def _is_runtime_failure(err: BaseException) -> bool:
 def describe(err: BaseException) -> tuple[int, str]:
     """(exit code, the one line to print) for an exception that ended a command."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.store.errors import EventConflictError, StoreError, UnknownJobError
+    from zeus_kfp.store.errors import EventConflictError, StoreError, UnknownJobError
 
     if isinstance(err, KeyboardInterrupt):
         signum = getattr(err, "signum", signal.SIGINT)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zeus.cli.own_job import load_spec_file, option_name, own_spec, split_command
-from zeus.errors import FieldError
+from zeus_kfp.cli.own_job import load_spec_file, option_name, own_spec, split_command
+from zeus_kfp.errors import FieldError
 
 DEFAULT_ATTEMPTS = 5  # pipelines.dag.DEFAULT_ATTEMPTS, for the trace and example jobs
 
@@ -47,7 +47,7 @@ def choose_job(
     chosen = [name for name, value in (("--trace", trace), ("--script", script), ("--command", command)) if value]
     if len(chosen) > 1:
         raise FieldError("job", " and ".join(chosen), "one of --trace, --script or --command")
-    from zeus.job import GATE_SETTINGS  # when the job runs (the recurrence gate): for any job
+    from zeus_kfp.job import GATE_SETTINGS  # when the job runs (the recurrence gate): for any job
 
     own = spec_file is not None or zeus_aware or metric_pattern or preprocess is not None
     mine = {name: value for name, value in fields.items() if name not in GATE_SETTINGS}
@@ -63,7 +63,7 @@ def choose_job(
     if script is not None:
         return _example_job(script, f"{example_job}-{script}" if job_id is None else job_id, changes)
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.simulate.trial import TRACE_PREFIX, TraceBackend
+    from zeus_kfp.simulate.trial import TRACE_PREFIX, TraceBackend
 
     backend = TraceBackend.parse(TRACE_PREFIX + (trace or default_trace))
     # An empty --job-id (`--job-id "$JOB"` with JOB unset) is a bad job id, not the example's.
@@ -74,8 +74,8 @@ def choose_job(
 def _example_job(script: str, job_id: str, changes: dict[str, Any]) -> LocalJob:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.dag import EXAMPLE_PREPROCESS
-    from zeus.power import max_power_limit_w
-    from zeus.train import example_command, example_spec
+    from zeus_kfp.power import max_power_limit_w
+    from zeus_kfp.train import example_command, example_spec
 
     if script not in ("zeus", "plain"):
         raise FieldError("script", script, "zeus, plain")
@@ -98,7 +98,7 @@ def _own_job(
     fields: dict[str, Any],
 ) -> LocalJob:
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.power import max_power_limit_w
+    from zeus_kfp.power import max_power_limit_w
 
     options = dict(fields, job_id=job_id, **changes)
     spec = own_spec(spec_file, options)

@@ -1,8 +1,8 @@
 """`zeus-kfp jobs` and `zeus-kfp show`: what the store holds, for people (and with --json, for machines).
 
-Read-only views over zeus.store; the numbers (per-recurrence totals, the default
-configuration's cost, the saving) come from zeus.report so the terminal, the KFP UI report
-and the notebook always agree. Tables fit the terminal (zeus.cli.tables); --wide shows every
+Read-only views over zeus_kfp.store; the numbers (per-recurrence totals, the default
+configuration's cost, the saving) come from zeus_kfp.report so the terminal, the KFP UI report
+and the notebook always agree. Tables fit the terminal (zeus_kfp.cli.tables); --wide shows every
 column, --json prints the same data as one JSON document.
 """
 
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from zeus.cli.app import app
-from zeus.cli.stores import local_path, open_for_reading
-from zeus.cli.tables import Column, console, print_table
-from zeus.cli.trial_view import missing, print_bandit_state, print_trials
-from zeus.errors import FieldError
-from zeus.job import NO_DRIFT
-from zeus.report.units import COST_UNIT, duration, si
-from zeus.trials import trial_columns, trials_of
+from zeus_kfp.cli.app import app
+from zeus_kfp.cli.stores import local_path, open_for_reading
+from zeus_kfp.cli.tables import Column, console, print_table
+from zeus_kfp.cli.trial_view import missing, print_bandit_state, print_trials
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import NO_DRIFT
+from zeus_kfp.report.units import COST_UNIT, duration, si
+from zeus_kfp.trials import trial_columns, trials_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,7 +36,7 @@ StoreOpt = Annotated[
 WideOpt = Annotated[bool, typer.Option("--wide", help="Every column at full width, however wide the lines get.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the data as one JSON document instead of tables.")]
 
-# The trial columns `show` prints, most important first (keys of zeus.cli.trial_view.trial_fields()).
+# The trial columns `show` prints, most important first (keys of zeus_kfp.cli.trial_view.trial_fields()).
 SHOW_TRIAL_FIELDS = trial_columns(
     "recurrence", "attempt", "batch_size", "power_limit_w", "cost", "status",
     "energy_j", "time_s", "metric", "num_epochs", "trial", "recurrence_id",
@@ -121,7 +121,7 @@ RECURRENCE_COLUMNS = [
     Column("time"),
     Column("recurrence id", justify="left"),
 ]
-GATE_COLUMNS = [  # each run the recurrence gate answered (zeus.steps.gate), with the drift statistic it stored
+GATE_COLUMNS = [  # each run the recurrence gate answered (zeus_kfp.steps.gate), with the drift statistic it stored
     Column("recurrence", keep=True),
     Column("gate", keep=True, justify="left"),
     Column("drift", keep=True, justify="left"),
@@ -145,7 +145,7 @@ def _gate_rows(runs: pd.DataFrame) -> list[list[str]]:
     return rows
 
 
-PROFILE_TABLE = [  # the columns `show` prints of the profiles (zeus.profiles has the stored ones)
+PROFILE_TABLE = [  # the columns `show` prints of the profiles (zeus_kfp.profiles has the stored ones)
     Column("batch size", keep=True),
     Column("phase", keep=True, justify="left"),
     Column("power limit", keep=True),
@@ -163,7 +163,7 @@ def saved_rows(saved: Any) -> list[dict[str, Any]]:
 
 def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFrame, state: pd.DataFrame) -> str:
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.report import per_recurrence, savings_of
+    from zeus_kfp.report import per_recurrence, savings_of
 
     saved = savings_of(trials, profiles, spec) if not trials.empty else None
     baseline = saved.baseline if saved is not None else None
@@ -197,8 +197,8 @@ def show(
     The bandit state is the default policy's view of the history: the store does not record
     which policy a run used (a run parameter)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.report import arm_frame, per_recurrence, savings_of, write_plots
-    from zeus.store import UnknownJobError
+    from zeus_kfp.report import arm_frame, per_recurrence, savings_of, write_plots
+    from zeus_kfp.store import UnknownJobError
 
     opened = open_for_reading(store)
     try:

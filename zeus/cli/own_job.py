@@ -7,7 +7,7 @@ history the bandit learns from, so borrowing the example's would mix two jobs. A
 control; the options (`--job-id`, `--batch-sizes`, ...) override the file's.
 
 The options are not written out here: `setting_options` gives a command one option per JobSpec
-setting, named, typed and described by the setting's declaration (zeus.settings), so a new
+setting, named, typed and described by the setting's declaration (zeus_kfp.settings), so a new
 setting is an option of `run` and `compile` without an edit here.
 """
 
@@ -23,9 +23,9 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from zeus.errors import FieldError
-from zeus.job import JobSpec
-from zeus.settings import settings_of
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import JobSpec
+from zeus_kfp.settings import settings_of
 
 SPEC_FORMS = "a YAML or JSON file of JobSpec fields (job_id, batch_sizes, default_batch_size, target_metric, ...)"
 SETTINGS_PARAM = "settings"  # the command's parameter that receives the generated options' values
@@ -46,7 +46,7 @@ def option_name(field_name: str) -> str:
 
 
 def parse_list(field, text: str | None) -> list | None:
-    """A list setting (a zeus.settings.SettingField) given on the command line, '16,32' -> [16, 32]."""
+    """A list setting (a zeus_kfp.settings.SettingField) given on the command line, '16,32' -> [16, 32]."""
     if text is None:
         return None
     kind = field.value_type
@@ -106,7 +106,7 @@ def load_spec_file(path: Path) -> dict[str, Any]:
 def own_spec(spec_file: Path | None, options: dict[str, Any]):
     """The JobSpec from `spec_file` with `options` (None: not given) over it, validated field by field."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.steps import spec_from_params
+    from zeus_kfp.steps import spec_from_params
 
     values = load_spec_file(spec_file) if spec_file is not None else {}
     values.update({name: value for name, value in options.items() if value is not None})

@@ -6,14 +6,14 @@ off, prints each recurrence's trials, and ends with the job's cumulative cost, e
 the default configuration and the oracle, with the simulator's figures for the same seed beside them
 (and whether the simulator produced the very same trials). `--script zeus|plain` runs the real-torch
 example instead, on this machine's GPU or the simulated one; `--command` runs your own training
-script with your own JobSpec (zeus.cli.own_job).
+script with your own JobSpec (zeus_kfp.cli.own_job).
 
 Progress: one line per step ("[2/10] recurrence 12: attempt 1: train (batch size 64, exploration)":
 this run's count, then the job's own recurrence number, the one the tables say) when the output is
 not a terminal, a spinner when it is. Ctrl-C (SIGINT) or SIGTERM records the trial in flight as
 failed and says so in one line (pipelines.local.RunInterrupted). A failed trial (the script's own
 failure) stops the run with the script's last lines, and a run in which no recurrence reached the
-target ends with what was seen; both exit 1 (zeus.cli.run_report).
+target ends with what was seen; both exit 1 (zeus_kfp.cli.run_report).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import Annotated
 
 import typer
 
-from zeus.cli.app import app
-from zeus.cli.errors import interrupted_code
-from zeus.cli.job_setup import choose_job
-from zeus.cli.own_job import setting_options
-from zeus.cli.run_report import EXIT_FAILED, epilogue, failure_lines, no_target_lines, print_recurrence
-from zeus.cli.stores import open_for_writing
-from zeus.cli.tables import console
-from zeus.errors import FieldError
+from zeus_kfp.cli.app import app
+from zeus_kfp.cli.errors import interrupted_code
+from zeus_kfp.cli.job_setup import choose_job
+from zeus_kfp.cli.own_job import setting_options
+from zeus_kfp.cli.run_report import EXIT_FAILED, epilogue, failure_lines, no_target_lines, print_recurrence
+from zeus_kfp.cli.stores import open_for_writing
+from zeus_kfp.cli.tables import console
+from zeus_kfp.errors import FieldError
 
 DEFAULT_TRACE = "cifar100/v100"  # Zeus's own example: b0 = 1024 is far from the optimum, so tuning pays off fast
 DEFAULT_RECURRENCES = 10  # enough for the bandit to pay off on the default trace (benchmarks/RESULTS.md)
@@ -150,12 +150,12 @@ def run(
         Path | None,
         typer.Option(help="Where kfp.local keeps each recurrence's artifacts and log. Default: ./.zeus-kfp/runs."),
     ] = None,
-    settings: dict | None = None,  # one option per other JobSpec setting (zeus.cli.own_job.setting_options)
+    settings: dict | None = None,  # one option per other JobSpec setting (zeus_kfp.cli.own_job.setting_options)
 ) -> None:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.local import RunInterrupted, TrialFailed, run_local
-    from zeus.policy import policy_label
-    from zeus.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout
+    from zeus_kfp.policy import policy_label
+    from zeus_kfp.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout
 
     job = choose_job(
         trace=trace, script=script, command=command, spec_file=spec_file, job_id=job_id, attempts=attempts,
@@ -164,7 +164,7 @@ def run(
     )  # fmt: skip
     if metrics_collector:
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-        from zeus.train.collectors import CollectorSpec
+        from zeus_kfp.train.collectors import CollectorSpec
 
         if job.backend is not None or job.run_args.get("zeus_aware", True):
             raise FieldError("metrics_collector", metrics_collector, "only with a plain script (--plain)")
@@ -172,7 +172,7 @@ def run(
     timeout_s = check_dispatch_timeout(DEFAULT_DISPATCH_TIMEOUT_S if dispatch_timeout is None else dispatch_timeout)
     if job.backend is None and "command" in job.run_args:  # what the train step would refuse, before anything is stored
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-        from zeus.steps.inputs import check_trial_inputs
+        from zeus_kfp.steps.inputs import check_trial_inputs
 
         check_trial_inputs(
             command=job.run_args["command"],

@@ -1,9 +1,9 @@
 """What `zeus-kfp run` prints about its recurrences: each one's table with where its model and logs went,
 the epilogue (the bandit's state, the job against the default configuration, the plots), and the
 end of a run that did not work: the failed trial with the script's own last lines, or a run in which
-no recurrence reached the target. Both of those end the command with exit code 1 (zeus.cli.errors).
+no recurrence reached the target. Both of those end the command with exit code 1 (zeus_kfp.cli.errors).
 
-The saving is zeus.report.savings', the same lines `show` prints, so the two never disagree.
+The saving is zeus_kfp.report.savings', the same lines `show` prints, so the two never disagree.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import re
 import sys
 from pathlib import Path
 
-from zeus.cli.errors import FAILED
-from zeus.cli.trial_view import print_bandit_state, print_trials
-from zeus.report.units import duration, si
-from zeus.trials import trial_columns
+from zeus_kfp.cli.errors import FAILED
+from zeus_kfp.cli.trial_view import print_bandit_state, print_trials
+from zeus_kfp.report.units import duration, si
+from zeus_kfp.trials import trial_columns
 
 RUN_TRIAL_FIELDS = trial_columns(
     "attempt", "batch_size", "power_limit_w", "cost", "status", "energy_j", "time_s", "metric"
@@ -27,7 +27,7 @@ NO_MODEL_HINT = (
     "rename): a plain script is stopped once it reaches the target, so a model saved after its last epoch is never "
     "written"
 )
-EXIT_REASON = re.compile(r"exit code (-?\d+):")  # zeus.train.plain's reason for a crash; the tail says the rest
+EXIT_REASON = re.compile(r"exit code (-?\d+):")  # zeus_kfp.train.plain's reason for a crash; the tail says the rest
 
 
 NO_SLOT_HINT = (
@@ -62,7 +62,7 @@ def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
 def _comparison_lines(comparison, policy: str, seed: int) -> list[str]:
     """A trace-backed job's cumulative figures against the default config, the oracle and the simulator."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.policy import policy_label
+    from zeus_kfp.policy import policy_label
 
     c = comparison
     rows = [
@@ -89,7 +89,7 @@ def _comparison_lines(comparison, policy: str, seed: int) -> list[str]:
 def epilogue(out, opened, spec, job, policy: str, summaries, plots_dir: Path, wide: bool) -> None:
     """After the last recurrence: the bandit's state, the job against its baselines, the plots."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.report import arm_frame, savings_of, write_plots
+    from zeus_kfp.report import arm_frame, savings_of, write_plots
 
     trials, profiles = opened.trials(spec.job_id), opened.profiles(spec.job_id)
     state = arm_frame(spec, opened.history(spec.job_id), policy)
@@ -98,7 +98,7 @@ def epilogue(out, opened, spec, job, policy: str, summaries, plots_dir: Path, wi
     lines = []
     if job.backend is not None:
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-        from zeus.simulate.replay import compare
+        from zeus_kfp.simulate.replay import compare
 
         drifts = opened.drift_recurrences(spec.job_id)
         lines = _comparison_lines(compare(trials, spec, job.backend, policy, drifts), policy, spec.seed)

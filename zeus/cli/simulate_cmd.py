@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from zeus.cli.app import app
-from zeus.cli.tables import Column, console, print_table
-from zeus.cli.trial_view import print_trials
-from zeus.errors import FieldError
-from zeus.report.units import COST_UNIT, duration, si
-from zeus.trials import trial_columns
+from zeus_kfp.cli.app import app
+from zeus_kfp.cli.tables import Column, console, print_table
+from zeus_kfp.cli.trial_view import print_trials
+from zeus_kfp.errors import FieldError
+from zeus_kfp.report.units import COST_UNIT, duration, si
+from zeus_kfp.trials import trial_columns
 
 
 def _table(out, results, num_recurrences: int, wide: bool) -> None:
@@ -119,9 +119,9 @@ def simulate(
     See SIMULATE_HELP for what it prints.
     """
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.seeds import seed_list as parse_seeds
-    from zeus.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
-    from zeus.simulate.trace import shipped_trace
+    from zeus_kfp.seeds import seed_list as parse_seeds
+    from zeus_kfp.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
+    from zeus_kfp.simulate.trace import shipped_trace
 
     # Click options take one value each; the words after `--seeds 1` arrive as extra arguments.
     extra = [a for a in ctx.args]

@@ -1,10 +1,10 @@
 """Opening the store from the command line, with the checks a person needs before anything runs.
 
-Why here and not in zeus.store: the store treats a missing directory as an empty store (a step
+Why here and not in zeus_kfp.store: the store treats a missing directory as an empty store (a step
 creates it on first write), which is right for the pipeline but wrong for a person who mistyped
 `--store`: `jobs` would say "no jobs" and `show` would raise from deep inside. So the commands
 check a local store's path first: a reader needs an existing directory, a writer a directory it
-may write (or a path it may create). S3 stores report their own errors (zeus.store.errors).
+may write (or a path it may create). S3 stores report their own errors (zeus_kfp.store.errors).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from zeus.errors import FieldError
+from zeus_kfp.errors import FieldError
 
 
 class StoreNotWritableError(RuntimeError):
@@ -43,7 +43,7 @@ def open_for_reading(uri: str | None):
     """The store at `uri` (None: $ZEUS_KFP_STORE or ./.zeus-kfp/store), which must exist if local. Opened
     read-only: a command that only reads never creates anything, not even a bucket."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.store import open_store
+    from zeus_kfp.store import open_store
 
     check_store_uri(uri)
     store = open_store(uri, read_only=True)
@@ -60,7 +60,7 @@ def open_for_reading(uri: str | None):
 def open_for_writing(uri: str | None):
     """The store at `uri`, checked writable if local: created if missing, probed with a temporary file."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.store import open_store
+    from zeus_kfp.store import open_store
 
     check_store_uri(uri)
     store = open_store(uri)

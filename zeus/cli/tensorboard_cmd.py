@@ -1,6 +1,6 @@
 """`zeus-kfp tensorboard JOB`: the job's scalars across recurrences in TensorBoard, from any store.
 
-The report step keeps one event file per recurrence in the store (zeus.report.tensorboard); this
+The report step keeps one event file per recurrence in the store (zeus_kfp.report.tensorboard); this
 command copies them into a local directory (one TensorBoard run per job) and serves it on
 127.0.0.1. Heavy imports (tensorboard) happen inside the command.
 """
@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zeus.cli.app import app
-from zeus.cli.jobs_cmd import StoreOpt
-from zeus.cli.stores import open_for_reading
+from zeus_kfp.cli.app import app
+from zeus_kfp.cli.jobs_cmd import StoreOpt
+from zeus_kfp.cli.stores import open_for_reading
 
 if TYPE_CHECKING:
-    from zeus.store import Store
+    from zeus_kfp.store import Store
 
 DEFAULT_LOGDIR = Path(".zeus-kfp") / "tensorboard"
 
@@ -49,10 +49,10 @@ def tensorboard(
     """Sync JOB's TensorBoard logs (cost, energy, time, batch size, power limit, reached and the posterior
     mean per batch size, one step per recurrence) from the store and serve them on 127.0.0.1."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.report.tensorboard import tensorboard_argv
-    from zeus.store import UnknownJobError
+    from zeus_kfp.report.tensorboard import tensorboard_argv
+    from zeus_kfp.store import UnknownJobError
 
-    opened = open_for_reading(store)  # errors end the command with one line (zeus.cli.errors)
+    opened = open_for_reading(store)  # errors end the command with one line (zeus_kfp.cli.errors)
     try:
         opened.get_job(job)
     except UnknownJobError as err:

@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
-from zeus.cli.tables import Column, print_table
-from zeus.report.units import COST_UNIT, duration, si
-from zeus.trials import Trial, trial_columns
+from zeus_kfp.cli.tables import Column, print_table
+from zeus_kfp.report.units import COST_UNIT, duration, si
+from zeus_kfp.trials import Trial, trial_columns
 
 NOTE_CHARS = 240  # a failure note is the reason's last line, cut here: the store and `show --json` keep it whole
 EXPLAINED_STATUSES = ("failed", "oom")  # statuses whose reason says something the status does not
@@ -56,7 +56,7 @@ def _text(value: Any) -> str:
 
 def trial_fields() -> dict[str, tuple[Column, Callable[[Any], str]]]:
     """Every trial field a table may show: its column and how a value reads (tables pick and order
-    them). Built on call: zeus.report loads matplotlib (a second), which `zeus-kfp --help` should not."""
+    them). Built on call: zeus_kfp.report loads matplotlib (a second), which `zeus-kfp --help` should not."""
 
     def joules(unit: str) -> Callable[[Any], str]:
         return lambda value: "-" if missing(value) else si(float(value), unit)
@@ -103,10 +103,10 @@ def failure_notes(records: Sequence[Trial]) -> list[str]:
 
 
 def _cell(known: dict, field: str, record: Trial, no_figures: bool) -> str:
-    """One cell; a trial that never reported (zeus.steps.abandoned) shows no figures, not zeros; a power limit
-    profiling did not choose says so ("250 W unprofiled", "250 W measure only": zeus.report.frames.limit_note)."""
+    """One cell; a trial that never reported (zeus_kfp.steps.abandoned) shows no figures, not zeros; a power limit
+    profiling did not choose says so ("250 W unprofiled", "250 W measure only": zeus_kfp.report.frames.limit_note)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.report.frames import limit_text
+    from zeus_kfp.report.frames import limit_text
 
     if field == "source":
         return source_of(record)
@@ -126,7 +126,7 @@ def print_trials(
     """The trials table (`fields`: keys of trial_fields(), most important first), then what it does not
     repeat: the figures' source when the trials share one (else a source column) and the failure notes."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus.steps.abandoned import NO_FIGURES
+    from zeus_kfp.steps.abandoned import NO_FIGURES
 
     sources = sorted({source_of(r) for r in records} - {"", NO_FIGURES})
     fields = [f for f in fields if f != "source"] + (["source"] if len(sources) > 1 else [])
@@ -141,7 +141,7 @@ def print_trials(
 
 
 def print_bandit_state(out: Console, state: Any, *, wide: bool = False) -> None:
-    """Where the bandit stands after the history (zeus.report.arms.arm_frame), one row per batch size."""
+    """Where the bandit stands after the history (zeus_kfp.report.arms.arm_frame), one row per batch size."""
     columns = [
         Column("batch size", keep=True),
         Column("stage", keep=True, justify="left"),

@@ -12,17 +12,17 @@ The train step becomes the trial's controller:
    not all started within `pending_timeout_s` (with why: unschedulable, image pull...), or the
    trial's timeout: the trial ends `failed` with that reason, never as a lost step.
 4. **Read back.** Rank 0's node handed result.json, profile.csv and the model over through the store
-   (zeus.launch.handoff); the result is re-priced under the job's cost function.
+   (zeus_kfp.launch.handoff); the result is re-priced under the job's cost function.
 5. **Delete.** The job (and its pods) is deleted when the trial ends, fails, or the step is stopped
    (SIGTERM, as when KFP cancels a run), and so is the trial's live-threshold ConfigMap (which the job
    owns besides). A step killed outright leaves the job to its retry, and the trial's timeout (a day
    unless ZEUS_LAUNCH_TIMEOUT_S says otherwise) bounds it regardless: the job's
    activeDeadlineSeconds, and the pod command's own deadline (the only bound Trainer v2.1 knows).
 
-A TrainJob is built in the shape the cluster's Trainer accepts (zeus.launch.trainer_api: v2.1 or v2.2+).
+A TrainJob is built in the shape the cluster's Trainer accepts (zeus_kfp.launch.trainer_api: v2.1 or v2.2+).
 
 The live threshold (a job with an early stop): once the job exists the launcher creates the trial's ConfigMap,
-owned by the job, which the pods mount and the step's feed patches (zeus.launch.threshold_sink); a cluster that
+owned by the job, which the pods mount and the step's feed patches (zeus_kfp.launch.threshold_sink); a cluster that
 refuses it leaves the trial at its dispatched threshold, said once in the step's log.
 """
 
@@ -41,10 +41,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
-from zeus.launch.config import ENV, LaunchConfig, LaunchError
-from zeus.launch.handoff import Handoff
-from zeus.launch.kube import (
+from zeus_kfp.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
+from zeus_kfp.launch.config import ENV, LaunchConfig, LaunchError
+from zeus_kfp.launch.handoff import Handoff
+from zeus_kfp.launch.kube import (
     FAILED,
     SUCCEEDED,
     KubeJobs,
@@ -55,7 +55,7 @@ from zeus.launch.kube import (
     pod_failure,
     started,
 )
-from zeus.launch.manifests import (
+from zeus_kfp.launch.manifests import (
     DIGEST_ANNOTATION,
     KINDS,
     POD_LOG_DIR,
@@ -68,12 +68,12 @@ from zeus.launch.manifests import (
     job_name,
     manifest,
 )
-from zeus.launch.threshold_sink import ThresholdConfigMap
-from zeus.launch.trainer_api import detect
-from zeus.profiles import PowerProfile
-from zeus.store.keys import check_recurrence_id
-from zeus.train.artifacts import MODEL_FILE, result_from_json
-from zeus.train.env import TrialEnv
+from zeus_kfp.launch.threshold_sink import ThresholdConfigMap
+from zeus_kfp.launch.trainer_api import detect
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.store.keys import check_recurrence_id
+from zeus_kfp.train.artifacts import MODEL_FILE, result_from_json
+from zeus_kfp.train.env import TrialEnv
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ def trial_job(
     min_window_s: float | None = None,
     step_env: dict[str, str] | None = None,
 ) -> TrialJob:
-    """Everything the trial's manifest says (zeus.launch.manifests builds it): what run_cluster_trial creates,
+    """Everything the trial's manifest says (zeus_kfp.launch.manifests builds it): what run_cluster_trial creates,
     and what `zeus-kfp dry-run` prints. `step_env`: the train step's environment (default: this process's)."""
     _check_store(config, store_uri)
     check_recurrence_id(recurrence_id)

@@ -23,8 +23,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from zeus.errors import FieldError
-from zeus.job import JobSpec, JobSpecError
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import JobSpec, JobSpecError
 
 LAUNCHERS = ("local", "torchrun", "trainjob", "pytorchjob")
 CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob")
@@ -37,7 +37,7 @@ DEFAULT_TRIAL_TIMEOUT_S = 86400.0
 # /dev/shm of train and a cluster trial's pods: the container runtime's 64 MiB breaks NCCL's intra-node
 # transport and PyTorch DataLoader workers. A memory-backed emptyDir: it counts against the pod's memory.
 DEFAULT_SHM_SIZE = "8Gi"
-TRAINER_APIS = ("v2.1", "v2.2")  # Kubeflow Trainer's TrainJob shapes (zeus.launch.trainer_api): v2.2 = v2.2+
+TRAINER_APIS = ("v2.1", "v2.2")  # Kubeflow Trainer's TrainJob shapes (zeus_kfp.launch.trainer_api): v2.2 = v2.2+
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 # The pod's own namespace, from the downward API (metadata.namespace): the compiled pipeline gives it to every step.
 POD_NAMESPACE_ENV = "ZEUS_NAMESPACE"
@@ -121,7 +121,7 @@ class LaunchConfig:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     image_pull_secrets: tuple[str, ...] = ()
     shm_size: str | None = None
-    trainer_api: str | None = None  # v2.1 / v2.2; None: ask the cluster (zeus.launch.trainer_api)
+    trainer_api: str | None = None  # v2.1 / v2.2; None: ask the cluster (zeus_kfp.launch.trainer_api)
     step_gpus: int = 0
 
     def __post_init__(self) -> None:

@@ -3,7 +3,7 @@
 Why: when one rank of a data-parallel job dies, the others fail right after it (their collectives
 lose a peer, or torchrun stops them with SIGTERM), so a job usually ends with every rank failed.
 The trial's reason must be the rank that started it, not the first in the list. Each rank's own
-record (zeus.train.distributed) and torchrun's exit codes together tell them apart:
+record (zeus_kfp.train.distributed) and torchrun's exit codes together tell them apart:
 
 - *secondary*: a rank whose error says a peer went away, or that was stopped by SIGTERM (torchrun
   stops the survivors that way) while another rank failed for its own reasons;
@@ -21,10 +21,10 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from zeus.job import Pricing, TrialResult, TrialStatus
-from zeus.train.artifacts import result_from_json
-from zeus.train.distributed import looks_like_peer_loss, signal_name
-from zeus.train.process import OOM_MARKERS
+from zeus_kfp.job import Pricing, TrialResult, TrialStatus
+from zeus_kfp.train.artifacts import result_from_json
+from zeus_kfp.train.distributed import looks_like_peer_loss, signal_name
+from zeus_kfp.train.process import OOM_MARKERS
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

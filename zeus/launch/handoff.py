@@ -3,7 +3,7 @@
 Why the store: the train step and the TrainJob/PyTorchJob pods share no disk. Rank 0's node
 uploads the files the trial left in its log dir (result.json, profile.csv, model.pt) and the
 train step reads them back; the other way, the step uploads the stored power profile the trial
-reuses. Keys are the store's (zeus.store.keys.handoff_key): per job, recurrence, attempt and
+reuses. Keys are the store's (zeus_kfp.store.keys.handoff_key): per job, recurrence, attempt and
 *run* (one Kubernetes job), so an adopted job keeps its run and a replaced one never mixes with it.
 
 The pods learn where to write from these variables (set in the job's manifest), and get the
@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from zeus.profiles import PowerProfile
-from zeus.store import open_store
-from zeus.train.artifacts import MODEL_FILE, PROFILE_FILE, RESULT_FILE
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.store import open_store
+from zeus_kfp.train.artifacts import MODEL_FILE, PROFILE_FILE, RESULT_FILE
 
 STORE_ENV = "ZEUS_KFP_STORE"
 REUSE_FILE = "reuse_profile.csv"
 # The Secret keys of the store's credentials (those of KFP's own mlpipeline-minio-artifact Secret) and the
-# variables zeus.store reads them from: the pipeline's steps and the trial's pods use the same mapping.
+# variables zeus_kfp.store reads them from: the pipeline's steps and the trial's pods use the same mapping.
 STORE_SECRET_KEY_TO_ENV = {"accesskey": "ZEUS_S3_ACCESS_KEY", "secretkey": "ZEUS_S3_SECRET_KEY"}
 STORE_PLAIN_ENV = ("ZEUS_S3_ENDPOINT", "ZEUS_S3_SECURE", "ZEUS_S3_REGION")
 ENV = {

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from zeus.launch.manifests import LABEL_PREFIX, JobKind
+from zeus_kfp.launch.manifests import LABEL_PREFIX, JobKind
 
 log = logging.getLogger(__name__)
 

@@ -3,14 +3,14 @@
 Why dicts: the kubernetes client creates custom objects from dicts, `zeus-kfp dry-run` prints them, and
 the tests validate the very same dicts against the CRDs' OpenAPI schemas (Kubeflow Trainer v2.1.0, v2.2.0
 and v2.3.0 TrainJob, Training Operator 1.9 PyTorchJob). A TrainJob takes one of two shapes
-(zeus.launch.trainer_api says which the cluster has): Trainer v2.2+ patches the runtime's pod template
+(zeus_kfp.launch.trainer_api says which the cluster has): Trainer v2.2+ patches the runtime's pod template
 through `runtimePatches` and bounds the job with `activeDeadlineSeconds`; v2.1, which Kubeflow 1.11 ships,
 has neither (its API server would silently drop them) and takes `podTemplateOverrides` instead. Both kinds
 carry the same trial:
 
-- the image and the pod command: zeus.launch.torchrun wrapping the user's command, with torchrun's
+- the image and the pod command: zeus_kfp.launch.torchrun wrapping the user's command, with torchrun's
   settings from the operator's PET_* variables (one node per pod, `gpus_per_node` ranks each);
-- the ZEUS_* trial settings, the handoff location (zeus.launch.handoff), the store's endpoint and
+- the ZEUS_* trial settings, the handoff location (zeus_kfp.launch.handoff), the store's endpoint and
   its keys *by reference* to the Secret the pipeline uses (never the values), and ZEUSD_HOST from
   the pod's own node IP (zeusd sets power limits for unprivileged pods);
 - `gpus_per_node` GPUs per node (none when `gpu_resource` is empty: a CPU cluster);
@@ -20,7 +20,7 @@ carry the same trial:
 - the train step's scheduling (tolerations, node selector, the GPU resource name), image pull secrets and
   a memory-backed /dev/shm; `sidecar.istio.io/inject: "false"`, as KFP's own pods have (a profile
   namespace injects Istio, and a classic sidecar keeps a finished pod Running for ever);
-- for a job with an early stop, the trial's live-threshold ConfigMap (zeus.launch.threshold_sink) mounted as a
+- for a job with an early stop, the trial's live-threshold ConfigMap (zeus_kfp.launch.threshold_sink) mounted as a
   directory on the trainer container (never subPath: the kubelet does not update a subPath mount), optional
   (a pod starts whether or not the ConfigMap exists), and ZEUS_THRESHOLD_FILE naming the file in it;
 - no retries (backoffLimit 0 / restartPolicy Never: a restarted rank spends the energy twice) and
@@ -38,11 +38,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from zeus.launch.config import LaunchConfig
-from zeus.launch.handoff import STORE_PLAIN_ENV, STORE_SECRET_KEY_TO_ENV, Handoff
-from zeus.launch.torchrun import DEADLINE_ENV, pod_command
-from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
-from zeus.train.runner import substitute_placeholders
+from zeus_kfp.launch.config import LaunchConfig
+from zeus_kfp.launch.handoff import STORE_PLAIN_ENV, STORE_SECRET_KEY_TO_ENV, Handoff
+from zeus_kfp.launch.torchrun import DEADLINE_ENV, pod_command
+from zeus_kfp.train.live_threshold import LIVE_THRESHOLD_FILE
+from zeus_kfp.train.runner import substitute_placeholders
 
 LABEL_PREFIX = "zeus-kfp.ml/"
 RUN_ANNOTATION = f"{LABEL_PREFIX}run"
@@ -106,7 +106,7 @@ class TrialJob:
     config: LaunchConfig
     handoff: Handoff
     command: tuple[str, ...]  # the user's command, placeholders already filled for the pod
-    trial_env: Mapping[str, str]  # ZEUS_* (zeus.train.env) as the pod sees them
+    trial_env: Mapping[str, str]  # ZEUS_* (zeus_kfp.train.env) as the pod sees them
     step_env: Mapping[str, str]  # the train step's environment: store endpoint, zeusd
     reuse: bool = False  # the step uploaded a stored profile for the trial to reuse
     threshold_configmap: str = ""  # the live threshold's ConfigMap the pods mount ("": none, no early stop)

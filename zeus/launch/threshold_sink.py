@@ -1,5 +1,5 @@
-"""Where the train step writes a trial's live threshold (zeus.train.live_threshold): the seam between the step's
-feed (zeus.steps.live_threshold, which reads the store) and the training script (which reads a file).
+"""Where the train step writes a trial's live threshold (zeus_kfp.train.live_threshold): the seam between the step's
+feed (zeus_kfp.steps.live_threshold, which reads the store) and the training script (which reads a file).
 
 Two sinks, one format (`threshold_json`):
 - `FileSink`: the file in the trial's work directory, for a script on the step's machine (launcher local,
@@ -7,7 +7,7 @@ Two sinks, one format (`threshold_json`):
 - `ThresholdConfigMap`: for a cluster trial (TrainJob, PyTorchJob), whose pods do not. The launcher creates one
   ConfigMap per trial once the trial's job exists, owned by that job (the garbage collector removes it with the
   job, whoever deletes the job: the step, its retry, a person), and deletes it itself when the trial ends. The
-  pods mount it as a directory (zeus.launch.manifests: never subPath, which the kubelet never updates; a
+  pods mount it as a directory (zeus_kfp.launch.manifests: never subPath, which the kubelet never updates; a
   directory-mounted ConfigMap is updated in place within the kubelet's sync period, about a minute) and read
   the key LIVE_THRESHOLD_FILE there as a file, through ZEUS_THRESHOLD_FILE. The feed patches that key.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from zeus.train.live_threshold import LIVE_THRESHOLD_FILE, threshold_json, write_live_threshold
+from zeus_kfp.train.live_threshold import LIVE_THRESHOLD_FILE, threshold_json, write_live_threshold
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class ThresholdConfigMap:
             if self._core is None:
                 from kubernetes import client  # deferred: 0.7 s to import; only a cluster trial uses it
 
-                from zeus.launch.kube import load_api_client
+                from zeus_kfp.launch.kube import load_api_client
 
                 self._core = client.CoreV1Api(self._client or load_api_client())
             return self._core

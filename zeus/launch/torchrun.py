@@ -1,16 +1,16 @@
-"""Run one trial's command under torchrun, then say which rank failed: `python -m zeus.launch.torchrun`.
+"""Run one trial's command under torchrun, then say which rank failed: `python -m zeus_kfp.launch.torchrun`.
 
-    python -m zeus.launch.torchrun [--standalone --nproc-per-node N] -- COMMAND ARGS...
+    python -m zeus_kfp.launch.torchrun [--standalone --nproc-per-node N] -- COMMAND ARGS...
 
 Why a wrapper around torchrun rather than torchrun itself: the trial needs three things torchrun
 does not do. (1) Only rank 0's output reaches the step's log (Katib reads metrics from the master
 only, and a plain script's `accuracy=...` lines must not arrive once per rank): every rank writes
 to its own file, and rank 0's files are copied to this process's stdout and stderr, unprefixed.
-(2) When ranks fail, the trial must name the one that failed first (zeus.launch.failures), not
+(2) When ranks fail, the trial must name the one that failed first (zeus_kfp.launch.failures), not
 "ChildFailedError": the wrapper reads torchrun's exit codes and the ranks' own records and, on
 rank 0's node, rewrites result.json as a failed trial with that rank's error and the energy the
 ranks spent. (3) On a cluster, rank 0's node hands the result back through the store
-(zeus.launch.handoff). (4) On a cluster, the trial's deadline ($ZEUS_TRIAL_DEADLINE_S, from the pod's
+(zeus_kfp.launch.handoff). (4) On a cluster, the trial's deadline ($ZEUS_TRIAL_DEADLINE_S, from the pod's
 start): past it the ranks are stopped and the pod fails, so a job whose train step was killed outright
 cannot hold its GPUs for ever, even on Trainer v2.1, whose TrainJob has no activeDeadlineSeconds.
 
@@ -33,19 +33,19 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from zeus.launch.failures import RankFailure, failed_result, rank_failures, root_cause
-from zeus.launch.handoff import REUSE_ENV, Handoff
-from zeus.train.artifacts import read_result_json, write_result
-from zeus.train.distributed import read_rank_records, signal_name
-from zeus.train.env import TrialEnv
+from zeus_kfp.launch.failures import RankFailure, failed_result, rank_failures, root_cause
+from zeus_kfp.launch.handoff import REUSE_ENV, Handoff
+from zeus_kfp.train.artifacts import read_result_json, write_result
+from zeus_kfp.train.distributed import read_rank_records, signal_name
+from zeus_kfp.train.env import TrialEnv
 
-MODULE = "zeus.launch.torchrun"
+MODULE = "zeus_kfp.launch.torchrun"
 ELASTIC_SUBDIR = (
     "torchrun"  # torchrun's per-rank logs: <log dir>/torchrun/<run>/attempt_0/<local rank>/std{out,err}.log
 )
 TERMINATION_LOG = Path("/dev/termination-log")  # Kubernetes shows what is written here as the pod's failure message
 TAIL_LINES = 20
-DEADLINE_ENV = "ZEUS_TRIAL_DEADLINE_S"  # zeus.launch.manifests sets it from the trial's timeout
+DEADLINE_ENV = "ZEUS_TRIAL_DEADLINE_S"  # zeus_kfp.launch.manifests sets it from the trial's timeout
 
 
 class _Deadline:
@@ -138,7 +138,7 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--nproc-per-node", type=int)
     ours, command = parser.parse_args(args[:split]), args[split + 1 :]
     if not command:
-        raise SystemExit("zeus.launch.torchrun: no command after '--'")
+        raise SystemExit("zeus_kfp.launch.torchrun: no command after '--'")
     return ours, command
 
 

@@ -5,7 +5,7 @@ Why ask: Trainer v2.2 replaced `podTemplateOverrides` with `runtimePatches` and 
 validates loosely (the kubernetes client sends no fieldValidation by default): it silently drops the
 fields it does not know, and the trial's pods never carry the labels the train step finds them by. So the
 train step reads the TrainJob schema the cluster serves and builds the shape it accepts (and creates with
-strict field validation, so a mismatch would fail loudly instead: zeus.launch.kube).
+strict field validation, so a mismatch would fail loudly instead: zeus_kfp.launch.kube).
 
 The schema comes from the API server's OpenAPI v3 document of trainer.kubeflow.org/v1alpha1, which the
 API server builds from the installed CRD and serves to every authenticated client (the system:discovery
@@ -19,8 +19,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from zeus.launch.config import ENV
-from zeus.launch.kube import LaunchSetupError
+from zeus_kfp.launch.config import ENV
+from zeus_kfp.launch.kube import LaunchSetupError
 
 GROUP, VERSION, KIND = "trainer.kubeflow.org", "v1alpha1", "TrainJob"
 OPENAPI_PATH = f"/openapi/v3/apis/{GROUP}/{VERSION}"

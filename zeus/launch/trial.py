@@ -1,20 +1,20 @@
 """One protocol for every way a trial runs: `TrialRunner`, which the train step calls in one place
-(zeus.steps.trial.train) without caring where the trial runs.
+(zeus_kfp.steps.trial.train) without caring where the trial runs.
 
 Three implementations:
 - `ScriptRunner` (launcher local or torchrun): the script runner on the step's own machine
-  (zeus.train.runner); torchrun by wrapping the command in zeus.launch.torchrun, so timeouts, OOM detection
+  (zeus_kfp.train.runner); torchrun by wrapping the command in zeus_kfp.launch.torchrun, so timeouts, OOM detection
   and reading result.json stay the runner's;
 - `ClusterRunner` (launcher trainjob or pytorchjob): a Kubeflow job, whose rank 0 hands its result back
-  through the store (zeus.launch.cluster);
-- zeus.simulate.trial.TraceBackend (trial backend "trace:<workload>/<gpu>"): the trial replayed from the
+  through the store (zeus_kfp.launch.cluster);
+- zeus_kfp.simulate.trial.TraceBackend (trial backend "trace:<workload>/<gpu>"): the trial replayed from the
   NSDI'23 traces, the simulator's own code.
 
 What differs between them (the command, the collector, where the job runs) is the runner's configuration;
 what a trial is (its batch size, threshold, seed, the profile it reuses, its work directory) is `run`'s
-arguments; every one returns a zeus.job.TrialOutcome. The script and cluster runners also say where the
+arguments; every one returns a zeus_kfp.job.TrialOutcome. The script and cluster runners also say where the
 step's live-threshold feed writes while `run` runs (`threshold_sink`: the work directory's file, or the
-trial's ConfigMap, zeus.launch.threshold_sink); a replayed trial has no such thing.
+trial's ConfigMap, zeus_kfp.launch.threshold_sink); a replayed trial has no such thing.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from zeus.job import JobSpec, TrialOutcome
-from zeus.launch.cluster import run_cluster_trial, threshold_configmap
-from zeus.launch.config import LaunchConfig, LaunchError
-from zeus.launch.threshold_sink import FileSink, ThresholdConfigMap
-from zeus.launch.torchrun import local_command
-from zeus.profiles import PowerProfile
-from zeus.train.collectors import CollectorSpec
-from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
-from zeus.train.runner import run_trial
+from zeus_kfp.job import JobSpec, TrialOutcome
+from zeus_kfp.launch.cluster import run_cluster_trial, threshold_configmap
+from zeus_kfp.launch.config import LaunchConfig, LaunchError
+from zeus_kfp.launch.threshold_sink import FileSink, ThresholdConfigMap
+from zeus_kfp.launch.torchrun import local_command
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.train.collectors import CollectorSpec
+from zeus_kfp.train.live_threshold import LIVE_THRESHOLD_FILE
+from zeus_kfp.train.runner import run_trial
 
 
 class TrialRunner(Protocol):

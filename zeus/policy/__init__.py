@@ -9,10 +9,10 @@ that actually decided.
 
 from __future__ import annotations
 
-from zeus.policy.base import ArmState, Decision, Policy
-from zeus.policy.history import NoFeasibleBatchSizeError
-from zeus.policy.nsdi23 import ZeusNSDI23Policy
-from zeus.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.policy.base import ArmState, Decision, Policy
+from zeus_kfp.policy.history import NoFeasibleBatchSizeError
+from zeus_kfp.policy.nsdi23 import ZeusNSDI23Policy
+from zeus_kfp.policy.turning_walk import TurningWalkPolicy
 
 _POLICIES: dict[str, type] = {
     TurningWalkPolicy.name: TurningWalkPolicy,

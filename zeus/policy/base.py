@@ -3,8 +3,8 @@
 No policy keeps state between calls (the way optuna samplers work): the bandit step of a
 pipeline runs in a fresh process each time, so everything is derived from the history, and
 the same inputs give the same decision in any process. A decision reads the whole history
-(zeus.policy.tally computes its statistics over columns: milliseconds at 10,000 trials), and so do the arm states people
-see, wherever they are shown (zeus.report.arms): nothing derived is stored.
+(zeus_kfp.policy.tally computes its statistics over columns: milliseconds at 10,000 trials), and so do the arm
+states people see, wherever they are shown (zeus_kfp.report.arms): nothing derived is stored.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from zeus.job import Decision, JobSpec
-from zeus.trials import Trial
+from zeus_kfp.job import Decision, JobSpec
+from zeus_kfp.trials import Trial
 
-__all__ = ["ArmState", "Decision", "Policy"]  # Decision lives in zeus.job: the store records it too
+__all__ = ["ArmState", "Decision", "Policy"]  # Decision lives in zeus_kfp.job: the store records it too
 
 
 @dataclass(frozen=True)
 class ArmState:
-    """One batch size as the policy sees it, for people (zeus.report.arms shows them)."""
+    """One batch size as the policy sees it, for people (zeus_kfp.report.arms shows them)."""
 
     batch_size: int
     stage: str

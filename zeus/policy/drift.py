@@ -3,7 +3,7 @@
 Why: a recurrence opened because the input data drifted (issue 24's gate) says the costs the bandit
 learned before it may no longer hold. A policy is a pure function of (spec, history, seed), so the
 reaction is too, and it sits in front of any policy: it changes what the policy is shown, never the
-policy. Three reactions (zeus.job.DRIFT_REACTIONS):
+policy. Three reactions (zeus_kfp.job.DRIFT_REACTIONS):
 
 - `window`: forget every trial of a recurrence before the last drift. The policy starts afresh from
   the job's default size, as a new job would (its early stop too: no recurrence has a cost yet).
@@ -27,10 +27,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from zeus.job import DRIFT_REACTIONS, JobSpec, TrialStatus
-from zeus.policy.base import Decision, Policy
-from zeus.policy.history import History, read_history
-from zeus.trial_history import TrialHistory
+from zeus_kfp.job import DRIFT_REACTIONS, JobSpec, TrialStatus
+from zeus_kfp.policy.base import Decision, Policy
+from zeus_kfp.policy.history import History, read_history
+from zeus_kfp.trial_history import TrialHistory
 
 
 def last_drift(drifts: Iterable[int], recurrence: int | None) -> int | None:

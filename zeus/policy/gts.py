@@ -41,7 +41,7 @@ def posterior_of(
     n: int, total: float, mean: float, variance: float, prior_mean: float = 0.0, prior_precision: float = 0.0
 ) -> Posterior:
     """The same update from the rewards' count, sum, mean and (population) variance: what a tally keeps
-    (zeus.policy.tally) instead of the rewards themselves."""
+    (zeus_kfp.policy.tally) instead of the rewards themselves."""
     if n == 0:
         return Posterior(prior_mean, prior_precision, 0)
     if variance == 0.0:

@@ -11,7 +11,7 @@ and may be a penalty rather than money spent (the simulator's 0-epoch quirk repo
 threshold for a trial that never ran). The early-stop threshold is beta x the lowest spend of
 a recurrence that reached the target.
 
-The view is read off a `Tally` (zeus.policy.tally), the statistics of the whole history over its
+The view is read off a `Tally` (zeus_kfp.policy.tally), the statistics of the whole history over its
 columns (`read_history`), made afresh for every decision.
 """
 
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus.job import JobSpec
-from zeus.policy import recurrences
-from zeus.policy.tally import Tally, WindowEntry
-from zeus.policy.walk import Observation
-from zeus.trial_history import TrialHistory
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec
+from zeus_kfp.policy import recurrences
+from zeus_kfp.policy.tally import Tally, WindowEntry
+from zeus_kfp.policy.walk import Observation
+from zeus_kfp.trial_history import TrialHistory
+from zeus_kfp.trials import Trial
 
 History = TrialHistory | Sequence[Trial]  # what a policy takes: columns, or records in any order
 
@@ -137,7 +137,7 @@ def retry_charges(
     ran out of attempts), the cheapest mean cost of a reached size stands in: what a retry costs at
     best. Nothing has reached yet: 0 (exploration compares misses among themselves).
 
-    The policies compute this per miss (zeus.policy.recurrences); this is the same rule for every record.
+    The policies compute this per miss (zeus_kfp.policy.recurrences); this is the same rule for every record.
     """
     finished = np.asarray(finished, dtype=bool)
     reached = finished & np.asarray(reached, dtype=bool)

@@ -4,7 +4,7 @@ Faithful to ml-energy/zeus `PruningGTSBatchSizeOptimizer` (zeus/_legacy/policy/o
 `num_pruning_rounds` rounds of pruning exploration from the default batch size, then Gaussian
 Thompson sampling over the survivors, where each arm's rewards are every observation of that
 size (windowed to the last `window_size`), including the not-reached ones from exploration.
-Zeus keeps that as mutable optimizer state; here it is computed from the history (zeus.policy.tally: the
+Zeus keeps that as mutable optimizer state; here it is computed from the history (zeus_kfp.policy.tally: the
 walk and each arm's count, sum and spread of costs), rebuilt from the whole history on every call.
 
 Concurrency (Zeus's `concurrency=True`, its Alibaba-trace simulation and its batch-size server):
@@ -22,19 +22,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zeus.job import JobSpec
-from zeus.policy.base import ArmState, Decision
-from zeus.policy.gts import Posterior, posterior, posterior_of, thompson_pick
-from zeus.policy.history import HistoryView, decision_rng, read_history
-from zeus.policy.pruning import PruningState, feasible_default
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec
+from zeus_kfp.policy.base import ArmState, Decision
+from zeus_kfp.policy.gts import Posterior, posterior, posterior_of, thompson_pick
+from zeus_kfp.policy.history import HistoryView, decision_rng, read_history
+from zeus_kfp.policy.pruning import PruningState, feasible_default
+from zeus_kfp.trials import Trial
 
 
 def concurrent_exploration(spec: JobSpec, view: HistoryView, state: PruningState) -> Decision | None:
     """Zeus's rule for a recurrence that overlaps an exploration trial (zeus-nsdi23): while the size the
     walk waits for is being explored elsewhere, run the cheapest converged size (or the default) rather
     than a duplicate exploration slot. None when it is not. (`default` has its own rule, which also
-    explores meanwhile: zeus.policy.turning_walk.)
+    explores meanwhile: zeus_kfp.policy.turning_walk.)
 
     The size is being explored when a trial of it, dispatched after the observation that made the walk
     wait for it, has no result yet (the dispatch order is the trial number). A trial of that size

@@ -46,7 +46,7 @@ class PruningState:
 
 class PruningWalk:
     """The exploration order as explicit state, so it can be replayed step by step, or fed one
-    observation at a time (zeus.policy.tally)."""
+    observation at a time (zeus_kfp.policy.tally)."""
 
     def __init__(self, sizes: tuple[int, ...], default: int, num_rounds: int) -> None:
         self.num_rounds = num_rounds

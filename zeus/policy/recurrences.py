@@ -3,7 +3,7 @@
 Two things the policies need are facts about a whole recurrence, not about one trial:
 - the early-stop threshold is beta x the lowest *spend* of a recurrence that reached the target;
 - a miss is charged the retries it forced: the spend of the later trials of its recurrence up to
-  the last one that reached (`retry_charges` in zeus.policy.history says why). While no later trial
+  the last one that reached (`retry_charges` in zeus_kfp.policy.history says why). While no later trial
   of its recurrence has reached, the charge is not known yet, and the policy puts in a stand-in
   (the cheapest mean reached cost, which itself changes as results come in).
 

@@ -1,11 +1,11 @@
-"""The policies' statistics of a job's history, computed over its columns (zeus.trial_history.TrialHistory).
+"""The policies' statistics of a job's history, computed over its columns (zeus_kfp.trial_history.TrialHistory).
 
 Everything both policies derive a decision from is a statistic of the history, computed afresh for
 every decision: per batch size its first observation (the walk's step), the count, sum, mean and
 squared deviations of its costs (Zeus's Gaussian posterior), the same for its reached costs after the
 first (the pooled noise of `turning-walk`), its reached count and sum (the cheapest mean, which stands
 in for a retry not known yet), the known charges and the pending misses of its misses
-(zeus.policy.recurrences), and with a window the last `window_size` observations; the smallest size
+(zeus_kfp.policy.recurrences), and with a window the last `window_size` observations; the smallest size
 that ran out of memory; the cheapest reached observation; the largest observed trial number; the
 lowest spend of a recurrence that reached (the early-stop threshold); and Zeus's pruning walk.
 
@@ -16,7 +16,7 @@ Zeus's walk depends on which sizes are feasible, and an oom rules out every size
 the walk over the sizes that are still feasible matters, and it takes, in order, each observation of
 the size it waits for (Zeus's `expecting` check), found by a search per step.
 
-What is an observation, a miss, a spend: zeus.policy.history (the shared failure semantics).
+What is an observation, a miss, a spend: zeus_kfp.policy.history (the shared failure semantics).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.policy import recurrences
-from zeus.policy.pruning import PruningWalk, feasible_default
-from zeus.trial_history import STATUS_CODE, TrialHistory
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.policy import recurrences
+from zeus_kfp.policy.pruning import PruningWalk, feasible_default
+from zeus_kfp.trial_history import STATUS_CODE, TrialHistory
+from zeus_kfp.trials import Trial
 
 _NOT_LEARNED = [STATUS_CODE[TrialStatus.FAILED], STATUS_CODE[TrialStatus.OOM]]
 
@@ -60,7 +60,7 @@ class Arm:
 
 def spend(spec: JobSpec, history: TrialHistory) -> np.ndarray:
     """What each finished trial cost its recurrence: from energy and time when both are known (the cost
-    may be a penalty, not money spent: zeus.policy.history), its cost otherwise."""
+    may be a penalty, not money spent: zeus_kfp.policy.history), its cost otherwise."""
     energy, time = history.energy_j, history.time_s
     parts = ~(np.isnan(energy) | np.isnan(time))
     priced = spec.cost_model.cost(np.nan_to_num(energy), np.nan_to_num(time))
@@ -186,7 +186,7 @@ class Tally:
         """The lowest mean cost over the sizes that have reached the target, each mean over all of the size's
         observations (a miss counted at what it cost, a lower bound of what the run would have); None while
         nothing has reached. What the best size costs per run, as far as the history says: the basis of
-        turning-walk's early stop (zeus.policy.turning_walk, rule 3)."""
+        turning-walk's early stop (zeus_kfp.policy.turning_walk, rule 3)."""
         means = [arm.mean for arm in self.arms if arm.reached_n]
         return min(means) if means else None
 

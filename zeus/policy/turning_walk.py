@@ -9,7 +9,7 @@ benchmarks/RESULTS.md ("Policies in the trace simulator").
 
 1. One exploration pass from the default size, down then up. Zeus runs two rounds, the second
    re-running every survivor, which costs more than it learns.
-2. The pass stops where the cost turns (zeus.policy.walk): a size costing more than 1.5x the cheapest
+2. The pass stops where the cost turns (zeus_kfp.policy.walk): a size costing more than 1.5x the cheapest
    step before it ends its direction, so does one costing 1.2x once past the minimum, and the up
    direction is skipped when a smaller size beat the default by 5 %. A miss ends its direction, as in
    Zeus, except at the default size: it is where the walk starts, not a step away from it, so its one
@@ -24,7 +24,7 @@ benchmarks/RESULTS.md ("Policies in the trace simulator").
    expectation it is meant for; a stopped run only raises a mean, so a low basis corrects itself.
    No exploration trial is cut short beyond it: a stopped trial costs its spend plus the retry, more
    than letting a size that is merely worse finish.
-4. Contenders: sizes whose mean cost (a miss charged the retry it forced, zeus.policy.history) is
+4. Contenders: sizes whose mean cost (a miss charged the retry it forced, zeus_kfp.policy.history) is
    within 1.1x of the best mean, or within one noise level of it (mean x (1 - cv / sqrt(n)) <= best):
    one unlucky first trial must not rule a size out for good. A contender seen once is tried again
    first: a first trial also pays for profiling and reads high.
@@ -46,7 +46,7 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
    can reach it at many times the best cost, which on the NSDI'23 traces costs more. Further
    recurrences run the default (more blind sizes cost more than the default's profiling does).
 8. Afterwards, while the walk's next size is in flight, a recurrence explores the size each walker
-   would need next if the in-flight sizes changed nothing (zeus.policy.walk.look_past), but only a
+   would need next if the in-flight sizes changed nothing (zeus_kfp.policy.walk.look_past), but only a
    size right after an observed step: results that came back out of order (a first-wave size
    below an in-flight default, say) tell the walk where to go on. The up walker's size only once
    it is needed (the down direction did not beat the default), the down walker has ended, or the
@@ -58,13 +58,13 @@ Overlapping recurrences (a decision sees the other recurrences' dispatched, unfi
 
 Past the walk (`resume`, on by default since issue 25; `resume=False` turns it off, and rule 12 with it):
 
-10. A turn or a skip rules the sizes past it out only until probed (zeus.policy.walk, `_due_probe`): one
+10. A turn or a skip rules the sizes past it out only until probed (zeus_kfp.policy.walk, `_due_probe`): one
     size at a time, once the job's observations n make n x the chance that the turn was noise reach one
     (that chance from the ratio behind the turn and the job's own pooled noise; the ratio over the cheapest
     step's mean once its runs show its first run read low), under the early stop
     and stopped once it costs more than the step before it; a probe cheaper than every step resumes the
     walk; a miss ends the direction for good, and a second rise is rule 12's. On jobs generated from the traces
-    (zeus.simulate.perturb) a noisy first run, a plateau or a bump past a turn otherwise leaves a job on
+    (zeus_kfp.simulate.perturb) a noisy first run, a plateau or a bump past a turn otherwise leaves a job on
     a local minimum for good; on the measured cells, whose curves have one minimum and little noise,
     most turns are far outside the noise and are probed late or never.
 12. (`compound_rises`, on by default since issue 25's fourth round; numbered after rule 11, which came
@@ -84,7 +84,7 @@ default yet):
     traces' spread of one run) rules nothing out until both sizes it compares have run twice (the
     turning step or the default size first, then the step it was compared with), under the job's early
     stop; it then stands while the first size's runs after its first cost more on average than the
-    other's (zeus.policy.walk, `_judged`). Why: rule 2 reads turns and skips off single first runs, and
+    other's (zeus_kfp.policy.walk, `_judged`). Why: rule 2 reads turns and skips off single first runs, and
     one run's epochs to target are noisy enough (a 1.6x first-run difference on a 1.03x true one) to
     rule the cheapest sizes out for good. Runs after the first are compared because a first run also
     profiles the power limits; later runs (exploitation) keep counting, so a turn the first runs got
@@ -93,7 +93,7 @@ default yet):
     confirmation (measured: it costs more on the tuned cells).
 
 Everything is derived from the history (dispatched trials included), so any process decides the
-same, and every statistic used is computed over the history's columns (zeus.policy.tally): per size its
+same, and every statistic used is computed over the history's columns (zeus_kfp.policy.tally): per size its
 first result, the count and sum of its costs and its misses' charges (with `confirm`, less the first),
 the spread of its repeat costs, whether it reached; the smallest oom; the cheapest reached recurrence;
 the largest finished trial number (for "outlasted").
@@ -108,12 +108,12 @@ from statistics import NormalDist
 
 import numpy as np
 
-from zeus.job import JobSpec
-from zeus.policy.base import ArmState, Decision
-from zeus.policy.history import HistoryView, decision_rng, read_history
-from zeus.policy.pruning import feasible_default
-from zeus.policy.walk import WalkState, look_past, replay_walk
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec
+from zeus_kfp.policy.base import ArmState, Decision
+from zeus_kfp.policy.history import HistoryView, decision_rng, read_history
+from zeus_kfp.policy.pruning import feasible_default
+from zeus_kfp.policy.walk import WalkState, look_past, replay_walk
+from zeus_kfp.trials import Trial
 
 EARLY_STOP_BASES = ("mean", "lowest-spend")
 
@@ -133,7 +133,7 @@ class TurningWalkPolicy:
     The constructor's knobs exist so benchmarks can measure alternatives; the defaults are the winners.
     """
 
-    name = "turning-walk"  # named by its algorithm; "default" is an alias (zeus.policy.ALIASES)
+    name = "turning-walk"  # named by its algorithm; "default" is an alias (zeus_kfp.policy.ALIASES)
 
     def __init__(
         self,
@@ -194,7 +194,7 @@ class TurningWalkPolicy:
         return _Plan(view, walk, _candidates(view, walk))
 
     def stop_threshold(self, spec: JobSpec, history: Sequence[Trial]) -> float | None:
-        """Rule 3 on the history as it is now (what a running trial stops at, zeus.policy.base)."""
+        """Rule 3 on the history as it is now (what a running trial stops at, zeus_kfp.policy.base)."""
         return self._threshold(spec, read_history(spec, history))
 
     def _threshold(self, spec: JobSpec, view: HistoryView) -> float | None:

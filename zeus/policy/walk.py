@@ -1,7 +1,7 @@
 """The `default` policy's exploration: one pass from the default size, down then up, that stops where
 the cost turns.
 
-Zeus's walk (zeus.policy.pruning) goes down from the default size until a size misses the target,
+Zeus's walk (zeus_kfp.policy.pruning) goes down from the default size until a size misses the target,
 then up until one misses. It never stops because a size *costs more*, so it pays for every size on
 the far side of the minimum until one fails outright. Zeus assumes the cost is convex in the batch
 size (the NSDI'23 traces bear that out, up to noise and the odd bump); on a curve with one minimum,

@@ -1,9 +1,9 @@
 """GPU power: backends behind one protocol (NVML, zeusd, simulated), an energy monitor, the JIT profiler."""
 
-from zeus.power.devices import max_power_limit_w, open_gpu
-from zeus.power.gpu import GPU, GPU_KINDS, GPUError, GPUKindError, PowerConstraints
-from zeus.power.monitor import EnergyMonitor, Measurement
-from zeus.power.profiler import (
+from zeus_kfp.power.devices import max_power_limit_w, open_gpu
+from zeus_kfp.power.gpu import GPU, GPU_KINDS, GPUError, GPUKindError, PowerConstraints
+from zeus_kfp.power.monitor import EnergyMonitor, Measurement
+from zeus_kfp.power.profiler import (
     Done,
     Eval,
     PowerLimitProfiler,
@@ -13,7 +13,7 @@ from zeus.power.profiler import (
     Warmup,
     candidate_limits,
 )
-from zeus.power.selection import (
+from zeus_kfp.power.selection import (
     Energy,
     MaxSlowdown,
     OptimumSelector,
@@ -21,8 +21,8 @@ from zeus.power.selection import (
     ZeusCost,
     choose_limit,
 )
-from zeus.power.simulated import PowerModel, SimulatedGPU
-from zeus.profiles import PROFILE_COLUMNS
+from zeus_kfp.power.simulated import PowerModel, SimulatedGPU
+from zeus_kfp.profiles import PROFILE_COLUMNS
 
 __all__ = [
     "GPU",

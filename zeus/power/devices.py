@@ -1,7 +1,7 @@
 """Which GPU backend this process gets (`open_gpu`), and what it says about the GPUs' power.
 
 Why a module of its own: the backends (NVML, zeusd, simulated) implement the protocol of
-zeus.power.gpu, so they import it; the choice among them imports every backend. Kept in the
+zeus_kfp.power.gpu, so they import it; the choice among them imports every backend. Kept in the
 protocol's module, that choice made each backend import a module that imports it back.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError
-from zeus.power.nvml import NvmlGPU
-from zeus.power.simulated import SimulatedGPU
+from zeus_kfp.power.gpu import GPU, GPU_KINDS, GPUKindError
+from zeus_kfp.power.nvml import NvmlGPU
+from zeus_kfp.power.simulated import SimulatedGPU
 
 
 def _nvml_visible() -> bool:
@@ -46,7 +46,7 @@ def open_gpu(kind: str = "auto") -> GPU:
         return SimulatedGPU.from_env()
     if kind == "nvml":
         return NvmlGPU()
-    from zeus.power.zeusd import ZeusdGPU  # deferred: it loads requests (0.1 s), which only a zeusd node uses
+    from zeus_kfp.power.zeusd import ZeusdGPU  # deferred: it loads requests (0.1 s), which only a zeusd node uses
 
     return ZeusdGPU.from_env()
 

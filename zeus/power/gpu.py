@@ -3,7 +3,7 @@
 Why a protocol: the profiler, the energy monitor and the trial runner must run unchanged on a
 GPU node with root, on a Kubeflow pod that may only ask the node daemon (zeusd) to set limits,
 and on a CPU-only laptop or CI machine where a simulated GPU stands in. They only ever talk
-to this interface, so the hardware question is answered once, in `open_gpu` (zeus.power.devices).
+to this interface, so the hardware question is answered once, in `open_gpu` (zeus_kfp.power.devices).
 
 Units are watts, joules and seconds everywhere above this layer; backends convert from NVML's
 milliwatts and millijoules.
@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from zeus.errors import FieldError
+from zeus_kfp.errors import FieldError
 
 log = logging.getLogger(__name__)
 

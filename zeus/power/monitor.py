@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zeus.power.gpu import GPU
+from zeus_kfp.power.gpu import GPU
 
 
 @dataclass(frozen=True)

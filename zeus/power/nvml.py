@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from zeus.power.gpu import GPUError, PowerConstraints, warn_measure_only
+from zeus_kfp.power.gpu import GPUError, PowerConstraints, warn_measure_only
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class NvmlGPU:
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock or time.monotonic
         try:
-            import pynvml  # here, not at the top: its absence is this GPUError, not an ImportError of zeus.power
+            import pynvml  # here, not at the top: its absence is this GPUError, not an ImportError of zeus_kfp.power
         except ImportError as exc:
             raise GPUError("gpu=nvml needs nvidia-ml-py (import pynvml)") from exc
         self._nvml = pynvml

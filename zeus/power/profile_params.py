@@ -1,4 +1,4 @@
-"""What the JIT profiler (zeus.power.profiler) is told: iterations per limit, the limit step, the shortest
+"""What the JIT profiler (zeus_kfp.power.profiler) is told: iterations per limit, the limit step, the shortest
 measurement window, and the limits a GPU offers to try."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import logging
 import math
 from dataclasses import dataclass
 
-from zeus.power.gpu import GPU
+from zeus_kfp.power.gpu import GPU
 
-log = logging.getLogger("zeus.power.profiler")  # what it says is about profiling: the profiler's log
+log = logging.getLogger("zeus_kfp.power.profiler")  # what it says is about profiling: the profiler's log
 
 MIN_WINDOW_ALLOWED = "a number of seconds >= 0, or unset (None) for the GPU backend's default"
 

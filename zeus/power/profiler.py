@@ -3,7 +3,7 @@
 Zeus (NSDI'23) profiles power limits *during* the first epoch of real training instead of in a
 separate benchmark: for each limit from the maximum down in 25 W steps it runs a few warm-up
 iterations (the GPU settles after a limit change), then measures throughput and power over
-the next iterations; it then keeps the limit its optimum selector picks (zeus.power.selection;
+the next iterations; it then keeps the limit its optimum selector picks (zeus_kfp.power.selection;
 the job's Zeus cost per unit of work, `(eta * power + (1 - eta) * max_power) / throughput`, by
 default) and trains the rest at that limit. Eval is profiled once, at the chosen limit, so the
 trial's predicted epoch cost includes it.
@@ -39,7 +39,7 @@ last `min_window_s`.
 
 Where limits may not be set (no SYS_ADMIN, no zeusd) the profiler measures one window at the limit
 in force and says so ("measure only"); a refusal met mid-way falls back the same way. `agree` makes
-a chosen limit the one every rank trains at (rank 0's, broadcast; zeus.train.distributed).
+a chosen limit the one every rank trains at (rank 0's, broadcast; zeus_kfp.train.distributed).
 `restore()` puts back the limits in force before the trial (the maximum on an untuned node);
 callers run it in `finally` and on signals so a crashed or killed trial never leaves a GPU
 throttled.
@@ -54,11 +54,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeus.power.gpu import GPU
-from zeus.power.monitor import EnergyMonitor, Measurement
-from zeus.power.profile_params import ProfileParams, candidate_limits
-from zeus.power.selection import CostRate, OptimumSelector, as_selector, choose_limit
-from zeus.profiles import PowerProfile
+from zeus_kfp.power.gpu import GPU
+from zeus_kfp.power.monitor import EnergyMonitor, Measurement
+from zeus_kfp.power.profile_params import ProfileParams, candidate_limits
+from zeus_kfp.power.selection import CostRate, OptimumSelector, as_selector, choose_limit
+from zeus_kfp.profiles import PowerProfile
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ State = Ready | Warmup | Profiling | Eval | Done
 class PowerLimitProfiler:
     """Drives one trial's power limits. Hooks: on_step_begin/on_step_end, on_epoch_end, on_eval_begin/end.
 
-    `selector` (zeus.power.selection) chooses the limit; `cost_rate` is shorthand for ZeusCost(cost_rate),
+    `selector` (zeus_kfp.power.selection) chooses the limit; `cost_rate` is shorthand for ZeusCost(cost_rate),
     the job's cost per unit of work (CostModel.rate (JobSpec.cost_model)). `reuse`: a stored profile to train at instead
     of profiling (its eval is measured if it has none). `agree`: see the module docstring.
     """
@@ -222,7 +222,7 @@ class PowerLimitProfiler:
 
     def on_step_end(self, samples: int, steps: int = 1) -> None:
         """`steps` steps over `samples` samples in all have run since on_step_begin. More than one: a
-        driver outside the process that sees progress in bursts (zeus.train.progress), so windows
+        driver outside the process that sees progress in bursts (zeus_kfp.train.progress), so windows
         open and close only where it saw progress."""
         self._epoch_step += steps
         state = self.state

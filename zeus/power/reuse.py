@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from zeus.profiles import PowerProfile
+from zeus_kfp.profiles import PowerProfile
 
 
 @dataclass
@@ -30,7 +30,7 @@ class ProfileBook:
 
     @classmethod
     def from_frame(cls, profiles: pd.DataFrame) -> ProfileBook:
-        """From the store's profiles table (zeus.store: batch_size, recurrence, trial and PROFILE_COLUMNS)."""
+        """From the store's profiles table (zeus_kfp.store: batch_size, recurrence, trial and PROFILE_COLUMNS)."""
         book = cls()
         if profiles.empty:
             return book

@@ -1,13 +1,13 @@
-"""How a power limit is chosen from a power profile (zeus.profiles.PowerProfile): the optimum selectors.
+"""How a power limit is chosen from a power profile (zeus_kfp.profiles.PowerProfile): the optimum selectors.
 
-Every choice of a limit goes through `choose_limit`: the live JIT profiler (zeus.power.profiler), a
-trial that reuses a stored profile (zeus.power.reuse), the trace-backed trial (zeus.simulate.trial)
+Every choice of a limit goes through `choose_limit`: the live JIT profiler (zeus_kfp.power.profiler), a
+trial that reuses a stored profile (zeus_kfp.power.reuse), the trace-backed trial (zeus_kfp.simulate.trial)
 and the report. It picks among the *valid* training rows only (PowerProfile.train_rows): a row whose power or
 throughput is zero or not finite is a void window (the meter did not tick), which profiles stored
 before zeus-kfp waited for the meter may still contain.
 
 What "optimum" means is an `OptimumSelector`, after ml-energy/zeus `optimizer/power_limit.py`:
-`ZeusCost` (the job's cost per unit of work, zeus.cost.CostModel.rate: what zeus-kfp uses, because the bandit
+`ZeusCost` (the job's cost per unit of work, zeus_kfp.cost.CostModel.rate: what zeus-kfp uses, because the bandit
 prices trials with the same cost), `Energy`, `Time` and `MaxSlowdown`. Ties go to the higher limit
 (same figure, faster).
 """
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus.profiles import PowerProfile
+from zeus_kfp.profiles import PowerProfile
 
-# (power in W over all the job's GPUs, throughput in units/s) -> cost per unit of work: zeus.cost.CostModel.rate
+# (power in W over all the job's GPUs, throughput in units/s) -> cost per unit of work: zeus_kfp.cost.CostModel.rate
 CostRate = Callable[[float, float], float]
 
 

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeus.power.gpu import PowerConstraints
+from zeus_kfp.power.gpu import PowerConstraints
 
 SIM_CLOCKS = ("model", "wall")
 EPOCH_SAMPLES_ENV = "ZEUS_SIM_EPOCH_SAMPLES"

@@ -29,8 +29,8 @@ import re
 
 import requests
 
-from zeus.power.gpu import GPUError
-from zeus.power.nvml import NvmlGPU
+from zeus_kfp.power.gpu import GPUError
+from zeus_kfp.power.nvml import NvmlGPU
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """Plots and Markdown for people (pure pandas + matplotlib; never kfp, never the store: the report
-step, zeus.steps.reporting, and the CLI read it and hand these functions the data).
+step, zeus_kfp.steps.reporting, and the CLI read it and hand these functions the data).
 
 The pipeline's report step, `zeus-kfp run`, `zeus-kfp show` and the notebook all draw from
 these functions, so every view of a job shows the same numbers (the bandit's state too: `arm_frame`
-computes it from the history, zeus.report.arms).
+computes it from the history, zeus_kfp.report.arms).
 
 The names below are loaded on first use (PEP 562), not when the package is imported: a bandit
-step formats a duration with zeus.report.units, and importing a submodule imports this package
+step formats a duration with zeus_kfp.report.units, and importing a submodule imports this package
 first, which must not load matplotlib (0.5 s on an idle machine, seconds under load, paid by
 every bandit step that saw a trial in flight).
 """
@@ -17,12 +17,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from zeus.report.arms import arm_frame
-    from zeus.report.frames import Baseline, default_config_cost, per_recurrence
-    from zeus.report.markdown import markdown_report
-    from zeus.report.plots import PLOT_NAMES, write_plots
-    from zeus.report.recurrence import RecurrenceReport, build_recurrence_report, recurrence_metrics
-    from zeus.report.savings import Savings, savings_of
+    from zeus_kfp.report.arms import arm_frame
+    from zeus_kfp.report.frames import Baseline, default_config_cost, per_recurrence
+    from zeus_kfp.report.markdown import markdown_report
+    from zeus_kfp.report.plots import PLOT_NAMES, write_plots
+    from zeus_kfp.report.recurrence import RecurrenceReport, build_recurrence_report, recurrence_metrics
+    from zeus_kfp.report.savings import Savings, savings_of
 
 _SOURCES = {
     "arm_frame": "arms",

@@ -3,7 +3,7 @@
 Nothing derived from the history is stored: the arm states are a function of (spec, history, policy)
 (`Policy.arm_states`), as a decision is, so every view that shows them (the report step, `zeus-kfp
 show` and `run`, TensorBoard, the notebook) computes them here from the history it read, and they all
-agree. The statistics of even a long history cost well under 0.1 s (zeus.policy.tally).
+agree. The statistics of even a long history cost well under 0.1 s (zeus_kfp.policy.tally).
 
 The job's policy is a run parameter, not part of the spec, and the store does not record it: a caller
 that knows it (the report step, `zeus-kfp run`) passes it; one that does not (`zeus-kfp show`) gets the
@@ -17,12 +17,12 @@ from dataclasses import astuple
 
 import pandas as pd
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.policy import NoFeasibleBatchSizeError, get_policy
-from zeus.policy.base import ArmState
-from zeus.policy.history import History, tally_history
-from zeus.trial_history import TrialHistory
-from zeus.trials import Trial
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.policy import NoFeasibleBatchSizeError, get_policy
+from zeus_kfp.policy.base import ArmState
+from zeus_kfp.policy.history import History, tally_history
+from zeus_kfp.trial_history import TrialHistory
+from zeus_kfp.trials import Trial
 
 DEFAULT_POLICY = "default"
 ARM_COLUMNS = ["batch_size", "stage", "num_observations", "posterior_mean", "posterior_precision", "pruned"]
@@ -34,7 +34,7 @@ _DTYPES = {"batch_size": "int64", "stage": "object", "num_observations": "int64"
 def arm_frame(spec: JobSpec, history: History, policy: str = DEFAULT_POLICY) -> pd.DataFrame:
     """The policy's arm states after `history` (FRAME_COLUMNS, sorted by batch size; a missing posterior
     is NaN), each with `lowest_cost`: the lowest spend of a recurrence that reached the target, the
-    policies' early-stop basis (beta x it is the threshold; zeus.policy.history), NaN before any.
+    policies' early-stop basis (beta x it is the threshold; zeus_kfp.policy.history), NaN before any.
 
     Empty while no trial has finished: there is nothing to show before the first result. When every
     size ran out of memory the policy has no view (NoFeasibleBatchSizeError); each size then shows as

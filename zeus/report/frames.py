@@ -1,7 +1,7 @@
 """Numbers behind the report: pure functions of the store's frames, so plots, Markdown and
 metrics agree, and tests can check them on frames they build by hand.
 
-Column names are the store's (see zeus.store): trials have recurrence, recurrence_id, trial,
+Column names are the store's (see zeus_kfp.store): trials have recurrence, recurrence_id, trial,
 attempt, batch_size, power_limit_w, status, finished, cost, energy_j, time_s, simulated, ...;
 profiles have batch_size, phase, power_limit_w, average_power_w, throughput, simulated.
 """
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.power.gpu import MEASURE_ONLY_NOTE
-from zeus.profiles import UNPROFILED_NOTE
-from zeus.simulate.engine import expected_figures
-from zeus.simulate.trial import TraceBackend
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.power.gpu import MEASURE_ONLY_NOTE
+from zeus_kfp.profiles import UNPROFILED_NOTE
+from zeus_kfp.simulate.engine import expected_figures
+from zeus_kfp.simulate.trial import TraceBackend
 
-TRACE_SOURCE = re.compile(r"simulated \(trace: ([\w.-]+/[\w.-]+)\)")  # zeus.simulate.trial.TraceBackend.source
+TRACE_SOURCE = re.compile(r"simulated \(trace: ([\w.-]+/[\w.-]+)\)")  # zeus_kfp.simulate.trial.TraceBackend.source
 RECURRENCE_COLUMNS = ["recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost"]
 
 
@@ -103,7 +103,7 @@ def default_config_cost(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobS
     baseline: `run`, `show`, the report, its metrics and its plot all take it from here.
 
     A job whose trials all replayed one NSDI'23 trace (their source "simulated (trace: w/g)") has an
-    exact one: the trace's expected cost of that configuration (zeus.simulate.engine.expected_figures,
+    exact one: the trace's expected cost of that configuration (zeus_kfp.simulate.engine.expected_figures,
     what the simulator's "default config" row is too). Any other job's is estimated from the store:
     the median cost of its trials that *reached* the target at the default batch size (the median
     resists one slow node). Those trials ran at the power limit the JIT profiler chose, which is

@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
-from zeus.job import JobSpec
-from zeus.report.frames import finished_trials, is_simulated, limit_text, per_recurrence
-from zeus.report.plots import PLOT_NAMES
-from zeus.report.savings import savings_of
-from zeus.trials import trial_columns
+from zeus_kfp.job import JobSpec
+from zeus_kfp.report.frames import finished_trials, is_simulated, limit_text, per_recurrence
+from zeus_kfp.report.plots import PLOT_NAMES
+from zeus_kfp.report.savings import savings_of
+from zeus_kfp.trials import trial_columns
 
 SIMULATED_NOTE = (
     "> **Simulated GPU.** These figures come from a simulated GPU (no NVML device was available); "

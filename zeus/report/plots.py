@@ -18,10 +18,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.power.selection import choose_limit
-from zeus.profiles import PowerProfile
-from zeus.report.frames import default_config_cost, finished_trials, is_simulated, limit_note, per_recurrence
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.power.selection import choose_limit
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.report.frames import default_config_cost, finished_trials, is_simulated, limit_note, per_recurrence
 
 PLOT_NAMES = ("cost_per_recurrence", "batch_size_per_trial", "posterior", "power_profile")
 _STATUS_STYLE = {

@@ -1,5 +1,5 @@
 """One recurrence's report from the job's data: what the pipeline's report step and `zeus-kfp run`
-show at the end of a recurrence (they read the data from the store: zeus.steps.reporting)."""
+show at the end of a recurrence (they read the data from the store: zeus_kfp.steps.reporting)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from zeus.job import JobSpec
-from zeus.policy.history import History
-from zeus.report.arms import DEFAULT_POLICY, arm_frame
-from zeus.report.frames import default_config_cost, per_recurrence, select_recurrence
-from zeus.report.markdown import markdown_report
-from zeus.report.plots import write_plots
+from zeus_kfp.job import JobSpec
+from zeus_kfp.policy.history import History
+from zeus_kfp.report.arms import DEFAULT_POLICY, arm_frame
+from zeus_kfp.report.frames import default_config_cost, per_recurrence, select_recurrence
+from zeus_kfp.report.markdown import markdown_report
+from zeus_kfp.report.plots import write_plots
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ def build_recurrence_report(
 ) -> RecurrenceReport:
     """Plot the job's history into `out_dir` and report on the recurrence `recurrence_id` (None: the
     latest one that has trials). The bandit's state is `policy`'s view of the whole `history`
-    (zeus.report.arms): the run's policy, which the store does not record. The caller reads the store
-    (zeus.steps.reporting.recurrence_report): the report takes data, so it never opens one."""
+    (zeus_kfp.report.arms): the run's policy, which the store does not record. The caller reads the store
+    (zeus_kfp.steps.reporting.recurrence_report): the report takes data, so it never opens one."""
     state = arm_frame(spec, history, policy)
     chosen = select_recurrence(trials, recurrence_id)
     number = int(chosen["recurrence"].iloc[0])

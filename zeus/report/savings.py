@@ -2,7 +2,7 @@
 
 Why its own module: two views once printed two different savings for one run (one against the
 simulator's expected default, one against the store's estimate; one cumulative, one of the latest
-recurrence). Now the baseline comes from one function (zeus.report.frames.default_config_cost) and
+recurrence). Now the baseline comes from one function (zeus_kfp.report.frames.default_config_cost) and
 the savings from this one, and each view prints the same two figures in the same words:
 
 - a recurrence's saving: 1 - its cost / the baseline;
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from zeus.job import JobSpec
-from zeus.report.frames import Baseline, default_config_cost, per_recurrence
-from zeus.report.units import COST_UNIT, si
+from zeus_kfp.job import JobSpec
+from zeus_kfp.report.frames import Baseline, default_config_cost, per_recurrence
+from zeus_kfp.report.units import COST_UNIT, si
 
 EXPLORING_NOTE = (
     "  (negative while the bandit is still exploring: each new batch size costs a profiling epoch, "

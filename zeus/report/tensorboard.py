@@ -6,7 +6,7 @@ batch size and power limit of the recurrence's final trial (the one that reached
 `power_limit_profiled` 0 when profiling did not choose it: unprofiled or measure only),
 the default configuration's cost and the saving when known, `simulated` (1: the figures come from
 a simulated GPU), and the bandit's posterior mean cost per batch size after the recurrence: the
-run's policy's arm states from the history up to the recurrence's last trial (zeus.report.arms),
+run's policy's arm states from the history up to the recurrence's last trial (zeus_kfp.report.arms),
 the statistics of that prefix per report step.
 `zeus-kfp tensorboard JOB` syncs the directory from any store and serves it on 127.0.0.1.
 
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from zeus.job import JobSpec
-from zeus.policy.history import History
-from zeus.report.arms import DEFAULT_POLICY, arm_frame, history_through
-from zeus.report.frames import finished_trials, is_simulated, limit_note, select_recurrence
-from zeus.report.recurrence import recurrence_metrics
+from zeus_kfp.job import JobSpec
+from zeus_kfp.policy.history import History
+from zeus_kfp.report.arms import DEFAULT_POLICY, arm_frame, history_through
+from zeus_kfp.report.frames import finished_trials, is_simulated, limit_note, select_recurrence
+from zeus_kfp.report.recurrence import recurrence_metrics
 
 TAG = "recurrence/"
 POSTERIOR_TAG = "posterior_mean/batch_size_"
@@ -50,7 +50,7 @@ def recurrence_scalars(
     trials: pd.DataFrame, profiles: pd.DataFrame, arms: pd.DataFrame, spec, recurrence: int
 ) -> dict[str, float]:
     """Tag -> value for one recurrence (see the module docstring). `arms`: the bandit's arm states after
-    the recurrence (zeus.report.arms.arm_frame of the history through it)."""
+    the recurrence (zeus_kfp.report.arms.arm_frame of the history through it)."""
     scalars = {TAG + name: value for name, value in recurrence_metrics(trials, profiles, spec, recurrence).items()}
     done = finished_trials(trials)
     mine = done[done["recurrence"] == recurrence].sort_values("trial")
@@ -60,7 +60,7 @@ def recurrence_scalars(
         scalars[TAG + "batch_size"] = float(final["batch_size"])
         if pd.notna(final["power_limit_w"]):
             scalars[TAG + "power_limit_w"] = float(final["power_limit_w"])
-            # 0: the limit was in force, not chosen (unprofiled, measure only: zeus.report.frames.limit_note)
+            # 0: the limit was in force, not chosen (unprofiled, measure only: zeus_kfp.report.frames.limit_note)
             scalars[TAG + "power_limit_profiled"] = 0.0 if limit_note(final.get("reason")) else 1.0
         scalars[TAG + "simulated"] = 1.0 if is_simulated(mine) else 0.0
     for row in arms.itertuples(index=False):  # arms without a posterior mean are left out
@@ -94,7 +94,7 @@ def recurrence_event(
 ) -> tuple[str, bytes]:
     """The recurrence's event file: (its name in the job's log directory, its bytes). The posterior is
     `policy`'s (the run's: the store does not record it). The report step stores it
-    (zeus.steps.reporting.append_recurrence)."""
+    (zeus_kfp.steps.reporting.append_recurrence)."""
     number = int(select_recurrence(trials, recurrence_id)["recurrence"].iloc[0])
     arms = arm_frame(spec, history_through(history, number), policy)
     scalars = recurrence_scalars(trials, profiles, arms, spec, number)

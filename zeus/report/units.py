@@ -2,7 +2,7 @@
 
 A trace-backed job's trial costs millions of joules and hours of GPU time; the example's costs
 a few hundred joules and seconds. One formatter for both keeps tables short and units explicit.
-Cost is in joules: eta * energy + (1 - eta) * max power * GPUs * time (zeus.job.zeus_cost).
+Cost is in joules: eta * energy + (1 - eta) * max power * GPUs * time (zeus_kfp.job.zeus_cost).
 """
 
 from __future__ import annotations

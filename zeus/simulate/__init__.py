@@ -7,11 +7,11 @@ Typical use (also what `zeus-kfp simulate` and benchmarks/policy.py do):
     results[0].cost_over_oracle, results[0].rows, results[0].history
 """
 
-from zeus.cost import Figures
-from zeus.simulate.engine import SimulationResult, Simulator
-from zeus.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
-from zeus.simulate.trace import SHIPPED_POWER_TRACES, load_workload_trace, shipped_trace
-from zeus.simulate.workloads import WORKLOADS, Workload, get_workload
+from zeus_kfp.cost import Figures
+from zeus_kfp.simulate.engine import SimulationResult, Simulator
+from zeus_kfp.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
+from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES, load_workload_trace, shipped_trace
+from zeus_kfp.simulate.workloads import WORKLOADS, Workload, get_workload
 
 __all__ = [
     "SHIPPED_POWER_TRACES",

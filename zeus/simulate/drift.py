@@ -1,13 +1,13 @@
 """A job whose costs shift at a known recurrence, and what a policy pays after the shift.
 
 Why: a drift signal (issue 24's gate) tells the bandit its old observations may be stale, and the job's
-`drift_reaction` (zeus.policy.drift) decides what it does about it. Whether forgetting beats keeping
+`drift_reaction` (zeus_kfp.policy.drift) decides what it does about it. Whether forgetting beats keeping
 can only be measured on a job where the truth is known: here the costs shift at recurrence `shift_at`,
 from one trace to another made from it, and the oracle after the shift is the new trace's.
 
 The shifted trace is the same workload on the same GPU (a V100 or A40 trace, or a job generated from one
-by zeus.simulate.perturb) with its cost minimum moved to another batch size that always reaches the target
-(zeus.simulate.perturb.move_minimum): what a change in the data does to a job, its best size moving,
+by zeus_kfp.simulate.perturb) with its cost minimum moved to another batch size that always reaches the target
+(zeus_kfp.simulate.perturb.move_minimum): what a change in the data does to a job, its best size moving,
 while its power limits and the choice among them stay (so a stored power profile stays valid).
 
 The simulator then runs the job's trials of recurrence r on the shifted trace from `shift_at` on, and
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus.cost import Figures
-from zeus.job import JobSpec
-from zeus.policy.base import Policy
-from zeus.simulate.engine import SimulationResult, Simulator, expected_figures, oracle_batch_size, reaching_figures
-from zeus.simulate.perturb import move_minimum, perturbed_job
-from zeus.simulate.runner import build_simulator
-from zeus.simulate.trace import SizeTrace, WorkloadTrace
+from zeus_kfp.cost import Figures
+from zeus_kfp.job import JobSpec
+from zeus_kfp.policy.base import Policy
+from zeus_kfp.simulate.engine import SimulationResult, Simulator, expected_figures, oracle_batch_size, reaching_figures
+from zeus_kfp.simulate.perturb import move_minimum, perturbed_job
+from zeus_kfp.simulate.runner import build_simulator
+from zeus_kfp.simulate.trace import SizeTrace, WorkloadTrace
 
 
 class ShiftedSimulator(Simulator):
@@ -118,7 +118,7 @@ def drift_cell(workload: str, gpu: str, eta: float, seed: int, *, level: bool = 
 
 
 def drift_job(seed: int, index: int, *, level: bool = True) -> DriftJob | None:
-    """Job `index` generated from `seed` (zeus.simulate.perturb, kind "measured": its minimum where the
+    """Job `index` generated from `seed` (zeus_kfp.simulate.perturb, kind "measured": its minimum where the
     perturbation left it), whose minimum then moves halfway through; None as for `drift_cell`."""
     job = perturbed_job(seed, index, kind="measured")
     rng = np.random.default_rng([seed, index, 24])

@@ -1,9 +1,9 @@
 """Trace-driven simulation of a recurring job under a batch-size policy: how the pipeline would fare.
 
 The simulator is the pipeline with the cluster taken out, not a model of it. Each attempt asks the
-policy (the same `decide`, with the seed zeus.seeds derives for that recurrence and attempt, as the
-bandit step does), decides profile reuse with the same rule (zeus.power.reuse), and runs the same
-trace-backed trial (zeus.simulate.trial) the train step runs for a "trace:<workload>/<gpu>" job. So
+policy (the same `decide`, with the seed zeus_kfp.seeds derives for that recurrence and attempt, as the
+bandit step does), decides profile reuse with the same rule (zeus_kfp.power.reuse), and runs the same
+trace-backed trial (zeus_kfp.simulate.trial) the train step runs for a "trace:<workload>/<gpu>" job. So
 `zeus-kfp simulate` and `zeus-kfp run` on a trace backend give the same trials, and the policy is
 evaluated on the pipeline users run (tests/simulate/test_equivalence.py checks it through kfp.local).
 
@@ -33,16 +33,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from zeus.cost import Figures
-from zeus.job import JobSpec, TrialOutcome, TrialStatus, live_threshold
-from zeus.policy.base import Decision, Policy
-from zeus.policy.drift import decide_after_drift, early_stop_after_drift
-from zeus.power.reuse import ProfileBook
-from zeus.seeds import decision_seed, trial_seed
-from zeus.simulate.trace import WorkloadTrace
-from zeus.simulate.trial import run_trace_trial
-from zeus.summaries import RecurrenceSummary
-from zeus.trials import Trial
+from zeus_kfp.cost import Figures
+from zeus_kfp.job import JobSpec, TrialOutcome, TrialStatus, live_threshold
+from zeus_kfp.policy.base import Decision, Policy
+from zeus_kfp.policy.drift import decide_after_drift, early_stop_after_drift
+from zeus_kfp.power.reuse import ProfileBook
+from zeus_kfp.seeds import decision_seed, trial_seed
+from zeus_kfp.simulate.trace import WorkloadTrace
+from zeus_kfp.simulate.trial import run_trace_trial
+from zeus_kfp.summaries import RecurrenceSummary
+from zeus_kfp.trials import Trial
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ class Simulator:
         return 2 * len(self.spec.batch_sizes) * len(self.trace.power_limits)
 
     def trace_for(self, recurrence: int) -> WorkloadTrace:
-        """The trace recurrence `recurrence` trains on: one for the whole job (zeus.simulate.drift shifts it)."""
+        """The trace recurrence `recurrence` trains on: one for the whole job (zeus_kfp.simulate.drift shifts it)."""
         return self.trace
 
     def run(
@@ -176,7 +176,7 @@ class Simulator:
     ) -> SimulationResult:
         """Simulate `num_recurrences` recurrences (default: Zeus's 2 x |sizes| x |limits|) of the job with
         seed `seed`, `in_flight` of them at a time; `drifts`: the recurrences a drift opened, which the
-        policy is told of as the bandit step tells it (zeus.policy.drift, under spec.drift_reaction);
+        policy is told of as the bandit step tells it (zeus_kfp.policy.drift, under spec.drift_reaction);
         `live_stop` False: each trial keeps the threshold it was dispatched with (the mid-trial stop off,
         for comparison)."""
         n = self.default_num_recurrences() if num_recurrences is None else num_recurrences
@@ -289,7 +289,7 @@ class _Run:
     def _threshold_moved(self) -> None:
         """After a trial finished or a recurrence began (a drift may have opened it): when the policy's early
         stop moved, every running trial reads the new one from this moment on (its later epoch ends), below
-        the threshold it was dispatched with (zeus.job.live_threshold). A rise can let a running trial go on
+        the threshold it was dispatched with (zeus_kfp.job.live_threshold). A rise can let a running trial go on
         that a lower one would have stopped later, so it is worked out again either way."""
         threshold = early_stop_after_drift(
             self.policy, self.spec, self.history, drifts=self.drifts, recurrence=self.started
@@ -335,7 +335,7 @@ class _Run:
             self._dispatch(rec)
 
     def _slot_freed(self) -> None:
-        """A recurrence ended: start the next one at once (zeus.simulate.gate starts them on a period)."""
+        """A recurrence ended: start the next one at once (zeus_kfp.simulate.gate starts them on a period)."""
         if self.started < self.n:
             self._start_recurrence()
 

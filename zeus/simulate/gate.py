@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from zeus.policy.base import Policy
-from zeus.simulate.engine import SimulationResult, Simulator, _Run
+from zeus_kfp.policy.base import Policy
+from zeus_kfp.simulate.engine import SimulationResult, Simulator, _Run
 
 
 @dataclass(frozen=True)

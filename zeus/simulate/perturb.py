@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus.job import JobSpec
-from zeus.simulate.engine import Simulator, oracle_batch_size, reaching_figures
-from zeus.simulate.runner import build_simulator
-from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
-from zeus.simulate.workloads import WORKLOADS
+from zeus_kfp.job import JobSpec
+from zeus_kfp.simulate.engine import Simulator, oracle_batch_size, reaching_figures
+from zeus_kfp.simulate.runner import build_simulator
+from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
+from zeus_kfp.simulate.workloads import WORKLOADS
 
 KINDS = ("measured", "moved", "default-optimal")
 ETAS = (0.25, 0.5, 0.75)

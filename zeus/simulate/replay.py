@@ -1,7 +1,7 @@
 """A trace-backed job's store history next to the simulator's run of the same job: one truth, checked.
 
 A job whose trials ran on the trace backend ("trace:<workload>/<gpu>") went through the same policy,
-seeds, profile-reuse rule and trial code as the simulator (zeus.simulate.engine). So the simulator,
+seeds, profile-reuse rule and trial code as the simulator (zeus_kfp.simulate.engine). So the simulator,
 given the job's spec, policy and seed, must produce the very same trials, recurrence for recurrence;
 `compare` runs it and says whether it did, and where the two first part (a job that mixed policies, or
 whose recurrences overlapped, parts ways there). `zeus-kfp run` prints this after every run, and
@@ -15,12 +15,12 @@ from enum import Enum
 
 import pandas as pd
 
-from zeus.cost import Figures
-from zeus.job import JobSpec
-from zeus.policy import get_policy
-from zeus.simulate.engine import SimulationResult, Simulator
-from zeus.simulate.trial import TraceBackend
-from zeus.trials import Trial, trial_columns, trials_of
+from zeus_kfp.cost import Figures
+from zeus_kfp.job import JobSpec
+from zeus_kfp.policy import get_policy
+from zeus_kfp.simulate.engine import SimulationResult, Simulator
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.trials import Trial, trial_columns, trials_of
 
 # What must agree for every trial; cost to the last bit (the same floats in the same order).
 TRIAL_FIELDS = trial_columns("recurrence", "attempt", "batch_size", "power_limit_w", "status", "cost")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus.policy import get_policy
-from zeus.simulate.engine import SimulationResult, Simulator
-from zeus.simulate.trace import SHIPPED_POWER_TRACES, cached_trace, load_workload_trace, shipped_trace
-from zeus.simulate.workloads import get_workload
+from zeus_kfp.policy import get_policy
+from zeus_kfp.simulate.engine import SimulationResult, Simulator
+from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES, cached_trace, load_workload_trace, shipped_trace
+from zeus_kfp.simulate.workloads import get_workload
 
 
 def build_simulator(

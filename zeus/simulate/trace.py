@@ -26,7 +26,7 @@ def shipped_trace(name: str) -> Path:
     if name != "train" and name not in SHIPPED_POWER_TRACES:
         raise ValueError(f"invalid trace={name!r}: allowed train, {', '.join(SHIPPED_POWER_TRACES)}")
     filename = "summary_train.csv" if name == "train" else f"summary_power_{name}.csv"
-    return Path(str(resources.files("zeus.simulate") / "traces" / filename))
+    return Path(str(resources.files("zeus_kfp.simulate") / "traces" / filename))
 
 
 def read_trace(path: str | Path, columns: tuple[str, ...], what: str) -> pd.DataFrame:

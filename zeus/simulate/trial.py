@@ -1,13 +1,13 @@
 """A trace-backed trial: one trial of an NSDI'23 workload, replayed from the measured traces.
 
-This is the one place a trace-backed trial's outcome is decided. The simulator (zeus.simulate.engine)
+This is the one place a trace-backed trial's outcome is decided. The simulator (zeus_kfp.simulate.engine)
 calls it for every trial it simulates, and the pipeline's train step calls it when a job selects the
 trial backend "trace:<workload>/<gpu>", so `zeus-kfp run` and `zeus-kfp simulate` agree trial for trial.
 
 Rules (after ml-energy/zeus `_legacy/simulate.py`):
 - the trial samples one training run of the train trace at its batch size with its own RNG
-  (zeus.seeds.trial_seed): the epoch at which that run first reached the target, or never;
-- power: a trial with no stored profile to reuse (zeus.power.reuse) profiles its first epoch at every
+  (zeus_kfp.seeds.trial_seed): the epoch at which that run first reached the target, or never;
+- power: a trial with no stored profile to reuse (zeus_kfp.power.reuse) profiles its first epoch at every
   power limit of the trace (that epoch costs the mean over the limits) and trains the rest at the limit
   `choose_limit` picks from that profile; a trial that reuses a stored profile trains every epoch at
   that profile's choice. The profile rows are the trace's (throughput in epochs per second);
@@ -16,7 +16,7 @@ Rules (after ml-energy/zeus `_legacy/simulate.py`):
   not reached: cost_exceeded when the threshold set the cap, not_reached when max_epochs did;
 - with `threshold_at` (the simulator's overlapping recurrences) the threshold is read again at every
   epoch end, `threshold_at(seconds into the trial)`, as a live trial reads the job's early stop then
-  (zeus.steps.live_threshold): the trial stops at the first epoch end at which it has run its cap under
+  (zeus_kfp.steps.live_threshold): the trial stops at the first epoch end at which it has run its cap under
   the threshold of that moment, or reached. A constant `threshold_at` gives the same trial as
   `cost_threshold` alone.
 
@@ -33,12 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus.errors import FieldError
-from zeus.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
-from zeus.power.selection import choose_limit
-from zeus.profiles import PowerProfile
-from zeus.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
-from zeus.simulate.workloads import WORKLOADS, get_workload, load_shipped
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import JobSpec, TrialOutcome, TrialResult, TrialStatus
+from zeus_kfp.power.selection import choose_limit
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
+from zeus_kfp.simulate.workloads import WORKLOADS, get_workload, load_shipped
 
 SCRIPT_BACKEND = "script"
 TRACE_PREFIX = "trace:"
@@ -99,7 +99,7 @@ class TraceBackend:
         reuse: PowerProfile | None,
         work_dir: Path | None = None,
     ) -> TrialOutcome:
-        """One replayed trial: a zeus.launch.trial.TrialRunner, like the script and cluster runners (a replay
+        """One replayed trial: a zeus_kfp.launch.trial.TrialRunner, like the script and cluster runners (a replay
         writes nothing, so `work_dir` goes unused)."""
         trace = self.trace()
         if batch_size not in trace.sizes:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeus.job import JobSpec
-from zeus.simulate.trace import WorkloadTrace, cached_trace, load_workload_trace, shipped_trace
+from zeus_kfp.job import JobSpec
+from zeus_kfp.simulate.trace import WorkloadTrace, cached_trace, load_workload_trace, shipped_trace
 
 # Zeus's simulator gives up on a recurrence after 20 tries; the simulated jobs use the same limit.
 ZEUS_MAX_TRIES = 20

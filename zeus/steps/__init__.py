@@ -3,7 +3,7 @@ bandit, train, feedback, report): a component (components/) is a few lines that 
 its name, so the logic is testable without kfp and never imports it.
 """
 
-from zeus.steps.abandoned import (
+from zeus_kfp.steps.abandoned import (
     DEFAULT_DISPATCH_TIMEOUT_S,
     abandoned_line,
     check_dispatch_timeout,
@@ -11,8 +11,8 @@ from zeus.steps.abandoned import (
     fail_stale,
     fail_unfinished,
 )
-from zeus.steps.gate import gate
-from zeus.steps.params import (
+from zeus_kfp.steps.gate import gate
+from zeus_kfp.steps.params import (
     BETA_DISABLED,
     NO_THRESHOLD,
     PROFILE_KIND,
@@ -23,13 +23,13 @@ from zeus.steps.params import (
     threshold_from_param,
     threshold_to_param,
 )
-from zeus.steps.power import MaxPower, gpu_power
-from zeus.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
-from zeus.steps.reporting import report
-from zeus.steps.request import TrialRequest
-from zeus.steps.summary import summarize
-from zeus.steps.trial import Choice, bandit, feedback, train
-from zeus.summaries import RecurrenceSummary
+from zeus_kfp.steps.power import MaxPower, gpu_power
+from zeus_kfp.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
+from zeus_kfp.steps.reporting import report
+from zeus_kfp.steps.request import TrialRequest
+from zeus_kfp.steps.summary import summarize
+from zeus_kfp.steps.trial import Choice, bandit, feedback, train
+from zeus_kfp.summaries import RecurrenceSummary
 
 __all__ = [
     "BETA_DISABLED",

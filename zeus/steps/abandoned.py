@@ -13,7 +13,7 @@ Two ways a dispatched trial loses its owner:
 
 Either way the trial is finished through the store's ordinary `finish_trial` with a FAILED result
 (no figures: none were reported), so the store format does not change, `show` lists it with its
-reason, and the policies treat it as Zeus treats any failed trial: forgotten (zeus.policy.history).
+reason, and the policies treat it as Zeus treats any failed trial: forgotten (zeus_kfp.policy.history).
 A trial that does report after all finds its finished event taken: first wins, and it is refused
 with the store's EventConflictError, which is why the timeout must exceed the longest real trial.
 """
@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from zeus.errors import FieldError
-from zeus.job import JobSpec, TrialResult, TrialStatus
-from zeus.report.units import duration
-from zeus.store import EventConflictError
-from zeus.trials import Trial
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
+from zeus_kfp.report.units import duration
+from zeus_kfp.store import EventConflictError
+from zeus_kfp.trials import Trial
 
 # The default `dispatch_timeout_s`: a day. A recurring job's trial that runs longer than its own
 # period (nightly at most, as a rule) would overlap the next recurrence anyway; raise it for longer ones.
@@ -87,7 +87,7 @@ def _fail(store, job_id: str, trials: Sequence[Trial], reasons: list[str]) -> li
 
 def fail_unfinished(store, job_id: str, recurrence_id: str, reason: str) -> list[Trial]:
     """Record the recurrence's unfinished trials as failed with `reason`, and the recurrence as ended (it holds
-    no slot of the job's cap any more, zeus.store.gating, even if it failed before any trial). Call it only
+    no slot of the job's cap any more, zeus_kfp.store.gating, even if it failed before any trial). Call it only
     once the steps that could still finish them have stopped (an interrupted run, a failed pipeline step)."""
     mine = [t for t in store.read_trials(job_id).unfinished if t.recurrence_id == str(recurrence_id)]
     failed = _fail(store, job_id, mine, [reason] * len(mine))
@@ -98,7 +98,7 @@ def fail_unfinished(store, job_id: str, recurrence_id: str, reason: str) -> list
 
 
 def fail_interrupted(store, job_id: str, recurrence_id: str, signal_name: str) -> list[Trial]:
-    """Record the recurrence's unfinished trials as failed, "interrupted by <signal>" (zeus.signals.stop_children
+    """Record the recurrence's unfinished trials as failed, "interrupted by <signal>" (zeus_kfp.signals.stop_children
     first)."""
     return fail_unfinished(store, job_id, recurrence_id, f"interrupted by {signal_name}")
 

@@ -1,7 +1,7 @@
 """Drift detectors: did the job's input data change since the last recurrence enough to train again?
 
-The gate (zeus.steps.gate) asks the job's detector (JobSpec.drift_detector) for one statistic, compares it
-with the job's threshold, and stores it with the recurrence's begin entry (zeus.store.gating), so `show`
+The gate (zeus_kfp.steps.gate) asks the job's detector (JobSpec.drift_detector) for one statistic, compares it
+with the job's threshold, and stores it with the recurrence's begin entry (zeus_kfp.store.gating), so `show`
 lists it and the policies can tell which recurrences drift opened. Built-ins, each over `drift_data` (a
 Parquet or CSV file, or a directory of them):
 - fingerprint: 1 if the data's bytes changed (SHA-256 over its files' names and bytes), else 0;
@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from zeus.errors import FieldError
-from zeus.job import NO_DRIFT, JobSpec
-from zeus.store.parquet_bytes import parquet_bytes, read_parquet_bytes
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import NO_DRIFT, JobSpec
+from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 MAX_SAMPLE = 10_000  # values kept per column: KS and PSI on a quantile sketch this fine differ by < 1e-4
 PSI_BINS = 10
@@ -149,7 +149,7 @@ def statistic(detector: str, current: DataSummary, frame: pd.DataFrame, previous
         return _per_column(psi, previous, current)
     if detector == "ks":
         return _per_column(ks, previous, current)
-    from zeus.steps.prepare import load_callable  # a user's module:function, loaded as preprocess loads one
+    from zeus_kfp.steps.prepare import load_callable  # a user's module:function, loaded as preprocess loads one
 
     value = load_callable(detector, what="drift detector")(frame, previous.frame())
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -5,7 +5,7 @@ Why one place: a bad regex or a typo in a placeholder used to surface only insid
 the job's spec was stored and a trial dispatched. Checked here first, it is one line naming the
 field; checked again by the train step (a cluster run's parameters may be overridden per run), it
 becomes that trial's failure, recorded by feedback with the reason, and the recurrence ends: a train
-step never fails on its inputs, so no trial is left `dispatched` behind it (zeus.steps.trial).
+step never fails on its inputs, so no trial is left `dispatched` behind it (zeus_kfp.steps.trial).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zeus.errors import FieldError
-from zeus.launch.config import DEFAULT_RUNTIME, LaunchConfig
-from zeus.simulate.trial import TraceBackend
-from zeus.steps.params import PYTHON_TOKEN
-from zeus.train.collectors import CollectorSpec
-from zeus.train.collectors.spec import PATH_KIND_OF
-from zeus.train.metrics import MetricPatternError, compile_patterns
-from zeus.train.runner import COMMAND_PLACEHOLDERS, PLAIN_KINDS_ALLOWED
+from zeus_kfp.errors import FieldError
+from zeus_kfp.launch.config import DEFAULT_RUNTIME, LaunchConfig
+from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.steps.params import PYTHON_TOKEN
+from zeus_kfp.train.collectors import CollectorSpec
+from zeus_kfp.train.collectors.spec import PATH_KIND_OF
+from zeus_kfp.train.metrics import MetricPatternError, compile_patterns
+from zeus_kfp.train.runner import COMMAND_PLACEHOLDERS, PLAIN_KINDS_ALLOWED
 
 PLACEHOLDER = re.compile(r"\{(\w*)\}")
 COLLECTOR_PATH_PLACEHOLDERS = ("log_dir", "work_dir")

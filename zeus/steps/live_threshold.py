@@ -1,8 +1,8 @@
 """The train step's side of the mid-trial early stop: while the trial runs, a thread follows the job's log
-and keeps the trial's live threshold (zeus.train.live_threshold) at the job's early stop as the store
+and keeps the trial's live threshold (zeus_kfp.train.live_threshold) at the job's early stop as the store
 holds it (the policy's own rule, `Policy.stop_threshold`, on what the job's drift reaction leaves of the
 history: the rule the trial was dispatched under), which the script reads at every epoch end. It writes
-through a sink (zeus.launch.threshold_sink): the file in the trial's work directory for a script on this
+through a sink (zeus_kfp.launch.threshold_sink): the file in the trial's work directory for a script on this
 machine, the trial's ConfigMap, which the kubelet projects into every pod, for a cluster trial.
 
 Why this seam (docs/DESIGN.md, "The live threshold"): Zeus's batch-size server checks every epoch's cost
@@ -27,11 +27,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from zeus.job import JobSpec, live_threshold
-from zeus.launch.threshold_sink import FileSink, SinkNotReady, SinkUnavailable, ThresholdSink
-from zeus.policy import get_policy
-from zeus.policy.drift import early_stop_after_drift
-from zeus.steps.params import open_step_store
+from zeus_kfp.job import JobSpec, live_threshold
+from zeus_kfp.launch.threshold_sink import FileSink, SinkNotReady, SinkUnavailable, ThresholdSink
+from zeus_kfp.policy import get_policy
+from zeus_kfp.policy.drift import early_stop_after_drift
+from zeus_kfp.steps.params import open_step_store
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ KFP pipeline parameters are flat scalars and lists, so a JobSpec travels as one 
 per setting and is rebuilt (and validated) here by the first step. Two KFP facts shape this:
 protobuf carries every number in a list as a double (32 arrives as 32.0), and a parameter
 cannot be null, so "no early stop" and "no cost threshold" need sentinels. Which settings there
-are, and their types, come from the JobSpec's declaration (zeus.settings), never a list here.
+are, and their types, come from the JobSpec's declaration (zeus_kfp.settings), never a list here.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zeus.job import JobSpec, JobSpecError
-from zeus.launch.config import POD_NAMESPACE_ENV, pod_namespace
-from zeus.settings import SettingField, settings_of
-from zeus.store import open_store
+from zeus_kfp.job import JobSpec, JobSpecError
+from zeus_kfp.launch.config import POD_NAMESPACE_ENV, pod_namespace
+from zeus_kfp.settings import SettingField, settings_of
+from zeus_kfp.store import open_store
 
 # A bandit decision without an early-stop threshold travels as this value (a float output
 # cannot be None). Any negative threshold means "none".
@@ -42,7 +42,7 @@ NAMESPACE_TOKEN = "{namespace}"
 
 
 def resolve_store_uri(store_uri: str, environ: dict[str, str] | None = None) -> str:
-    """`store_uri` with {namespace} replaced by the pod's namespace (zeus.launch.config.pod_namespace)."""
+    """`store_uri` with {namespace} replaced by the pod's namespace (zeus_kfp.launch.config.pod_namespace)."""
     if NAMESPACE_TOKEN not in store_uri:
         return store_uri
     namespace = pod_namespace(environ)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeus.errors import FieldError
-from zeus.power import max_power_limit_w
+from zeus_kfp.errors import FieldError
+from zeus_kfp.power import max_power_limit_w
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from zeus.job import JobSpec
-from zeus.steps.params import open_step_store, spec_from_params
-from zeus.steps.step_lines import RECURRENCE
+from zeus_kfp.job import JobSpec
+from zeus_kfp.steps.params import open_step_store, spec_from_params
+from zeus_kfp.steps.step_lines import RECURRENCE
 
 PASS_THROUGH_NOTE = "pass-through: no preprocessing configured; the training script reads its own data\n"
 

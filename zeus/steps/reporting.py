@@ -1,7 +1,7 @@
 """The report step (`report`, what the report component calls): the recurrence's Markdown (plots
 embedded) and its Metrics, from the store.
 
-This step reads the store and writes to it; zeus.report only turns the data it is handed into
+This step reads the store and writes to it; zeus_kfp.report only turns the data it is handed into
 Markdown, plots and event files (it never opens a store: the layers of tests/test_layering.py).
 """
 
@@ -11,13 +11,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zeus.report.arms import DEFAULT_POLICY  # arms loads no plotting library
-from zeus.steps.params import resolve_store_uri
-from zeus.steps.trial import MetricsSink
-from zeus.store import Store, keys, open_store
+from zeus_kfp.report.arms import DEFAULT_POLICY  # arms loads no plotting library
+from zeus_kfp.steps.params import resolve_store_uri
+from zeus_kfp.steps.trial import MetricsSink
+from zeus_kfp.store import Store, keys, open_store
 
 if TYPE_CHECKING:
-    from zeus.report import RecurrenceReport
+    from zeus_kfp.report import RecurrenceReport
 
 
 def recurrence_report(
@@ -25,14 +25,14 @@ def recurrence_report(
 ) -> RecurrenceReport:
     """Read the job from the store at `store_uri`, plot its history into `out_dir` and report on the
     recurrence `recurrence_id` (None: the latest one that has trials), as
-    zeus.report.build_recurrence_report does."""
+    zeus_kfp.report.build_recurrence_report does."""
     return _report_of(open_store(store_uri), job_id, recurrence_id, out_dir, policy)
 
 
 def _report_of(store: Store, job_id: str, recurrence_id: str | None, out_dir: Path, policy: str) -> RecurrenceReport:
-    # deferred: the report draws with matplotlib, which every other step (zeus.steps imports this module)
+    # deferred: the report draws with matplotlib, which every other step (zeus_kfp.steps imports this module)
     # must not load (tests/test_cold_start.py)
-    from zeus.report import build_recurrence_report
+    from zeus_kfp.report import build_recurrence_report
 
     return build_recurrence_report(
         spec=store.get_job(job_id),
@@ -48,7 +48,7 @@ def _report_of(store: Store, job_id: str, recurrence_id: str | None, out_dir: Pa
 def append_recurrence(store: Store, job_id: str, recurrence_id: str, policy: str = DEFAULT_POLICY) -> str:
     """Store the recurrence's TensorBoard event file in the job's log directory (once); returns its name.
     The posterior is `policy`'s (the run's: the store does not record it)."""
-    from zeus.report.tensorboard import recurrence_event  # deferred: matplotlib, as in _report_of
+    from zeus_kfp.report.tensorboard import recurrence_event  # deferred: matplotlib, as in _report_of
 
     name, data = recurrence_event(
         spec=store.get_job(job_id),
@@ -85,7 +85,7 @@ def report(
     figures, "reached" among them, come from the store, which holds every attempt. `policy` is the
     run's (a run parameter the store does not record): the bandit's state shown is its view of the history.
     """
-    from zeus.report.tensorboard import markdown_section  # deferred: matplotlib, as in _report_of
+    from zeus_kfp.report.tensorboard import markdown_section  # deferred: matplotlib, as in _report_of
 
     store_uri = resolve_store_uri(store_uri)
     store = open_store(store_uri or None)

@@ -6,11 +6,11 @@ parameter's (components/train.py generates the component from them, as component
 the JobSpec), its help the description the KFP UI shows, and `wired` says where the pipeline takes its
 value from: a pipeline run parameter (its own pipeline parameter, with this help), an output of the
 attempt's bandit step or of preprocess, or the attempt's number. pipelines/dag.py reads that to bind every
-attempt's train task, and zeus.steps.trial.train receives the request as one value. So a new launch
+attempt's train task, and zeus_kfp.steps.trial.train receives the request as one value. So a new launch
 setting is one field here, and tests/test_trial_request.py fails when the component, the pipeline or the
 step drifts from the declaration.
 
-Why the same `setting(...)` metadata as the job's settings (zeus.settings): the help and the type travel
+Why the same `setting(...)` metadata as the job's settings (zeus_kfp.settings): the help and the type travel
 the same way (KFP parameter types, descriptions), so one reader (`settings_of`) serves both; the wiring is
 the one thing a job setting does not have, kept under its own key.
 """
@@ -22,8 +22,8 @@ from dataclasses import MISSING, dataclass
 from enum import Enum
 from typing import Any
 
-from zeus.launch.config import DEFAULT_RUNTIME
-from zeus.settings import SETTING, Setting, SettingField, settings_of
+from zeus_kfp.launch.config import DEFAULT_RUNTIME
+from zeus_kfp.settings import SETTING, Setting, SettingField, settings_of
 
 WIRED = "zeus.wired"  # the key of a request field's Wired in its dataclass metadata
 
@@ -83,7 +83,7 @@ class TrialRequest:
         "The trial's own seed (ZEUS_SEED for the script).", source=Source.BANDIT, name="trial_seed"
     )
     launcher: str = request_field(
-        "Where a trial runs: local, torchrun, trainjob or pytorchjob (zeus.launch).", "local", source=Source.RUN
+        "Where a trial runs: local, torchrun, trainjob or pytorchjob (zeus_kfp.launch).", "local", source=Source.RUN
     )
     num_nodes: int = request_field("Nodes a cluster trial runs on.", 1, source=Source.RUN)
     gpus_per_node: int = request_field("GPUs (processes) per node of a trial.", 1, source=Source.RUN)
@@ -95,7 +95,7 @@ class TrialRequest:
         source=Source.RUN,
     )
     policy: str = request_field(
-        "The batch-size policy (zeus.policy); a running trial follows its early-stop rule (the live threshold).",
+        "The batch-size policy (zeus_kfp.policy); a running trial follows its early-stop rule (the live threshold).",
         "default",
         source=Source.RUN,
     )
@@ -112,7 +112,7 @@ def wired(field: SettingField, request_cls: type[TrialRequest] = TrialRequest) -
 
 
 def request_fields(request_cls: type[TrialRequest] = TrialRequest) -> tuple[SettingField, ...]:
-    """The request's fields in declaration order (zeus.settings.settings_of); every one must say where it is
+    """The request's fields in declaration order (zeus_kfp.settings.settings_of); every one must say where it is
     wired from, or the pipeline could not bind it."""
     for f in dataclasses.fields(request_cls):
         if WIRED not in f.metadata:

@@ -5,7 +5,7 @@ it and the reader, so neither spells it alone.
 Only what no typed source tells the reader in time: the recurrence's number (before any trial exists),
 where a trial's log and model went (paths on this machine that no store holds) and the lost trials a
 bandit step recorded failed. The bandit's decision is not among them: the reader takes it from the store's
-dispatch record (zeus.store), typed.
+dispatch record (zeus_kfp.store), typed.
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ class StepLine:
         return line[len(self.prefix) :] if line.startswith(self.prefix) else None
 
 
-GATE = StepLine("gate: ")  # the recurrence gate's outcome (zeus.steps.gate.outcome_line)
+GATE = StepLine("gate: ")  # the recurrence gate's outcome (zeus_kfp.steps.gate.outcome_line)
 RECURRENCE = StepLine("preprocess: recurrence ")  # "<number> (<recurrence id>)": the recurrence's number in the job
 TRIAL_LOG = StepLine("train: trial log: ")  # where the trial's log went
 MODEL = StepLine("train: model: ")  # where its model went, or NO_MODEL and why
 NO_MODEL = "none"
-LOST_TRIAL = StepLine("bandit: lost ")  # a trial the bandit step recorded failed (zeus.steps.abandoned.abandoned_line)
+LOST_TRIAL = StepLine(
+    "bandit: lost "
+)  # a trial the bandit step recorded failed (zeus_kfp.steps.abandoned.abandoned_line)

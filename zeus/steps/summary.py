@@ -1,5 +1,5 @@
-"""What one recurrence did, read back from the store (zeus.summaries): what `zeus-kfp run` prints and
-what `run_local` returns to notebooks. Totals are zeus.cost.Figures.of its trials, as the simulator sums them."""
+"""What one recurrence did, read back from the store (zeus_kfp.summaries): what `zeus-kfp run` prints and
+what `run_local` returns to notebooks. Totals are zeus_kfp.cost.Figures.of its trials, as the simulator sums them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 
 import pandas as pd
 
-from zeus.cost import Figures
-from zeus.summaries import RecurrenceSummary, TrialFiles
-from zeus.trials import trials_of
+from zeus_kfp.cost import Figures
+from zeus_kfp.summaries import RecurrenceSummary, TrialFiles
+from zeus_kfp.trials import trials_of
 
 
 def summarize(
@@ -19,7 +19,7 @@ def summarize(
     wall_s: float = math.nan,
     files: tuple[TrialFiles, ...] = (),
 ) -> RecurrenceSummary:
-    """The summary of `recurrence_id` from a store trials frame (zeus.store column names); `files` where its
+    """The summary of `recurrence_id` from a store trials frame (zeus_kfp.store column names); `files` where its
     trials' logs and models went."""
     mine = trials[trials["recurrence_id"].astype(str) == str(recurrence_id)].sort_values("attempt")
     if mine.empty:

@@ -4,12 +4,12 @@ the same name calls.
 State lives in the store only: bandit reads the job's history and the policy decides from
 all of it, as optuna samplers do (well under 0.1 s at 10,000 trials, against a step's start-up
 of about a second); train writes nothing to the store, and only reads it, for a script on its own
-machine, to follow the job's early stop while the trial runs (zeus.steps.live_threshold: the
+machine, to follow the job's early stop while the trial runs (zeus_kfp.steps.live_threshold: the
 mid-trial early stop, written for the script to read: a file, or for a cluster trial a ConfigMap its pods
 mount; a store it cannot read changes nothing); feedback writes the finished trial
 and its power profile, each under a key unique to (recurrence, attempt), so a retried step
 rewrites the same objects. Nothing derived from the history is stored: the arm states people see
-are computed where they are shown (zeus.report.arms).
+are computed where they are shown (zeus_kfp.report.arms).
 """
 
 from __future__ import annotations
@@ -27,26 +27,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from zeus.errors import FieldError
-from zeus.job import JobSpec, TrialResult, TrialStatus
-from zeus.launch.trial import ClusterRunner, ScriptRunner, TrialRunner, launch_runner
-from zeus.policy import get_policy
-from zeus.policy.base import Decision
-from zeus.policy.drift import decide_after_drift
-from zeus.power.reuse import ProfileBook
-from zeus.profiles import PowerProfile
-from zeus.seeds import decision_seed, trial_seed
-from zeus.signals import Interrupted, interruptible, stop_children
-from zeus.steps.abandoned import (
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
+from zeus_kfp.launch.trial import ClusterRunner, ScriptRunner, TrialRunner, launch_runner
+from zeus_kfp.policy import get_policy
+from zeus_kfp.policy.base import Decision
+from zeus_kfp.policy.drift import decide_after_drift
+from zeus_kfp.power.reuse import ProfileBook
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.seeds import decision_seed, trial_seed
+from zeus_kfp.signals import Interrupted, interruptible, stop_children
+from zeus_kfp.steps.abandoned import (
     DEFAULT_DISPATCH_TIMEOUT_S,
     abandoned_line,
     abandoned_result,
     check_dispatch_timeout,
     fail_stale,
 )
-from zeus.steps.inputs import check_trial_inputs
-from zeus.steps.live_threshold import ThresholdFeed
-from zeus.steps.params import (
+from zeus_kfp.steps.inputs import check_trial_inputs
+from zeus_kfp.steps.live_threshold import ThresholdFeed
+from zeus_kfp.steps.params import (
     PROFILE_KIND,
     PYTHON_TOKEN,
     open_step_store,
@@ -54,10 +54,10 @@ from zeus.steps.params import (
     threshold_from_param,
     threshold_to_param,
 )
-from zeus.steps.request import TrialRequest
-from zeus.steps.step_lines import LOST_TRIAL
-from zeus.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
-from zeus.trials import Trial
+from zeus_kfp.steps.request import TrialRequest
+from zeus_kfp.steps.step_lines import LOST_TRIAL
+from zeus_kfp.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
+from zeus_kfp.trials import Trial
 
 
 class MetricsSink(Protocol):
@@ -69,9 +69,9 @@ class MetricsSink(Protocol):
 @dataclass(frozen=True)
 class Choice:
     """What the bandit step decided: the policy's decision as dispatched (batch size, early-stop threshold,
-    stage, reason), the trial's number, the seed of the trial's own randomness (zeus.seeds), the stored
+    stage, reason), the trial's number, the seed of the trial's own randomness (zeus_kfp.seeds), the stored
     profile the trial reuses (None: profile), and the lost trials this step recorded as failed before
-    deciding (zeus.steps.abandoned)."""
+    deciding (zeus_kfp.steps.abandoned)."""
 
     decision: Decision
     trial: int
@@ -111,9 +111,9 @@ def bandit(
 
     First, a trial of the job dispatched at least `dispatch_timeout_s` ago (at `now`, default the
     clock) and never finished is recorded as failed: its process was killed or lost, and the policy
-    then forgets it as it forgets any failed trial (zeus.steps.abandoned).
+    then forgets it as it forgets any failed trial (zeus_kfp.steps.abandoned).
 
-    Also decides whether the trial reuses a stored power profile (zeus.power.reuse) and, when
+    Also decides whether the trial reuses a stored power profile (zeus_kfp.power.reuse) and, when
     `reuse_profile_path` is given, writes that profile there as Parquet (an empty table: profile), so
     the train step, which never touches the store, can train at the stored optimum from its first step.
     """
@@ -168,24 +168,24 @@ def train(
 
     trial_backend "script" runs the user's `command` (which may use "{python}" for this step's
     interpreter, besides run_trial's {batch_size}, {data_dir}, {log_dir} and {work_dir}; the script
-    gets ZEUS_SEED=`seed`, see zeus.train.env); "trace:<workload>/<gpu>" replays the trial from the
-    NSDI'23 traces with `seed` (zeus.simulate.trial), the same code the simulator runs.
+    gets ZEUS_SEED=`seed`, see zeus_kfp.train.env); "trace:<workload>/<gpu>" replays the trial from the
+    NSDI'23 traces with `seed` (zeus_kfp.simulate.trial), the same code the simulator runs.
     `reuse_profile_path` holds the stored profile to train at (the bandit step's choice), or an
     empty table: profile this trial. `metrics_collector` is a plain script's collector spec (JSON or
-    YAML text in the shape of Katib's metricsCollectorSpec, zeus.train.collectors; "" for stdout with
+    YAML text in the shape of Katib's metricsCollectorSpec, zeus_kfp.train.collectors; "" for stdout with
     Katib's pattern, or `metric_pattern` when given).
 
     `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `trainjob_runtime`
-    say where the script runs (zeus.launch); a cluster launcher hands files over through the store at
+    say where the script runs (zeus_kfp.launch); a cluster launcher hands files over through the store at
     `store_uri`, under the trial's `recurrence_id` and `attempt`, which also label its Kubernetes job.
-    Whichever it is, the trial runs through one zeus.launch.trial.TrialRunner call, in a temporary work
+    Whichever it is, the trial runs through one zeus_kfp.launch.trial.TrialRunner call, in a temporary work
     directory.
 
     `trial_log` (a directory) receives the trial's log: the script's stdout and stderr, result.json,
     profile.csv, what the metrics collector read and whatever else the script wrote to {log_dir}
     except the model (which goes to `model`); the step prints where both went.
 
-    Never raises for a failing script or for bad inputs (zeus.steps.inputs names the field): the trial
+    Never raises for a failing script or for bad inputs (zeus_kfp.steps.inputs names the field): the trial
     comes back FAILED with the script's error or the input's as its reason, so feedback records it and
     the recurrence ends there. SIGINT or SIGTERM (a stopped pod, a Ctrl-C) stops the script and its
     children and returns the trial FAILED, "interrupted by SIGTERM".
@@ -333,7 +333,7 @@ def _run(
 
 
 def _feed(runner: TrialRunner, request: TrialRequest, spec: JobSpec) -> Callable | None:
-    """The live threshold feed (zeus.steps.live_threshold), which reads the job's store at `store_uri` itself and
+    """The live threshold feed (zeus_kfp.steps.live_threshold), which reads the job's store at `store_uri` itself and
     writes where the runner says: the work directory's file for a script on this machine, the trial's ConfigMap
     for a cluster trial. None for a replayed trial (its outcome is computed at once: the simulator models the
     live stop)."""

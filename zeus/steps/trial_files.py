@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 from typing import Any, Protocol
 
-from zeus.job import TrialResult
-from zeus.steps.step_lines import MODEL, NO_MODEL, TRIAL_LOG
-from zeus.train.artifacts import MODEL_FILE, RESULT_FILE
-from zeus.train.runner import LOG_SUBDIR
+from zeus_kfp.job import TrialResult
+from zeus_kfp.steps.step_lines import MODEL, NO_MODEL, TRIAL_LOG
+from zeus_kfp.train.artifacts import MODEL_FILE, RESULT_FILE
+from zeus_kfp.train.runner import LOG_SUBDIR
 
 TRIAL_OUTPUT_FILES = ("stdout.log", "stderr.log")  # what the runner writes in a trial's work directory
 KEEP_MAX_BYTES = 64 * 1024 * 1024

@@ -6,7 +6,7 @@ agreed by Disk Paxos over plain objects (consensus.py), so overlapping recurrenc
 attempt on every store Kubeflow ships. store.py has the API, log.py the protocol.
 """
 
-from zeus.store.errors import (
+from zeus_kfp.store.errors import (
     CorruptObjectError,
     DeleteRefusedError,
     EventConflictError,
@@ -21,9 +21,9 @@ from zeus.store.errors import (
     UnknownJobError,
     UnknownTrialError,
 )
-from zeus.store.frames import JobTrials
-from zeus.store.gating import GateOutcome, GateRequest
-from zeus.store.store import Store, open_store
+from zeus_kfp.store.frames import JobTrials
+from zeus_kfp.store.gating import GateOutcome, GateRequest
+from zeus_kfp.store.store import Store, open_store
 
 __all__ = [
     "CorruptObjectError",

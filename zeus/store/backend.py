@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
-from zeus.store.errors import CorruptObjectError, StoreError
+from zeus_kfp.store.errors import CorruptObjectError, StoreError
 
 
 class ObjectNotFound(KeyError):

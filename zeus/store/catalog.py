@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from zeus.job import GATE_SETTINGS, JobSpec
-from zeus.store import consensus, entries, keys
-from zeus.store.backend import Backend
-from zeus.store.errors import (
+from zeus_kfp.job import GATE_SETTINGS, JobSpec
+from zeus_kfp.store import consensus, entries, keys
+from zeus_kfp.store.backend import Backend
+from zeus_kfp.store.errors import (
     CorruptObjectError,
     JobSpecMismatchError,
     ObjectProblem,
@@ -56,7 +56,7 @@ def stored(backend: Backend, job_id: str) -> dict[str, Any] | None:
 
 def ensure_job(backend: Backend, spec: JobSpec, owner: str) -> JobSpec:
     if not isinstance(spec, JobSpec):
-        raise StoreInputError("spec", type(spec).__name__, "a zeus.job.JobSpec")
+        raise StoreInputError("spec", type(spec).__name__, "a zeus_kfp.job.JobSpec")
     if not isinstance(owner, str):
         raise StoreInputError("owner", owner, "a string")
     record = stored(backend, spec.job_id)

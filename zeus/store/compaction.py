@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from zeus.store import entries, keys, log, snapshot
-from zeus.store.backend import Backend, LocalBackend, ObjectNotFound
-from zeus.store.errors import DeleteRefusedError, ObjectProblem
+from zeus_kfp.store import entries, keys, log, snapshot
+from zeus_kfp.store.backend import Backend, LocalBackend, ObjectNotFound
+from zeus_kfp.store.errors import DeleteRefusedError, ObjectProblem
 
 logger = logging.getLogger(__name__)
 QUIET_KINDS = ("snapshot", "noop")  # entries that change nothing a reader settles

@@ -37,9 +37,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from zeus.store import keys
-from zeus.store.backend import Backend, ObjectNotFound
-from zeus.store.errors import CorruptObjectError, StoreError
+from zeus_kfp.store import keys
+from zeus_kfp.store.backend import Backend, ObjectNotFound
+from zeus_kfp.store.errors import CorruptObjectError, StoreError
 
 MAX_ROUNDS = 40
 BACKOFF_S = 0.002  # the least pause after losing a round (else about a round's time); doubles up to BACKOFF_MAX_S

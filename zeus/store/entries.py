@@ -8,7 +8,7 @@ A slot of the log holds one entry (log.py). Kinds:
 - `end`: a recurrence ended without a trial to say so (a local run's failed step or interruption).
 - `dispatched`: a trial was handed out (recurrence_id, attempt, the decision, kfp_run_id).
 - `finished`: its result (TrialResult's fields).
-- `profile`: its power profile (`rows`, zeus.profiles' columns).
+- `profile`: its power profile (`rows`, zeus_kfp.profiles' columns).
 - `noop`: a slot a reader closed after its proposer went quiet (log.py, holes).
 - `snapshot`: compaction wrote a snapshot of slots 1..upto (so a reader can tell one went missing).
 
@@ -27,15 +27,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from zeus.job import TrialResult
-from zeus.store.errors import CorruptObjectError
-from zeus.store.gating import GateRequest
-from zeus.trials import trial_columns
+from zeus_kfp.job import TrialResult
+from zeus_kfp.store.errors import CorruptObjectError
+from zeus_kfp.store.gating import GateRequest
+from zeus_kfp.trials import trial_columns
 
 KINDS = ("begin", "dispatched", "finished", "profile", "noop", "snapshot", "end")
 TRIAL_KINDS = ("dispatched", "finished", "profile")  # about one (recurrence_id, attempt)
 # A dispatched entry holds the decision and where it runs, a finished entry the TrialResult: under the names
-# of zeus.trials.Trial's fields, so the settled log reads straight into trials (frames.py).
+# of zeus_kfp.trials.Trial's fields, so the settled log reads straight into trials (frames.py).
 DECISION_FIELDS = tuple(trial_columns("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id"))
 RESULT_FIELDS = tuple(f.name for f in fields(TrialResult))
 PROFILE_FIELDS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")

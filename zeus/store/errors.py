@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from zeus.job import JobSpecError
+from zeus_kfp.job import JobSpecError
 
 # The prefixes of KFP's bucket (mlpipeline) a profile's key may use in multi-user mode (KFP 2.15+
 # manifests); {ns} is the namespace.

@@ -23,13 +23,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus.job import TrialStatus
-from zeus.profiles import PROFILE_COLUMNS
-from zeus.store import gating, keys
-from zeus.store.entries import DECISION_FIELDS, GATE_FIELDS, KINDS, RESULT_FIELDS
-from zeus.store.errors import ObjectProblem
-from zeus.trial_history import STATUSES, TrialHistory
-from zeus.trials import FRAME_COLUMNS, Trial, trial_columns
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.profiles import PROFILE_COLUMNS
+from zeus_kfp.store import gating, keys
+from zeus_kfp.store.entries import DECISION_FIELDS, GATE_FIELDS, KINDS, RESULT_FIELDS
+from zeus_kfp.store.errors import ObjectProblem
+from zeus_kfp.trial_history import STATUSES, TrialHistory
+from zeus_kfp.trials import FRAME_COLUMNS, Trial, trial_columns
 
 TRIAL_BY = ["recurrence_id", "attempt"]
 
@@ -42,10 +42,10 @@ PROFILE_FRAME_COLUMNS = ["job_id", "recurrence_id", "attempt", "recurrence", "tr
 @dataclass(frozen=True)
 class JobTrials:
     """One read of a job: its history as policies take it (trial order), the trials still out, and the
-    recurrences drift opened (what the job's drift_reaction reacts to, zeus.policy.drift)."""
+    recurrences drift opened (what the job's drift_reaction reacts to, zeus_kfp.policy.drift)."""
 
     history: TrialHistory  # columns; its rows are Trials
-    unfinished: list[Trial]  # dispatched, no result yet (zeus.steps.abandoned decides whether it was lost)
+    unfinished: list[Trial]  # dispatched, no result yet (zeus_kfp.steps.abandoned decides whether it was lost)
     drifts: tuple[int, ...] = ()  # recurrence numbers the gate opened on drift, ascending
 
 
@@ -151,7 +151,7 @@ def _ints(column: pa.ChunkedArray) -> np.ndarray:
 
 
 def _status_codes(column: pa.ChunkedArray) -> np.ndarray:
-    """The status column as zeus.trials' codes (a trial with no result yet is dispatched)."""
+    """The status column as zeus_kfp.trials' codes (a trial with no result yet is dispatched)."""
     names = pa.array([status.value for status in STATUSES])
     codes = pc.index_in(pc.fill_null(column, TrialStatus.DISPATCHED.value), value_set=names)
     if codes.null_count:
@@ -183,7 +183,7 @@ def job_trials(settled: Settled) -> JobTrials:
 
 
 def drift_recurrences(settled: Settled) -> tuple[int, ...]:
-    """The numbers of the recurrences the gate opened on drift, ascending (zeus.store.gating)."""
+    """The numbers of the recurrences the gate opened on drift, ascending (zeus_kfp.store.gating)."""
     requests = settled.requests
     return tuple(requests.filter(pc.equal(requests.column("why"), "drift")).column("recurrence").to_pylist())
 

@@ -14,9 +14,9 @@ rule reads no clock of its own):
   else skipped, "not due" ("no drift" when a detector is configured);
 - a free slot: fewer than `max_running` recurrences running (0: no cap); else skipped, "no free slot".
   A recurrence runs from its begin until it ends, before slot s: a trial reached the target or failed (the
-  script's own failure ends a recurrence: zeus.steps.trial.ends_recurrence), `max_attempts` trials
+  script's own failure ends a recurrence: zeus_kfp.steps.trial.ends_recurrence), `max_attempts` trials
   finished, an `end` entry (a local run's failed step), or it went quiet: no entry of it was written in
-  the `timeout_s` before `at` (the dispatch timeout, zeus.steps.abandoned: a run killed outright frees
+  the `timeout_s` before `at` (the dispatch timeout, zeus_kfp.steps.abandoned: a run killed outright frees
   its slot when its trial would be recorded lost).
 A plain begin (Store.begin_recurrence without a request, as before the gate) always opens one.
 """
@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus.job import NO_DRIFT, TrialStatus
+from zeus_kfp.job import NO_DRIFT, TrialStatus
 
 OPENED_BY = ("first", "time", "drift", "forced", "plain")  # why a begin opened a recurrence
 SKIPPED_BY = ("not due", "no drift", "no free slot")  # why a gated begin did not

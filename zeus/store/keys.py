@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 import zlib
 
-from zeus.job import JOB_ID_ALLOWED, JOB_ID_PATTERN
-from zeus.store.errors import CorruptObjectError, StoreInputError
+from zeus_kfp.job import JOB_ID_ALLOWED, JOB_ID_PATTERN
+from zeus_kfp.store.errors import CorruptObjectError, StoreInputError
 
 RECURRENCE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")  # used with fullmatch: no "$" newline
 RECURRENCE_ID_ALLOWED = "1-128 letters, digits, '_' or '-', starting with a letter or digit (a KFP run id)"
@@ -151,7 +151,7 @@ def tensorboard_key(job_id: str, name: object) -> str:
 
 
 def drift_key(job_id: str, recurrence_id: str) -> str:
-    """Where the summary of a recurrence's input data lies (zeus.steps.drift), which its next gate compares with."""
+    """Where the summary of a recurrence's input data lies (zeus_kfp.steps.drift), which its next gate compares with."""
     return f"{job_dir(job_id)}drift/{check_recurrence_id(recurrence_id)}.parquet"
 
 
@@ -159,7 +159,7 @@ def basename(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
 
-# A cluster trial (zeus.launch) runs in pods the train step does not share a disk with: rank 0's node
+# A cluster trial (zeus_kfp.launch) runs in pods the train step does not share a disk with: rank 0's node
 # hands result.json, profile.csv and model.pt back through the store, and the train step hands the pods
 # the stored profile to reuse. `run` names one Kubernetes job (a retried step that adopts the job keeps
 # its run; one that replaces it gets a new one), so a replaced job never collides with its predecessor.

@@ -27,9 +27,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from zeus.store import consensus, entries, keys, snapshot
-from zeus.store.backend import Backend, ObjectNotFound, get_many
-from zeus.store.errors import CorruptObjectError, ObjectProblem, StoreAccessError, StoreError
+from zeus_kfp.store import consensus, entries, keys, snapshot
+from zeus_kfp.store.backend import Backend, ObjectNotFound, get_many
+from zeus_kfp.store.errors import CorruptObjectError, ObjectProblem, StoreAccessError, StoreError
 
 HOLE_WAITS_S = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16)  # a live proposer decides in ms; then the reader closes it
 NOOP = entries.encode({"kind": "noop"})

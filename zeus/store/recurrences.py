@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 import pyarrow.compute as pc
 
-from zeus.store import entries, frames, gating, keys, log
-from zeus.store.backend import ObjectNotFound
-from zeus.store.errors import UnknownTrialError
+from zeus_kfp.store import entries, frames, gating, keys, log
+from zeus_kfp.store.backend import ObjectNotFound
+from zeus_kfp.store.errors import UnknownTrialError
 
 
 class Recurrences:
@@ -93,7 +93,7 @@ class Recurrences:
         return number
 
     def put_drift_summary(self, job_id: str, recurrence_id: str, data: bytes) -> None:
-        """Store the summary of a recurrence's input data (Parquet, zeus.steps.drift) its next gate compares with;
+        """Store the summary of a recurrence's input data (Parquet, zeus_kfp.steps.drift) its next gate compares with;
         one writer per recurrence id, so a retried gate rewrites the same object."""
         self.backend.put(keys.drift_key(job_id, recurrence_id), bytes(data))
 

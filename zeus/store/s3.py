@@ -41,8 +41,8 @@ from minio import Minio
 from minio.error import InvalidResponseError, S3Error, ServerError
 from minio.helpers import MAX_PART_SIZE, MIN_PART_SIZE
 
-from zeus.store.backend import ObjectNotFound
-from zeus.store.errors import (
+from zeus_kfp.store.backend import ObjectNotFound
+from zeus_kfp.store.errors import (
     DeleteRefusedError,
     StoreAccessError,
     StoreAnswerError,

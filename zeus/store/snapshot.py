@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from zeus.store import entries, keys
-from zeus.store.backend import Backend, ObjectNotFound
-from zeus.store.errors import CorruptObjectError, ObjectProblem
-from zeus.store.parquet_bytes import parquet_bytes, read_parquet_bytes
+from zeus_kfp.store import entries, keys
+from zeus_kfp.store.backend import Backend, ObjectNotFound
+from zeus_kfp.store.errors import CorruptObjectError, ObjectProblem
+from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 RELISTS = 3  # a snapshot deleted between the listing and the fetch (compaction reclaiming it): list again
 

@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from zeus.job import GATE_SETTINGS, Decision, JobSpec, JobSpecError, TrialResult, check_result_for
-from zeus.profiles import PowerProfile, check_profile
-from zeus.store import catalog, entries, frames, keys, log
-from zeus.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
-from zeus.store.compaction import CompactResult, compact
-from zeus.store.errors import EventConflictError, ObjectProblem, StoreInputError, StoreWarning, UnknownTrialError
-from zeus.store.recurrences import Recurrences
-from zeus.trial_history import TrialHistory
+from zeus_kfp.job import GATE_SETTINGS, Decision, JobSpec, JobSpecError, TrialResult, check_result_for
+from zeus_kfp.profiles import PowerProfile, check_profile
+from zeus_kfp.store import catalog, entries, frames, keys, log
+from zeus_kfp.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
+from zeus_kfp.store.compaction import CompactResult, compact
+from zeus_kfp.store.errors import EventConflictError, ObjectProblem, StoreInputError, StoreWarning, UnknownTrialError
+from zeus_kfp.store.recurrences import Recurrences
+from zeus_kfp.trial_history import TrialHistory
 
 logger = logging.getLogger(__name__)
 
@@ -137,10 +138,12 @@ class Store(Recurrences):
     @staticmethod
     def _dispatch(settled: frames.Settled, recurrence_id: str, attempt: int) -> dict[str, Any] | None:
         table = settled.dispatched
-        found = pc.indices_nonzero(_is_trial(table, recurrence_id, attempt))
+        # numpy, not pc.indices_nonzero: pyarrow 15-25 segfault on a column with no chunks (a job's first
+        # attempt, nothing dispatched yet): test_store_api.py, run with pyarrow 15 by make test-envs
+        found = np.flatnonzero(_is_trial(table, recurrence_id, attempt).to_numpy(zero_copy_only=False))
         if not len(found):
             return None
-        i = found[0].as_py()  # settled: at most one dispatch per trial
+        i = int(found[0])  # settled: at most one dispatch per trial
         return {name: table.column(name)[i].as_py() for name in table.column_names} | {"_row": i}
 
     @staticmethod
@@ -161,7 +164,7 @@ class Store(Recurrences):
         recorded): a twin step's, if it recorded this attempt first. Hand out what this returns."""
         _check_trial(job_id, recurrence_id, attempt)
         if not isinstance(decision, Decision):
-            raise StoreInputError("decision", type(decision).__name__, "a zeus.job.Decision")
+            raise StoreInputError("decision", type(decision).__name__, "a zeus_kfp.job.Decision")
         read = self._read(job_id)
         settled = self._settled(read)
         if settled.recurrence(recurrence_id) is None:
@@ -192,7 +195,7 @@ class Store(Recurrences):
     def finish_trial(self, job_id: str, recurrence_id: str, attempt: int, result: TrialResult) -> None:
         """Record a trial's result. The same result twice is a no-op; a different one is refused."""
         if not isinstance(result, TrialResult):
-            raise StoreInputError("result", type(result).__name__, "a zeus.job.TrialResult")
+            raise StoreInputError("result", type(result).__name__, "a zeus_kfp.job.TrialResult")
         check_result_for(self.get_job(job_id), result)
         read, settled, row = self._require_dispatch(job_id, recurrence_id, attempt)
         if result.batch_size != row["batch_size"]:
@@ -213,7 +216,7 @@ class Store(Recurrences):
         The first profile of a trial is kept: a retried step's later one is not written. The store numbers
         it: it is read back with its batch size, recurrence and trial (`profiles`, ProfileBook)."""
         if not isinstance(profile, PowerProfile):
-            raise JobSpecError("profile", type(profile).__name__, "a zeus.profiles.PowerProfile")
+            raise JobSpecError("profile", type(profile).__name__, "a zeus_kfp.profiles.PowerProfile")
         clean = check_profile(profile.rows)
         read, settled, _row = self._require_dispatch(job_id, recurrence_id, attempt)
         trials = settled.profiles.filter(_is_trial(settled.profiles, recurrence_id, attempt))
@@ -318,7 +321,7 @@ _S3_BACKENDS: dict[tuple, Backend] = {}
 def _s3_backend(bucket: str, prefix: str, settings: object) -> Backend:
     """One S3Backend per bucket, prefix and settings in a process: stores opened again (the bandit and
     feedback steps each open one) reuse its connections. It holds no data."""
-    from zeus.store.s3 import S3Backend  # deferred: minio's import is slow; only an s3:// store needs it
+    from zeus_kfp.store.s3 import S3Backend  # deferred: minio's import is slow; only an s3:// store needs it
 
     key = (bucket, prefix, settings)
     if key not in _S3_BACKENDS:
@@ -344,7 +347,7 @@ def open_store(uri: str | None = None, *, read_only: bool = False) -> Store:
             raise StoreInputError("store", uri, STORE_FORMS + "; bucket names are 3-63 of a-z, 0-9, '.', '-'")
         if any(part in {".", ".."} for part in prefix.split("/")) or "\x00" in prefix:
             raise StoreInputError("store", uri, STORE_FORMS + "; no '.', '..' or NUL in the prefix")
-        from zeus.store.s3 import S3Settings  # minio only when a step really talks to S3 (its import is slow)
+        from zeus_kfp.store.s3 import S3Settings  # minio only when a step really talks to S3 (its import is slow)
 
         settings = S3Settings.from_env()
         return Store(_s3_backend(bucket, prefix, replace(settings, create_bucket=False) if read_only else settings))

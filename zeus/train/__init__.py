@@ -1,9 +1,9 @@
 """Training integrations: ZeusDataLoader for Zeus-aware torch scripts, the runner for any script."""
 
-from zeus.train.env import TrialEnv, TrialEnvError
-from zeus.train.example import example_command, example_spec, make_dataset
-from zeus.train.runner import run_trial
-from zeus.train.session import ZeusTrial
+from zeus_kfp.train.env import TrialEnv, TrialEnvError
+from zeus_kfp.train.example import example_command, example_spec, make_dataset
+from zeus_kfp.train.runner import run_trial
+from zeus_kfp.train.session import ZeusTrial
 
 __all__ = [
     "TrialEnv",
@@ -19,7 +19,7 @@ __all__ = [
 
 def __getattr__(name: str):  # torch is heavy: import the loader only when asked for
     if name == "ZeusDataLoader":
-        from zeus.train.dataloader import ZeusDataLoader
+        from zeus_kfp.train.dataloader import ZeusDataLoader
 
         return ZeusDataLoader
     raise AttributeError(name)

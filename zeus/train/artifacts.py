@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zeus.job import Pricing, TrialResult
-from zeus.profiles import PowerProfile
+from zeus_kfp.job import Pricing, TrialResult
+from zeus_kfp.profiles import PowerProfile
 
 RESULT_FILE = "result.json"
 PROFILE_FILE = "profile.csv"

@@ -15,7 +15,7 @@ it covers the user's forward, backward and optimizer step.
 
 Under torchrun ZEUS_BATCH_SIZE is the *global* batch size: each rank loads its share
 (batch_size / world size) through a DistributedSampler (made here unless the script passes a
-sampler), and the profiler counts every rank's samples (zeus.train.distributed).
+sampler), and the profiler counts every rank's samples (zeus_kfp.train.distributed).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from zeus.power.gpu import GPU
-from zeus.train.env import TrialEnv
-from zeus.train.session import ZeusTrial
+from zeus_kfp.power.gpu import GPU
+from zeus_kfp.train.env import TrialEnv
+from zeus_kfp.train.session import ZeusTrial
 
 SPLITS = ("train", "eval")
 
@@ -45,7 +45,7 @@ def batch_samples(batch: Any, default: int) -> int:
 
 
 class ZeusDataLoader(DataLoader):
-    """A DataLoader configured by the ZEUS_* environment (see zeus.train.env)."""
+    """A DataLoader configured by the ZEUS_* environment (see zeus_kfp.train.env)."""
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ and hang. So the decisions are taken on *global* figures:
   decides, the others follow. Only rank 0 writes result.json, profile.csv and the model (as Katib
   collects metrics from the master only).
 - Every rank writes a small *rank record* (ranks/rank-NNNNN.json in the log dir): its own energy,
-  time, windows and final limit, and on failure its error. The torchrun wrapper (zeus.launch.torchrun)
+  time, windows and final limit, and on failure its error. The torchrun wrapper (zeus_kfp.launch.torchrun)
   reads them to name the rank that failed first and to add up a failed trial's energy.
 
 After a failure no more collectives are attempted (`abandon`): the peer may be gone, and a
@@ -39,10 +39,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from zeus.errors import FieldError
-from zeus.power.gpu import GPU, GPUError, PowerConstraints
-from zeus.power.monitor import EnergyMonitor, Measurement
-from zeus.train.artifacts import atomic_write_text
+from zeus_kfp.errors import FieldError
+from zeus_kfp.power.gpu import GPU, GPUError, PowerConstraints
+from zeus_kfp.power.monitor import EnergyMonitor, Measurement
+from zeus_kfp.train.artifacts import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from zeus.cost import CostModel
-from zeus.errors import FieldError
-from zeus.job import JobSpec, JobSpecError, meets_target
-from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
-from zeus.settings import settings_of
-from zeus.train.live_threshold import current_threshold
+from zeus_kfp.cost import CostModel
+from zeus_kfp.errors import FieldError
+from zeus_kfp.job import JobSpec, JobSpecError, meets_target
+from zeus_kfp.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
+from zeus_kfp.settings import settings_of
+from zeus_kfp.train.live_threshold import current_threshold
 
-# The job settings a trial carries from its JobSpec, declared there with `trial=True` (zeus.settings), under
+# The job settings a trial carries from its JobSpec, declared there with `trial=True` (zeus_kfp.settings), under
 # the same names on both sides: `for_trial` copies them in, `spec` rebuilds a JobSpec from them for the
 # script's TrialResult. Each is ZEUS_<NAME> in the script's environment.
 SPEC_FIELDS = tuple(f.name for f in settings_of(JobSpec) if f.setting.trial)
@@ -69,17 +69,17 @@ class TrialEnv:
     warmup_iters: int = 10
     profile_iters: int = 40
     # Shortest profiling window in seconds; None: the GPU backend's (1 s on NVML, whose energy counter
-    # advances in ~100 ms steps; 0 on the simulated GPU). See zeus.power.profiler.
+    # advances in ~100 ms steps; 0 on the simulated GPU). See zeus_kfp.power.profiler.
     min_window_s: float | None = None
     use_optimal_limit: bool = True
     data_dir: str | None = None
     gpu: str = "auto"
     profile_path: str | None = None
     job_id: str = "local"
-    # The trial's own seed (zeus.seeds.trial_seed): a script may seed its RNGs with it, so a trial is
+    # The trial's own seed (zeus_kfp.seeds.trial_seed): a script may seed its RNGs with it, so a trial is
     # reproducible and a retried one draws the same data order.
     seed: int | None = None
-    # Where the train step keeps the live threshold (zeus.train.live_threshold): read at every epoch end,
+    # Where the train step keeps the live threshold (zeus_kfp.train.live_threshold): read at every epoch end,
     # it lowers `cost_threshold` once a concurrent recurrence reaches cheaper. In the trial's work directory,
     # or in a cluster trial's pods the ConfigMap's mounted file. None: the dispatched one only.
     threshold_file: str | None = None

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from zeus.job import JobSpec
+from zeus_kfp.job import JobSpec
 
 EXAMPLES_DIR_ENV = "ZEUS_KFP_EXAMPLES_DIR"
 REPO_EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"

@@ -5,15 +5,15 @@ Why a file, written for the script and read by it (docs/DESIGN.md, "The live thr
 - the training child must not read the store (zeus/train imports no store: a GPU pod needs no store
   credentials, and the user's script is any process, started from any command line);
 - a store that is slow, unreachable or failing must never stall or stop a training loop: the step's
-  reader thread (zeus.steps.live_threshold) absorbs that, and all the script ever does is read a small
+  reader thread (zeus_kfp.steps.live_threshold) absorbs that, and all the script ever does is read a small
   local file, which it cannot wait on;
 - it is the same kind of hand-over as result.json and profile.csv. Where the script shares the step's file
   system (launcher local, torchrun) the step writes the file into the trial's work directory; a cluster
   trial's pods (TrainJob, PyTorchJob) get it from a ConfigMap the step patches and the kubelet projects into
-  a directory mounted in every pod (zeus.launch.threshold_sink), within its sync period (about a minute).
+  a directory mounted in every pod (zeus_kfp.launch.threshold_sink), within its sync period (about a minute).
 
 A missing, unreadable or malformed file means "nothing newer": the trial keeps its dispatched threshold.
-The file can only lower the dispatched threshold (`zeus.job.live_threshold`).
+The file can only lower the dispatched threshold (`zeus_kfp.job.live_threshold`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import json
 import math
 from pathlib import Path
 
-from zeus.job import live_threshold
-from zeus.train.artifacts import atomic_write_text
+from zeus_kfp.job import live_threshold
+from zeus_kfp.train.artifacts import atomic_write_text
 
 LIVE_THRESHOLD_FILE = "live_threshold.json"  # in the trial's work directory, or the key of a cluster trial's ConfigMap
 

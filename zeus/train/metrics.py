@@ -1,6 +1,6 @@
 """Katib's text filters: (name, value) pairs from a line of a plain script's output.
 
-The collectors (zeus.train.collectors) turn these pairs, and JSON lines, into observations.
+The collectors (zeus_kfp.train.collectors) turn these pairs, and JSON lines, into observations.
 
 Why defensive: the script is arbitrary user code. Its output may be binary, enormous, or
 contain text that looks like numbers; nothing it prints may raise here. A line yields zero or

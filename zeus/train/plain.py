@@ -1,6 +1,6 @@
 """A plain script's trial as its collected metrics tell it: target, epochs, cost, power profile.
 
-The runner (zeus.train.runner) owns the process; this object owns what the collected values
+The runner (zeus_kfp.train.runner) owns the process; this object owns what the collected values
 mean. Each report of the job's metric is one evaluation, so one epoch (as Katib counts
 observations). The trial ends:
 - reached: a metric value meets the target;
@@ -9,13 +9,13 @@ observations). The trial ends:
   end, the cost so far plus the price of one more epoch would pass it (Zeus's "would the next
   epoch exceed" rule, priced by the last epoch). Zeus measures from the start of training, so an
   epoch's price never holds the script's start-up: the trial is charged from its first report
-  where that marks the start of training (zeus.train.progress), and otherwise its first epoch,
+  where that marks the start of training (zeus_kfp.train.progress), and otherwise its first epoch,
   which holds the start-up, is charged but never used as a price (the prediction starts with the
   second). Cost is checked once it is known how the trial is charged (its first report); a
   script that hangs before reporting anything is the timeout's to stop;
 - failed: the script crashed (oom when it ran out of memory), the collector could not read its
   source, or the script never reported the metric. The reason names the collector and source.
-Progress counters in the observations drive the external power profiler (zeus.train.progress).
+Progress counters in the observations drive the external power profiler (zeus_kfp.train.progress).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from zeus.job import JobSpec, TrialStatus
-from zeus.power.gpu import GPU, measure_only_note
-from zeus.power.monitor import EnergyMonitor
-from zeus.train.collectors import Collector, CollectorError, CollectorSpec, Observation, StdoutCollector
-from zeus.train.live_threshold import current_threshold
-from zeus.train.progress import ProfilingOptions, ProgressProfiler
-from zeus.train.session import TRIAL_WINDOW
+from zeus_kfp.job import JobSpec, TrialStatus
+from zeus_kfp.power.gpu import GPU, measure_only_note
+from zeus_kfp.power.monitor import EnergyMonitor
+from zeus_kfp.train.collectors import Collector, CollectorError, CollectorSpec, Observation, StdoutCollector
+from zeus_kfp.train.live_threshold import current_threshold
+from zeus_kfp.train.progress import ProfilingOptions, ProgressProfiler
+from zeus_kfp.train.session import TRIAL_WINDOW
 
 
 class PlainTrial:
@@ -76,7 +76,7 @@ class PlainTrial:
         self.notes_before = self.collector.claim(aside)
 
     def _restart_trial_window(self) -> None:
-        """Training started (the first report; zeus.train.progress): the trial is measured from here."""
+        """Training started (the first report; zeus_kfp.train.progress): the trial is measured from here."""
         if self.monitor.is_open(TRIAL_WINDOW):
             self.monitor.cancel_window(TRIAL_WINDOW)
         self.monitor.begin_window(TRIAL_WINDOW)
@@ -119,7 +119,9 @@ class PlainTrial:
 
     def _on_metric(self, value: float) -> None:
         self.metrics.append(value)
-        self.threshold = current_threshold(self.dispatched_threshold, self.threshold_file)  # zeus.train.live_threshold
+        self.threshold = current_threshold(
+            self.dispatched_threshold, self.threshold_file
+        )  # zeus_kfp.train.live_threshold
         cost = self._cost()
         self.epoch_costs.append(cost - self._cost_at_last_epoch)
         self._cost_at_last_epoch = cost

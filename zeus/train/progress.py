@@ -2,7 +2,7 @@
 
 A Zeus-aware script calls the JIT profiler's step hooks from ZeusDataLoader. A plain script
 cannot, but when its metrics carry a progress counter (a `step`, or an `epoch`), the runner can
-call the same hooks of the same state machine (zeus.power.profiler.PowerLimitProfiler) as the
+call the same hooks of the same state machine (zeus_kfp.power.profiler.PowerLimitProfiler) as the
 counter advances: set a limit, measure energy and progress over a window, move on, then hold
 the optimum. Nothing here is a second profiler; this module only turns observations into hooks.
 
@@ -19,12 +19,12 @@ Rules, in the order they apply:
 
 Where the trial is charged from (`on_training_start`, Zeus measures from the start of training):
 - On the simulated GPU: from the first report, any mode. The runner's simulated GPU then moves to
-  its model clock (see zeus.power.simulated "Plain scripts") and the work reported is replayed on
+  its model clock (see zeus_kfp.power.simulated "Plain scripts") and the work reported is replayed on
   it, so start-up (imports, data loading) costs nothing, however long it takes.
 - On a real meter (NVML, zeusd): from the first report of a step counter (the steps before it are
   not charged: report the counter every few steps). A script that reports only at epoch ends gives
   nothing that tells start-up from training, so it is charged from its start, and its first epoch
-  is not a price of an epoch (zeus.train.plain never predicts with it); `from_training_start` says which.
+  is not a price of an epoch (zeus_kfp.train.plain never predicts with it); `from_training_start` says which.
 
 How a burst of k steps (or epochs) is fed:
 - On the simulated GPU's model clock: step by step, `on_step_begin`, `account_work(batch_size)`,
@@ -36,7 +36,7 @@ How a burst of k steps (or epochs) is fed:
   what follows. The steps before the first report ran before profiling began and are not profiled.
   A script should report its counter every few steps; the warm-up steps absorb the lag of a limit change.
 
-A stored profile (zeus.power.reuse) is applied from the start: no counter is needed to hold
+A stored profile (zeus_kfp.power.reuse) is applied from the start: no counter is needed to hold
 the stored optimum. The profiler restores the limits from before the trial in `close()`.
 """
 
@@ -46,13 +46,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeus.power.gpu import GPU
-from zeus.power.monitor import EnergyMonitor
-from zeus.power.profile_params import ProfileParams
-from zeus.power.profiler import PowerLimitProfiler
-from zeus.power.selection import CostRate
-from zeus.profiles import UNPROFILED_NOTE, PowerProfile
-from zeus.train.collectors.observation import Observation
+from zeus_kfp.power.gpu import GPU
+from zeus_kfp.power.monitor import EnergyMonitor
+from zeus_kfp.power.profile_params import ProfileParams
+from zeus_kfp.power.profiler import PowerLimitProfiler
+from zeus_kfp.power.selection import CostRate
+from zeus_kfp.profiles import UNPROFILED_NOTE, PowerProfile
+from zeus_kfp.train.collectors.observation import Observation
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ Two kinds of script:
 - Zeus-aware (uses ZeusDataLoader): the runner sets the ZEUS_* environment, the script
   profiles power limits, stops itself on target / max epochs / cost, and leaves result.json
   and profile.csv in its log dir, which the runner reads back.
-- Plain (Katib-style): a collector (zeus.train.collectors: stdout, a file, TFEvent files or a
+- Plain (Katib-style): a collector (zeus_kfp.train.collectors: stdout, a file, TFEvent files or a
   Prometheus endpoint, in Katib's metricsCollectorSpec shape) reads its metrics; the runner
   measures energy from outside, profiles power limits from outside when the metrics carry a
-  step or epoch counter (zeus.train.progress), and stops the process (SIGTERM, then SIGKILL)
-  when the target is reached, max epochs pass or the cost passes the threshold (zeus.train.plain).
+  step or epoch counter (zeus_kfp.train.progress), and stops the process (SIGTERM, then SIGKILL)
+  when the target is reached, max epochs pass or the cost passes the threshold (zeus_kfp.train.plain).
 
 Never raises for what the script does: a crash is status failed with the stderr tail in
 `reason`, an out-of-memory death is status oom. Bad *arguments* do raise, naming the field.
@@ -29,21 +29,21 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from zeus.job import JobSpec, JobSpecError, TrialOutcome, TrialResult, TrialStatus
-from zeus.power.devices import open_gpu
-from zeus.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source
-from zeus.power.monitor import EnergyMonitor, Measurement
-from zeus.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
-from zeus.power.simulated import PowerModel, SimulatedGPU, epoch_samples_from_env
-from zeus.profiles import PowerProfile
-from zeus.train import artifacts
-from zeus.train.collectors import AUTO_PORT, CollectorError, CollectorSpec, open_collector
-from zeus.train.env import TrialEnv
-from zeus.train.live_threshold import LIVE_THRESHOLD_FILE
-from zeus.train.plain import PlainTrial
-from zeus.train.process import CapturedProcess, looks_like_oom
-from zeus.train.progress import ProfilingOptions
-from zeus.train.session import TRIAL_WINDOW
+from zeus_kfp.job import JobSpec, JobSpecError, TrialOutcome, TrialResult, TrialStatus
+from zeus_kfp.power.devices import open_gpu
+from zeus_kfp.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source
+from zeus_kfp.power.monitor import EnergyMonitor, Measurement
+from zeus_kfp.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
+from zeus_kfp.power.simulated import PowerModel, SimulatedGPU, epoch_samples_from_env
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.train import artifacts
+from zeus_kfp.train.collectors import AUTO_PORT, CollectorError, CollectorSpec, open_collector
+from zeus_kfp.train.env import TrialEnv
+from zeus_kfp.train.live_threshold import LIVE_THRESHOLD_FILE
+from zeus_kfp.train.plain import PlainTrial
+from zeus_kfp.train.process import CapturedProcess, looks_like_oom
+from zeus_kfp.train.progress import ProfilingOptions
+from zeus_kfp.train.session import TRIAL_WINDOW
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def _substitute(command: Sequence[str], values: Mapping[str, str]) -> list[str]:
     return out
 
 
-# zeus.launch fills the same placeholders for a cluster trial's pods (with the pods' own directories).
+# zeus_kfp.launch fills the same placeholders for a cluster trial's pods (with the pods' own directories).
 substitute_placeholders = _substitute
 
 

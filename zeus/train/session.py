@@ -10,7 +10,7 @@ until the target is reached, max_epochs pass, or the predicted cost of one more 
 pass the threshold; `finish()` writes result.json (with the profiler's summary: void windows,
 profiling time) and profile.csv into the log dir.
 
-Under torchrun (WORLD_SIZE > 1) the same object runs on every rank through zeus.train.distributed:
+Under torchrun (WORLD_SIZE > 1) the same object runs on every rank through zeus_kfp.train.distributed:
 readings are summed over all ranks' GPUs, rank 0's limit and metric are followed by all, and only
 rank 0 writes the result, the profile and the model; every rank leaves its own rank record.
 """
@@ -24,16 +24,16 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from zeus.job import TrialResult, TrialStatus
-from zeus.power.devices import open_gpu
-from zeus.power.gpu import GPU, gpu_source, measure_only_note
-from zeus.power.monitor import EnergyMonitor
-from zeus.power.profile_params import ProfileParams
-from zeus.power.profiler import PowerLimitProfiler
-from zeus.profiles import PowerProfile
-from zeus.train.artifacts import MODEL_FILE, write_profile, write_result
-from zeus.train.distributed import Ranks, ranks_from_env
-from zeus.train.env import TrialEnv, TrialEnvError
+from zeus_kfp.job import TrialResult, TrialStatus
+from zeus_kfp.power.devices import open_gpu
+from zeus_kfp.power.gpu import GPU, gpu_source, measure_only_note
+from zeus_kfp.power.monitor import EnergyMonitor
+from zeus_kfp.power.profile_params import ProfileParams
+from zeus_kfp.power.profiler import PowerLimitProfiler
+from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.train.artifacts import MODEL_FILE, write_profile, write_result
+from zeus_kfp.train.distributed import Ranks, ranks_from_env
+from zeus_kfp.train.env import TrialEnv, TrialEnvError
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class ZeusTrial:
             return self.result
 
     def _record_rank(self, signum: int | None) -> None:
-        """This rank's own figures and how it ended (zeus.train.distributed; nothing in a single process)."""
+        """This rank's own figures and how it ended (zeus_kfp.train.distributed; nothing in a single process)."""
         result, own = self.result, self.ranks.own.get(TRIAL_WINDOW)
         assert result is not None
         self.ranks.record(

@@ -1,8 +1,8 @@
 """Katib-compatible metric collectors for plain scripts: stdout, a file, TFEvent files, Prometheus.
 
 Each collector yields `Observation`s (metric, value, epoch, step, time) while the script runs;
-the runner (zeus.train.runner, zeus.train.plain) turns them into the trial's metric, its stop
-rules and, through the progress counters, the external power profiler (zeus.train.progress).
+the runner (zeus_kfp.train.runner, zeus_kfp.train.plain) turns them into the trial's metric, its stop
+rules and, through the progress counters, the external power profiler (zeus_kfp.train.progress).
 The spec (`CollectorSpec`) has Katib's metricsCollectorSpec shape; see spec.py.
 
 Distributed trials: only rank 0's observations count. The runner runs on the master (rank 0)
@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zeus.train.collectors.base import Collector, CollectorError
-from zeus.train.collectors.observation import Observation, json_observations, make_observations, text_observations
-from zeus.train.collectors.spec import (
+from zeus_kfp.train.collectors.base import Collector, CollectorError
+from zeus_kfp.train.collectors.observation import Observation, json_observations, make_observations, text_observations
+from zeus_kfp.train.collectors.spec import (
     AUTO_PORT,
     COLLECTOR_KINDS,
     PARAM,
     CollectorSpec,
     CollectorSpecError,
 )
-from zeus.train.collectors.stdout import StdoutCollector, master_line
+from zeus_kfp.train.collectors.stdout import StdoutCollector, master_line
 
 __all__ = [
     "AUTO_PORT",
@@ -69,15 +69,15 @@ def open_collector(
     if spec.kind == "stdOut":
         return StdoutCollector(spec.patterns())
     if spec.kind == "file":
-        from zeus.train.collectors.file import FileCollector
+        from zeus_kfp.train.collectors.file import FileCollector
 
         return FileCollector(resolve_path(spec.path or "", placeholders, work_dir), spec.file_format, spec.patterns())
     if spec.kind == "tfEvent":
-        from zeus.train.collectors.tfevent import TFEventCollector
+        from zeus_kfp.train.collectors.tfevent import TFEventCollector
 
         return TFEventCollector(resolve_path(spec.path or "", placeholders, work_dir), metric_name)
     if spec.kind == "prometheus":
-        from zeus.train.collectors.prometheus import PrometheusCollector
+        from zeus_kfp.train.collectors.prometheus import PrometheusCollector
 
         return PrometheusCollector(port or spec.http_port, spec.http_path, spec.interval_s)
     return None

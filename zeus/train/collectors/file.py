@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from zeus.train.collectors.base import CollectorError
-from zeus.train.collectors.observation import Observation, json_observations, text_observations
+from zeus_kfp.train.collectors.base import CollectorError
+from zeus_kfp.train.collectors.observation import Observation, json_observations, text_observations
 
 
 class FileTail:

@@ -2,7 +2,7 @@
 
 An observation is Katib's metric log entry: (metric, value, epoch, step, time). `epoch` and
 `step` are the script's own progress counters where it reports them; they drive the external
-power profiler (zeus.train.progress) and are never guessed. `time` is the producer's timestamp
+power profiler (zeus_kfp.train.progress) and are never guessed. `time` is the producer's timestamp
 where the source carries one (an event's wall_time, a JSON line's "timestamp"), else the moment
 the collector read it (UNIX seconds).
 
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from zeus.train.metrics import MAX_LINE_CHARS, finite_number, parse_line
+from zeus_kfp.train.metrics import MAX_LINE_CHARS, finite_number, parse_line
 
 PROGRESS_NAMES = ("epoch", "step")
 KATIB_RECORD_KEYS = ("metric", "value")

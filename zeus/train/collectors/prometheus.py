@@ -24,8 +24,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from zeus.train.collectors.base import CollectorError, OwnSource
-from zeus.train.collectors.observation import Observation, make_observations, progress_value
+from zeus_kfp.train.collectors.base import CollectorError, OwnSource
+from zeus_kfp.train.collectors.observation import Observation, make_observations, progress_value
 
 LOCALHOST = "127.0.0.1"
 SCRAPE_TIMEOUT_S = 2.0

@@ -38,8 +38,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from zeus.errors import FieldError
-from zeus.train.metrics import MetricPatternError, compile_patterns
+from zeus_kfp.errors import FieldError
+from zeus_kfp.train.metrics import MetricPatternError, compile_patterns
 
 PARAM = "metrics_collector"
 COLLECTOR_KINDS = ("stdOut", "file", "tfEvent", "prometheus", "none")

@@ -1,6 +1,6 @@
 """The stdOut collector: observations from the lines a script prints, and the rank-0 rule.
 
-Lines arrive on the process pump's thread (zeus.train.process) and are parsed there; the runner
+Lines arrive on the process pump's thread (zeus_kfp.train.process) and are parsed there; the runner
 takes the observations on its own thread through `poll`.
 
 Distributed trials (the launcher of issue 12): only rank 0's observations count, as with Katib,
@@ -17,8 +17,8 @@ import queue
 import re
 from collections.abc import Sequence
 
-from zeus.train.collectors.base import OwnSource
-from zeus.train.collectors.observation import Observation, text_observations
+from zeus_kfp.train.collectors.base import OwnSource
+from zeus_kfp.train.collectors.observation import Observation, text_observations
 
 RANK_MARK = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*?)?(?P<rank>\d+)\]:")
 MASTER_RANK = 0
