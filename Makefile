@@ -12,7 +12,7 @@ VERSION    := $(shell sed -n 's/^version *= *//p' setup.cfg)
 IMAGE_CPU  := $(IMAGE_REPO):$(VERSION)-cpu
 IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 
-.PHONY: setup run test lint clean image push-image wheel
+.PHONY: setup run test test-envs lint clean image push-image wheel
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -34,6 +34,41 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q
+	$(MAKE) test-envs
+
+# Issue 43: the environments users already have. .venv-lowest holds every dependency at the floor setup.cfg
+# declares (constraints-lowest.txt; torch stays at the CPU build on disk); .venv-beside-zeus holds zeus-kfp's
+# wheel beside ml-energy's zeus==0.16.0, both non-editable as in an image. Each is built once and kept; the
+# wheel is rebuilt every time, so the tests see the sources as they are.
+LOWEST := .venv-lowest
+BESIDE := .venv-beside-zeus
+ENV_TEST_TOOLS := pytest pytest-xdist 'moto[s3,server]==5.2.5' hypothesis
+# What runs inside .venv-lowest: the store's contract on both backends, and the stored-data and profile tests.
+LOWEST_TESTS := tests/store/test_store_api.py tests/store/test_store_bad_data.py tests/store/test_power_profile.py
+
+$(LOWEST)/.installed: setup.cfg pyproject.toml constraints-lowest.txt
+	rm -rf $(LOWEST)
+	$(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/python -m pip install --upgrade pip
+	$(LOWEST)/bin/python -m pip install -c constraints-lowest.txt -e . $(ENV_TEST_TOOLS)
+	touch $@
+
+$(BESIDE)/.deps: setup.cfg pyproject.toml constraints.txt | $(STAMP)
+	rm -rf $(BESIDE)
+	$(PYTHON) -m venv $(BESIDE)
+	$(BESIDE)/bin/python -m pip install --upgrade pip
+	$(BESIDE)/bin/python -m pip download --no-deps -d $(BESIDE)/wheels zeus==0.16.0
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w $(BESIDE)/wheels .
+	$(BESIDE)/bin/python -m pip install -c constraints.txt $(BESIDE)/wheels/*.whl
+	touch $@
+
+test-envs: $(STAMP) $(LOWEST)/.installed $(BESIDE)/.deps
+	rm -f $(BESIDE)/wheels/zeus_kfp-*.whl $(BESIDE)/.installed
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w $(BESIDE)/wheels .
+	$(BESIDE)/bin/python -m pip install --no-deps --force-reinstall $(BESIDE)/wheels/zeus_kfp-*.whl
+	touch $(BESIDE)/.installed
+	$(LOWEST)/bin/python -m pytest -n 2 -q -p no:cacheprovider $(LOWEST_TESTS)
+	$(BIN)/python -m pytest -n 2 -q -m envs tests/envs
 
 image:
 	docker build -f images/Dockerfile -t $(IMAGE_CPU) .
@@ -50,4 +85,4 @@ wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info dist
+	rm -rf $(VENV) $(LOWEST) $(BESIDE) .pytest_cache .ruff_cache *.egg-info dist
