@@ -235,7 +235,7 @@ def test_the_jit_profilers_profile_passes():
 
     now = [0.0]
     gpu = SimulatedGPU(clock="wall", real_clock=lambda: now[0])
-    profiler = PowerLimitProfiler(gpu, cost_rate=SPEC.cost_model.rate, params=ProfileParams(2, 5))
+    profiler = PowerLimitProfiler(gpu, cost_rate=SPEC.cost_model.rate, params=ProfileParams.zeus(2, 5))
     while not profiler.done:
         profiler.on_step_begin()
         now[0] += 0.01

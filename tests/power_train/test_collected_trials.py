@@ -96,9 +96,13 @@ def test_zeus_early_stop_from_collected_values_is_exact_on_the_model_clock(tmp_p
     10 steps an epoch; a threshold of 15 steps' cost stops the trial before epoch 2 (10 + 10 > 15)."""
     seconds, joules = PowerModel().step(250.0, 8)
     step_cost = SPEC.cost_model.cost(joules, seconds)
-    held = PowerProfile.of(
-        [{"phase": "train", "power_limit_w": 250.0, "average_power_w": 200.0, "throughput": 1e4, "simulated": True}]
-    )
+    held = PowerProfile.of(  # complete (every limit of the simulated GPU), 250 W by far the cheapest
+        [
+            {"phase": "train", "power_limit_w": w, "average_power_w": 200.0, "throughput": 1e4 if w == 250 else 1.0,
+             "simulated": True}
+            for w in (250.0, 225.0, 200.0, 175.0, 150.0, 125.0, 100.0)
+        ]
+    )  # fmt: skip
     out = plain_trial(
         tmp_path,
         """

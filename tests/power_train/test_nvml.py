@@ -89,7 +89,7 @@ def test_permission_error_switches_to_measure_only_and_says_so_once(fake_nvml, c
     assert gpu.get_power_limit(0) == 300.0
     # measure-only profiler: one window at the current limit, nothing set (min_window_s=0: this test is about
     # permissions, not the meter's granularity; 2 s sampled windows would only slow it down)
-    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600), params=ProfileParams(1, 2, min_window_s=0.0))
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600), params=ProfileParams.zeus(1, 2, min_window_s=0.0))
     assert profiler.limits == [300.0]
     for _ in range(3):
         profiler.on_step_begin()
@@ -102,7 +102,7 @@ def test_permission_error_switches_to_measure_only_and_says_so_once(fake_nvml, c
 
 def test_limit_restored_when_training_raises(fake_nvml):
     gpu = NvmlGPU()
-    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600), params=ProfileParams(1, 1, min_window_s=0.0))
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600), params=ProfileParams.zeus(1, 1, min_window_s=0.0))
     with pytest.raises(RuntimeError, match="boom"):
         try:
             for step in range(5):
@@ -139,7 +139,7 @@ def test_a_refusal_discovered_mid_profile_measures_only_the_limit_in_force(fake_
         d.limit_mw = 280_000  # an admin-set limit the pod cannot change
     gpu = NvmlGPU()
     assert gpu.can_set_limits  # NVML cannot tell before trying
-    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600), params=ProfileParams(1, 2, min_window_s=0.0))
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600), params=ProfileParams.zeus(1, 2, min_window_s=0.0))
     assert len(profiler.limits) > 1
     for _ in range(3):
         profiler.on_step_begin()
@@ -158,7 +158,7 @@ def test_each_backend_says_how_long_a_window_must_last(fake_nvml, monkeypatch):
     assert max(POWER_AVERAGING_S, 10 * SAMPLE_INTERVAL_S) <= SAMPLED_MIN_WINDOW_S > 1.0
     assert gpu.min_window_s == SAMPLED_MIN_WINDOW_S
     assert PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600)).min_window_s == SAMPLED_MIN_WINDOW_S
-    overridden = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600), params=ProfileParams(min_window_s=0.25))
+    overridden = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 600), params=ProfileParams.zeus(min_window_s=0.25))
     assert overridden.min_window_s == 0.25
     gpu.close()
     fake_nvml.devices.pop()  # counter only

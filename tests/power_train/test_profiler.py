@@ -45,7 +45,7 @@ class ManualClock:
 def make(eta: float = 0.5, params: ProfileParams | None = None, **kw):
     clock = ManualClock()
     gpu = SimulatedGPU(clock="wall", real_clock=clock)
-    profiler = PowerLimitProfiler(gpu, cost_rate=rate(eta, 250.0), params=params or ProfileParams(2, 5), **kw)
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(eta, 250.0), params=params or ProfileParams.zeus(2, 5), **kw)
     return gpu, profiler, clock
 
 
@@ -82,7 +82,7 @@ def test_sweep_measures_every_limit_exactly_and_picks_the_model_optimum(eta):
 
 
 def test_an_epoch_ending_mid_window_cancels_it_and_the_limit_restarts_next_epoch():
-    gpu, profiler, clock = make(params=ProfileParams(2, 5))
+    gpu, profiler, clock = make(params=ProfileParams.zeus(2, 5))
     for _ in range(10):  # 250 W: 2 warm-up + 5 profiled; 225 W: 2 warm-up + 1 profiled, then the epoch ends
         step(profiler, clock)
     assert profiler.state == Profiling(1, began_at=7, required_s=0.0, steps=1, samples=BATCH)
@@ -100,7 +100,7 @@ def test_an_epoch_ending_mid_window_cancels_it_and_the_limit_restarts_next_epoch
 
 
 def test_eval_is_profiled_once_at_the_chosen_limit():
-    _, profiler, clock = make(params=ProfileParams(0, 1))
+    _, profiler, clock = make(params=ProfileParams.zeus(0, 1))
     profiler.on_eval_begin()  # before profiling is done: nothing measured
     profiler.on_eval_end(100)
     assert profiler.rows == []
@@ -127,7 +127,7 @@ def test_restore_puts_the_maximum_back_on_an_untuned_gpu():
 
 
 def test_a_reused_profile_skips_profiling():
-    _, first, clock = make(eta=1.0, params=ProfileParams(0, 1))
+    _, first, clock = make(eta=1.0, params=ProfileParams.zeus(0, 1))
     for _ in range(7):
         step(first, clock)
     gpu, again, clock = make(eta=1.0, reuse=first.profile())
@@ -161,7 +161,7 @@ def test_restore_keeps_a_cap_set_before_the_trial():
     clock = ManualClock()
     gpu = SimulatedGPU(clock="wall", real_clock=clock)
     gpu.set_power_limit(0, 200.0)  # an admin's cap
-    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 250.0), params=ProfileParams(2, 5))
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 250.0), params=ProfileParams.zeus(2, 5))
     for _ in range(3):
         step(profiler, clock)
     assert gpu.get_power_limit(0) == 250.0  # profiling starts from the maximum
@@ -211,7 +211,7 @@ def test_on_a_coarse_counter_windows_last_the_backends_minimum_and_the_choice_is
     clock = ManualClock()
     gpu = coarse_nvml(monkeypatch, clock)
     assert gpu.min_window_s == 1.0
-    profiler = PowerLimitProfiler(gpu, cost_rate=rate(eta, 250.0), params=ProfileParams())  # 10 + 40 steps
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(eta, 250.0), params=ProfileParams.zeus())  # 10 + 40 steps
     train(profiler, gpu, clock)
     model = PowerModel()
     table = profiler.profile().rows
@@ -234,7 +234,7 @@ def test_the_coarse_counter_reads_zero_over_short_windows_which_are_void_and_mea
         zero += monitor.end_window("w").total_energy_j == 0
     assert zero >= 5
     # With min_window_s=0 the profiler meets those windows, counts them void, warns once, and re-measures them.
-    profiler = PowerLimitProfiler(gpu, cost_rate=rate(1.0, 250.0), params=ProfileParams(min_window_s=0.0))
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(1.0, 250.0), params=ProfileParams.zeus(min_window_s=0.0))
     with caplog.at_level(logging.WARNING, logger="zeus_kfp.power.profiler"):
         train(profiler, gpu, clock)
     assert profiler.invalid_windows >= 3
@@ -245,7 +245,7 @@ def test_the_coarse_counter_reads_zero_over_short_windows_which_are_void_and_mea
 def test_a_counter_that_never_moves_ends_profiling_at_the_limit_in_force(monkeypatch):
     clock = ManualClock()
     gpu = coarse_nvml(monkeypatch, clock, period_s=1e9)
-    profiler = PowerLimitProfiler(gpu, cost_rate=rate(1.0, 250.0), params=ProfileParams())
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(1.0, 250.0), params=ProfileParams.zeus())
     train(profiler, gpu, clock)
     assert profiler.invalid_windows == MAX_REMEASURES + 1 and "did not advance" in profiler.gave_up
     assert profiler.profile().rows.empty and profiler.chosen_limit == gpu.get_power_limit(0) == 250.0
@@ -264,7 +264,7 @@ def run_epochs(profiler: PowerLimitProfiler, clock: ManualClock, steps: int, max
 
 def test_a_window_longer_than_an_epoch_spans_epochs_instead_of_restarting_forever():
     # 20 steps of 10 ms = 0.2 s epochs; each window needs 0.5 s: it can never fit in one epoch.
-    _, profiler, clock = make(eta=1.0, params=ProfileParams(2, 5, min_window_s=0.5))
+    _, profiler, clock = make(eta=1.0, params=ProfileParams.zeus(2, 5, min_window_s=0.5))
     epochs = run_epochs(profiler, clock, steps=20, max_epochs=40)
     assert profiler.cancelled_windows == 0 and profiler.spanned_epochs > 0 and epochs <= 7 * 3 + 1
     model = PowerModel()
@@ -276,7 +276,7 @@ def test_a_window_longer_than_an_epoch_spans_epochs_instead_of_restarting_foreve
 
 def test_a_window_that_fits_an_epoch_is_still_cancelled_at_its_end_and_restarted():
     # 80-step epochs of 0.8 s: a 0.5 s window fits from the epoch's start; the next one is cut and restarts.
-    _, profiler, clock = make(eta=1.0, params=ProfileParams(2, 5, min_window_s=0.5))
+    _, profiler, clock = make(eta=1.0, params=ProfileParams.zeus(2, 5, min_window_s=0.5))
     assert run_epochs(profiler, clock, steps=80, max_epochs=20) == 7
     assert profiler.cancelled_windows == 6 and profiler.spanned_epochs == 0 and not profiler.span_epochs
     for row in profiler.profile().rows.itertuples():
@@ -284,7 +284,7 @@ def test_a_window_that_fits_an_epoch_is_still_cancelled_at_its_end_and_restarted
 
 
 def test_eval_is_profiled_over_as_many_passes_as_it_takes_to_last_min_window_s():
-    _, profiler, clock = make(params=ProfileParams(0, 1, min_window_s=0.05))
+    _, profiler, clock = make(params=ProfileParams.zeus(0, 1, min_window_s=0.05))
     for _ in range(7 * 5):
         step(profiler, clock)
     assert profiler.done and profiler.chosen_limit == 175.0

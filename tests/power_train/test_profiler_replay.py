@@ -46,7 +46,7 @@ class TraceDevice:
 def replay(size: SizeTrace, cost_rate) -> PowerLimitProfiler:
     gpu = SimulatedGPU(model=TraceDevice(size))  # type: ignore[arg-type]
     (step_w,) = set(np.diff(size.power_limits))  # 25 W; sentiment140 on the A40 was measured every 50 W
-    params = ProfileParams(2, 5, step_w=float(step_w))
+    params = ProfileParams.zeus(2, 5, step_w=float(step_w))
     profiler = PowerLimitProfiler(gpu, cost_rate=cost_rate, params=params, monitor=EnergyMonitor(gpu))
     for _ in range(STEPS_PER_EPOCH):  # every limit fits in one epoch: 7 x 9 steps at most
         profiler.on_step_begin()

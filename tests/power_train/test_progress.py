@@ -27,7 +27,7 @@ COST_RATE = rate(0.5, 250.0)
 def zeus_aware_profile(epochs: int) -> tuple[pd.DataFrame, float]:
     """The oracle: the hook sequence ZeusDataLoader makes per batch, on the model clock."""
     gpu = SimulatedGPU()
-    profiler = PowerLimitProfiler(gpu, cost_rate=COST_RATE, params=ProfileParams(2, 3), monitor=EnergyMonitor(gpu))
+    profiler = PowerLimitProfiler(gpu, cost_rate=COST_RATE, params=ProfileParams.zeus(2, 3), monitor=EnergyMonitor(gpu))
     for _ in range(epochs):
         for _ in range(STEPS_PER_EPOCH):
             profiler.on_step_begin()
@@ -176,11 +176,11 @@ def test_without_a_counter_the_trial_is_unprofiled_says_so_once_and_each_report_
 def test_a_stored_profile_is_held_from_the_start_without_any_counter():
     stored = pd.DataFrame(
         {
-            "phase": ["train"] * 3,
-            "power_limit_w": [250.0, 150.0, 100.0],
-            "average_power_w": [200.0, 120.0, 99.0],
-            "throughput": [1000.0, 900.0, 500.0],
-            "simulated": [True] * 3,
+            "phase": ["train"] * 7,  # complete: every limit of the simulated GPU (an unfinished one is continued)
+            "power_limit_w": [250.0, 150.0, 100.0, 225.0, 200.0, 175.0, 125.0],
+            "average_power_w": [200.0, 120.0, 99.0, 190.0, 180.0, 170.0, 110.0],
+            "throughput": [1000.0, 900.0, 500.0, 300.0, 300.0, 300.0, 300.0],
+            "simulated": [True] * 7,
         }
     )
     gpu = SimulatedGPU(clock="wall")

@@ -60,7 +60,7 @@ def test_an_injected_selector_decides_and_eval_is_its_own_state() -> None:
     # 0.7x the speed at 100 W), so the lowest, 100 W.
     for selector, limit in ((Time(), 250.0), (MaxSlowdown(2.0), 100.0)):
         gpu = SimulatedGPU()
-        profiler = PowerLimitProfiler(gpu, selector=selector, params=ProfileParams(0, 1))
+        profiler = PowerLimitProfiler(gpu, selector=selector, params=ProfileParams.zeus(0, 1))
         for _ in range(7):
             profiler.on_step_begin()
             gpu.account_work(32)

@@ -51,20 +51,24 @@ machine runs on NVML, zeusd or the simulated GPU, and tests can drive it determi
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zeus_kfp.power.gpu import GPU
 from zeus_kfp.power.monitor import EnergyMonitor, Measurement
+from zeus_kfp.power.precision import WindowNoise
 from zeus_kfp.power.profile_params import ProfileParams, candidate_limits
-from zeus_kfp.power.selection import CostRate, OptimumSelector, as_selector, choose_limit
-from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.power.search import DESCEND, SWEEP, LimitSearch
+from zeus_kfp.power.selection import CostRate, OptimumSelector, ZeusCost, choose_limit
+from zeus_kfp.profiles import UNFINISHED_NOTE, PowerProfile
 
 log = logging.getLogger(__name__)
 
 MAX_REMEASURES = 3  # a void window is read again at 2x, 4x, 8x its length before profiling gives up
 EVAL_WINDOW = "profile:eval"
 ALL_WINDOW = "profile:all"  # the whole profiling phase, for its total time
+BINS_PER_WINDOW = 4  # a window's precision is read in bins of a quarter of the shortest window
 
 
 # -- the states ------------------------------------------------------------------------------------------
@@ -95,6 +99,8 @@ class Profiling:
     steps: int = 0
     samples: int = 0
     remeasures: int = 0
+    # (seconds into the window, samples so far) at each step's end: the window's precision (_precise)
+    marks: list[tuple[float, int]] = field(default_factory=list, compare=False, repr=False)
 
 
 @dataclass
@@ -139,19 +145,28 @@ class PowerLimitProfiler:
         if (selector is None) == (cost_rate is None):
             raise ValueError("give the profiler a selector or a cost_rate (for ZeusCost), one of them")
         self.gpu = gpu
-        self.selector = selector or as_selector(cost_rate)  # type: ignore[arg-type]
+        self.params = params or ProfileParams()
         self.agree = agree or (lambda watts: watts)
         self.monitor = monitor or EnergyMonitor(gpu)
-        self.params = params or ProfileParams()
         given = self.params.min_window_s
         self.min_window_s = float(gpu.min_window_s if given is None else given)
+        # Limits closer in cost than a window's precision are not told apart (ProfileParams.rel_error). An exact
+        # meter (the simulated GPU: min_window_s 0) measures without noise, and keeps Zeus's exact minimum.
+        noisy = self.min_window_s > 0
+        tolerance = 2 * math.sqrt(2) * self.params.rel_error if noisy else 0.0
+        self.selector = selector or ZeusCost(cost_rate, tolerance=tolerance, monotone=noisy)  # type: ignore[arg-type]
+        self.max_window_s = self.min_window_s * self.params.max_window_factor
+        self.noise = WindowNoise(self.min_window_s / BINS_PER_WINDOW)
         # What `restore()` puts back: the limits in force before the trial. On a node nobody else tuned
         # that is the maximum (Zeus restores the maximum); where an admin set a lower cap, it stays.
         self.original_limits = [gpu.get_power_limit(i) for i in range(gpu.device_count())]
         self.measure_only = not gpu.can_set_limits
         self.limits = [gpu.get_power_limit(0)] if self.measure_only else candidate_limits(gpu, self.params.step_w)
+        self.how = self.params.search or (DESCEND if self.min_window_s > 0 else SWEEP)  # ProfileParams.search
+        self.search = LimitSearch(tuple(self.limits), self.selector, self.how)
         self.rows: list[dict] = []
         self.state: State = Ready(0)
+        self.resumed_rows = 0  # rows of a stored unfinished profile this trial continues
         self.cancelled_windows = 0
         self.invalid_windows = 0  # reads that found the energy counter had not moved (void, re-measured)
         self.spanned_epochs = 0  # epoch boundaries a window was paused over
@@ -163,13 +178,18 @@ class PowerLimitProfiler:
         self._warned_void = False
         self._current: float | None = None
         if reuse is not None and not reuse.is_empty:
-            if reuse.is_usable():
+            if not reuse.is_usable():
+                log.warning("the stored power profile has no valid train rows (zero power); profiling again")
+            elif self.search.is_complete(reuse):
                 self.rows = reuse.rows.to_dict("records")  # the profile's rows, which eval may add to
                 limit = self.agree(self.selector.choose(reuse))
                 self.state = Done(limit) if reuse.has_eval() else Eval(limit)
                 self.reused = True
-            else:
-                log.warning("the stored power profile has no valid train rows (zero power); profiling again")
+            else:  # an earlier trial ended mid-search: go on where it stopped, with its windows
+                self.rows = reuse.rows[reuse.train_rows()].to_dict("records")
+                self.resumed_rows = len(self.rows)
+                self.state = Ready(self.limits.index(self.search.next_limit(reuse)))  # type: ignore[arg-type]
+                log.info("continuing the stored power profile: %d limits measured so far", self.resumed_rows)
 
     # -- limits --------------------------------------------------------------------------------
     def _apply(self, watts: float) -> None:
@@ -181,6 +201,7 @@ class PowerLimitProfiler:
                 # limits that never applied. Measure one window at the limit actually in force instead.
                 self.measure_only = True
                 self.limits, self.rows = [self.gpu.get_power_limit(0)], []
+                self.search = LimitSearch(tuple(self.limits), self.selector, self.how)
                 watts = self.limits[0]
         self._current = watts
 
@@ -233,9 +254,18 @@ class PowerLimitProfiler:
         elif isinstance(state, Profiling):
             state.steps += steps
             state.samples += samples
-            window = self._window(state.index)
-            if state.steps >= self.params.profile_iters and self.monitor.elapsed_s(window) >= state.required_s:
+            elapsed = self.monitor.elapsed_s(self._window(state.index))
+            state.marks.append((elapsed, state.samples))
+            if state.steps >= self.params.profile_iters and elapsed >= state.required_s and self._precise(state):
                 self._close(state)
+
+    def _precise(self, state: Profiling) -> bool:
+        """Whether the open window measures throughput to ProfileParams.rel_error (zeus_kfp.power.precision),
+        or may grow no longer. An exact meter (the simulated GPU) needs no more than one window."""
+        if self.params.rel_error <= 0 or self.min_window_s <= 0 or state.marks[-1][0] >= self.max_window_s:
+            return True
+        error = self.noise.relative_error(state.marks)
+        return error is not None and error <= self.params.rel_error
 
     def _void(self, m: Measurement, where: str) -> None:
         """Count a window whose energy counter did not move; warn the first time."""
@@ -263,11 +293,13 @@ class PowerLimitProfiler:
             self._choose()
             return
         self.monitor.cancel_window(window)  # `m` is its final reading
+        self.noise.add(state.marks)
         self.rows.append(self._row("train", limit, m.average_power_w, state.samples / max(m.time_s, 1e-12)))
-        if state.index + 1 < len(self.limits):
-            self._warm_up(self._apply_index(state.index + 1))
-        else:
+        following = self.search.next_limit(self.profile())
+        if following is None:
             self._choose()
+        else:
+            self._warm_up(self._apply_index(self.limits.index(following)))
 
     def _choose(self) -> None:
         """Profiling is over: choose among what was measured (without evidence to throttle on, keep what
@@ -363,11 +395,17 @@ class PowerLimitProfiler:
         """For a trial that ended before profiling finished: what its limit was chosen among ("" otherwise)."""
         if self.done or self.best_limit() is None:
             return ""
-        return f"ended while profiling: chose among {len(self.profile())} of {len(self.limits)} limits"
+        return (
+            f"{UNFINISHED_NOTE}: chose among {len(self.profile())} of {len(self.limits)} limits; "
+            "the next trial at this batch size continues the profile"
+        )
 
     def summary(self) -> dict[str, object]:
         """How profiling went, for result.json and device checks (not part of the stored profile table)."""
-        counts = ("min_window_s", "invalid_windows", "cancelled_windows", "spanned_epochs", "profiling_s", "gave_up")
+        counts = (
+            "min_window_s", "max_window_s", "invalid_windows", "cancelled_windows", "spanned_epochs", "profiling_s",
+            "gave_up", "resumed_rows",
+        )  # fmt: skip
         return {
             "done": self.done,
             "reused": self.reused,
