@@ -42,6 +42,9 @@ PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the 
 # In a trial's reason when it has no profile because its metrics could not pace the profiler (zeus_kfp.train.progress);
 # the report reads it back (zeus_kfp.report.frames.limit_note), so it is declared here, below both.
 UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
+# In the reason of a trial that ended before its power-limit search did (zeus_kfp.power.profiler.partial_note):
+# its profile is unfinished, and the next trial at that batch size continues it. The report reads it back.
+UNFINISHED_NOTE = "ended while profiling"
 
 
 def _is_flag(value: Any) -> bool:

@@ -43,8 +43,11 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     assert trials["finished"].all() and len(trials) == sum(len(s.trials) for s in summaries)
     assert trials["simulated"].all(), "no GPU here: every figure is from the simulated GPU"
     profiles = store.profiles(SPEC.job_id)
-    # Recurrences 2 and 3 train at 128's stored optimum: only recurrence 1's two trials profiled.
-    assert set(profiles["trial"]) == {1, 2} and profiles["simulated"].all()
+    # Recurrence 1's trials ended mid-sweep (1024 after 3 of 7 limits, 128 after 6): recurrence 2's trial at 128
+    # continues 128's profile, measures its last limit and stores it grown (7 limits); recurrence 3 trains at
+    # that complete profile's optimum and stores none.
+    assert set(profiles["trial"]) == {1, 2, 3} and profiles["simulated"].all()
+    assert profiles.groupby("trial")["phase"].apply(lambda p: int((p == "train").sum())).to_dict() == {1: 3, 2: 6, 3: 7}
     assert trials["power_limit_w"].iloc[2:].tolist() == [trials["power_limit_w"].iloc[1]] * 2
     # Each profiling trial ran at the simulated GPU's exhaustive optimum for its batch size among the limits
     # it measured, from the top (the model's own curves, not the profiler: trial 1 stopped after 3 of 7),

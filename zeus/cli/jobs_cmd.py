@@ -198,6 +198,7 @@ def show(
     which policy a run used (a run parameter)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus_kfp.report import arm_frame, per_recurrence, savings_of, write_plots
+    from zeus_kfp.report.frames import profile_states
     from zeus_kfp.store import UnknownJobError
 
     opened = open_for_reading(store)
@@ -240,6 +241,8 @@ def show(
             for r in latest.to_dict("records")
         ]  # fmt: skip
         print_table(out, "power profile (latest per batch size)", PROFILE_TABLE, rows, wide=wide)
+        for batch_size, state_text in profile_states(trials, profiles).items():
+            out.print(f"power profile, batch size {batch_size}: {state_text}", markup=False)
     if not state.empty:
         print_bandit_state(out, state, wide=wide)
     if plots is not None:

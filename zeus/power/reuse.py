@@ -9,8 +9,11 @@ A profile goes stale as hardware and software change: it is measured again once 
 
 The bandit step (from the store's profiles table) and the simulator (from the profiles its own
 trials produced) both decide through `ProfileBook.to_reuse`, so they agree on which trials profile.
-A trial that reused a profile stores none of its own: the stored profile stays the measurement,
-with the recurrence it was measured in, which is what its age is counted from.
+What the trial does with the profile it is handed is the profiler's (zeus_kfp.power.profiler): a
+complete one (zeus_kfp.power.search has nothing left to measure) is final, and the trial trains at its
+choice and stores none of its own: the stored profile stays the measurement, with the recurrence it was
+measured in, which is what its age is counted from. An unfinished one (an earlier trial ended mid-search)
+is continued: the trial measures the limits still missing and stores the grown profile as its own.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pandas as pd
 
 from zeus_kfp.job import JobSpec, TrialStatus
 from zeus_kfp.power.gpu import MEASURE_ONLY_NOTE
-from zeus_kfp.profiles import UNPROFILED_NOTE
+from zeus_kfp.profiles import UNFINISHED_NOTE, UNPROFILED_NOTE
 from zeus_kfp.simulate.engine import expected_figures
 from zeus_kfp.simulate.trial import TraceBackend
 
@@ -46,6 +46,25 @@ def limit_note(reason: object) -> str:
     if MEASURE_ONLY_NOTE in text:
         return MEASURE_ONLY
     return UNPROFILED if UNPROFILED_NOTE in text else ""
+
+
+def profile_states(trials: pd.DataFrame, profiles: pd.DataFrame) -> dict[int, str]:
+    """Per batch size, how complete its latest profile is, as `show` and the power plot say it: "complete,
+    N limits" or "unfinished, N limits (the next trial continues it)". A profile is unfinished when the trial
+    that measured it ended mid-search, which its reason says (zeus_kfp.profiles.UNFINISHED_NOTE)."""
+    train = profiles[profiles["phase"] == "train"] if not profiles.empty else profiles
+    known = not trials.empty and "reason" in trials
+    reasons = dict(zip(trials["trial"], trials["reason"], strict=True)) if known else {}
+    states = {}
+    for batch_size, group in train.groupby("batch_size"):
+        trial = group["trial"].max()
+        limits = group.loc[group["trial"] == trial, "power_limit_w"].nunique()
+        unfinished = UNFINISHED_NOTE in str(reasons.get(trial, "") or "")
+        counted = f"{limits} limit" + ("s" if limits != 1 else "")
+        states[int(batch_size)] = (
+            f"unfinished, {counted} (the next trial continues it)" if unfinished else f"complete, {counted}"
+        )
+    return states
 
 
 def limit_text(watts: object, reason: object) -> str:

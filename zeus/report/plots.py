@@ -21,7 +21,14 @@ from matplotlib.ticker import MaxNLocator
 from zeus_kfp.job import JobSpec, TrialStatus
 from zeus_kfp.power.selection import choose_limit
 from zeus_kfp.profiles import PowerProfile
-from zeus_kfp.report.frames import default_config_cost, finished_trials, is_simulated, limit_note, per_recurrence
+from zeus_kfp.report.frames import (
+    default_config_cost,
+    finished_trials,
+    is_simulated,
+    limit_note,
+    per_recurrence,
+    profile_states,
+)
 
 PLOT_NAMES = ("cost_per_recurrence", "batch_size_per_trial", "posterior", "power_profile")
 _STATUS_STYLE = {
@@ -152,13 +159,15 @@ def plot_power_profile(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSp
         return None
     fig = Figure(figsize=(9, 4.5))
     ax_tp, ax_cost = fig.subplots(1, 2)
+    states = profile_states(trials, profiles)
     for batch_size, group in train.groupby("batch_size"):
         latest = group[group["trial"] == group["trial"].max()] if "trial" in group else group
         latest = latest.groupby("power_limit_w", as_index=False)[["average_power_w", "throughput"]].mean()
         rates = [
             spec.cost_model.rate(p, t) for p, t in zip(latest["average_power_w"], latest["throughput"], strict=True)
         ]
-        (line,) = ax_tp.plot(latest["power_limit_w"], latest["throughput"], marker="o", label=f"bs {int(batch_size)}")
+        label = f"bs {int(batch_size)} ({states[int(batch_size)].split(' (')[0]})"  # complete/unfinished, N limits
+        (line,) = ax_tp.plot(latest["power_limit_w"], latest["throughput"], marker="o", label=label)
         ax_cost.plot(latest["power_limit_w"], rates, marker="o", color=line.get_color())
         chosen, note = _limit_ran_at(trials, group, latest, spec)
         at = latest.index[latest["power_limit_w"] == chosen]

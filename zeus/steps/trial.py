@@ -311,7 +311,8 @@ def _run(
     feed: Callable[[float | None, Path], ThresholdFeed] | None = None,
 ) -> tuple[TrialResult, PowerProfile | None]:
     """One trial through `runner`: its result and the profile to store (None when it trained at a reused
-    profile, which is not stored again). The trial's work directory is temporary: its log is copied to
+    final profile, which is not stored again; an unfinished one it continued is, grown: `_measured_more`).
+    The trial's work directory is temporary: its log is copied to
     `keep_log` first (None: not kept); its model, if it saved one, to `model`. `feed(dispatched, work_dir)` keeps
     the trial's live threshold while it runs."""
     with tempfile.TemporaryDirectory(prefix="zeus-trial-") as work_dir:
@@ -329,7 +330,16 @@ def _run(
         finally:
             if keep_log is not None:
                 keep_trial_log(Path(work_dir), keep_log)
-    return outcome.result, (None if reuse is not None else outcome.profile)
+    return outcome.result, (outcome.profile if _measured_more(outcome.profile, reuse) else None)
+
+
+def _measured_more(measured: PowerProfile | None, reuse: PowerProfile | None) -> bool:
+    """Whether the trial measured a profile to store: always when it reused none; when it continued an
+    unfinished one (zeus_kfp.power.search), the grown profile (the stored rows and its own) is stored as its
+    own, so the next trial continues from there; a trial that trained at a final profile stores nothing."""
+    if measured is None or reuse is None:
+        return measured is not None
+    return int(measured.train_rows().sum()) > int(reuse.train_rows().sum())
 
 
 def _feed(runner: TrialRunner, request: TrialRequest, spec: JobSpec) -> Callable | None:

@@ -97,9 +97,12 @@ class ProgressProfiler:
         self.from_training_start = False  # the trial's window began at the start of training
         self._last_step: int | None = None
         self._last_epoch: int | None = None
+        self._reuse = reuse  # a stored profile: final (held from the start) or unfinished (continued once paced)
         if reuse is not None and reuse.is_usable():
-            self.profiler = self._make(ProfileParams(options.warmup_iters, options.profile_iters), reuse)
-            self.profiler.on_step_begin()  # a stored optimum needs no counter: hold it from the start
+            held = self._make(ProfileParams(options.warmup_iters, options.profile_iters), reuse)
+            if held.reused:
+                self.profiler = held
+                self.profiler.on_step_begin()  # a stored optimum needs no counter: hold it from the start
 
     def _make(self, params: ProfileParams, reuse: PowerProfile | None = None) -> PowerLimitProfiler:
         params = ProfileParams(params.warmup_iters, params.profile_iters, min_window_s=self.options.min_window_s)
@@ -166,7 +169,7 @@ class ProgressProfiler:
             params = ProfileParams(self.options.warmup_iters, self.options.profile_iters) if mode == "step" else (
                 ProfileParams(warmup_iters=0, profile_iters=1)
             )  # fmt: skip
-            self.profiler = self._make(params)
+            self.profiler = self._make(params, self._reuse)
         log.info("zeus: profiling power limits from outside the script on its %s counter", mode)
 
     def _advance(self, units: int, samples: int) -> None:

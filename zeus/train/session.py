@@ -75,7 +75,7 @@ class ZeusTrial:
         reuse = None
         if self.env.profile_path and Path(self.env.profile_path).exists():
             reuse = PowerProfile.from_csv(self.env.profile_path)
-            log.info("reusing the power profile at %s (no profiling this trial)", self.env.profile_path)
+            log.info("the stored power profile at %s: final if complete, else continued", self.env.profile_path)
         params = ProfileParams(self.env.warmup_iters, self.env.profile_iters, min_window_s=self.env.min_window_s).fit(
             self.steps_per_epoch
         )
