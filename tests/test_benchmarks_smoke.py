@@ -28,6 +28,7 @@ TABLE = {
     "peer_bso.py": "| decision (`bandit` vs `GET /jobs/batch_size`), median |",
     "pipeline.py": "worst orchestration overhead per attempt:",
     "policy.py": "perturbed jobs: 3 generated from seed 2",
+    "power_replay.py": "h200 resnet18 bs256: pick/optimum cost ratio",
     "overlap.py": "where the regret goes, turning-walk",
     "profiler.py": "eta=0.50: exhaustive optimum",
     "seed.py": "read back 100; ok",
