@@ -35,11 +35,9 @@ import pandas as pd  # noqa: E402
 
 from zeus_kfp.power import PowerLimitProfiler, ProfileParams, ZeusCost  # noqa: E402
 from zeus_kfp.profiles import PowerProfile  # noqa: E402
-from zeus_kfp.simulate.h200 import H200Curve, SimulatedH200, fitted  # noqa: E402
+from zeus_kfp.simulate.h200 import H200Curve, SimulatedH200, fitted, train_for  # noqa: E402
 
 COMMAND = "benchmarks/power_replay.py"
-BATCH = 256
-STEPS_PER_EPOCH = 50_000 // BATCH  # a CIFAR epoch, as the measured script trained
 ETA = 0.5
 DRAWS = (None, 450.0, 650.0)  # None: the measured curve
 
@@ -73,14 +71,7 @@ def run(curve: H200Curve, *, how: str, seed: int, trials: int) -> list[Trial]:
             continue
         params = ProfileParams.zeus() if how == "before" else ProfileParams()
         profiler = PowerLimitProfiler(gpu, cost_rate=cost_rate, params=params, reuse=stored)
-        start, steps = gpu.clock(), 0
-        while gpu.clock() - start < lengths[number % len(lengths)]:
-            profiler.on_step_begin()
-            gpu.account_work(BATCH)
-            profiler.on_step_end(BATCH)
-            steps += 1
-            if steps % STEPS_PER_EPOCH == 0:
-                profiler.on_epoch_end()
+        train_for(gpu, profiler, lengths[number % len(lengths)])
         profiler.restore()
         stored = PowerProfile.of(profiler.profile().rows.query("phase == 'train'"))
         pick = profiler.best_limit()

@@ -11,7 +11,7 @@ import pandas as pd
 from zeus_kfp.power.profiler import PowerLimitProfiler
 from zeus_kfp.profiles import UNFINISHED_NOTE, PowerProfile
 from zeus_kfp.report.frames import profile_states
-from zeus_kfp.simulate.h200 import SimulatedH200, fitted
+from zeus_kfp.simulate.h200 import SimulatedH200, fitted, train_for
 from zeus_kfp.steps.trial import _measured_more
 
 
@@ -50,10 +50,7 @@ def test_show_and_the_plot_say_which_latest_profiles_are_unfinished():
 def test_a_trial_that_ends_mid_search_is_reported_unfinished_from_its_own_reason():
     gpu = SimulatedH200(dataclasses.replace(fitted(), window_noise=0.0))
     profiler = PowerLimitProfiler(gpu, cost_rate=lambda power, throughput: (0.5 * power + 350.0) / throughput)
-    while gpu.clock() < 5.0:  # one window (up to 4 s) and a bit: the search has more to measure
-        profiler.on_step_begin()
-        gpu.account_work(256)
-        profiler.on_step_end(256)
+    train_for(gpu, profiler, 5.0)  # one window (up to 4 s) and a bit: the search has more to measure
     assert not profiler.done
     measured = profiler.profile().rows.assign(batch_size=256, trial=1)
     trials = pd.DataFrame({"trial": [1], "reason": [profiler.partial_note()]})

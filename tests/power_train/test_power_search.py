@@ -11,10 +11,7 @@ import pytest
 from zeus_kfp.power import PowerLimitProfiler, ProfileParams, ZeusCost
 from zeus_kfp.power.search import DRAW_MARGIN, LimitSearch
 from zeus_kfp.profiles import PowerProfile
-from zeus_kfp.simulate.h200 import SimulatedH200, fitted
-
-BATCH = 256
-EPOCH_STEPS = 195  # a CIFAR epoch at batch size 256
+from zeus_kfp.simulate.h200 import SimulatedH200, fitted, train_for
 
 
 def cost_rate(power: float, throughput: float) -> float:
@@ -32,17 +29,6 @@ def exhaustive_optimum(curve) -> float:
     return min(limits, key=lambda limit: cost_rate(curve.power_w(limit), curve.throughput(limit)))
 
 
-def train(gpu, profiler, seconds: float) -> None:
-    start, steps = gpu.clock(), 0
-    while gpu.clock() - start < seconds:
-        profiler.on_step_begin()
-        gpu.account_work(BATCH)
-        profiler.on_step_end(BATCH)
-        steps += 1
-        if steps % EPOCH_STEPS == 0:
-            profiler.on_epoch_end()
-
-
 def limits_measured(profiler) -> list[float]:
     return profiler.profile().rows["power_limit_w"].tolist()
 
@@ -51,7 +37,7 @@ def test_under_zeus_rules_an_11_s_trial_ends_mid_sweep_with_a_high_pick():
     """The H200's failure (traces/h200_trials.csv: 9 of 21 limits in 11.4 s, 625 W chosen, the optimum 250 W)."""
     gpu = SimulatedH200(seed=0)
     profiler = PowerLimitProfiler(gpu, cost_rate=cost_rate, params=ProfileParams.zeus())
-    train(gpu, profiler, 11.4)
+    train_for(gpu, profiler, 11.4)
     assert not profiler.done
     assert limits_measured(profiler) == [700.0 - 25.0 * i for i in range(len(limits_measured(profiler)))]
     assert len(limits_measured(profiler)) < 21
@@ -63,7 +49,7 @@ def test_the_search_finds_the_exhaustive_optimum_in_at_most_eight_windows(draw):
     curve = quiet(draw)
     gpu = SimulatedH200(curve)
     profiler = PowerLimitProfiler(gpu, cost_rate=cost_rate)  # defaults: on a 1 s meter, the search
-    train(gpu, profiler, 60.0)
+    train_for(gpu, profiler, 60.0)
     assert profiler.done and not profiler.reused
     assert profiler.chosen_limit == exhaustive_optimum(curve)
     measured = limits_measured(profiler)
@@ -75,7 +61,7 @@ def test_the_search_finds_the_exhaustive_optimum_in_at_most_eight_windows(draw):
 def test_on_the_measured_curve_the_search_measures_the_draw_brackets_250_w_and_confirms_it():
     gpu = SimulatedH200(quiet())
     profiler = PowerLimitProfiler(gpu, cost_rate=cost_rate)
-    train(gpu, profiler, 60.0)
+    train_for(gpu, profiler, 60.0)
     assert limits_measured(profiler) == [700.0, 325.0, 275.0, 225.0, 250.0, 250.0]
     assert profiler.chosen_limit == 250.0
 
@@ -84,13 +70,13 @@ def test_an_unfinished_profile_is_continued_by_the_next_trial_and_then_reused():
     curve = quiet()
     gpu = SimulatedH200(curve)
     first = PowerLimitProfiler(gpu, cost_rate=cost_rate)
-    train(gpu, first, 6.0)  # too short for the whole search
+    train_for(gpu, first, 6.0)  # too short for the whole search
     first.restore()
     assert not first.done and "continues the profile" in first.partial_note()
     stored = PowerProfile.of(first.profile().rows)
     second = PowerLimitProfiler(gpu, cost_rate=cost_rate, reuse=stored)
     assert not second.reused and second.resumed_rows == len(stored)
-    train(gpu, second, 60.0)
+    train_for(gpu, second, 60.0)
     grown = limits_measured(second)
     assert grown[: len(stored)] == stored.rows["power_limit_w"].tolist()  # the stored windows kept, not redone
     repeated = {limit for limit in grown if grown.count(limit) > 1}

@@ -37,11 +37,14 @@ import numpy as np
 import pandas as pd
 
 from zeus_kfp.power.gpu import PowerConstraints
+from zeus_kfp.power.profiler import PowerLimitProfiler
 
 SWEEP_CSV = "h200_sweep_resnet18_bs256.csv"
 SEGMENT_S = 0.25  # the model's speed factor holds this long (seconds of training)
 SETTLE_S = 0.1  # a new limit applies this long after it is set
 NON_BINDING_W = 350.0  # limits at or above this changed nothing in the sweep: the uncapped draw's rows
+BATCH_SIZE = 256  # the sweep's
+EPOCH_STEPS = 50_000 // BATCH_SIZE  # a CIFAR epoch at that batch size, as the measured script trained
 
 
 def load_sweep() -> pd.DataFrame:
@@ -201,3 +204,16 @@ class SimulatedH200:
 
     def close(self) -> None:
         return None
+
+
+def train_for(gpu: SimulatedH200, profiler: PowerLimitProfiler, seconds: float) -> None:
+    """`seconds` of training at batch size 256 on `gpu`, driving `profiler`'s hooks as ZeusDataLoader does
+    (a step's begin and end around each batch, an epoch's end every EPOCH_STEPS steps)."""
+    start, steps = gpu.clock(), 0
+    while gpu.clock() - start < seconds:
+        profiler.on_step_begin()
+        gpu.account_work(BATCH_SIZE)
+        profiler.on_step_end(BATCH_SIZE)
+        steps += 1
+        if steps % EPOCH_STEPS == 0:
+            profiler.on_epoch_end()
