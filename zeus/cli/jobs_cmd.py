@@ -112,6 +112,7 @@ def _title(what: str, total: int, last: int) -> str:
     return what if total <= last else f"{what} (last {last} of {total}; --last to see more)"
 
 
+OUTCOME_WORDS = {"reached": "yes", "missed": "no", "failed": "failed"}  # zeus_kfp.report.frames: a recurrence's outcome
 RECURRENCE_COLUMNS = [
     Column("recurrence", keep=True),
     Column("reached", keep=True, justify="left"),
@@ -156,9 +157,25 @@ PROFILE_TABLE = [  # the columns `show` prints of the profiles (zeus_kfp.profile
 
 
 def saved_rows(saved: Any) -> list[dict[str, Any]]:
-    """Per recurrence, its saving against the default config (null without a baseline)."""
-    rows = saved.recurrences[["recurrence", "saving"]].astype({"recurrence": int})
-    return [{"recurrence": r, "saving": None if s != s else s} for r, s in rows.itertuples(index=False)]
+    """Per recurrence, its saving against the default config (null without a baseline, or for a recurrence
+    whose every trial failed) and the energy its failed trials wasted."""
+    rows = saved.recurrences[["recurrence", "saving", "failed_energy_j"]].astype({"recurrence": int})
+    return [
+        {"recurrence": r, "saving": None if s != s else s, "failed_energy_j": float(w)}
+        for r, s, w in rows.itertuples(index=False)
+    ]
+
+
+def failed_totals(saved: Any) -> dict[str, Any]:
+    """The job's failed trials, apart from the saving: their energy and cost, and the recurrences left out."""
+    from zeus_kfp.report.frames import FAILED
+
+    rec = saved.recurrences
+    return {
+        "energy_j": float(rec["failed_energy_j"].sum()),
+        "cost": float(rec["failed_cost"].sum()),
+        "recurrences_left_out": [int(r) for r in rec.loc[rec["outcome"] == FAILED, "recurrence"]],
+    }
 
 
 def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFrame, state: pd.DataFrame) -> str:
@@ -175,6 +192,7 @@ def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFr
         "runs": _json_records(opened.recurrences(spec.job_id)),  # the recurrence gate's answers, drift statistics
         "default_config_cost": None if baseline is None else {"cost": baseline.cost, "how": baseline.how},
         "saving": None if saved is None else {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved)},
+        "failed": None if saved is None else failed_totals(saved),
         "cost_unit": COST_UNIT,
         "profiles": _json_records(profiles),
         "bandit_state": _json_records(state),
@@ -221,7 +239,8 @@ def show(
         print_trials(out, _title("trials", len(trials), last), shown, SHOW_TRIAL_FIELDS, wide=wide)
         rec = per_recurrence(trials).tail(last)
         rows = [
-            [str(r["recurrence"]), "yes" if r["reached"] else "no", r["batch_sizes"], si(r["cost"], ""),
+            [str(r["recurrence"]), OUTCOME_WORDS[r["outcome"]], r["batch_sizes"],
+             si(r["cost"] + r["failed_cost"], ""),
              si(r["energy_j"], "J"), duration(r["time_s"]), r["recurrence_id"]]
             for r in rec.to_dict("records")
         ]  # fmt: skip

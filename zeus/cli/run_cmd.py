@@ -28,7 +28,14 @@ from zeus_kfp.cli.app import app
 from zeus_kfp.cli.errors import interrupted_code
 from zeus_kfp.cli.job_setup import choose_job
 from zeus_kfp.cli.own_job import setting_options
-from zeus_kfp.cli.run_report import EXIT_FAILED, epilogue, failure_lines, no_target_lines, print_recurrence
+from zeus_kfp.cli.run_report import (
+    EXIT_FAILED,
+    epilogue,
+    failure_lines,
+    no_target_lines,
+    print_recurrence,
+    saving_lines,
+)
 from zeus_kfp.cli.stores import open_for_writing
 from zeus_kfp.cli.tables import console
 from zeus_kfp.errors import FieldError
@@ -229,6 +236,8 @@ def run(
         typer.echo(f"{stop}; job {stop.job_id} is no longer running (the next run continues from the store)", err=True)
         raise typer.Exit(interrupted_code(stop.signum)) from None
     except TrialFailed as failed:
+        for line in saving_lines(opened, spec, [failed.trial.recurrence]):  # a failure moves no saving: say so
+            out.print(line, markup=False, soft_wrap=True)
         sys.stdout.flush()
         for line in failure_lines(failed):
             typer.echo(line, err=True)

@@ -89,7 +89,7 @@ def _comparison_lines(comparison, policy: str, seed: int) -> list[str]:
 def epilogue(out, opened, spec, job, policy: str, summaries, plots_dir: Path, wide: bool) -> None:
     """After the last recurrence: the bandit's state, the job against its baselines, the plots."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus_kfp.report import arm_frame, savings_of, write_plots
+    from zeus_kfp.report import arm_frame, write_plots
 
     trials, profiles = opened.trials(spec.job_id), opened.profiles(spec.job_id)
     state = arm_frame(spec, opened.history(spec.job_id), policy)
@@ -102,7 +102,7 @@ def epilogue(out, opened, spec, job, policy: str, summaries, plots_dir: Path, wi
 
         drifts = opened.drift_recurrences(spec.job_id)
         lines = _comparison_lines(compare(trials, spec, job.backend, policy, drifts), policy, spec.seed)
-    lines += savings_of(trials, profiles, spec).lines([s.recurrence for s in summaries])
+    lines += saving_lines(opened, spec, [s.recurrence for s in summaries])
     for line in lines:
         if line:
             out.print(line, markup=False, soft_wrap=True)
@@ -126,6 +126,30 @@ def script_tail(log_dir: str, lines: int = TAIL_LINES) -> tuple[str, list[str]]:
     return "", []
 
 
+REASON_CHARS = 800  # a failure's reason as `run` prints it: the metric watch's hints run to a few hundred
+
+
+def whole_parts(reason: str, limit: int) -> str:
+    """`reason` up to `limit` characters, cut between its "; "-separated parts, never inside one."""
+    if len(reason) <= limit:
+        return reason
+    kept = ""
+    for part in reason.split("; "):
+        if len(kept) + len(part) + 2 > limit:
+            break
+        kept = f"{kept}; {part}" if kept else part
+    return (kept or reason[:limit]) + " (...)"
+
+
+def saving_lines(opened, spec, recurrences: list[int]) -> list[str]:
+    """The saving against the default config, as `run` prints it: these recurrences, then the job's."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
+    from zeus_kfp.report import savings_of
+
+    trials, profiles = opened.trials(spec.job_id), opened.profiles(spec.job_id)
+    return [line for line in savings_of(trials, profiles, spec).lines(recurrences) if line] if not trials.empty else []
+
+
 def failure_lines(failed) -> list[str]:
     """What a person needs when a trial failed (pipelines.local.TrialFailed): which trial, why, the script's
     own last lines, where its whole log is, and what happens next."""
@@ -135,7 +159,7 @@ def failure_lines(failed) -> list[str]:
     reason = f"the script exited with code {exited.group(1)}" if exited else reason
     lines = [
         f"trial {trial.trial} (recurrence {trial.recurrence}, attempt {trial.attempt}, batch size "
-        f"{trial.batch_size}) failed: {reason[:300]}"
+        f"{trial.batch_size}) failed: {whole_parts(reason, REASON_CHARS)}"
     ]
     which, tail = script_tail(failed.log)
     if tail:

@@ -20,7 +20,13 @@ from zeus_kfp.simulate.engine import expected_figures
 from zeus_kfp.simulate.trial import TraceBackend
 
 TRACE_SOURCE = re.compile(r"simulated \(trace: ([\w.-]+/[\w.-]+)\)")  # zeus_kfp.simulate.trial.TraceBackend.source
-RECURRENCE_COLUMNS = ["recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost"]
+RECURRENCE_COLUMNS = [
+    "recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost", "outcome",
+    "failed_energy_j", "failed_cost",
+]  # fmt: skip
+# A recurrence's outcome (per_recurrence): a trial reached the target; every trial ended honestly short of it
+# (missed the target, stopped by the early stop, out of memory); or every trial failed (no model at all).
+REACHED, MISSED, FAILED = "reached", "missed", "failed"
 
 
 def finished_trials(trials: pd.DataFrame) -> pd.DataFrame:
@@ -81,10 +87,16 @@ def is_simulated(*frames: pd.DataFrame) -> bool:
 
 
 def per_recurrence(trials: pd.DataFrame) -> pd.DataFrame:
-    """One row per recurrence: what all its finished trials spent together.
+    """One row per recurrence: what its finished trials spent, the policy's apart from the failures'.
 
-    A recurrence's cost is the sum over its trials, failed attempts included: exploring a
-    batch size that misses the target is part of what the recurrence cost (Zeus, NSDI'23).
+    `energy_j`, `time_s` and `cost` are the policy's: the trials that ended as a batch size and a power limit
+    made them end (reached, missed, stopped by the early stop, out of memory). Exploring a size that misses
+    the target is part of what the recurrence cost (Zeus, NSDI'23), so a recurrence whose every attempt
+    missed still counts, at its full cost: hiding it would flatter the policy. `failed_energy_j` and
+    `failed_cost` are the trials that failed for reasons of their own (the script crashed, was
+    interrupted, was lost: TrialStatus.FAILED says nothing about the batch size): no model and no
+    measurement of the policy, so they are waste, reported apart and left out of the saving
+    (zeus_kfp.report.savings). `outcome` is REACHED, MISSED, or FAILED when every trial failed.
     """
     done = finished_trials(trials)
     if done.empty:
@@ -93,16 +105,26 @@ def per_recurrence(trials: pd.DataFrame) -> pd.DataFrame:
     if "recurrence_id" not in done:
         done["recurrence_id"] = done["recurrence"].astype(str)
     done["reached"] = done["status"] == TrialStatus.REACHED.value
+    failed = done["status"] == TrialStatus.FAILED.value
+    for column in ("energy_j", "time_s", "cost"):
+        done[f"policy_{column}"] = done[column].where(~failed, 0.0)
+    done["failed_energy_j"] = done["energy_j"].where(failed, 0.0)
+    done["failed_cost"] = done["cost"].where(failed, 0.0)
+    done["honest"] = ~failed
     grouped = done.groupby("recurrence", sort=True)
+    reached, honest = grouped["reached"].any(), grouped["honest"].any()
     out = pd.DataFrame(
         {
             "recurrence_id": grouped["recurrence_id"].last(),
             "trials": grouped["trial"].size(),
-            "reached": grouped["reached"].any(),
+            "reached": reached,
             "batch_sizes": grouped["batch_size"].agg(lambda s: " -> ".join(str(int(b)) for b in s)),
-            "energy_j": grouped["energy_j"].sum(),
-            "time_s": grouped["time_s"].sum(),
-            "cost": grouped["cost"].sum(),
+            "energy_j": grouped["policy_energy_j"].sum(),
+            "time_s": grouped["policy_time_s"].sum(),
+            "cost": grouped["policy_cost"].sum(),
+            "outcome": [REACHED if r else MISSED if h else FAILED for r, h in zip(reached, honest, strict=True)],
+            "failed_energy_j": grouped["failed_energy_j"].sum(),
+            "failed_cost": grouped["failed_cost"].sum(),
         }
     ).reset_index()
     return out[RECURRENCE_COLUMNS]

@@ -14,7 +14,7 @@ import pandas as pd
 from PIL import Image
 
 from zeus_kfp.job import JobSpec
-from zeus_kfp.report.frames import finished_trials, is_simulated, limit_text, per_recurrence
+from zeus_kfp.report.frames import FAILED, MISSED, REACHED, finished_trials, is_simulated, limit_text, per_recurrence
 from zeus_kfp.report.plots import PLOT_NAMES
 from zeus_kfp.report.savings import savings_of
 from zeus_kfp.trials import trial_columns
@@ -125,20 +125,29 @@ def _render(
         saved = savings_of(trials, profiles, spec)
         baseline = saved.baseline
         parts.append(f"## Recurrence {int(current['recurrence'])} (`{current['recurrence_id']}`)")
-        verdict = "reached the target" if current["reached"] else "did NOT reach the target"
+        verdict = {
+            REACHED: "reached the target",
+            MISSED: "did NOT reach the target",
+            FAILED: "every trial FAILED: no model (left out of the saving)",
+        }[current["outcome"]]
         parts.append(
             f"Batch sizes tried: {current['batch_sizes']}; {verdict}. "
-            f"Energy {current['energy_j']:,.0f} J, time {current['time_s']:,.1f} s, cost {current['cost']:,.1f}."
+            f"Energy {current['energy_j']:,.0f} J, time {current['time_s']:,.1f} s, cost {current['cost']:,.1f}"
+            + (f"; failed trials {current['failed_energy_j']:,.0f} J." if current["failed_cost"] > 0 else ".")
         )
         if baseline.cost is None:
             parts.append(f"Default configuration cost: unknown ({baseline.how}).")
         else:
             saving = saved.saving_of(int(current["recurrence"]))
+            this = f"this recurrence saved {saving:+.1%}" if saving is not None else "left out of the saving"
+            cumulative = "not known yet" if saved.cumulative is None else f"{saved.cumulative:+.1%}"
             parts.append(
                 f"Default configuration (batch size {spec.default_batch_size}, max power) would cost about "
-                f"{baseline.cost:,.1f} ({baseline.how}): this recurrence saved {saving:+.1%}; "
-                f"cumulative over {len(saved.recurrences)} recurrence(s) {saved.cumulative:+.1%}."
+                f"{baseline.cost:,.1f} ({baseline.how}): {this}; "
+                f"cumulative over {len(saved.counted)} recurrence(s) {cumulative}."
             )
+            if saved.waste_line():
+                parts.append(saved.waste_line()[0].upper() + saved.waste_line()[1:] + ".")
         done = finished_trials(trials)
         these = done[done["recurrence"] == current["recurrence"]].copy()
         if "reason" in these.columns:

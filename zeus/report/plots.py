@@ -78,10 +78,13 @@ def plot_cost_per_recurrence(trials: pd.DataFrame, profiles: pd.DataFrame, spec:
     ax = fig.add_subplot()
     colors = ["tab:blue" if r else "tab:red" for r in rec["reached"]]
     ax.bar(rec["recurrence"], rec["cost"], color=colors, label="recurrence cost (red: target missed)")
+    if (rec["failed_cost"] > 0).any():  # waste, on top: not the policy's, left out of the saving
+        ax.bar(rec["recurrence"], rec["failed_cost"], bottom=rec["cost"], color="lightgray", hatch="//",
+               edgecolor="gray", label="failed trials (no model; not in the saving)")  # fmt: skip
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if baseline.cost is not None:
         ax.axhline(baseline.cost, color="black", linestyle="--", label="default config")
-    ax.set_ylim(0, max(float(rec["cost"].max()), baseline.cost or 0.0) * 1.25)  # headroom for the legend
+    ax.set_ylim(0, max(float((rec["cost"] + rec["failed_cost"]).max()), baseline.cost or 0.0) * 1.25)  # legend room
     ax.set_xlabel("recurrence")
     ax.set_ylabel(f"cost (J, eta={spec.eta_knob:g})")
     title = _title(f"{spec.job_id}: cost per recurrence", source_label(trials, profiles))

@@ -11,7 +11,7 @@ import pandas as pd
 from zeus_kfp.job import JobSpec
 from zeus_kfp.policy.history import History
 from zeus_kfp.report.arms import DEFAULT_POLICY, arm_frame
-from zeus_kfp.report.frames import default_config_cost, per_recurrence, select_recurrence
+from zeus_kfp.report.frames import FAILED, default_config_cost, per_recurrence, select_recurrence
 from zeus_kfp.report.markdown import markdown_report
 from zeus_kfp.report.plots import write_plots
 
@@ -66,9 +66,11 @@ def recurrence_metrics(
         "cost": float(row["cost"]),
         "trials": float(row["trials"]),
         "reached": 1.0 if row["reached"] else 0.0,
+        "failed_energy_j": float(row["failed_energy_j"]),  # waste: trials that failed for their own reasons
     }
     baseline = default_config_cost(trials, profiles, spec)
     if baseline.cost:
         metrics["default_cost"] = baseline.cost
-        metrics["saving"] = 1.0 - metrics["cost"] / baseline.cost
+        if row["outcome"] != FAILED:  # a recurrence whose every trial failed has no saving (zeus_kfp.report.savings)
+            metrics["saving"] = 1.0 - metrics["cost"] / baseline.cost
     return metrics

@@ -7,6 +7,14 @@ the savings from this one, and each view prints the same two figures in the same
 
 - a recurrence's saving: 1 - its cost / the baseline;
 - the job's cumulative saving: 1 - (the cost of all its recurrences) / (as many times the baseline).
+
+Over which recurrences, and which cost (issue 38): a recurrence's cost is its policy's trials' (reached,
+missed, stopped early, out of memory: zeus_kfp.report.frames.per_recurrence). Trials that failed for reasons of
+their own (a crash, an interrupt, a lost pod) produced no model and measured nothing of the policy: their
+energy and cost are waste, shown apart ("failed runs: ..."), and a recurrence whose every trial failed is
+left out of the saving. Counted, they read as savings (a crash after two epochs costs little: +80 %) or, one
+failure early, as a loss the job never recovers from (-81 % after five good recurrences), though the policy
+did neither. A recurrence whose every attempt *missed* stays in, at its full cost: that is the policy's.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from zeus_kfp.job import JobSpec
-from zeus_kfp.report.frames import Baseline, default_config_cost, per_recurrence
+from zeus_kfp.report.frames import FAILED, Baseline, default_config_cost, per_recurrence
 from zeus_kfp.report.units import COST_UNIT, si
 
 EXPLORING_NOTE = (
@@ -35,14 +43,35 @@ class Savings:
     recurrences: pd.DataFrame
 
     @property
+    def counted(self) -> pd.DataFrame:
+        """The recurrences the saving is over: all but those whose every trial failed."""
+        return self.recurrences[self.recurrences["outcome"] != FAILED]
+
+    @property
     def cumulative(self) -> float | None:
-        if not self.baseline.cost or self.recurrences.empty:
+        counted = self.counted
+        if not self.baseline.cost or counted.empty:
             return None
-        return 1.0 - float(self.recurrences["cost"].sum()) / (len(self.recurrences) * self.baseline.cost)
+        return 1.0 - float(counted["cost"].sum()) / (len(counted) * self.baseline.cost)
+
+    def waste_line(self) -> str:
+        """The failed trials' energy and cost, the whole job's, apart from the saving ("" when none failed)."""
+        wasted = self.recurrences[self.recurrences["failed_cost"] > 0]
+        if wasted.empty:
+            return ""
+        left_out = int((self.recurrences["outcome"] == FAILED).sum())
+        return (
+            f"failed runs (no model; left out of the saving): {si(float(wasted['failed_energy_j'].sum()), 'J')}, "
+            f"cost {si(float(wasted['failed_cost'].sum()), COST_UNIT)}, in {len(wasted)} recurrence(s)"
+            + (f", {left_out} of them with no other trial" if left_out else "")
+        )
 
     def saving_of(self, recurrence: int) -> float | None:
+        """The recurrence's saving; None without a baseline, or for a recurrence whose every trial failed."""
         row = self.recurrences[self.recurrences["recurrence"] == recurrence]
-        return None if row.empty or not self.baseline.cost else float(row["saving"].iloc[0])
+        if row.empty or not self.baseline.cost or row["outcome"].iloc[0] == FAILED:
+            return None
+        return float(row["saving"].iloc[0])
 
     def baseline_line(self) -> str:
         if not self.baseline.cost:
@@ -53,13 +82,16 @@ class Savings:
         )
 
     def summary_line(self) -> str:
-        """The latest recurrence's saving and the job's cumulative one, in one line."""
-        if not self.baseline.cost or self.recurrences.empty:
+        """The latest counted recurrence's saving and the job's cumulative one, in one line."""
+        counted = self.counted
+        if not self.baseline.cost or counted.empty:
             return ""
-        latest = self.recurrences.iloc[-1]
+        latest = counted.iloc[-1]
+        left_out = len(self.recurrences) - len(counted)
+        over = f"{len(counted)} recurrence(s)" + (f" ({left_out} failed, left out)" if left_out else "")
         return (
             f"saving vs the default config: recurrence {int(latest['recurrence'])} {latest['saving']:+.1%}; "
-            f"cumulative over {len(self.recurrences)} recurrence(s) {self.cumulative:+.1%}"
+            f"cumulative over {over} {self.cumulative:+.1%}"
         )
 
     def lines(self, recurrences: list[int] | None = None) -> list[str]:
@@ -68,14 +100,21 @@ class Savings:
         if not self.baseline.cost:
             return out
         shown = self.recurrences[self.recurrences["recurrence"].isin(recurrences or [])]
-        out += [
-            f"  recurrence {int(r['recurrence'])}: cost {si(r['cost'], COST_UNIT)} -> saving {r['saving']:+.1%}"
-            for r in shown.to_dict("records")
-        ]
+        out += [_recurrence_line(r) for r in shown.to_dict("records")]
         out.append(self.summary_line())
-        if (shown["saving"] < 0).any() or (self.cumulative or 0.0) < 0:
+        out.append(self.waste_line())
+        if (shown.loc[shown["outcome"] != FAILED, "saving"] < 0).any() or (self.cumulative or 0.0) < 0:
             out.append(EXPLORING_NOTE)
         return out
+
+
+def _recurrence_line(r: dict) -> str:
+    """One recurrence's line under the baseline: its saving, or why it has none."""
+    head = f"  recurrence {int(r['recurrence'])}: "
+    if r["outcome"] == FAILED:
+        return head + f"failed, no model ({si(r['failed_energy_j'], 'J')} wasted; left out of the saving)"
+    line = head + f"cost {si(r['cost'], COST_UNIT)} -> saving {r['saving']:+.1%}"
+    return line + (f" (and {si(r['failed_energy_j'], 'J')} in failed trials)" if r["failed_cost"] > 0 else "")
 
 
 def savings_of(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> Savings:
@@ -83,4 +122,5 @@ def savings_of(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> S
     baseline = default_config_cost(trials, profiles, spec)
     rec = per_recurrence(trials).copy()
     rec["saving"] = 1.0 - rec["cost"].astype(float) / baseline.cost if baseline.cost else float("nan")
+    rec.loc[rec["outcome"] == FAILED, "saving"] = float("nan")
     return Savings(spec, baseline, rec)
