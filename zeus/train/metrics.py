@@ -18,23 +18,35 @@ KATIB_PATTERN = r"([\w|-]+)\s*=\s*([+-]?\d*(\.\d+)?([Ee][+-]?\d+)?)"
 MAX_LINE_CHARS = 4096  # metric lines are short; a cap keeps the regex scan linear-time in practice
 
 
+NAMED = ("name", "value")  # a pattern's named groups: the metric and its value...
+COUNTERS = ("epoch", "step")  # ...and, optionally, the progress counter on the same line
+PATTERN_ALLOWED = (
+    "a regex with 2 groups (name, value), or with named groups (?P<name>...) and (?P<value>...) and "
+    "optionally (?P<epoch>...) or (?P<step>...), the progress counter the power profiler needs"
+)
+
+
 class MetricPatternError(ValueError):
     def __init__(self, pattern: str, why: str) -> None:
         self.field = "metric_patterns"
         self.pattern, self.why = pattern, why
-        super().__init__(
-            f"invalid metric_patterns entry {pattern!r}: {why}; allowed a regex with 2 groups (name, value)"
-        )
+        super().__init__(f"invalid metric_patterns entry {pattern!r}: {why}; allowed {PATTERN_ALLOWED}")
 
 
 def compile_patterns(patterns: Sequence[str] | None) -> list[re.Pattern[str]]:
+    """Katib's two-group patterns, or named groups: `Epoch 3/10 - loss: 0.41 - val_acc: 0.912` is read by
+    `[Ee]poch (?P<epoch>\\d+)/\\d+.*?(?P<name>val_acc): (?P<value>[0-9.]+)`, its epoch a counter as Katib's
+    `epoch=3` is, so a script that prints as Keras does is power-profiled (zeus_kfp.train.progress)."""
     compiled = []
     for p in patterns or [KATIB_PATTERN]:
         try:
             rx = re.compile(p)
         except re.error as exc:
             raise MetricPatternError(p, str(exc)) from None
-        if rx.groups < 2:
+        named = set(rx.groupindex)
+        if named & {*NAMED, *COUNTERS} and not set(NAMED) <= named:
+            raise MetricPatternError(p, f"it names the groups {sorted(named)} but not both 'name' and 'value'")
+        if not set(NAMED) <= named and rx.groups < 2:
             raise MetricPatternError(p, f"it has {rx.groups} group(s)")
         compiled.append(rx)
     return compiled
@@ -53,11 +65,19 @@ def finite_number(raw: object) -> float | None:
 
 
 def parse_line(line: str, patterns: Sequence[re.Pattern[str]]) -> Iterator[tuple[str, float]]:
-    """(name, value) pairs found in one line of output (progress-bar carriage returns split it further)."""
+    """(name, value) pairs found in one line of output (progress-bar carriage returns split it further). A
+    named pattern's counter comes as its own pair, ("epoch", 3), as Katib's `epoch=3` would."""
     for segment in line.split("\r"):
         segment = segment[:MAX_LINE_CHARS]
         for rx in patterns:
+            named = set(NAMED) <= set(rx.groupindex)
             for match in rx.finditer(segment):
-                value = finite_number(match.group(2))
-                if value is not None:
-                    yield match.group(1), value
+                value = finite_number(match.group("value" if named else 2))
+                if value is None:
+                    continue
+                yield match.group("name" if named else 1), value
+                for counter in COUNTERS if named else ():
+                    if counter in rx.groupindex and match.group(counter) is not None:
+                        number = finite_number(match.group(counter))
+                        if number is not None:
+                            yield counter, number

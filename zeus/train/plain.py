@@ -14,7 +14,9 @@ observations). The trial ends:
   second). Cost is checked once it is known how the trial is charged (its first report); a
   script that hangs before reporting anything is the timeout's to stop;
 - failed: the script crashed (oom when it ran out of memory), the collector could not read its
-  source, or the script never reported the metric. The reason names the collector and source.
+  source, or the script never reported the metric: found after two epochs of output without it where the
+  output shows epoch numbers (zeus_kfp.train.metric_watch), else when the script ends. The reason names the
+  collector and source, the metrics that were reported, and a pattern to try.
 Progress counters in the observations drive the external power profiler (zeus_kfp.train.progress).
 """
 
@@ -29,6 +31,7 @@ from zeus_kfp.power.gpu import GPU, measure_only_note
 from zeus_kfp.power.monitor import EnergyMonitor
 from zeus_kfp.train.collectors import Collector, CollectorError, CollectorSpec, Observation, StdoutCollector
 from zeus_kfp.train.live_threshold import current_threshold
+from zeus_kfp.train.metric_watch import MetricWatch
 from zeus_kfp.train.progress import ProfilingOptions, ProgressProfiler
 from zeus_kfp.train.session import TRIAL_WINDOW
 
@@ -61,6 +64,7 @@ class PlainTrial:
         self.status: TrialStatus | None = None
         self.reason = ""
         self._cost_at_last_epoch = 0.0
+        self.watch = MetricWatch(spec.metric_name, collector_spec.describe())  # a metric that is not coming
         self.progress = ProgressProfiler(
             gpu,
             monitor,
@@ -83,6 +87,7 @@ class PlainTrial:
         self._cost_at_last_epoch = 0.0
 
     def on_stdout_line(self, line: str) -> None:
+        self.watch.on_line(line)
         if isinstance(self.collector, StdoutCollector):
             self.collector.feed(line)
 
@@ -112,10 +117,14 @@ class PlainTrial:
         for observation in observations:
             if self.status is not None:
                 return
+            self.watch.on_observation(observation)
             is_target = observation.metric == self.spec.metric_name
             self.progress.observe(observation, is_target=is_target)
             if is_target:
                 self._on_metric(observation.value)
+        missing = self.watch.missing() if self.status is None and not self.metrics else None
+        if missing:
+            self.stop(TrialStatus.FAILED, missing)  # two epochs of output and no metric: not after the whole trial
 
     def _on_metric(self, value: float) -> None:
         self.metrics.append(value)
@@ -153,10 +162,7 @@ class PlainTrial:
         elif collector_error:
             self.stop(TrialStatus.FAILED, collector_error)
         elif not self.metrics:
-            self.stop(
-                TrialStatus.FAILED,
-                f"{self.collector_spec.describe()}: the script never reported {self.spec.metric_name!r}",
-            )
+            self.stop(TrialStatus.FAILED, self.watch.reason())
         else:
             self.stop(
                 TrialStatus.NOT_REACHED,

@@ -71,6 +71,12 @@ class ProfilingOptions:
     min_window_s: float | None = None
 
 
+PROFILE_HINT = (
+    "to profile it, report a counter with the metric: print epoch=N or step=N, or give --metric-pattern an "
+    "(?P<epoch>...) or (?P<step>...) group"
+)
+
+
 class ProgressProfiler:
     """Feeds a plain script's progress to the JIT profiler (see the module docstring)."""
 
@@ -130,7 +136,7 @@ class ProgressProfiler:
         elif self.mode is None:
             self._start("unprofiled")
             self._charge_epoch()
-            log.warning("zeus: %s; the trial is measured but not power-profiled", UNPROFILED_NOTE)
+            log.warning("zeus: %s; the trial is measured but not power-profiled (%s)", UNPROFILED_NOTE, PROFILE_HINT)
         elif self.mode == "unprofiled":
             self._charge_epoch()
 

@@ -70,14 +70,15 @@ def make_observations(
 ) -> list[Observation]:
     """Observations of (name, value) pairs reported together (one line, one scrape, one record).
 
-    A pair named "epoch" or "step" is itself an observation and also sets that counter for the
-    whole group, so `epoch=3 accuracy=0.9` gives accuracy at epoch 3.
+    A pair named "epoch" or "step" (in any case: `Epoch 3` as Keras prints it) is itself an observation and
+    also sets that counter for the whole group, so `epoch=3 accuracy=0.9` gives accuracy at epoch 3.
     """
     pairs = list(pairs)
     for name, value in pairs:
-        if name == "epoch" and progress_value(value) is not None:
+        counter = name.lower()
+        if counter == "epoch" and progress_value(value) is not None:
             epoch = progress_value(value)
-        elif name == "step" and progress_value(value) is not None:
+        elif counter == "step" and progress_value(value) is not None:
             step = progress_value(value)
     when = time.time() if at is None else at
     return [Observation(name, value, epoch, step, when) for name, value in pairs]
