@@ -82,6 +82,7 @@ def cluster_options(
     s3_endpoint: str | None = None,
     s3_secure: bool | None = None,
     zeusd: bool = True,
+    zeusd_token_secret: str | None = None,
     resources: Mapping[str, Resources] | None = None,
     train_node_selector: Mapping[str, str] | None = None,
     train_tolerations: Iterable[Toleration] | None = None,
@@ -108,6 +109,8 @@ def cluster_options(
             f"0 with launcher {launcher}: its trials run on the job's pods ({accelerator or 'no GPU'} per rank), and a "
             "GPU on the train step, which only watches the job, would sit idle for the whole trial",
         )
+    if zeusd_token_secret is not None and not (zeusd and DNS_SUBDOMAIN.match(str(zeusd_token_secret))):
+        raise FieldError("zeusd_token_secret", zeusd_token_secret, "the name of a Secret with key token, with --zeusd")
     for name in image_pull_secrets:
         if not DNS_SUBDOMAIN.match(str(name)):
             raise FieldError("image_pull_secret", name, "the name of a Secret of type kubernetes.io/dockerconfigjson")
@@ -135,6 +138,7 @@ def cluster_options(
         minio_secret=minio_secret,
         s3_endpoint=store_endpoint(backend, s3_endpoint, s3_secure),
         zeusd=zeusd,
+        zeusd_token_secret=zeusd_token_secret,
         store_retries=store_retries,
         retries_nested=backend.retries_nested,
         secret_optional_field=backend.secret_optional_field,
@@ -164,6 +168,8 @@ def compile_pipeline(
     preprocess: str | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    metrics_collector: str = "",
+    keep: str = "",
     read_max_power: bool = True,
     **cluster: object,
 ) -> Path:
@@ -173,10 +179,10 @@ def compile_pipeline(
     images are (components.image.resolve_images: refused when nothing says). store_uri: the
     runs' default store (default: DEFAULT_STORE_URI, in the run's own namespace). `cluster`: the keywords of
     cluster_options (gpus, minio_secret, s3_endpoint, resources, tolerations, ...).
-    spec/command/preprocess/zeus_aware/metric_pattern: the job's default parameters (default: the
-    example job, Zeus-aware). read_max_power: the runs read the GPU's maximum power limit at run time (the
-    gpu-power step; the max_power_w parameter defaults to 0, "read it"), as they should unless the job pins
-    it (False: spec.max_power_w is the default). No
+    spec/command/preprocess/zeus_aware/metric_pattern/metrics_collector/keep: the job's default parameters
+    (default: the example job, Zeus-aware; metrics_collector as JSON). read_max_power: the runs read the GPU's
+    maximum power limit at run time (the gpu-power step; the max_power_w parameter defaults to 0, "read it"),
+    as they should unless the job pins it (False: spec.max_power_w is the default). No
     credential is ever a parameter, so none can end up in the YAML. The compiled pipeline is
     checked against the backend's hazards (pipelines/compat.py); IncompatiblePipelineError, and
     nothing written, when it trips one.
@@ -209,6 +215,8 @@ def compile_pipeline(
         target=backend.name,
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
+        metrics_collector=metrics_collector,
+        keep=keep,
         read_max_power=read_max_power,
     )
     out = Path(path)

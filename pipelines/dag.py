@@ -199,6 +199,8 @@ def build_pipeline(
     dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
     zeus_aware: bool = True,
     metric_pattern: str = "",
+    metrics_collector: str = "",
+    keep: str = "",
     read_max_power: bool = False,
     request_cls: type[TrialRequest] = TrialRequest,
 ):
@@ -212,7 +214,8 @@ def build_pipeline(
     this many seconds after its dispatch is recorded failed by the next bandit step (zeus_kfp.steps.abandoned).
     A run parameter, not a JobSpec field: it is about where trials run, not what the job is, so
     changing it must not refuse the job's stored spec (and the stored jobs keep their format).
-    zeus_aware / metric_pattern: the defaults of those run parameters (how train reads the script's metric).
+    zeus_aware / metric_pattern / metrics_collector / keep: the defaults of those run parameters (how train reads
+    the script's metric, and which files it keeps as the model).
     read_max_power: the max_power_w parameter defaults to 0, "read the GPU's maximum power limit at run time",
     which the gpu-power step does before preprocess registers the job (zeus_kfp.steps.power; a cluster compile's
     default); False: spec.max_power_w is the default and no gpu-power step runs (local runs, which read
@@ -235,7 +238,8 @@ def build_pipeline(
         "train_command": list(command),
         "zeus_aware": bool(zeus_aware),
         "metric_pattern": metric_pattern,
-        "metrics_collector": "",
+        "metrics_collector": metrics_collector,
+        "keep": keep,
         "trial_backend": trial_backend,
         "launcher": opts.launcher,
         "policy": policy,

@@ -236,6 +236,7 @@ def run_local(
     zeus_aware: bool = True,
     metric_pattern: str = "",
     metrics_collector: str | dict | None = None,
+    keep: str = "",
     trial_backend: str = "script",
     reprofile: bool = False,
     runs_dir: str | Path | None = None,
@@ -253,7 +254,8 @@ def run_local(
     or "trace:<workload>/<gpu>" (replay the NSDI'23 trace; no command, no preprocessing; the spec's
     batch sizes must be the trace's). reprofile: every trial measures a fresh power profile.
     metrics_collector: a plain script's collector spec (zeus_kfp.train.collectors.CollectorSpec, its dict, or
-    JSON/YAML text in the shape of Katib's metricsCollectorSpec); checked here, sent as JSON.
+    JSON/YAML text in the shape of Katib's metricsCollectorSpec); checked here, sent as JSON. keep: the files
+    a trial keeps as its Model artifact, globs relative to its work directory (zeus_kfp.steps.keep).
     preprocess: "" (pass-through),
     "module:function", "file.py:function" or a command with {output}. attempts: trials per
     recurrence (None: spec.max_attempts). on_start(i, recurrence_id), on_step(i, step, recurrence) (each
@@ -290,6 +292,7 @@ def run_local(
         metric_pattern=metric_pattern,
         metrics_collector=metrics_collector or "",
         trial_backend=trial_backend,
+        keep=keep,
     ).collector
     collector_json = collector.to_json() if metrics_collector else ""
     opened = open_store(store)
@@ -313,6 +316,7 @@ def run_local(
         zeus_aware=zeus_aware,
         metric_pattern=metric_pattern,
         metrics_collector=collector_json,
+        keep=keep,
         trial_backend=trial_backend,
         reprofile=reprofile,
         preprocess_ref=preprocess or "",

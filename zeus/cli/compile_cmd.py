@@ -28,14 +28,18 @@ def _own_job(
     metric_pattern: str | None,
     preprocess: str | None,
     settings: dict,
+    metrics_collector: str | None = None,
+    keep: str | None = None,
 ) -> dict:
     """compile_pipeline's job arguments: your command and spec (the file's settings, the options over
     them), or {} for the example job."""
     given = {name: value for name, value in settings.items() if value is not None}
     if command is None:
-        if spec_file is not None or zeus_aware or metric_pattern or preprocess is not None or given:
+        own = (spec_file, metric_pattern, preprocess, metrics_collector, keep)
+        if zeus_aware or given or any(value is not None for value in own):
             raise FieldError("options", "given without --command", "--spec, the job's setting options, "
-                             "--zeus-aware, --metric-pattern and --preprocess only with --command")  # fmt: skip
+                             "--zeus-aware, --metric-pattern, --metrics-collector, --keep and --preprocess only "
+                             "with --command")  # fmt: skip
         return {}
     if spec_file is None and not given:
         raise FieldError(
@@ -46,7 +50,13 @@ def _own_job(
 
     argv = split_command(command, local=False)
     # What the train step would refuse, refused now (the paths are the image's: not checked here).
-    check_trial_inputs(command=argv, zeus_aware=zeus_aware, metric_pattern=metric_pattern or "")
+    collector = check_trial_inputs(
+        command=argv,
+        zeus_aware=zeus_aware,
+        metric_pattern=metric_pattern or "",
+        metrics_collector=_collector_text(metrics_collector),
+        keep=keep or "",
+    ).collector
     pinned = "max_power_w" in given or (spec_file is not None and "max_power_w" in load_spec_file(spec_file))
     return {
         "spec": own_spec(spec_file, given),
@@ -54,8 +64,19 @@ def _own_job(
         "command": argv,
         "zeus_aware": zeus_aware,
         "metric_pattern": metric_pattern or "",
+        "metrics_collector": collector.to_json() if metrics_collector else "",
+        "keep": keep or "",
         "preprocess": preprocess or "",
     }
+
+
+def _collector_text(value: str | None) -> str:
+    """--metrics-collector as given (JSON or YAML, or @file.yaml), as the train step reads it."""
+    if not value:
+        return ""
+    from zeus_kfp.train.collectors import CollectorSpec
+
+    return CollectorSpec.from_arg(value).to_json()
 
 
 def _images_line(path: Path) -> str:
@@ -113,6 +134,13 @@ def compile_cmd(
     zeusd: Annotated[
         bool, typer.Option(help="Give train the node IP as ZEUSD_HOST so power limits go through zeusd (deploy/zeusd).")
     ] = True,
+    zeusd_token_secret: Annotated[
+        str | None,
+        typer.Option(
+            help="A Secret whose key 'token' is zeusd's bearer token (deploy/zeusd: its JWT auth); train and a "
+            "cluster trial's pods get it as ZEUSD_TOKEN, by reference, never in the YAML."
+        ),
+    ] = None,
     image_repo: Annotated[
         str | None,
         typer.Option(
@@ -195,7 +223,27 @@ def compile_cmd(
         ),
     ] = False,
     metric_pattern: Annotated[
-        str | None, typer.Option(help="--plain: regex with 2 groups (name, value).", rich_help_panel=OWN)
+        str | None,
+        typer.Option(
+            help="--plain: regex with 2 groups (name, value), or named groups name, value and epoch or step.",
+            rich_help_panel=OWN,
+        ),
+    ] = None,
+    metrics_collector: Annotated[
+        str | None,
+        typer.Option(
+            help="--plain: Katib's metricsCollectorSpec as JSON or YAML, or @file.yaml (the runs' default; "
+            "default: stdout).",
+            rich_help_panel=OWN,
+        ),
+    ] = None,
+    keep: Annotated[
+        str | None,
+        typer.Option(
+            help="Files your script saves that each trial keeps as its model: globs relative to its work "
+            "directory, e.g. 'checkpoints/*.pt' (the runs' default; a local or torchrun trial).",
+            rich_help_panel=OWN,
+        ),
     ] = None,
     preprocess: Annotated[
         str | None,
@@ -207,7 +255,7 @@ def compile_cmd(
     from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
     from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
 
-    job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {})
+    job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {}, metrics_collector, keep)
     path = compile_pipeline(
         output,
         launcher=launcher,
@@ -227,6 +275,7 @@ def compile_cmd(
         s3_endpoint=s3_endpoint,
         s3_secure=s3_secure,
         zeusd=zeusd,
+        zeusd_token_secret=zeusd_token_secret,
         resources=parse_resources(requests, limits),
         train_node_selector=parse_node_selector(train_node_selector),
         train_tolerations=parse_tolerations(train_toleration),

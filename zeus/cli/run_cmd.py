@@ -107,7 +107,9 @@ def run(
     metric_pattern: Annotated[
         str | None,
         typer.Option(
-            help="--plain: regex with 2 groups (name, value) for the metric lines. Default: Katib's name=value.",
+            help="--plain: regex for the metric lines, with 2 groups (name, value) or named groups name, value and "
+            "epoch or step (the progress counter profiling needs), e.g. "
+            "'[Ee]poch (?P<epoch>\\d+)/\\d+.*?(?P<name>val_acc): (?P<value>[0-9.]+)'. Default: Katib's name=value.",
             rich_help_panel=OWN,
         ),
     ] = None,
@@ -124,6 +126,14 @@ def run(
         typer.Option(
             help="A plain script's (--plain, --script plain) metrics collector: Katib's metricsCollectorSpec as JSON "
             "or YAML, or @file.yaml (default: stdout, Katib's name=value pattern).",
+            rich_help_panel=OWN,
+        ),
+    ] = None,
+    keep: Annotated[
+        str | None,
+        typer.Option(
+            help="Files your script saves that each trial keeps as its model: comma-separated globs relative to the "
+            "trial's work directory, e.g. 'checkpoints/*.pt'. Default: {log_dir}/model.pt.",
             rich_help_panel=OWN,
         ),
     ] = None,
@@ -176,6 +186,10 @@ def run(
         if job.backend is not None or job.run_args.get("zeus_aware", True):
             raise FieldError("metrics_collector", metrics_collector, "only with a plain script (--plain)")
         job.run_args["metrics_collector"] = CollectorSpec.from_arg(metrics_collector).to_dict()
+    if keep:
+        if job.backend is not None or "command" not in job.run_args:
+            raise FieldError("keep", keep, "only with your own training command (--command)")
+        job.run_args["keep"] = keep
     timeout_s = check_dispatch_timeout(DEFAULT_DISPATCH_TIMEOUT_S if dispatch_timeout is None else dispatch_timeout)
     if job.backend is None and "command" in job.run_args:  # what the train step would refuse, before anything is stored
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
@@ -187,6 +201,7 @@ def run(
             metric_pattern=job.run_args.get("metric_pattern", ""),
             metrics_collector=job.run_args.get("metrics_collector") or "",
             local_files=True,
+            keep=job.run_args.get("keep", ""),
         )
     spec = job.spec
     opened = open_for_writing(store)

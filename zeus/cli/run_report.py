@@ -15,6 +15,7 @@ from pathlib import Path
 from zeus_kfp.cli.errors import FAILED
 from zeus_kfp.cli.trial_view import print_bandit_state, print_trials
 from zeus_kfp.report.units import duration, si
+from zeus_kfp.steps.keep import DELETED_NOTE
 from zeus_kfp.trials import trial_columns
 
 RUN_TRIAL_FIELDS = trial_columns(
@@ -36,6 +37,15 @@ NO_SLOT_HINT = (
 )
 
 
+def no_model_hint(trial_log: str) -> str:
+    """Where the model is not: the files the script wrote that went with its work directory, when it wrote
+    any (zeus_kfp.steps.keep), and how to keep one."""
+    note = Path(trial_log) / DELETED_NOTE if trial_log else None
+    if note is None or not note.is_file():
+        return NO_MODEL_HINT
+    return f"none: {note.read_text().strip()}, or save it to {{log_dir}}/model.pt"
+
+
 def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
     """One recurrence's trials; for a script job, where the model of the trial that reached went, and its logs.
     A run the recurrence gate skipped: one line saying why."""
@@ -52,7 +62,7 @@ def print_recurrence(out, summary, *, wide: bool, script: bool) -> None:
     reached = next((t for t in summary.trials if t.reached), None)
     if reached is not None:
         files = summary.files_of(reached.attempt)
-        model = files.model if files is not None and files.model else NO_MODEL_HINT
+        model = files.model if files is not None and files.model else no_model_hint(files.log if files else "")
         out.print(f"  model (trial {reached.trial}): {model}", markup=False, soft_wrap=True)
     logs = sorted({str(Path(f.log).parent.parent) for f in summary.files if f.log})
     if logs:

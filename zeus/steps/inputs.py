@@ -19,10 +19,11 @@ from typing import Any
 from zeus_kfp.errors import FieldError
 from zeus_kfp.launch.config import DEFAULT_RUNTIME, LaunchConfig
 from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.steps.keep import keep_globs
 from zeus_kfp.steps.params import PYTHON_TOKEN
 from zeus_kfp.train.collectors import CollectorSpec
 from zeus_kfp.train.collectors.spec import PATH_KIND_OF
-from zeus_kfp.train.metrics import MetricPatternError, compile_patterns
+from zeus_kfp.train.metrics import PATTERN_ALLOWED, MetricPatternError, compile_patterns
 from zeus_kfp.train.runner import COMMAND_PLACEHOLDERS, PLAIN_KINDS_ALLOWED
 
 PLACEHOLDER = re.compile(r"\{(\w*)\}")
@@ -66,7 +67,7 @@ def check_metric_pattern(pattern: str) -> None:
     try:
         compile_patterns([pattern])
     except MetricPatternError as err:
-        allowed = f"a regex with 2 groups (name, value); this one: {err.why}"
+        allowed = f"{PATTERN_ALLOWED}; this one: {err.why}"
         raise FieldError("metric_pattern", pattern, allowed) from None
 
 
@@ -82,8 +83,10 @@ def check_trial_inputs(
     gpus_per_node: int = 1,
     runtime: str = DEFAULT_RUNTIME,
     local_files: bool = False,
+    keep: str = "",
 ) -> TrialInputs:
     """The parsed inputs, or FieldError naming the first one the train step would refuse."""
+    keep_globs(keep)
     backend = TraceBackend.parse(trial_backend)
     launch = LaunchConfig.from_params(launcher, num_nodes, gpus_per_node, runtime)
     check_metric_pattern(metric_pattern)

@@ -70,7 +70,15 @@ class TrialRequest:
         "The script uses ZeusDataLoader (false: a plain script, its metrics collected).", source=Source.RUN
     )
     metric_pattern: str = request_field(
-        "A plain script's metric regex, groups name and value (\"\" for Katib's name=value).", source=Source.RUN
+        "A plain script's metric regex: groups name and value, or named groups name, value and epoch or step "
+        '("" for Katib\'s name=value).',
+        source=Source.RUN,
+    )
+    keep: str = request_field(
+        "Files the script saves that the trial keeps as its Model artifact: comma-separated globs relative to its "
+        "work directory, e.g. 'checkpoints/*.pt' (\"\": {log_dir}/model.pt).",
+        "",
+        source=Source.RUN,
     )
     metrics_collector: str = request_field(
         'A plain script\'s Katib-style metricsCollectorSpec, JSON or YAML ("" for stdout).', source=Source.RUN

@@ -45,6 +45,7 @@ from zeus_kfp.steps.abandoned import (
     fail_stale,
 )
 from zeus_kfp.steps.inputs import check_trial_inputs
+from zeus_kfp.steps.keep import DELETED_NOTE, copy_kept, deleted_note, kept_files, left_behind
 from zeus_kfp.steps.live_threshold import ThresholdFeed
 from zeus_kfp.steps.params import (
     PROFILE_KIND,
@@ -56,7 +57,8 @@ from zeus_kfp.steps.params import (
 )
 from zeus_kfp.steps.request import TrialRequest
 from zeus_kfp.steps.step_lines import LOST_TRIAL
-from zeus_kfp.steps.trial_files import FileArtifact, finish_log, keep_trial_log, say_where
+from zeus_kfp.steps.trial_files import TRIAL_OUTPUT_FILES, FileArtifact, finish_log, keep_trial_log, say_where
+from zeus_kfp.train.runner import LOG_SUBDIR, RUNNER_FILES
 from zeus_kfp.trials import Trial
 
 
@@ -210,6 +212,7 @@ def train(
                 seed=request.seed,
                 reuse=reuse,
                 feed=_feed(runner, request, spec),
+                keep=request.keep,
             )
     except Interrupted as sig:  # the pod or the local run is stopping: end the script, report the trial failed
         stop_children()
@@ -281,6 +284,7 @@ def _runner(request: TrialRequest, *, data_dir: str, gpu: str) -> TrialRunner:
         num_nodes=request.num_nodes,
         gpus_per_node=request.gpus_per_node,
         runtime=request.trainjob_runtime,
+        keep=request.keep,
     )
     if inputs.backend is not None:
         return inputs.backend
@@ -309,6 +313,7 @@ def _run(
     seed: int,
     reuse: PowerProfile | None,
     feed: Callable[[float | None, Path], ThresholdFeed] | None = None,
+    keep: str = "",
 ) -> tuple[TrialResult, PowerProfile | None]:
     """One trial through `runner`: its result and the profile to store (None when it trained at a reused
     final profile, which is not stored again; an unfinished one it continued is, grown: `_measured_more`).
@@ -326,7 +331,7 @@ def _run(
                     reuse=reuse,
                     work_dir=Path(work_dir),
                 )
-            _write_model(outcome.model_path, model)
+            _keep_model(Path(work_dir), keep, outcome.model_path, model)
         finally:
             if keep_log is not None:
                 keep_trial_log(Path(work_dir), keep_log)
@@ -379,6 +384,25 @@ def _write_profile(measured: PowerProfile, artifact: FileArtifact, reused: Power
     artifact.metadata["rows"] = len(measured)
     artifact.metadata["simulated"] = measured.simulated
     artifact.metadata["reused"] = reused is not None
+
+
+def _keep_model(work_dir: Path, keep: str, model_path: Path | None, artifact: FileArtifact) -> None:
+    """The Model artifact: what `keep` matches in the work directory (zeus_kfp.steps.keep), else the model the
+    script wrote to {log_dir}/model.pt; with neither, the files about to be deleted are named (the trial's
+    log has them in deleted-files.txt, which `run` reads back)."""
+    kept = kept_files(work_dir, keep)
+    if kept:
+        copy_kept(kept, work_dir, Path(artifact.path))
+        artifact.metadata["written"] = True
+        print(f"train: kept {', '.join(p.relative_to(work_dir).as_posix() for p in kept)} as the model")
+        return
+    _write_model(model_path, artifact)
+    stray = left_behind(work_dir, kept, {*RUNNER_FILES, *TRIAL_OUTPUT_FILES})
+    if not artifact.metadata["written"] and stray:
+        note = deleted_note(stray)
+        print(f"train: {note}")
+        (work_dir / LOG_SUBDIR).mkdir(exist_ok=True)
+        (work_dir / LOG_SUBDIR / DELETED_NOTE).write_text(note + "\n")
 
 
 def _write_model(model_path: Path | None, artifact: FileArtifact) -> None:

@@ -48,6 +48,8 @@ from zeus_kfp.train.session import TRIAL_WINDOW
 log = logging.getLogger(__name__)
 
 LOG_SUBDIR = "logs"
+REUSE_PROFILE_FILE = "reuse_profile.csv"
+RUNNER_FILES = frozenset({LOG_SUBDIR, REUSE_PROFILE_FILE, LIVE_THRESHOLD_FILE})  # what the runner puts in work_dir
 METRICS_PORT_ENV = "ZEUS_METRICS_PORT"
 PLAIN_KINDS_ALLOWED = "stdOut, file, tfEvent or prometheus for a plain script (none: a Zeus-aware script only)"
 COMMAND_PLACEHOLDERS = ("batch_size", "data_dir", "log_dir", "work_dir", "metrics_port")  # what run_trial fills
@@ -170,7 +172,7 @@ def run_trial(
     log_dir.mkdir(parents=True, exist_ok=True)
     profile_path = None
     if reuse_profile is not None and not reuse_profile.is_empty:
-        profile_path = str(work_dir / "reuse_profile.csv")
+        profile_path = str(work_dir / REUSE_PROFILE_FILE)
         Path(profile_path).write_text(reuse_profile.to_csv())
     trial_env = TrialEnv.for_trial(
         spec,
