@@ -28,6 +28,7 @@ from zeus_kfp.launch.handoff import STORE_SECRET_KEY_TO_ENV
 # mlpipeline-minio-artifact Secret) and the env vars zeus_kfp.store reads them from (a cluster trial's pods too).
 SECRET_KEY_TO_ENV = STORE_SECRET_KEY_TO_ENV
 ZEUSD_HOST_ENV = "ZEUSD_HOST"
+ZEUSD_TOKEN_KEY = {"token": "ZEUSD_TOKEN"}  # the zeusd token Secret's key -> the variable zeus_kfp.power.zeusd reads
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # Store steps retry with backoff (a store hiccup should not lose the run); train does not:
@@ -118,7 +119,9 @@ class ClusterOptions:
     gpus: GPUs train requests as `accelerator` (the resource name, nvidia.com/gpu); 0 runs train on
     CPU (the power profile is then simulated). minio_secret: a Secret with keys accesskey and
     secretkey; s3_endpoint: the store as http(s)://host:port (not secret, so plain env). zeusd: give
-    train the node's IP as ZEUSD_HOST so power limits go through the zeusd DaemonSet.
+    train the node's IP as ZEUSD_HOST so power limits go through the zeusd DaemonSet; zeusd_token_secret: a
+    Secret whose key `token` is zeusd's bearer token (its JWT auth), given to train and a cluster trial's pods
+    as ZEUSD_TOKEN, by reference (deploy/zeusd: any pod that reaches a node's port may otherwise set limits).
     retries_nested / secret_optional_field / security_context: what the target backend honours.
     """
 
@@ -127,6 +130,7 @@ class ClusterOptions:
     minio_secret: str | None = None
     s3_endpoint: str | None = None
     zeusd: bool = True
+    zeusd_token_secret: str | None = None
     store_retries: int = STORE_RETRIES
     retries_nested: bool = True
     secret_optional_field: bool = True
@@ -232,6 +236,10 @@ def train_step(task: PipelineTask, opts: ClusterOptions) -> PipelineTask:
             kubernetes.empty_dir_mount(task, "dshm", "/dev/shm", medium="Memory", size_limit=opts.shm_size)
     if opts.zeusd:
         kubernetes.use_field_path_as_env(task, ZEUSD_HOST_ENV, "status.hostIP")
+        if opts.zeusd_token_secret:
+            kubernetes.use_secret_as_env(task, secret_name=opts.zeusd_token_secret, secret_key_to_env=ZEUSD_TOKEN_KEY)
+            if not opts.secret_optional_field:
+                _drop_secret_optional(task)
     return task
 
 
@@ -258,6 +266,8 @@ def cluster_launch(task: PipelineTask, opts: ClusterOptions, image: str) -> Pipe
         ENV["timeout_s"]: f"{opts.trial_timeout_s:g}",
         ENV["step_gpus"]: str(opts.gpus),  # train refuses a cluster launcher while it holds GPUs itself
     }
+    if opts.zeusd and opts.zeusd_token_secret:  # the pods get ZEUSD_TOKEN from it too, by reference
+        env[ENV["zeusd_token_secret"]] = opts.zeusd_token_secret
     if opts.image_pull_secrets:
         env[ENV["image_pull_secrets"]] = ",".join(opts.image_pull_secrets)
     if opts.shm_size:

@@ -86,3 +86,31 @@ def test_tolerations_travel_as_the_pod_spec_writes_them():
     raw = json.dumps([{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}])
     config = LaunchConfig.from_params("pytorchjob", environ={"ZEUS_LAUNCH_TOLERATIONS": raw})
     assert config.tolerations == ({"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"},)
+
+
+@pytest.mark.parametrize("launcher", ["local", "pytorchjob"])
+def test_zeusds_token_reaches_train_and_the_pods_by_reference_never_as_a_value(tmp_path, launcher):
+    """deploy/zeusd's port sets power limits for whoever reaches it; with zeusd's JWT auth on, the token comes
+    from a Secret: train gets it as ZEUSD_TOKEN (secretAsEnv), a cluster trial's pods by secretKeyRef."""
+    gpus = 1 if launcher == "local" else 0
+    path = compile_pipeline(tmp_path / "p.yaml", attempts=1, launcher=launcher, gpus=gpus,
+                            zeusd_token_secret="zeusd-token")  # fmt: skip
+    package = CompiledPackage.read(path)
+    bindings = package.kubernetes("attempt-1-train")["secretAsEnv"]
+    assert {"secretName": "zeusd-token", "keyToEnv": [{"secretKey": "token", "envVar": "ZEUSD_TOKEN"}]} in [
+        {key: b[key] for key in ("secretName", "keyToEnv")} for b in bindings
+    ]
+    env = package.env("attempt-1-train")
+    assert env["ZEUSD_TOKEN_SECRET_NAME"] == "zeusd-token" and "ZEUSD_TOKEN" not in env
+    if launcher == "pytorchjob":
+        config = LaunchConfig.from_params(launcher, 1, 2, environ=env)
+        m = manifest(TrialJob(config, HANDOFF, COMMAND, TRIAL_ENV, STEP_ENV), "zeus-trial", "team-a")
+        _, _, container = effective_pod(m)
+        ref = {"secretKeyRef": {"name": "zeusd-token", "key": "token"}}
+        assert {"name": "ZEUSD_TOKEN", "valueFrom": ref} in container["env"]
+
+
+def test_a_zeusd_token_without_zeusd_is_refused_naming_it(tmp_path):
+    with pytest.raises(FieldError) as err:
+        compile_pipeline(tmp_path / "p.yaml", attempts=1, zeusd=False, zeusd_token_secret="zeusd-token")
+    assert err.value.field == "zeusd_token_secret"

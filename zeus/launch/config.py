@@ -59,6 +59,7 @@ ENV = {
     "shm_size": "ZEUS_LAUNCH_SHM_SIZE",  # /dev/shm size of the pods ("" or unset: the runtime's)
     "trainer_api": "ZEUS_LAUNCH_TRAINER_API",  # v2.1 or v2.2 (unset: read from the cluster's TrainJob schema)
     "step_gpus": "ZEUS_STEP_GPUS",  # GPUs the train step itself holds (set by the compiled pipeline)
+    "zeusd_token_secret": "ZEUSD_TOKEN_SECRET_NAME",  # the Secret (key token) whose value the pods get as ZEUSD_TOKEN
 }
 _JSON = {"tolerations": list, "node_selector": dict}
 
@@ -123,6 +124,7 @@ class LaunchConfig:
     shm_size: str | None = None
     trainer_api: str | None = None  # v2.1 / v2.2; None: ask the cluster (zeus_kfp.launch.trainer_api)
     step_gpus: int = 0
+    zeusd_token_secret: str | None = None  # the pods' ZEUSD_TOKEN, by reference (pipelines/platform.py)
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:

@@ -163,6 +163,9 @@ def env_list(trial: TrialJob) -> list[dict[str, Any]]:
             env.append({"name": name, "valueFrom": ref})
     if trial.step_env.get("ZEUSD_HOST"):  # the step talks to zeusd: so does every pod, on its own node
         env.append({"name": "ZEUSD_HOST", "valueFrom": {"fieldRef": {"fieldPath": NODE_IP_FIELD}}})
+        if trial.config.zeusd_token_secret:  # with zeusd's bearer token, from its Secret (never a plain value)
+            ref = {"secretKeyRef": {"name": trial.config.zeusd_token_secret, "key": "token"}}
+            env.append({"name": "ZEUSD_TOKEN", "valueFrom": ref})
     return env
 
 
