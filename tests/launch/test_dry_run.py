@@ -88,3 +88,13 @@ def test_without_a_version_the_clusters_own_is_used_and_the_server_accepts_it(pa
 def test_a_launcher_that_creates_no_job_is_refused(package):
     result = runner.invoke(app, ["dry-run", "--package", package, "--param", "launcher=local"])
     assert result.exit_code == 2 and "invalid launcher='local'" in result.output
+
+
+def test_without_a_kubeconfig_a_trainjob_dry_run_says_to_give_the_trainer_version(package, tmp_path, monkeypatch):
+    """A laptop with no cluster configured (issue 38: 'unexpected ConfigException'): one line, the fix in it."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config either
+    result = runner.invoke(app, ["dry-run", "--package", package])
+    assert result.exit_code == 2
+    assert "invalid trainer_version" in result.output and "give --trainer-version" in result.output
+    assert "2.1 (Kubeflow 1.11)" in result.output

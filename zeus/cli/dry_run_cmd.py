@@ -11,6 +11,7 @@ import typer
 import yaml
 
 from zeus_kfp.cli.app import app
+from zeus_kfp.errors import FieldError
 
 
 @app.command(name="dry-run")
@@ -49,10 +50,21 @@ def dry_run_cmd(
     api = trainer_api_of(trainer_version) if trainer_version else None
     if launcher == "trainjob" and api is None:
         # deferred: the kubernetes client (0.7 s) comes with it; only a cluster run needs it
+        from kubernetes.config import ConfigException
+
         from zeus_kfp.launch.kube import load_api_client
         from zeus_kfp.launch.trainer_api import detect
 
-        api = detect(load_api_client())
+        try:
+            client = load_api_client()
+        except ConfigException as err:  # no kubeconfig here: nothing to ask, so say what to give instead
+            raise FieldError(
+                "trainer_version",
+                None,
+                f"2.1 (Kubeflow 1.11), 2.2 or 2.3: there is no cluster to ask which TrainJob it accepts ({err}); "
+                "give --trainer-version",
+            ) from None
+        api = detect(client)
     ns = namespace or os.environ.get("KFP_NAMESPACE") or "default"
     made = dry_run(
         compiled, arguments, namespace=ns, trainer_api=api, recurrence_id=recurrence_id, attempt=attempt,
