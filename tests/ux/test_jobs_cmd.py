@@ -109,7 +109,7 @@ def test_recurrence_report_reads_the_store(store_dir, tmp_path) -> None:
     assert latest.metrics["cost"] == pytest.approx(13750.0)
     assert latest.metrics["energy_j"] == pytest.approx(11000.0)
     assert latest.metrics["time_s"] == pytest.approx(55.0)
-    assert latest.metrics["saving"] == pytest.approx(1 - 13750.0 / BASELINE)
+    assert latest.metrics["saving_percent"] == pytest.approx(100 * (1 - 13750.0 / BASELINE), rel=1e-5)
     assert "## Recurrence 3 (`run-3`)" in latest.markdown and "**Simulated GPU.**" in latest.markdown
     assert len(latest.plots) == 4 and all(p.parent == tmp_path / "latest" for p in latest.plots)
     second = recurrence_report(str(store_dir), "mnist-nightly", "run-2", tmp_path / "second")

@@ -57,7 +57,7 @@ def test_recurrence_metrics_are_that_recurrences_totals_and_saving() -> None:
     assert metrics["energy_j"] == pytest.approx(11000.0)
     assert metrics["time_s"] == pytest.approx(55.0)
     assert metrics["reached"] == 1.0
-    assert metrics["saving"] == pytest.approx(1 - 13750.0 / BASELINE)
+    assert metrics["saving_percent"] == pytest.approx(100 * (1 - 13750.0 / BASELINE), rel=1e-5)
 
 
 def test_select_recurrence_names_the_known_ids_on_a_typo() -> None:

@@ -46,7 +46,13 @@ def _cell(value: object) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
-    return " ".join(str(value).split()).replace("|", "\\|")  # one line: a newline would end the table row
+    return _escaped(" ".join(str(value).split()))  # one line: a newline would end the table row
+
+
+def _escaped(text: str) -> str:
+    """Table text as every renderer reads it: `|` would end the cell, and the KFP UI's markdown-to-jsx reads
+    `power_limit_w` as power*limit*w (underscores as emphasis), so both are escaped."""
+    return text.replace("|", "\\|").replace("_", "\\_")
 
 
 def short_reason(reason: object, limit: int = 160) -> str:
@@ -63,7 +69,7 @@ def markdown_table(frame: pd.DataFrame, columns: list[str]) -> str:
     cols = [c for c in columns if c in frame.columns]
     if frame.empty or not cols:
         return "_none_"
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = ["| " + " | ".join(_escaped(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame[cols].itertuples(index=False)]
     return "\n".join(lines)
 

@@ -72,5 +72,5 @@ def recurrence_metrics(
     if baseline.cost:
         metrics["default_cost"] = baseline.cost
         if row["outcome"] != FAILED:  # a recurrence whose every trial failed has no saving (zeus_kfp.report.savings)
-            metrics["saving"] = 1.0 - metrics["cost"] / baseline.cost
+            metrics["saving_percent"] = 100.0 * (1.0 - metrics["cost"] / baseline.cost)
     return metrics

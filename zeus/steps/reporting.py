@@ -97,7 +97,8 @@ def report(
     Path(markdown_path).write_text(rep.markdown + section)
     values = dict(rep.metrics)
     for name, value in values.items():
-        metrics.log_metric(name, float(value))
+        # The KFP UI prints a metric's every digit (0.40132876398829354): six significant ones say what was measured.
+        metrics.log_metric(name, float(f"{float(value):.6g}"))
     store.compact(job_id)  # once per recurrence, so the next bandit step reads one snapshot, not every event
     store.set_phase(job_id, "completed")
     return values
