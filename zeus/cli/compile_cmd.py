@@ -9,7 +9,16 @@ from typing import Annotated
 import typer
 
 from zeus_kfp.cli.app import app
-from zeus_kfp.cli.own_job import load_spec_file, own_spec, setting_options, split_command
+from zeus_kfp.cli.own_job import (
+    COLLECTOR_HELP,
+    KEEP_HELP,
+    PATTERN_HELP,
+    load_spec_file,
+    own_spec,
+    setting_options,
+    split_command,
+    text_option,
+)
 from zeus_kfp.errors import FieldError
 
 COMPILE_HELP = (
@@ -19,6 +28,9 @@ COMPILE_HELP = (
 )
 Repeated = list[str] | None
 OWN = "Your own job"
+PatternOpt = text_option(PATTERN_HELP, OWN)
+CollectorOpt = text_option(COLLECTOR_HELP, OWN)
+KeepOpt = text_option(KEEP_HELP, OWN)
 
 
 def _own_job(
@@ -222,29 +234,9 @@ def compile_cmd(
             "--zeus-aware/--plain", help="Your script uses ZeusDataLoader, or prints its metric.", rich_help_panel=OWN
         ),
     ] = False,
-    metric_pattern: Annotated[
-        str | None,
-        typer.Option(
-            help="--plain: regex with 2 groups (name, value), or named groups name, value and epoch or step.",
-            rich_help_panel=OWN,
-        ),
-    ] = None,
-    metrics_collector: Annotated[
-        str | None,
-        typer.Option(
-            help="--plain: Katib's metricsCollectorSpec as JSON or YAML, or @file.yaml (the runs' default; "
-            "default: stdout).",
-            rich_help_panel=OWN,
-        ),
-    ] = None,
-    keep: Annotated[
-        str | None,
-        typer.Option(
-            help="Files your script saves that each trial keeps as its model: globs relative to its work "
-            "directory, e.g. 'checkpoints/*.pt' (the runs' default; a local or torchrun trial).",
-            rich_help_panel=OWN,
-        ),
-    ] = None,
+    metric_pattern: PatternOpt = None,
+    metrics_collector: CollectorOpt = None,
+    keep: KeepOpt = None,
     preprocess: Annotated[
         str | None,
         typer.Option(help="Once per recurrence: module:function or a command with {output}.", rich_help_panel=OWN),

@@ -27,6 +27,26 @@ from zeus_kfp.errors import FieldError
 from zeus_kfp.job import JobSpec
 from zeus_kfp.settings import settings_of
 
+PATTERN_HELP = (
+    "--plain: regex for the metric lines, with 2 groups (name, value) or named groups name, value and epoch or step "
+    "(the progress counter profiling needs), e.g. '[Ee]poch (?P<epoch>\\d+)/\\d+.*?(?P<name>val_acc): "
+    "(?P<value>[0-9.]+)'. Default: Katib's name=value."
+)
+COLLECTOR_HELP = (
+    "A plain script's (--plain) metrics collector: Katib's metricsCollectorSpec as JSON or YAML, or @file.yaml "
+    "(default: stdout, Katib's name=value pattern)."
+)
+KEEP_HELP = (
+    "Files your script saves that each trial keeps as its model: comma-separated globs relative to the trial's "
+    "work directory, e.g. 'checkpoints/*.pt' (a local or torchrun trial). Default: {log_dir}/model.pt."
+)
+
+
+def text_option(help: str, panel: str) -> Any:
+    """An optional text option of your own job, for `run` and `compile` alike (their panels differ)."""
+    return Annotated[str | None, typer.Option(help=help, rich_help_panel=panel)]
+
+
 SPEC_FORMS = "a YAML or JSON file of JobSpec fields (job_id, batch_sizes, default_batch_size, target_metric, ...)"
 SETTINGS_PARAM = "settings"  # the command's parameter that receives the generated options' values
 

@@ -27,7 +27,7 @@ import typer
 from zeus_kfp.cli.app import app
 from zeus_kfp.cli.errors import interrupted_code
 from zeus_kfp.cli.job_setup import choose_job
-from zeus_kfp.cli.own_job import setting_options
+from zeus_kfp.cli.own_job import COLLECTOR_HELP, KEEP_HELP, PATTERN_HELP, setting_options, text_option
 from zeus_kfp.cli.run_report import (
     EXIT_FAILED,
     epilogue,
@@ -55,6 +55,9 @@ RUN_HELP = (
     "joules. Ctrl-C records the trial in flight as failed. Plots go to --plots-dir as PNG."
 )
 OWN = "Your own job (with --command)"
+PatternOpt = text_option(PATTERN_HELP, OWN)
+CollectorOpt = text_option(COLLECTOR_HELP, OWN)
+KeepOpt = text_option(KEEP_HELP, OWN)
 
 
 @app.command(help=RUN_HELP)
@@ -104,15 +107,7 @@ def run(
             rich_help_panel=OWN,
         ),
     ] = False,
-    metric_pattern: Annotated[
-        str | None,
-        typer.Option(
-            help="--plain: regex for the metric lines, with 2 groups (name, value) or named groups name, value and "
-            "epoch or step (the progress counter profiling needs), e.g. "
-            "'[Ee]poch (?P<epoch>\\d+)/\\d+.*?(?P<name>val_acc): (?P<value>[0-9.]+)'. Default: Katib's name=value.",
-            rich_help_panel=OWN,
-        ),
-    ] = None,
+    metric_pattern: PatternOpt = None,
     preprocess: Annotated[
         str | None,
         typer.Option(
@@ -121,22 +116,8 @@ def run(
             rich_help_panel=OWN,
         ),
     ] = None,
-    metrics_collector: Annotated[
-        str | None,
-        typer.Option(
-            help="A plain script's (--plain, --script plain) metrics collector: Katib's metricsCollectorSpec as JSON "
-            "or YAML, or @file.yaml (default: stdout, Katib's name=value pattern).",
-            rich_help_panel=OWN,
-        ),
-    ] = None,
-    keep: Annotated[
-        str | None,
-        typer.Option(
-            help="Files your script saves that each trial keeps as its model: comma-separated globs relative to the "
-            "trial's work directory, e.g. 'checkpoints/*.pt'. Default: {log_dir}/model.pt.",
-            rich_help_panel=OWN,
-        ),
-    ] = None,
+    metrics_collector: CollectorOpt = None,
+    keep: KeepOpt = None,
     spec_file: Annotated[
         Path | None,
         typer.Option("--spec", help="YAML or JSON file of JobSpec fields.", rich_help_panel=OWN),
