@@ -30,6 +30,7 @@ TABLE = {
     "policy.py": "perturbed jobs: 3 generated from seed 2",
     "power_replay.py": "h200 resnet18 bs256: pick/optimum cost ratio",
     "overlap.py": "where the regret goes, turning-walk",
+    "profile_book.py": "profile book of 100 stored profiles: median",
     "profiler.py": "eta=0.50: exhaustive optimum",
     "seed.py": "read back 100; ok",
     "store.py": "| local | 100 |",

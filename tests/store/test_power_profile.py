@@ -49,3 +49,21 @@ def test_the_profile_the_bandit_step_hands_train_is_the_stored_one_with_its_recu
     handed = _read_reuse(str(tmp_path / "reuse.parquet"))
     assert (handed.batch_size, handed.recurrence, handed.trial) == (64, 1, 2)
     assert handed.rows["average_power_w"].tolist() == [280.0, 230.0, 200.0]
+
+
+def test_the_book_holds_each_sizes_latest_usable_profile_and_skips_a_void_one():
+    """ProfileBook.from_frame builds only the profiles it keeps (issue 39: every one took 3.5 ms): each batch
+    size's latest trial with a valid training row; a later trial whose rows are all void (the meter never
+    ticked: zero power) does not displace it."""
+
+    def rows(trial: int, batch_size: int, power: float) -> list[dict]:
+        return [
+            {"recurrence": trial, "trial": trial, "batch_size": batch_size, "phase": "train",
+             "power_limit_w": float(limit), "average_power_w": power, "throughput": 100.0, "simulated": True}
+            for limit in (250, 200)
+        ]  # fmt: skip
+
+    frame = pd.DataFrame([*rows(1, 64, 150.0), *rows(2, 128, 150.0), *rows(3, 64, 140.0), *rows(4, 64, 0.0)])
+    book = ProfileBook.from_frame(frame)
+    assert {size: (p.trial, p.recurrence, len(p)) for size, p in book.latest.items()} == {64: (3, 3, 2), 128: (2, 2, 2)}
+    assert book.latest[64].rows["average_power_w"].tolist() == [140.0, 140.0]

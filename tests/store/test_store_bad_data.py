@@ -15,7 +15,15 @@ import pytest
 
 from zeus_kfp.job import Decision, JobSpec, JobSpecError, TrialResult
 from zeus_kfp.profiles import PowerProfile
-from zeus_kfp.store import CorruptObjectError, JobSpecMismatchError, StoreError, StoreInputError, keys, open_store
+from zeus_kfp.store import (
+    CorruptObjectError,
+    JobSpecMismatchError,
+    StoreError,
+    StoreInputError,
+    StoreUnavailableError,
+    keys,
+    open_store,
+)
 from zeus_kfp.store.backend import TEMP_MARK
 
 EXPLORE = Decision(128, None, "exploration", "default batch size first")
@@ -265,3 +273,44 @@ def test_a_full_disk_names_the_store_and_loses_nothing(tmp_path, spec, monkeypat
     monkeypatch.undo()
     assert read_back(store.uri, spec) == before
     assert not any(TEMP_MARK in name for _, _, files in os.walk(tmp_path / "store") for name in files)
+
+
+class FlakyPuts:
+    """A local store whose writes under `prefix` fail as an S3 store that did not answer would (an error, not a
+    refusal), while `failing` holds: a fault this machine can stage, at the moment a reader closes a hole."""
+
+    def __init__(self, inner, prefix: str) -> None:
+        self.inner, self.prefix, self.failing = inner, prefix, True
+
+    def put(self, key: str, data: bytes) -> None:
+        if self.failing and key.startswith(self.prefix):
+            raise StoreUnavailableError("flaky.example", "bucket", 3, "timed out")
+        self.inner.put(key, data)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def test_a_read_cut_short_by_an_error_keeps_every_row_it_passed(tmp_path, spec):
+    """issue 39: the read advanced its prefix slot by slot but added the rows only after its loop, so an error
+    on a later slot (closing a crashed writer's hole, the store not answering) left a Store that never saw the
+    slots before it again: a trial shown dispatched for ever while a fresh read shows it finished."""
+    writer = open_store(str(tmp_path / "store"))
+    filled(writer, spec, recurrences=1)
+    reader = open_store(writer.uri)
+    assert len(reader.trials(spec.job_id)) == 1
+    writer.begin_recurrence(spec.job_id, "run-2")
+    writer.dispatch_trial(spec.job_id, "run-2", 1, EXPLORE)
+    writer.finish_trial(spec.job_id, "run-2", 1, result(spec, energy_j=2_000.0))
+    writer.write_profile(spec.job_id, "run-2", 1, PowerProfile(PROFILE))
+    hole, found = slot_keys(writer, spec, "finished", "run-2")  # a slot whose writer crashed: no objects left
+    for key in found:
+        writer.backend.delete(key)
+    flaky = FlakyPuts(reader.backend, keys.slot_dir(spec.job_id, hole))
+    reader.backend = flaky
+    with pytest.raises(StoreUnavailableError):
+        reader.trials(spec.job_id)  # the slots before the hole are passed, then closing it fails
+    flaky.failing = False
+    again = read_back_with(reader, spec)  # the same Store, used again after the error
+    assert again == read_back(writer.uri, spec)  # what a fresh reader sees
+    assert [row[3] for row in again] == ["reached", "dispatched"]  # run-2's finish was the hole, closed as noop

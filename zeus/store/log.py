@@ -91,17 +91,24 @@ def read(backend: Backend, job_id: str, base: LogRead | None = None, until: int 
     )
     new: list[dict[str, Any]] = []
     named: dict[str, int] = {}  # snapshots the slots read now name
-    for slot in range(base.upto + 1, last + 1):
-        entry = base.mine.pop(slot, None) or _entry(backend, job_id, slot, registers.get(slot), values, base.problems)
-        if entry is None:
-            break  # a hole this reader may not close: the prefix ends before it
-        base.by_slot[slot] = entry
-        base.upto = slot
-        new.extend(entries.rows(slot, entry))
-        if entry["kind"] == "snapshot":
-            named[entry["snapshot"]] = entry["upto"]
-    if new:
-        base.tables.append(entries.table(new))
+    try:
+        for slot in range(base.upto + 1, last + 1):
+            entry = base.mine.pop(slot, None) or _entry(
+                backend, job_id, slot, registers.get(slot), values, base.problems
+            )
+            if entry is None:
+                break  # a hole this reader may not close: the prefix ends before it
+            base.by_slot[slot] = entry
+            base.upto = slot
+            new.extend(entries.rows(slot, entry))
+            if entry["kind"] == "snapshot":
+                named[entry["snapshot"]] = entry["upto"]
+    finally:
+        # All or nothing per slot: the prefix's position and its rows move together, even when a later slot
+        # raised (the store unavailable while closing a hole): a Store used again after the error must not
+        # have skipped the rows of the slots it passed (issue 39: a trial shown dispatched for ever).
+        if new:
+            base.tables.append(entries.table(new))
     _check_snapshot(backend, base, named)
     return base
 
