@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import math
 import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -314,3 +316,23 @@ def test_a_read_cut_short_by_an_error_keeps_every_row_it_passed(tmp_path, spec):
     again = read_back_with(reader, spec)  # the same Store, used again after the error
     assert again == read_back(writer.uri, spec)  # what a fresh reader sees
     assert [row[3] for row in again] == ["reached", "dispatched"]  # run-2's finish was the hole, closed as noop
+
+
+def test_a_named_pipe_at_a_values_key_is_reported_not_waited_on(tmp_path, spec):
+    """issue 39: opening a FIFO for reading waits for a writer for ever, so one planted at a decided value's key
+    blocked every reader of the job. It is a damaged value like any other: reported, read from its block."""
+    store = open_store(str(tmp_path / "store"))
+    filled(store, spec)
+    _, found = slot_keys(store, spec, "finished", "run-1")
+    value = next(k for k in found if keys.basename(k).startswith("v."))
+    path = store.backend.root / value
+    path.unlink()
+    os.mkfifo(path)
+    done = subprocess.run(  # in a process of its own: were it to block, the suite would not hang with it
+        [sys.executable, "-c", "import sys; from zeus_kfp.store import open_store; "
+         "s = open_store(sys.argv[1]); print(len(s.trials(sys.argv[2])), [p.key for p in s.problems])",
+         store.uri, spec.job_id],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(" ", 1) == ["2", f"[{value!r}]\n"]
