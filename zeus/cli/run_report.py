@@ -15,7 +15,6 @@ from pathlib import Path
 from zeus_kfp.cli.errors import FAILED
 from zeus_kfp.cli.trial_view import print_bandit_state, print_trials
 from zeus_kfp.report.units import duration, si
-from zeus_kfp.steps.keep import DELETED_NOTE
 from zeus_kfp.trials import trial_columns
 
 RUN_TRIAL_FIELDS = trial_columns(
@@ -40,6 +39,9 @@ NO_SLOT_HINT = (
 def no_model_hint(trial_log: str) -> str:
     """Where the model is not: the files the script wrote that went with its work directory, when it wrote
     any (zeus_kfp.steps.keep), and how to keep one."""
+    # deferred: zeus_kfp.steps loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
+    from zeus_kfp.steps.keep import DELETED_NOTE
+
     note = Path(trial_log) / DELETED_NOTE if trial_log else None
     if note is None or not note.is_file():
         return NO_MODEL_HINT
