@@ -113,8 +113,11 @@ def _require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
         raise JobSpecError(field_name, value, allowed)
 
 
+INT64_MAX = 2**63 - 1  # every integer a job or result holds is stored in a 64-bit column (zeus_kfp.store.fields)
+
+
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and -INT64_MAX - 1 <= value <= INT64_MAX
 
 
 def _is_number(value: Any) -> bool:
@@ -300,7 +303,7 @@ class JobSpec:
         period, cap, threshold = self.period_s, self.max_running, self.drift_threshold
         _require(_is_number(period) and math.isfinite(period) and period >= 0, "period_s", period,
                  "a number of seconds >= 0 (0: every run is due)")  # fmt: skip
-        _require(_is_int(cap) and cap >= 0, "max_running", cap, "an integer >= 0 (0: no cap)")
+        _require(_is_int(cap) and cap >= 0, "max_running", cap, f"an integer from 0 to {INT64_MAX} (0: no cap)")
         detector = self.drift_detector
         known = isinstance(detector, str) and (detector in DRIFT_DETECTORS or DRIFT_FUNCTION.fullmatch(detector))
         _require(bool(known), "drift_detector", detector, DRIFT_ALLOWED)
@@ -383,7 +386,12 @@ class TrialResult:
         object.__setattr__(self, "status", _finished_status(self.status))
         object.__setattr__(self, "time_s", _figure("time_s", self.time_s))
         object.__setattr__(self, "energy_j", _figure("energy_j", self.energy_j))
-        _require(_is_int(self.num_epochs) and self.num_epochs >= 0, "num_epochs", self.num_epochs, "an integer >= 0")
+        _require(
+            _is_int(self.num_epochs) and self.num_epochs >= 0,
+            "num_epochs",
+            self.num_epochs,
+            f"an integer from 0 to {INT64_MAX}",
+        )
         object.__setattr__(self, "cost", _figure("cost", self.cost))
         limit = self.power_limit_w
         _require(

@@ -134,7 +134,7 @@ def test_an_entry_that_is_not_one_is_reported_by_key(store, spec):
     key = f"{keys.slot_dir(spec.job_id, slot)}v.{keys.crc(garbage)}.json"
     store.backend.put(key, garbage)
     reader = open_store(store.uri)
-    with pytest.warns(UserWarning, match="not a log entry"):
+    with pytest.warns(UserWarning, match="not a valid log entry"):
         assert len(reader.trials(spec.job_id)) == 1
     assert key in [p.key for p in reader.problems]
 

@@ -9,14 +9,13 @@ column, --json prints the same data as one JSON document.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from zeus_kfp.cli.app import app
-from zeus_kfp.cli.stores import local_path, open_for_reading
+from zeus_kfp.cli.stores import open_for_reading
 from zeus_kfp.cli.tables import Column, console, print_table
 from zeus_kfp.cli.trial_view import missing, print_bandit_state, print_trials
 from zeus_kfp.errors import FieldError
@@ -302,19 +301,22 @@ def delete(
     """Delete a job and its whole history from the store (a junk job: a typo'd id, a test). The bandit
     forgets everything it learnt for the job; nothing else in the store changes. A job whose phase is running
     is refused unless --force (a recurrence of it may be in flight)."""
+    from zeus_kfp.store import StoreError
+
     opened = open_for_reading(store)
-    spec = opened.get_job(job)  # an unknown job is an error naming the store
+    try:
+        opened.get_job(job)  # an unknown job is an error naming the store
+    except StoreError as exc:  # a damaged spec: the job is still deleted, whatever it holds
+        typer.echo(f"warning: {exc}", err=True)
     phases = opened.list_jobs()
-    running = not phases.empty and (phases.loc[phases["job_id"] == spec.job_id, "phase"] == "running").any()
+    running = not phases.empty and (phases.loc[phases["job_id"] == job, "phase"] == "running").any()
     if running and not force:
         raise FieldError("job", job, "a job that is not running (its phase is running; --force deletes it anyway)")
-    trials = len(opened.trials(job))
+    try:
+        trials: int | str = len(opened.trials(job))
+    except StoreError:
+        trials = "an unreadable number of"
     if not yes:
         typer.confirm(f"delete job {job} and its {trials} trial(s) from {opened.uri}?", abort=True)
     removed = opened.delete_job(job)
-    root = local_path(opened.uri)
-    if root is not None:  # a local store keeps empty folders behind: remove the job's
-        folder = root / "jobs" / job
-        if folder.is_dir() and not any(p.is_file() for p in folder.rglob("*")):
-            shutil.rmtree(folder)
     typer.echo(f"deleted job {job}: {trials} trial(s), {removed} object(s) from {opened.uri}")

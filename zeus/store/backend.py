@@ -14,6 +14,7 @@ answer retried, or two writers of one agreed value, change nothing.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -177,6 +178,14 @@ class LocalBackend:
 
     def delete(self, key: str) -> None:
         Path(self._path(key)).unlink(missing_ok=True)
+
+    def remove_empty_dirs(self, prefix: str) -> None:
+        """Remove the folders under `prefix` (itself included) that hold nothing: a deleted job's folders would
+        still list as a job's (S3 has no folders to leave behind). A folder a writer fills meanwhile stays."""
+        top = self._path(prefix.rstrip("/"))
+        for dirpath, _dirs, _files in sorted(os.walk(top, topdown=False), key=lambda w: -len(w[0])):
+            with contextlib.suppress(OSError):  # not empty (a writer got there first), or gone
+                os.rmdir(dirpath)
 
     def collect_temp(self, older_than_s: float = TEMP_MAX_AGE_S) -> int:
         """Delete the temp files that writers killed inside `put` left anywhere in the store."""

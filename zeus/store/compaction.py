@@ -39,6 +39,7 @@ def compact(backend: Backend, job_id: str) -> CompactResult:
     news = [e for slot, e in read.by_slot.items() if slot > read.snapshot_upto and e["kind"] not in QUIET_KINDS]
     if news:  # (a compaction's own `snapshot` entry is no reason for the next one)
         result.written = snapshot.write(backend, job_id, read.upto, read.table())
+    if result.written:
         named = {"kind": "snapshot", "snapshot": keys.basename(result.written), "upto": read.upto}
         log.append(backend, read, named | {"at": entries.now_us()})
     newest = read.upto if result.written else read.snapshot_upto

@@ -83,12 +83,12 @@ def parse(directory: str, listed: list[str]) -> Register:
         if "/" in name:
             continue
         parts = name.split(".")
-        if parts[0] == "v" and len(parts) == 3 and parts[2] == "json":
+        if parts[0] == "v" and len(parts) == 3 and parts[2] == "json" and keys.is_crc(parts[1]):
             values.append(key)
         elif parts[0] == "b" and len(parts) >= 4 and parts[1].isdigit():
             if parts[3] == "1" and len(parts) == 4:
                 blocks.append(Block(int(parts[1]), parts[2], 1, key))
-            elif parts[3] == "2" and len(parts) == 6 and parts[5] == "json":
+            elif parts[3] == "2" and len(parts) == 6 and parts[5] == "json" and keys.is_crc(parts[4]):
                 blocks.append(Block(int(parts[1]), parts[2], 2, key, parts[4]))
     return Register(tuple(blocks), tuple(values))
 
@@ -107,12 +107,32 @@ def decided(backend: Backend, key: str) -> bytes:
     return checked(key, backend.get(key))
 
 
+def copy_of_value(backend: Backend, register: Register) -> bytes | None:
+    """The decided value's bytes from its other copy: a phase-2 block with the checksum the `v.*` key names
+    (a proposer PUTs its phase-2 block before the value it decided), for a `v.*` gone when fetched or damaged;
+    None if no copy can be read either."""
+    checksum = register.values[0].rsplit(".", 2)[-2]
+    for block in sorted((b for b in register.blocks if b.phase == 2 and b.checksum == checksum), reverse=True):
+        try:
+            return keys.verified(block.key, backend.get(block.key), block.checksum)
+        except (ObjectNotFound, CorruptObjectError):
+            continue
+    return None
+
+
 def _value_of(backend: Backend, register: Register) -> bytes | None:
     if not register.values:
         return None
     if len({keys.basename(k) for k in register.values}) > 1:
         raise CorruptObjectError(register.values[0], f"the register holds {len(register.values)} different values")
-    return decided(backend, register.values[0])
+    try:
+        return decided(backend, register.values[0])
+    except (ObjectNotFound, CorruptObjectError) as exc:
+        copy = copy_of_value(backend, register)
+        if copy is None:
+            reason = exc.reason if isinstance(exc, CorruptObjectError) else "listed, then gone when fetched"
+            raise CorruptObjectError(register.values[0], f"{reason}, and no copy of it can be read") from None
+        return copy
 
 
 def _accepted_value(backend: Backend, block: Block) -> bytes:

@@ -28,64 +28,37 @@ from typing import Any
 import pyarrow as pa
 
 from zeus_kfp.job import TrialResult
-from zeus_kfp.store.errors import CorruptObjectError
-from zeus_kfp.store.gating import GateRequest
+from zeus_kfp.store import fields as fields_table
+from zeus_kfp.store.errors import CorruptObjectError, StoreFormatError, StoreInputError
 from zeus_kfp.trials import trial_columns
 
-KINDS = ("begin", "dispatched", "finished", "profile", "noop", "snapshot", "end")
+KINDS = fields_table.KINDS
 TRIAL_KINDS = ("dispatched", "finished", "profile")  # about one (recurrence_id, attempt)
 # A dispatched entry holds the decision and where it runs, a finished entry the TrialResult: under the names
 # of zeus_kfp.trials.Trial's fields, so the settled log reads straight into trials (frames.py).
 DECISION_FIELDS = tuple(trial_columns("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id"))
 RESULT_FIELDS = tuple(f.name for f in fields(TrialResult))
-PROFILE_FIELDS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
+PROFILE_FIELDS = fields_table.PROFILE_ROW_FIELDS
 # A gated begin's request (gating.GateRequest's fields): what its outcome is decided from, with the log before
 # its slot (frames.py).
-GATE_FIELDS = tuple(f.name for f in fields(GateRequest))
-
-ROW_SCHEMA = pa.schema(
-    [
-        ("slot", pa.int64()),
-        ("kind", pa.string()),
-        ("recurrence_id", pa.string()),
-        ("attempt", pa.int64()),
-        ("at", pa.int64()),
-        ("batch_size", pa.int64()),
-        ("cost_threshold", pa.float64()),
-        ("stage", pa.string()),
-        ("decision_reason", pa.string()),
-        ("kfp_run_id", pa.string()),
-        ("status", pa.string()),
-        ("time_s", pa.float64()),
-        ("energy_j", pa.float64()),
-        ("num_epochs", pa.int64()),
-        ("cost", pa.float64()),
-        ("power_limit_w", pa.float64()),
-        ("metric", pa.float64()),
-        ("simulated", pa.bool_()),
-        ("reason", pa.string()),
-        ("source", pa.string()),
-        ("phase", pa.string()),
-        ("average_power_w", pa.float64()),
-        ("throughput", pa.float64()),
-        ("snapshot", pa.string()),
-        ("upto", pa.int64()),
-        # a gated begin's request (GATE_FIELDS); null in every other entry, and in a plain begin
-        ("period_s", pa.float64()),
-        ("max_running", pa.int64()),
-        ("max_attempts", pa.int64()),
-        ("timeout_s", pa.float64()),
-        ("forced", pa.bool_()),
-        ("drift_detector", pa.string()),
-        ("drift_stat", pa.float64()),
-        ("drift_threshold", pa.float64()),
-    ]
-)
+GATE_FIELDS = fields_table.GATE_FIELDS
+ROW_SCHEMA = pa.schema([(f.name, f.type) for f in fields_table.FIELDS])  # the field table's, in its order
 COLUMNS = tuple(ROW_SCHEMA.names)
+SAID_APART = ("at", "format")  # when and by which format an entry was written: not what it says
 
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+def checked(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry as it will be stored, checked against the field table before anyone proposes it: a value that
+    could not be read back (beyond its column's range, NaN, a string for a number) is refused here, naming the
+    field, and nothing is stored. Numpy numbers become Python's."""
+    try:
+        return fields_table.check(entry)
+    except fields_table.EntryFieldError as exc:
+        raise StoreInputError(exc.field, exc.value, exc.allowed) from None
 
 
 def encode(entry: dict[str, Any]) -> bytes:
@@ -93,26 +66,33 @@ def encode(entry: dict[str, Any]) -> bytes:
 
 
 def decode(key: str, data: bytes) -> dict[str, Any]:
-    """An entry from its bytes; CorruptObjectError naming the key if it is not one."""
+    """An entry from its bytes, checked against the field table: CorruptObjectError naming the key and the field
+    if it is not one (the reader reports and skips it); StoreFormatError for an entry of a newer store format,
+    which no reader skips (leaving it out would change the job's history)."""
     try:
         entry = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptObjectError(key, f"not JSON ({str(exc)[:80]})") from None
-    if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
-        raise CorruptObjectError(
-            key, f"not a log entry (kind {entry.get('kind') if isinstance(entry, dict) else None!r})"
-        )
-    return entry
+    if isinstance(entry, dict):
+        written = entry.get("format", 1)
+        if isinstance(written, int) and not isinstance(written, bool) and written > fields_table.FORMAT:
+            raise StoreFormatError(key, written, fields_table.FORMAT)
+    try:
+        return fields_table.check(entry)
+    except fields_table.EntryFieldError as exc:
+        raise CorruptObjectError(key, f"not a valid log entry: {exc}") from None
 
 
 def same_event(stored: dict[str, Any], given: dict[str, Any]) -> bool:
     """Whether two entries say the same thing (when they were written aside)."""
-    return {k: v for k, v in stored.items() if k != "at"} == {k: v for k, v in given.items() if k != "at"}
+    return {k: v for k, v in stored.items() if k not in SAID_APART} == {
+        k: v for k, v in given.items() if k not in SAID_APART
+    }
 
 
 def differences(stored: dict[str, Any], given: dict[str, Any]) -> str:
     """What differs between a stored entry and a new one, for the error a person reads."""
-    changed = sorted(k for k in set(stored) | set(given) if k != "at" and stored.get(k) != given.get(k))
+    changed = sorted(k for k in set(stored) | set(given) if k not in SAID_APART and stored.get(k) != given.get(k))
     return "; ".join(f"{k}: {stored.get(k)!r} -> {given.get(k)!r}" for k in changed)
 
 
@@ -130,13 +110,7 @@ def table(found: list[dict[str, Any]]) -> pa.Table:
 
 
 def checked_table(key: str, arrow: pa.Table) -> pa.Table:
-    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types) and sorted by slot. A snapshot
-    written before the gate's columns were added lacks them: they are nulls there, as in the entries it holds."""
-    schema = arrow.schema.remove_metadata()
-    if schema != ROW_SCHEMA and [f for f in ROW_SCHEMA if f.name not in GATE_FIELDS] == list(schema):
-        for name in GATE_FIELDS:
-            arrow = arrow.append_column(ROW_SCHEMA.field(name), pa.nulls(arrow.num_rows, ROW_SCHEMA.field(name).type))
-        schema = arrow.schema.remove_metadata()
-    if schema != ROW_SCHEMA:
+    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types)."""
+    if arrow.schema.remove_metadata() != ROW_SCHEMA:
         raise CorruptObjectError(key, "not in the log's row schema")
     return arrow

@@ -129,6 +129,18 @@ class UnknownJobError(LookupError):
     """No job with this id is stored."""
 
 
+class StoreFormatError(StoreError):
+    """An entry of a newer store format than this zeus-kfp reads (docs/STORE.md, "Format"). Never skipped:
+    leaving an entry out would change the job's history, so the read stops and says to upgrade."""
+
+    def __init__(self, key: str, written: int, known: int) -> None:
+        self.key = key
+        super().__init__(
+            f"{key} was written by a newer zeus-kfp (store format {written}; this one reads format {known} and "
+            "older): upgrade zeus-kfp to read this job"
+        )
+
+
 class CorruptObjectError(StoreError):
     """A stored object cannot be read as what its key says (checksum, encoding, schema, permissions)."""
 

@@ -56,6 +56,11 @@ def crc(data: bytes) -> str:
     return f"{zlib.crc32(data):08x}"
 
 
+def is_crc(text: str) -> bool:
+    """Whether a key's part is a checksum as crc() writes it (else the object is foreign: ignored)."""
+    return len(text) == 8 and all(c in "0123456789abcdef" for c in text)
+
+
 def verified(key: str, data: bytes, expected: str) -> bytes:
     """`data`, if it hashes to the checksum its key names; CorruptObjectError naming the key else."""
     if crc(data) != expected:

@@ -135,31 +135,40 @@ def _entry(
         if isinstance(data, CorruptObjectError):
             problems.append(ObjectProblem(data.key, data.reason))
             return _recovered(backend, directory, register, problems)
-    if register is None:  # no proposer is at work there: an appender takes a slot only after the last listed
-        problems.append(
-            ObjectProblem(directory, "a slot with no objects before decided ones (deleted?): closed as noop")
-        )
-        return _close(backend, directory, problems, waits=())
+        if data is None:  # listed, then gone when fetched: the phase-2 block holding the same bytes is its copy
+            return _recovered(backend, directory, register, problems)
+    if register is None:
+        # The listing showed nothing here but decided slots after it. A listing is no point-in-time snapshot: a
+        # proposer's first PUT may have landed after the listing passed this slot. Look again before saying so.
+        register = consensus.parse(directory, backend.list(directory))
+        if register.values:
+            return _decided_entry(backend, directory, register, problems)
+        if not register.blocks:  # still nothing: an appender takes a slot only after the last it listed
+            problems.append(
+                ObjectProblem(directory, "a slot with no objects before decided ones (deleted?): closed as noop")
+            )
+            return _close(backend, directory, problems, waits=())
     return _close(backend, directory, problems)
 
 
 def _recovered(
     backend: Backend, directory: str, register: consensus.Register, problems: list[ObjectProblem]
 ) -> dict[str, Any] | None:
-    """A damaged decided value read again from the highest phase-2 block, which holds the same value."""
-    accepted = register.accepted()
-    if accepted is not None:
+    """A decided value gone or damaged, read from its other copy (consensus.copy_of_value) and put back under
+    its agreed name; a slot with no readable copy, or whose entry fails the field table, is reported and
+    skipped (a noop in this reader's view: nothing is written over it)."""
+    data = consensus.copy_of_value(backend, register)
+    if data is not None:
         try:
-            data = keys.verified(accepted.key, backend.get(accepted.key), accepted.checksum)
-            entry = entries.decode(accepted.key, data)
-        except (CorruptObjectError, ObjectNotFound):
-            pass
+            entry = entries.decode(register.values[0], data)
+        except CorruptObjectError as exc:
+            if not any(p.key == exc.key for p in problems):
+                problems.append(ObjectProblem(exc.key, exc.reason))
         else:
-            if register.values and consensus.value_key(directory, data) == register.values[0]:
-                with contextlib.suppress(StoreAccessError):  # the agreed bytes, back under their agreed name
-                    backend.put(register.values[0], data)
+            with contextlib.suppress(StoreAccessError):  # the agreed bytes, back under their agreed name
+                backend.put(register.values[0], data)
             return entry
-    problems.append(ObjectProblem(directory, "its entry is unreadable and no copy of it is: skipped"))
+    problems.append(ObjectProblem(directory, "its entry is unreadable and no valid copy of it is: skipped"))
     return {"kind": "noop"}
 
 
@@ -171,14 +180,29 @@ def _close(
         time.sleep(pause)
         register = consensus.parse(directory, backend.list(directory))
         if register.values:
-            return entries.decode(register.values[0], consensus.decided(backend, register.values[0]))
+            return _decided_entry(backend, directory, register, problems)
     try:
         data = consensus.propose(backend, directory, NOOP)
     except StoreAccessError as exc:  # a reader that may not write ends its prefix here
         problems.append(ObjectProblem(directory, f"an entry in progress this reader may not close ({exc.code})"))
         return None
     assert data is not None
-    return entries.decode(directory, data)
+    try:
+        return entries.decode(consensus.value_key(directory, data), data)
+    except CorruptObjectError as exc:  # a bad entry its proposer got decided: reported, skipped
+        problems.append(ObjectProblem(exc.key, exc.reason))
+        return {"kind": "noop"}
+
+
+def _decided_entry(
+    backend: Backend, directory: str, register: consensus.Register, problems: list[ObjectProblem]
+) -> dict[str, Any] | None:
+    try:
+        return entries.decode(register.values[0], consensus.decided(backend, register.values[0]))
+    except (CorruptObjectError, ObjectNotFound) as exc:
+        if isinstance(exc, CorruptObjectError):
+            problems.append(ObjectProblem(exc.key, exc.reason))
+        return _recovered(backend, directory, register, problems)
 
 
 def _check_snapshot(backend: Backend, read: LogRead, named: dict[str, int]) -> None:
@@ -198,6 +222,7 @@ def append(backend: Backend, read: LogRead, entry: dict[str, Any]) -> int:
     """Put `entry` in the first slot after everything `read` listed that it can get; returns that slot.
     Its value may also end up in an earlier slot (a proposer that adopted it): readers take the first,
     which says the same."""
+    entry = entries.checked(entry)  # nothing is agreed that a reader could not read back
     data = entries.encode(entry)
     slot = max(read.seen, read.upto) + 1  # after the read's listing: a slot taken since only makes it yield
     for tries in range(MAX_SLOTS_TRIED):

@@ -1,22 +1,33 @@
 """Snapshots: slots 1..upto of a job's log as one Parquet table, so a read need not fetch every slot.
 
-A snapshot is a cache of decided slots, which never change, so any snapshot is right for the
-slots it covers, whoever wrote it and whenever: two compactors at once write two correct
-snapshots, and no lease, mark or generation is needed. Readers take the one covering the most
-slots; one that is damaged (its bytes do not hash to the checksum its key names) or unreadable is
-reported by key and the next is tried, down to reading the log itself, which is never deleted.
+A snapshot is a cache of decided slots, which never change, so any snapshot of this job is right for the
+slots it covers, whoever wrote it and whenever: two compactors at once write two correct snapshots, and no
+lease is needed. "Of this job" is checked, not assumed (docs/STORE.md, "Snapshots"): each names in its Parquet
+metadata the job, the job's incarnation (the checksum of its agreed spec record, which a job deleted and made
+again does not share) and the slots it covers, and must hold a row of every slot 1..upto. Readers take the one
+covering the most slots; one that fails a check is reported by key and the next is tried, down to reading the
+log itself, which is never deleted.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from zeus_kfp.store import entries, keys
+from zeus_kfp.store import consensus, entries, keys
 from zeus_kfp.store.backend import Backend, ObjectNotFound
 from zeus_kfp.store.errors import CorruptObjectError, ObjectProblem
 from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 RELISTS = 3  # a snapshot deleted between the listing and the fetch (compaction reclaiming it): list again
+JOB, INCARNATION, UPTO, FORMAT = b"zeus_kfp.job_id", b"zeus_kfp.incarnation", b"zeus_kfp.upto", b"zeus_kfp.format"
+
+
+def incarnation(backend: Backend, job_id: str) -> str | None:
+    """Which making of the job this is: the checksum of its agreed spec record (it holds created_at, so a job
+    deleted and made again under the same id has another). None while no spec value is listed."""
+    register = consensus.parse(keys.spec_dir(job_id), backend.list(keys.spec_dir(job_id)))
+    return register.values[0].rsplit(".", 2)[-2] if register.values else None
 
 
 def listed(backend: Backend, job_id: str) -> list[tuple[int, str]]:
@@ -30,12 +41,14 @@ def listed(backend: Backend, job_id: str) -> list[tuple[int, str]]:
 
 
 def read_snapshot(backend: Backend, job_id: str, problems: list[ObjectProblem]) -> tuple[int, pa.Table] | None:
-    """(upto, rows) of the newest readable snapshot, or None: then the log is read from slot 1."""
+    """(upto, rows) of the newest readable snapshot of this job, or None: then the log is read from slot 1."""
+    found = listed(backend, job_id)
+    made = incarnation(backend, job_id) if found else None
     for _ in range(RELISTS):
         gone = False
-        for upto, key in listed(backend, job_id):
+        for upto, key in found:
             try:
-                return upto, decode(key, backend.get(key))
+                return upto, decode(key, backend.get(key), job_id, made)
             except ObjectNotFound:
                 gone = True
                 break
@@ -43,29 +56,48 @@ def read_snapshot(backend: Backend, job_id: str, problems: list[ObjectProblem]) 
                 problems.append(ObjectProblem(exc.key, f"{exc.reason}; read from the log instead"))
         if not gone:
             return None
+        found = listed(backend, job_id)
     return None
 
 
-def decode(key: str, data: bytes) -> pa.Table:
+def decode(key: str, data: bytes, job_id: str, made: str | None) -> pa.Table:
+    """The snapshot's rows, if it is this job's (`made`: its incarnation) and holds every slot its key names;
+    CorruptObjectError naming the key and what failed else."""
     parsed = keys.parse_snapshot_key(key)
     assert parsed is not None
+    upto = parsed[0]
     keys.verified(key, data, parsed[1])
     try:
         arrow = read_parquet_bytes(data)
     except (pa.ArrowException, OSError) as exc:
         raise CorruptObjectError(key, f"not Parquet ({str(exc)[:80]})") from None
-    table = entries.checked_table(key, arrow)
-    if table.num_rows and table.column("slot")[-1].as_py() > parsed[0]:
-        raise CorruptObjectError(key, f"holds slots past the {parsed[0]} its key names")
+    meta = arrow.schema.metadata or {}
+    if JOB not in meta:
+        raise CorruptObjectError(key, "names no job (written by an older zeus-kfp); read from the log instead")
+    if meta[JOB].decode() != job_id:
+        raise CorruptObjectError(key, f"is job {meta[JOB].decode()!r}'s, not {job_id!r}'s")
+    if made is None or meta.get(INCARNATION, b"").decode() != made:
+        raise CorruptObjectError(key, "belongs to an earlier job of this id (deleted and made again)")
+    if meta.get(UPTO, b"").decode() != str(upto):
+        raise CorruptObjectError(key, f"says it covers slots 1..{meta.get(UPTO, b'?').decode()}, its key 1..{upto}")
+    table = entries.checked_table(key, arrow.replace_schema_metadata(None))
+    slots = pc.unique(table.column("slot"))
+    if len(slots) != upto or (upto and (pc.min(slots).as_py() != 1 or pc.max(slots).as_py() != upto)):
+        raise CorruptObjectError(key, f"holds {len(slots)} of the {upto} slots its key names")
     return table
 
 
-def encode(table: pa.Table) -> bytes:
-    return parquet_bytes(table, compression="zstd")
+def encode(table: pa.Table, job_id: str, upto: int, made: str) -> bytes:
+    meta = {JOB: job_id.encode(), INCARNATION: made.encode(), UPTO: str(upto).encode(), FORMAT: b"1"}
+    return parquet_bytes(table.replace_schema_metadata(meta), compression="zstd")
 
 
-def write(backend: Backend, job_id: str, upto: int, table: pa.Table) -> str:
-    data = encode(table)
+def write(backend: Backend, job_id: str, upto: int, table: pa.Table) -> str | None:
+    """Write slots 1..upto as a snapshot naming this job; None (nothing written) while its spec is not listed."""
+    made = incarnation(backend, job_id)
+    if made is None:
+        return None
+    data = encode(table, job_id, upto, made)
     key = keys.snapshot_key(job_id, upto, keys.crc(data))
     backend.put(key, data)
     return key

@@ -35,7 +35,14 @@ from zeus_kfp.profiles import PowerProfile, check_profile
 from zeus_kfp.store import catalog, entries, frames, keys, log
 from zeus_kfp.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus_kfp.store.compaction import CompactResult, compact
-from zeus_kfp.store.errors import EventConflictError, ObjectProblem, StoreInputError, StoreWarning, UnknownTrialError
+from zeus_kfp.store.errors import (
+    EventConflictError,
+    ObjectProblem,
+    StoreInputError,
+    StoreWarning,
+    UnknownJobError,
+    UnknownTrialError,
+)
 from zeus_kfp.store.recurrences import Recurrences
 from zeus_kfp.trial_history import TrialHistory
 
@@ -95,12 +102,16 @@ class Store(Recurrences):
     def delete_job(self, job_id: str) -> int:
         """Remove every object of the job (a junk job: its log, snapshots, phases, TensorBoard logs, hand-offs,
         its spec last, so a delete cut short leaves a listed job to delete again); returns how many objects.
-        UnknownJobError for a job the store does not have; DeleteRefusedError where the server refuses deletes."""
-        self.get_job(job_id)
+        Reads nothing the job holds, so a job whose spec or log is damaged can always be deleted. UnknownJobError
+        for a job the store has no object of; DeleteRefusedError where the server refuses deletes."""
         names = self.backend.list(keys.job_dir(job_id))
+        if not names:
+            raise UnknownJobError(f"no job {job_id!r} in {self.backend.location}")
         spec = keys.spec_dir(job_id)
         for key in sorted(names, key=lambda name: name.startswith(spec)):
             self.backend.delete(key)
+        if isinstance(self.backend, LocalBackend):  # folders are not objects: left empty, they would still list
+            self.backend.remove_empty_dirs(keys.job_dir(job_id))
         for cache in (self._specs, self._prefixes, self._views):
             cache.pop(job_id, None)
         return len(names)
