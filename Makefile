@@ -12,7 +12,15 @@ VERSION    := $(shell sed -n 's/^version *= *//p' setup.cfg)
 IMAGE_CPU  := $(IMAGE_REPO):$(VERSION)-cpu
 IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 
-.PHONY: setup run test test-envs lint clean image push-image wheel
+# zeusd (deploy/zeusd), built from ml-energy/zeus at a fixed commit: no zeusd release after v0.5.0 exists, and
+# v0.5.0's /discover names no PCI address, by which the train step tells its GPUs from the node's others.
+# mlenergy/zeusd:latest is pushed only on a zeusd-v* release tag; the images built since (#255, 2026-08-03)
+# carry the moving tag `master` only. This commit is #257, the newest zeusd change read; a git build context at a
+# commit is immutable, so the tag below always means the same daemon.
+ZEUSD_COMMIT := 859a60159fcb3ceb7d0d4535b6e0689df97b2944
+IMAGE_ZEUSD  := $(IMAGE_REPO)-zeusd:$(shell echo $(ZEUSD_COMMIT) | cut -c1-12)
+
+.PHONY: setup run test test-envs lint clean image push-image wheel image-zeusd push-image-zeusd
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -79,6 +87,14 @@ push-image:
 	$(MAKE) image IMAGE_REPO=$(IMAGE_REPO)
 	docker push $(IMAGE_CPU)
 	docker push $(IMAGE_CUDA)
+
+image-zeusd:
+	docker build -f packaging/docker/Dockerfile -t $(IMAGE_ZEUSD) https://github.com/ml-energy/zeus.git#$(ZEUSD_COMMIT):zeusd
+
+push-image-zeusd:
+	@case "$(IMAGE_REPO)" in */*) ;; *) echo "set IMAGE_REPO to a repository your cluster pulls from, e.g. make push-image-zeusd IMAGE_REPO=registry.example.com/ml/zeus-kfp" >&2; exit 2;; esac
+	$(MAKE) image-zeusd IMAGE_REPO=$(IMAGE_REPO)
+	docker push $(IMAGE_ZEUSD)
 
 # The package as a wheel, to install into a PyTorch image of your own (README: "Run it on Kubeflow").
 wheel: $(STAMP)

@@ -100,10 +100,26 @@ class SeedError(StoreError):
     """The job cannot be seeded (it has a log or snapshots already, or the history is malformed)."""
 
 
-def log_entries(spec: JobSpec, trials: pd.DataFrame, at_us: int | None = None) -> list[dict[str, Any]]:
+def profile_rows(batch: int) -> list[dict[str, Any]]:
+    """A simulated power profile of one trial (three limits while training, one while evaluating), as
+    Store.write_profile stores it: drawing less and slowing down below 250 W."""
+    speed = 1000.0 * (batch / 256) ** 0.7
+    train = [
+        {"phase": "train", "power_limit_w": w, "average_power_w": min(w, 240.0),
+         "throughput": speed * min(1.0, w / 250), "simulated": True}
+        for w in (300.0, 250.0, 200.0)
+    ]  # fmt: skip
+    return [*train, {"phase": "eval", "power_limit_w": 300.0, "average_power_w": 200.0, "throughput": 2 * speed,
+                     "simulated": True}]  # fmt: skip
+
+
+def log_entries(
+    spec: JobSpec, trials: pd.DataFrame, at_us: int | None = None, profiled: int = 0
+) -> list[dict[str, Any]]:
     """The job's log for `trials` (REQUIRED columns, one row per trial in trial order): per recurrence a
-    `begin` at its first trial, then `dispatched` and `finished` per attempt, the entries Store writes.
-    `at` stamps one second apart, ending at `at_us` (default: now)."""
+    `begin` at its first trial, then `dispatched` and `finished` per attempt, the entries Store writes, and a
+    `profile` after each of the first `profiled` trials. `at` stamps one second apart, ending at `at_us`
+    (default: now)."""
     missing = [c for c in REQUIRED if c not in trials.columns]
     if missing:
         raise SeedError(f"the history lacks columns {missing}; it needs {list(REQUIRED)}")
@@ -111,7 +127,7 @@ def log_entries(spec: JobSpec, trials: pd.DataFrame, at_us: int | None = None) -
         raise SeedError("the history has a (recurrence_id, attempt) twice: one row per trial")
     begun: dict[str, int] = {}
     found: list[dict[str, Any]] = []
-    slots = len(set(trials["recurrence_id"])) + 2 * len(trials)
+    slots = len(set(trials["recurrence_id"])) + 2 * len(trials) + min(profiled, len(trials))
     at = (at_us if at_us is not None else entries.now_us()) - slots * 1_000_000
     for row in trials.itertuples(index=False):
         rid, attempt = keys.check_recurrence_id(str(row.recurrence_id)), keys.check_attempt(int(row.attempt))
@@ -135,19 +151,26 @@ def log_entries(spec: JobSpec, trials: pd.DataFrame, at_us: int | None = None) -
         given = {name: getattr(result, name) for name in entries.RESULT_FIELDS} | {"status": result.status.value}
         at += 1_000_000
         found.append({"kind": "finished", "recurrence_id": rid, "attempt": attempt, "at": at} | given)
+        if profiled > 0:
+            profiled -= 1
+            at += 1_000_000
+            found.append({"kind": "profile", "recurrence_id": rid, "attempt": attempt, "at": at,
+                          "rows": profile_rows(batch)})  # fmt: skip
     return found
 
 
-def seed_job(store: Store, spec: JobSpec, trials: pd.DataFrame, at_us: int | None = None) -> str:
-    """Store `spec` and write `trials` as the snapshot of the job's first slots; returns its key.
-    SeedError if the job already has slots or snapshots (seed only a new job)."""
+def seed_job(store: Store, spec: JobSpec, trials: pd.DataFrame, at_us: int | None = None, profiled: int = 0) -> str:
+    """Store `spec` and write `trials` (the first `profiled` with a power profile) as the snapshot of the job's
+    first slots; returns its key. SeedError if the job already has slots or snapshots (seed only a new job)."""
     store.ensure_job(spec)
     backend, job_id = store.backend, spec.job_id
     if backend.list(keys.log_dir(job_id)) or snapshot.listed(backend, job_id):
         raise SeedError(f"job {job_id!r} already has a log or snapshots in {backend.location}; seed only a new job")
-    found = log_entries(spec, trials, at_us)
-    rows = [row for slot, entry in enumerate(found, start=1) for row in entries.rows(slot, entry)]
-    return snapshot.write(backend, job_id, len(found), entries.table(rows))
+    found = log_entries(spec, trials, at_us, profiled)
+    rows = [row for slot, entry in enumerate(found, start=1) for row in entries.rows(slot, entries.checked(entry))]
+    key = snapshot.write(backend, job_id, len(found), entries.table(rows))
+    assert key is not None  # the spec was just stored
+    return key
 
 
 # -- moto (in this process, as tests/conftest.py starts it, or in a child) -------------------------------------------

@@ -3,12 +3,10 @@ recurrence ends, what a plain begin does, and snapshots written before the gate'
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from zeus_kfp.job import Decision, TrialResult
 from zeus_kfp.store import GateRequest, UnknownTrialError
-from zeus_kfp.store.entries import GATE_FIELDS, ROW_SCHEMA, checked_table
 
 
 def request(spec, **changes) -> GateRequest:
@@ -59,10 +57,3 @@ def test_no_cap_not_due_and_drift_above_the_threshold(store, spec):
     moved = store.open_recurrence(spec.job_id, "moved", request(spec, max_running=cap, drift_stat=0.11, **drift))
     assert (calm.why, moved.why, moved.recurrence) == ("no drift", "drift", 5)  # above the threshold, not at it
     assert store.drift_recurrences(spec.job_id) == [5]
-
-
-def test_a_snapshot_from_before_the_gate_reads_with_empty_gate_columns():
-    old = pa.schema([f for f in ROW_SCHEMA if f.name not in GATE_FIELDS])
-    table = pa.Table.from_pylist([{"slot": 1, "kind": "begin", "recurrence_id": "r1", "at": 5}], schema=old)
-    read = checked_table("snap", table)
-    assert read.schema == ROW_SCHEMA and read.column("max_running").null_count == 1

@@ -128,3 +128,16 @@ def test_the_gke_overlay_reaches_the_hosts_driver_on_gke_gpu_nodes():
     assert not container.resources.limits.get("nvidia.com/gpu")
     (term,) = pod.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
     assert [(e.key, e.operator) for e in term.match_expressions] == [("cloud.google.com/gke-accelerator", "Exists")]
+
+
+def test_zeusd_is_the_pinned_build_the_makefile_makes():
+    """The DaemonSet's image is the one `make image-zeusd` builds from a fixed ml-energy/zeus commit, never a
+    moving tag (latest is zeusd v0.5.0 at best, which lists no PCI address; master moves)."""
+    import subprocess
+
+    (image,) = kustomization()["images"]
+    built = subprocess.run(["make", "-n", "image-zeusd"], cwd=ROOT.parents[1], capture_output=True, text=True,
+                           check=True).stdout  # fmt: skip
+    assert f"-t {image['newName']}:{image['newTag']} " in built
+    commit = built.split("zeus.git#", 1)[1].split(":", 1)[0]
+    assert len(commit) == 40 and commit.startswith(image["newTag"]) and image["newTag"] not in ("latest", "master")
