@@ -37,7 +37,7 @@ class ProfileBook:
 
         Only each batch size's latest usable profile is built (what `record` would keep): the bandit step reads
         this every attempt, and building every stored profile through pandas cost 3.5 ms each, 7 s a step at
-        2,000 profiles (issue 39)."""
+        2,000 profiles: benchmarks/profile_book.py."""
         book = cls()
         if profiles.empty:
             return book

@@ -8,7 +8,7 @@ the savings from this one, and each view prints the same two figures in the same
 - a recurrence's saving: 1 - its cost / the baseline;
 - the job's cumulative saving: 1 - (the cost of all its recurrences) / (as many times the baseline).
 
-Over which recurrences, and which cost (issue 38): a recurrence's cost is its policy's trials' (reached,
+Over which recurrences, and which cost: a recurrence's cost is its policy's trials' (reached,
 missed, stopped early, out of memory: zeus_kfp.report.frames.per_recurrence). Trials that failed for reasons of
 their own (a crash, an interrupt, a lost pod) produced no model and measured nothing of the policy: their
 energy and cost are waste, shown apart ("failed runs: ..."), and a recurrence whose every trial failed is

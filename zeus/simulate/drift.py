@@ -1,6 +1,6 @@
 """A job whose costs shift at a known recurrence, and what a policy pays after the shift.
 
-Why: a drift signal (issue 24's gate) tells the bandit its old observations may be stale, and the job's
+Why: a drift signal (the recurrence gate's) tells the bandit its old observations may be stale, and the job's
 `drift_reaction` (zeus_kfp.policy.drift) decides what it does about it. Whether forgetting beats keeping
 can only be measured on a job where the truth is known: here the costs shift at recurrence `shift_at`,
 from one trace to another made from it, and the oracle after the shift is the new trace's.

@@ -1,7 +1,7 @@
 """The recurrence gate and the job's cap in the simulator, in their simple form: runs arrive on a period,
 and a run opens a recurrence only when a slot is free.
 
-Why: issue 24's gate opens a recurrence when the job's period has elapsed and the job has fewer than its
+Why: the recurrence gate opens a recurrence when the job's period has elapsed and the job has fewer than its
 cap K of recurrences running; otherwise the run ends at once and trains nothing (skipped: no free slot).
 A schedule that runs more often than a recurrence lasts then skips runs instead of piling up training
 jobs. Here a run arrives every `period_s` simulated seconds (the trials' own seconds, the simulator's

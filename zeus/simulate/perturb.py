@@ -136,8 +136,7 @@ def has_far_valley(costs: Sequence[float], default_index: int) -> bool:
     beyond the first one that rises. Why: a policy that ends a direction at a rise (turning-walk, once its
     probes judge the rise real) cannot reach such a valley, while zeus-nsdi23, which walks on through a rise
     until a size misses or its early stop cuts one short, finds it behind any bump lower than that.
-    benchmarks/policy.py counts these jobs among those a policy costs more on (benchmarks/RESULTS.md,
-    issue 25)."""
+    benchmarks/policy.py counts these jobs among those a policy costs more on (benchmarks/RESULTS.md)."""
     for step in (-1, 1):
         k = default_index
         while 0 <= k + step < len(costs) and costs[k + step] < costs[k]:

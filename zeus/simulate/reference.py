@@ -3,7 +3,7 @@
 Cumulative cost / oracle cost, mean over seeds 1-20, from zeus==0.16.0
 `zeus._legacy.simulate.Simulator.simulate_one_job` with PruningGTSBatchSizeOptimizer and
 JITPowerLimitOptimizer (eta 0.5, beta 2, N = 2 x |batch sizes| x |power limits| recurrences) on
-the shipped traces, as recorded in the project's issue 2. zeus-nsdi23 in our simulator must land
+the shipped traces, as recorded in benchmarks/RESULTS.md. zeus-nsdi23 in our simulator must land
 within 2 % of each (tests/simulate/test_fidelity.py; benchmarks/policy.py --fidelity prints both).
 """
 

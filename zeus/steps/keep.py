@@ -2,7 +2,7 @@
 
 Why: a trial runs in a temporary work directory that is deleted when it ends, and people's scripts save
 their model where they always do (`checkpoints/model.pt`, `./outputs/best.pt`), not in `{log_dir}/model.pt`;
-every copy was deleted with the trial (issue 38). `keep` names them: comma-separated globs relative to the
+every copy was deleted with the trial. `keep` names them: comma-separated globs relative to the
 trial's work directory (`checkpoints/*.pt,outputs/best.pt`; `**` for any depth). What they match becomes the
 Model artifact: one file as that file, several as a directory that keeps their relative paths. And a
 trial that kept no model names the files its script wrote that are about to go, so the next run can keep

@@ -125,7 +125,7 @@ class LocalBackend:
     def get(self, key: str) -> bytes:
         path = self._path(key)
         try:
-            # O_NONBLOCK: opening a named pipe for reading would wait for a writer for ever (issue 39); with it
+            # O_NONBLOCK: opening a named pipe for reading would wait for a writer for ever; with it
             # the open returns and fstat below refuses what is not a regular file. Regular files ignore it.
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError as exc:

@@ -106,7 +106,7 @@ def read(backend: Backend, job_id: str, base: LogRead | None = None, until: int 
     finally:
         # All or nothing per slot: the prefix's position and its rows move together, even when a later slot
         # raised (the store unavailable while closing a hole): a Store used again after the error must not
-        # have skipped the rows of the slots it passed (issue 39: a trial shown dispatched for ever).
+        # have skipped the rows of the slots it passed (a trial would be shown dispatched for ever).
         if new:
             base.tables.append(entries.table(new))
     _check_snapshot(backend, base, named)

@@ -1,7 +1,7 @@
 """A plain script's metric that is not coming: found after two epochs of output, not after the whole trial.
 
 Why: a wrong metric name or a pattern that does not match its lines used to be found when the script
-ended, every epoch of the trial spent (79 s for 12 epochs in the user trial of issue 38), and the error
+ended, every epoch of the trial spent (79 s for 12 epochs in a user's trial), and the error
 named neither what the script did report nor the lines that held the metric. Here the trial fails as soon
 as the output shows two epochs without the job's metric, with what was seen and a pattern to try.
 

@@ -3,7 +3,7 @@
 Lines arrive on the process pump's thread (zeus_kfp.train.process) and are parsed there; the runner
 takes the observations on its own thread through `poll`.
 
-Distributed trials (the launcher of issue 12): only rank 0's observations count, as with Katib,
+Distributed trials (zeus_kfp.launch): only rank 0's observations count, as with Katib,
 whose collector is injected into the master pod only. Launchers interleave every rank's output
 on one stdout; torchrun's `--tee 3` marks each line with `[<role><local rank>]:`. `master_line`
 keeps unmarked lines (a single-process trial, or a launcher that shows only rank 0, e.g.
