@@ -80,7 +80,7 @@ push-image:
 	docker push $(IMAGE_CPU)
 	docker push $(IMAGE_CUDA)
 
-# The package as a wheel, to install into a PyTorch image of your own (README: "Run it on Kubeflow").
+# The package as a wheel, to install into a PyTorch image of your own (docs/kubeflow.md: "What each step is").
 wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
 
