@@ -96,7 +96,7 @@ push-image-zeusd:
 	$(MAKE) image-zeusd IMAGE_REPO=$(IMAGE_REPO)
 	docker push $(IMAGE_ZEUSD)
 
-# The package as a wheel, to install into a PyTorch image of your own (README: "Run it on Kubeflow").
+# The package as a wheel, to install into a PyTorch image of your own (docs/kubeflow.md: "What each step is").
 wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
 

@@ -8,7 +8,7 @@ Nobody publishes them: `make push-image IMAGE_REPO=<your registry>/zeus-kfp` bui
 two). So a compiled pipeline only ever names images the user said exist: `compile` refuses to
 guess. `--image` / `--train-image` (or ZEUS_KFP_IMAGE / ZEUS_KFP_TRAIN_IMAGE / ZEUS_KFP_IMAGE_REPO,
 read when compiling) name them one by one, e.g. a train image of your own built FROM ours or with
-zeus-kfp installed into your PyTorch image (README). The images have this package installed, which
+zeus-kfp installed into your PyTorch image (docs/kubeflow.md). The images have this package installed, which
 is why components need no packages_to_install and skip reinstalling kfp.
 
 The components' own base images (`LOCAL_IMAGE`, `LOCAL_TRAIN_IMAGE`: what `make image` tags without a

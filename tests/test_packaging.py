@@ -79,7 +79,7 @@ FLOOR_EXCEPTIONS = {
 
 def test_the_lowest_versions_file_pins_every_declared_floor() -> None:
     """constraints-lowest.txt is what `make test` installs into .venv-lowest: one pin per install_requires
-    entry, at the floor setup.cfg declares (or the exception above, said in the README)."""
+    entry, at the floor setup.cfg declares (or the exception above, said in docs/reference.md: Tested environments)."""
     floors = {}
     for line in _lines(_setup_cfg()["options"]["install_requires"]):
         requirement = Requirement(line)

@@ -1,6 +1,6 @@
-"""A STAND-IN for kubectl, for running the README's cluster section as a script (test_readme_cluster.py).
+"""A STAND-IN for kubectl, for running docs/kubeflow.md's cluster blocks as a script (test_readme_cluster.py).
 
-There is no cluster here, so this answers the few kubectl commands the README uses from a description of
+There is no cluster here, so this answers the few kubectl commands docs/kubeflow.md uses from a description of
 the cluster a test plays (a JSON file named by $ZEUS_TEST_CLUSTER): which Services exist (a port-forward to
 one that does not, or to a wrong port, is an error), which service-account tokens and Secret keys a namespace
 has, and where the Kubernetes API stand-in (tests/launch/kube_api_server.py) listens, to which
@@ -46,7 +46,7 @@ def _namespace(args: list[str]) -> tuple[str | None, list[str]]:
 def port_forward(cluster: dict, namespace: str | None, args: list[str]) -> str:
     target, ports = args[0], args[1]
     if not target.startswith("svc/"):
-        raise Refused(f"port-forward to {target}: the README forwards to Services")
+        raise Refused(f"port-forward to {target}: docs/kubeflow.md forwards to Services")
     service = cluster["services"].get(f"{namespace}/{target[4:]}")
     local, _, remote = ports.partition(":")
     if service is None:

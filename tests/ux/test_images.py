@@ -275,16 +275,16 @@ def test_a_compile_without_images_it_can_name_is_refused(tmp_path, monkeypatch, 
 
 
 def _own_image_dockerfile() -> str:
-    """The README's Dockerfile for installing zeus-kfp into your own PyTorch image (an indented list block)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """docs/kubeflow.md's Dockerfile for installing zeus-kfp into your own PyTorch image (an indented list block)."""
+    text = (ROOT / "docs" / "kubeflow.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- test: write Dockerfile.own -->\n\s*```dockerfile\n(.*?)\n\s*```", text, re.S)
-    assert match, "README: the own-image Dockerfile block"
+    assert match, "docs/kubeflow.md: the own-image Dockerfile block"
     return textwrap.dedent(match.group(1))
 
 
 @pytest.mark.slow
 def test_zeus_kfp_installs_into_your_own_pytorch_image_keeping_its_torch(tmp_path: Path) -> None:
-    """`make wheel` writes the wheel the README's own-image Dockerfile copies and installs; installing it where a
+    """`make wheel` writes the wheel docs/kubeflow.md's own-image Dockerfile copies and installs; installing it where a
     torch is already present (this venv, torch 2.13.0: any image with torch >= 2.4) installs zeus-kfp alone."""
     dockerfile = tmp_path / "Dockerfile.own"
     dockerfile.write_text(_own_image_dockerfile())

@@ -1,4 +1,4 @@
-"""The README's "Use your own training script" runs as written.
+"""The README's "Use your own training script" runs as written, and the docs it points to say what it leaves out.
 
 Code blocks preceded by a marker comment are taken from README.md itself:
 `<!-- test: write NAME -->` writes the block to NAME in a fresh directory, `<!-- test: run -->`
@@ -24,12 +24,15 @@ from zeus_kfp.cli import app
 from zeus_kfp.store import open_store
 from zeus_kfp.train.env import ENV_VARS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+REFERENCE = ROOT / "docs" / "reference.md"  # the own-script details: placeholders, the trial's environment
+KUBEFLOW = ROOT / "docs" / "kubeflow.md"  # the own-script image for a cluster
 MARKED = re.compile(r"<!-- test: (?:write (?P<file>\S+)|(?P<run>run)) -->\n```(?P<lang>\w*)\n(?P<body>.*?)\n```", re.S)
 
 
-def section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
+def section(title: str, page: Path = README) -> str:
+    text = page.read_text(encoding="utf-8")
     start = text.index(f"## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end > 0 else None]
@@ -78,11 +81,13 @@ def test_the_own_script_section_runs_as_written(tmp_path, monkeypatch: pytest.Mo
     assert (defaults["job_id"], defaults["zeus_aware"], defaults["default_batch_size"]) == ("my-model", False, 64)
 
 
-def test_the_readme_names_every_variable_a_trial_gets_and_the_image_make_builds() -> None:
-    own = section("Use your own training script")
-    assert [name for name in ENV_VARS.values() if f"`{name}`" not in own] == []
+def test_the_docs_name_every_variable_a_trial_gets_and_the_image_make_builds() -> None:
+    reference = section("Your training script", REFERENCE)
+    assert [name for name in ENV_VARS.values() if f"`{name}`" not in reference] == []
     for placeholder in ("{python}", "{batch_size}", "{data_dir}", "{log_dir}", "{work_dir}"):
-        assert f"`{placeholder}`" in own
-    (base,) = re.findall(r"^FROM (\S+)$", own, re.M)
-    (repo,) = set(re.findall(r"--image-repo (\S+)", own))
-    assert base == image_tags(repo)[1]  # the CUDA tag `make push-image IMAGE_REPO=<repo>` pushes (test_images.py)
+        assert f"| `{placeholder}` |" in reference  # a row of the placeholder table
+    assert "docs/reference.md#your-training-script" in section("Use your own training script")
+    (repo,) = set(re.findall(r"--image-repo (\S+)", section("Use your own training script")))
+    bases = re.findall(r"^FROM (\S+)$", section("Your own job on the cluster", KUBEFLOW), re.M)
+    ours = [base for base in bases if not base.startswith("pytorch/pytorch:")]  # not the own-PyTorch-image one
+    assert ours == [image_tags(repo)[1]]  # the CUDA tag `make push-image IMAGE_REPO=<repo>` pushes (test_images.py)

@@ -1,7 +1,7 @@
-"""The README's "From your laptop to a nightly run" runs as a bash script, per Kubeflow version, as written.
+"""docs/kubeflow.md's "From your laptop to a nightly run" runs as a bash script, per Kubeflow version, as written.
 
-For each of Kubeflow 1.10, Kubeflow 1.11 and standalone KFP 2.17, the README's two blocks run with
-`bash -euo pipefail` in a directory holding the repository's Makefile, images/ and deploy/, the README's
+For each of Kubeflow 1.10, Kubeflow 1.11 and standalone KFP 2.17, the page's two blocks run with
+`bash -euo pipefail` in a directory holding the repository's Makefile, images/ and deploy/, the page's
 settings replaced by the test's own (its servers' ports, a namespace of its own), and stand-ins for what
 they talk to (no cluster, no Docker engine here):
 
@@ -48,6 +48,7 @@ from zeus_kfp.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+KUBEFLOW = ROOT / "docs" / "kubeflow.md"  # the admin path, linked from the README
 TESTS = ROOT / "tests"
 BLOCK = re.compile(r"<!-- test: (?P<what>settings|cluster \S+|results \S+) -->\n```bash\n(?P<body>.*?)\n```", re.S)
 SETTINGS = ("REGISTRY", "NAMESPACE", "KFP_PORT", "S3_PORT")
@@ -82,7 +83,7 @@ VERSIONS = [
 
 
 def blocks() -> dict[str, str]:
-    return {m["what"]: m["body"] for m in BLOCK.finditer(README.read_text(encoding="utf-8"))}
+    return {m["what"]: m["body"] for m in BLOCK.finditer(KUBEFLOW.read_text(encoding="utf-8"))}
 
 
 def test_the_readme_has_a_settings_block_and_both_blocks_for_every_version():
@@ -91,6 +92,8 @@ def test_the_readme_has_a_settings_block_and_both_blocks_for_every_version():
     (line,) = found["settings"].splitlines()
     assigned = [word.split("=", 1)[0] for word in shlex.split(line)[1:]]
     assert line.startswith("export ") and tuple(assigned) == SETTINGS  # the values the test gives its own
+    assert BLOCK.search(README.read_text(encoding="utf-8")) is None  # one copy of each block: docs/kubeflow.md's
+    assert "docs/kubeflow.md" in README.read_text(encoding="utf-8")  # which the README links
 
 
 def _stand_in_bin(tmp: Path, log: Path) -> Path:

@@ -210,7 +210,7 @@ def show(
 ) -> None:
     """One job: its spec, trials, per-recurrence cost against the default config, power profile
     and bandit state; --plots writes the figures. Long histories show their last --last rows
-    (the totals and the plots always use all of them). Costs are in joules (README: glossary).
+    (the totals and the plots always use all of them). Costs are in joules (docs/reference.md: glossary).
     The bandit state is the default policy's view of the history: the store does not record
     which policy a run used (a run parameter)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
