@@ -112,6 +112,10 @@ def plant(store, spec: JobSpec, entry: dict) -> str:
          "time_s": 1.0, "energy_j": 1.0, "num_epochs": 10**20, "cost": 1.0},
         {"kind": "begin", "recurrence_id": "run-2", "period_s": 0.0, "max_running": HUGE, "max_attempts": 2,
          "timeout_s": 60.0, "forced": False, "drift_detector": "none"},
+        {"kind": "begin", "recurrence_id": "run-2", "period_s": 0.0, "max_running": 1, "max_attempts": 2,
+         "timeout_s": 60.0, "forced": False, "drift_detector": "ks", "drift_stat": 0.5},  # no threshold to judge by
+        {"kind": "finished", "recurrence_id": "run-2", "attempt": 1, "batch_size": 128, "status": "dispatched",
+         "time_s": 1.0, "energy_j": 1.0, "num_epochs": 1, "cost": 1.0},  # would keep the trial out for ever
         {"kind": "snapshot", "snapshot": "x.parquet", "upto": "many"},
         {"kind": "profile", "recurrence_id": "run-1", "attempt": 1, "rows": "none"},
     ],

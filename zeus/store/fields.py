@@ -21,6 +21,7 @@ import pyarrow as pa
 from zeus_kfp.job import MAX_ATTEMPTS, TrialStatus
 from zeus_kfp.store.gating import GateRequest
 from zeus_kfp.store.keys import MAX_ATTEMPT, RECURRENCE_ID_PATTERN
+from zeus_kfp.trials import trial_columns
 
 FORMAT = 1  # the store format this code reads and writes; an entry says its own in `format` (absent: 1)
 INT64_MAX = 2**63 - 1
@@ -112,7 +113,7 @@ FIELDS = (
     _text("stage"),
     _text("decision_reason"),
     _text("kfp_run_id"),
-    _text("status", choices=tuple(s.value for s in TrialStatus)),
+    _text("status", choices=tuple(s.value for s in TrialStatus if s.finished)),  # a result's: never "dispatched"
     _float("time_s"),
     _float("energy_j"),
     _int("num_epochs"),
@@ -147,10 +148,13 @@ TRIAL = ("recurrence_id", "attempt")
 KIND_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "begin": (("recurrence_id",), GATE_FIELDS),
     "end": (("recurrence_id",), ("reason",)),
-    "dispatched": ((*TRIAL, "batch_size"), ("cost_threshold", "stage", "decision_reason", "kfp_run_id")),
+    "dispatched": (
+        (*TRIAL, *trial_columns("batch_size")),
+        tuple(trial_columns("cost_threshold", "stage", "decision_reason", "kfp_run_id")),
+    ),
     "finished": (
-        (*TRIAL, "batch_size", "status", "time_s", "energy_j", "num_epochs", "cost"),
-        ("power_limit_w", "metric", "simulated", "reason", "source"),
+        (*TRIAL, *trial_columns("batch_size", "status", "time_s", "energy_j", "num_epochs", "cost")),
+        tuple(trial_columns("power_limit_w", "metric", "simulated", "reason", "source")),
     ),
     "profile": (TRIAL, ()),  # and `rows`: a non-empty list of PROFILE_ROW_FIELDS
     "noop": ((), ()),
@@ -204,6 +208,8 @@ def check(entry: Any) -> dict[str, Any]:
         for name in GATE_FIELDS:
             if clean.get(name) is None and name not in GATE_NULLABLE:
                 raise EntryFieldError(name, clean.get(name), f"{BY_NAME[name].allowed} (every gated begin has one)")
+        if clean.get("drift_stat") is not None and clean.get("drift_threshold") is None:  # the gate compares them
+            raise EntryFieldError("drift_threshold", None, "a finite number >= 0 where a drift statistic is given")
     if kind == "profile":
         clean["rows"] = _profile_rows(entry.get("rows"))
     return clean

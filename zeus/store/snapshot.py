@@ -14,7 +14,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus_kfp.store import consensus, entries, keys
+from zeus_kfp.store import consensus, entries, fields, keys
 from zeus_kfp.store.backend import Backend, ObjectNotFound
 from zeus_kfp.store.errors import CorruptObjectError, ObjectProblem
 from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
@@ -73,7 +73,11 @@ def decode(key: str, data: bytes, job_id: str, made: str | None) -> pa.Table:
         raise CorruptObjectError(key, f"not Parquet ({str(exc)[:80]})") from None
     meta = arrow.schema.metadata or {}
     if JOB not in meta:
-        raise CorruptObjectError(key, "names no job (written by an older zeus-kfp); read from the log instead")
+        raise CorruptObjectError(key, "names no job (written by an older zeus-kfp)")
+    if not meta.get(FORMAT, b"").isdigit() or int(meta[FORMAT]) > fields.FORMAT:
+        raise CorruptObjectError(
+            key, f"is of store format {meta.get(FORMAT, b'?').decode()}, not one this zeus-kfp reads"
+        )
     if meta[JOB].decode() != job_id:
         raise CorruptObjectError(key, f"is job {meta[JOB].decode()!r}'s, not {job_id!r}'s")
     if made is None or meta.get(INCARNATION, b"").decode() != made:
@@ -88,7 +92,12 @@ def decode(key: str, data: bytes, job_id: str, made: str | None) -> pa.Table:
 
 
 def encode(table: pa.Table, job_id: str, upto: int, made: str) -> bytes:
-    meta = {JOB: job_id.encode(), INCARNATION: made.encode(), UPTO: str(upto).encode(), FORMAT: b"1"}
+    meta = {
+        JOB: job_id.encode(),
+        INCARNATION: made.encode(),
+        UPTO: str(upto).encode(),
+        FORMAT: str(fields.FORMAT).encode(),
+    }
     return parquet_bytes(table.replace_schema_metadata(meta), compression="zstd")
 
 
