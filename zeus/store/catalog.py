@@ -1,10 +1,10 @@
-"""The jobs: each job's spec (agreed once, in a register), owner, and phase events.
+"""The jobs: each job's spec record (agreed once, in a register), owner, and phase events.
 
-The spec guard never fails open: the first spec proposed for a job is its spec for good
-(consensus.py), a later, different one is refused with JobSpecMismatchError naming every changed
-field, and a spec that is gone, damaged or another job's is reported, never replaced, while the
-job's log exists (a new spec over an old history would make the bandit learn across two jobs).
-Phases are empty objects whose key says when and which; the latest wins.
+The spec record, the phases and deleting a job are docs/STORE.md, "The job's other objects". Why the spec
+guard never fails open: the first spec proposed for a job is its spec for good, a later, different one is
+refused with JobSpecMismatchError naming every changed field, and a spec that is gone, damaged or another
+job's is reported, never replaced, while the job's log exists: a new spec over an old history would make the
+bandit learn across two jobs.
 """
 
 from __future__ import annotations

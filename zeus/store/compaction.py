@@ -1,12 +1,10 @@
 """Compaction: write the job's decided log prefix as one snapshot, and reclaim what it supersedes.
 
-Run in one place only: the report step after each recurrence, and `zeus-kfp compact` (the CLI).
-Readers never compact (a stampede of compacting readers was the old design's problem). It needs no
-lease: a snapshot is a cache of slots that never change (snapshot.py), so two at once both write a
-correct one. After writing, it appends a `snapshot` entry naming it, so a reader that finds that
-snapshot gone can say so (log.py), and deletes the snapshots it supersedes where the server lets
-it. Where it does not (a Kubeflow 1.11 namespace key may not delete), nothing is wrong: they stay,
-and the store says so once per process. The log itself is never deleted: it is the truth.
+What it writes and deletes is docs/STORE.md, "Snapshots". Why only the report step and `zeus-kfp compact`
+run it: readers never compact (a stampede of compacting readers was the old design's problem). Why no
+lease: a snapshot is a cache of slots that never change, so two compactors at once both write a correct
+one. Where the server refuses deletes (a Kubeflow 1.11 namespace key) nothing is wrong: superseded
+snapshots stay, and the store says so once per process.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The settled view of a job's log: numbers, trials, history and profiles, derived every time.
 
-The rules, in one place (the log's slot order decides everything; log.py):
-- a recurrence's number is the rank of its first `begin` among those that opened one (a gated begin opens
-  one or is skipped by the gate's rule, gating.py); a trial's, the rank of its first `dispatched`.
-  Numbers are dense and never change: a read is a prefix of the log, and a prefix only grows at its end.
-- of several entries of one kind about one trial (twin steps, a retried feedback), the first
-  slot's is the trial's; later ones were refused to their writers (store.py), or said the same.
-- a `finished` or `profile` entry with no earlier `dispatched` for its trial is reported and left out.
+The rules (first slot wins, which begins open a recurrence, numbering, orphans) are docs/STORE.md, "The
+settled view"; this module is their one implementation. Derived on every read, never kept: a read is a
+prefix of the log, so nothing derived from it can go stale.
 
 Vectorized over the one Arrow table of the log's rows: the bandit step derives the whole history
 for every decision.

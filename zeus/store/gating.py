@@ -1,24 +1,11 @@
 """Which `begin` entries open a recurrence: the recurrence gate's rule, decided from the log alone.
 
-A gated begin (zeus/steps/gate.py writes it) carries its request: the job's period, its cap on running
-recurrences, its attempts, the dispatch timeout, whether it was forced, and its drift detector's statistic
-and threshold (entries.GATE_FIELDS). Whether it opens a recurrence is a pure function of the log before its
-slot and of the entry itself, so every reader agrees, and two schedules and a manual submit racing to start
-one job cannot exceed its cap: the slot order is agreed (log.py), and the begin that would exceed the cap at
-its slot is skipped, wherever its writer thought it stood. No conditional write, no lock.
-
-The rule for a gated begin at slot s, written at time `at` (its writer's clock, carried in the entry, so the
-rule reads no clock of its own):
-- due: no recurrence opened before (the first is always due), or `period_s` has passed between the last
-  opened recurrence's begin and `at`, or the detector's statistic is above its threshold (drift), or forced;
-  else skipped, "not due" ("no drift" when a detector is configured);
-- a free slot: fewer than `max_running` recurrences running (0: no cap); else skipped, "no free slot".
-  A recurrence runs from its begin until it ends, before slot s: a trial reached the target or failed (the
-  script's own failure ends a recurrence: zeus_kfp.steps.trial.ends_recurrence), `max_attempts` trials
-  finished, an `end` entry (a local run's failed step), or it went quiet: no entry of it was written in
-  the `timeout_s` before `at` (the dispatch timeout, zeus_kfp.steps.abandoned: a run killed outright frees
-  its slot when its trial would be recorded lost).
-A plain begin (Store.begin_recurrence without a request, as before the gate) always opens one.
+The rule is docs/STORE.md, "The settled view" (rule 2), and a gated begin's fields its "Entry kinds". Why a
+rule of the log: whether a begin opens a recurrence is a pure function of the log before its slot and of the
+entry itself, so every reader agrees, and two schedules and a manual submit racing to start one job cannot
+exceed its cap: the slot order is agreed (log.py), and the begin that would exceed the cap at its slot is
+skipped, wherever its writer thought it stood. No conditional write, no lock. The begin carries its writer's
+`at` (and its period, cap, attempts and timeout), so the rule reads no clock and no setting of its own.
 """
 
 from __future__ import annotations

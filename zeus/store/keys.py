@@ -1,20 +1,10 @@
-"""The object-key layout, in one place. Every key the store reads or writes is built or parsed here.
+"""The object-key layout, in one place: every key the store reads or writes is built or parsed here.
 
-Keys are relative to the store's root (a directory or `s3://bucket/prefix`). Identifiers are
-validated before they become key segments, so no job or recurrence id can leave its prefix.
-
-    jobs/{job}/spec/                                   a register (consensus.py): the job's spec
-    jobs/{job}/log/{slot // 1000:06d}/{slot:012d}/     a register per slot: one event of the job (log.py)
-    jobs/{job}/snapshots/{upto:012d}.{crc}.parquet     slots 1..upto as one table (a cache; compaction.py)
-    jobs/{job}/phases/{ns:020d}.{phase}.{rand}         an empty object: the job's phase then (latest wins)
-    jobs/{job}/handoff/{rid}.{attempt}/{run}/{file}    files a cluster trial's pods hand to the train step
-    jobs/{job}/tensorboard/{name}                      TensorBoard event files, one per recurrence
-
-Inside a register: `b.{round:06d}.{token}.1` (a proposer's phase-1 block, empty),
-`b.{round:06d}.{token}.2.{crc}.json` (its phase-2 block: the value it accepted) and
-`v.{crc}.json` (the decided value). One checksum for every object that holds data: the CRC-32 of
-its exact bytes, in its key, so a listing names what each object must hash to; the extension is
-its real encoding (JSON, Parquet).
+The layout itself, with an example listing, is docs/STORE.md, "Layout". Why one module: identifiers are
+validated here before they become key segments, so no job or recurrence id can leave its prefix (the local
+backend's path check is only the last line of defence), and a key a parser here does not recognise is
+foreign and ignored, never misread. The checksum a key carries is the CRC-32 of the object's exact bytes, so
+a listing alone says what each object must hash to.
 """
 
 from __future__ import annotations
