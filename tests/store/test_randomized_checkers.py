@@ -1,7 +1,8 @@
 """The randomized interleaving checkers (checkers.py, interleave.py) at a small size, with fixed seeds.
 
 Each run replays from its seed, so a failure here names seeds that fail the same way on any machine, at
-any load: `.venv/bin/python benchmarks/store_checkers.py --checkers log --seeds 17` replays seed 17.
+any load: `.venv/bin/python benchmarks/store_checkers.py --size small --checkers log --seeds 17` replays
+seed 17.
 benchmarks/store_checkers.py runs the same checkers at full size (figures in benchmarks/RESULTS.md).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from checkers import CHECKERS, Outcome
+from checkers import Outcome, run
 from interleave import Faults, MemoryBackend, Scheduler, deterministic, unavailable
 
 from zeus_kfp.store import StoreUnavailableError
@@ -22,13 +23,13 @@ FAULT_KINDS = ("lost answers", "late PUTs", "late PUTs landed", "failed lists", 
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, list[Outcome]]:
-    return {name: [CHECKERS[name](seed) for seed in seeds] for name, seeds in SEEDS.items()}
+    return {name: [run(name, seed) for seed in seeds] for name, seeds in SEEDS.items()}
 
 
 @pytest.mark.parametrize("checker", list(SEEDS))
 def test_no_run_of_a_checker_finds_a_violation(outcomes, checker):
     found = [(o.seed, v) for o in outcomes[checker] for v in o.violations]
-    replay = f".venv/bin/python benchmarks/store_checkers.py --checkers {checker} --seeds"
+    replay = f".venv/bin/python benchmarks/store_checkers.py --size small --checkers {checker} --seeds"
     assert not found, f"{len(found)} violations; replay with `{replay} {found[0][0]}`:\n" + "\n".join(
         f"seed {seed}: {violation}" for seed, violation in found[:20]
     )
@@ -45,9 +46,9 @@ def test_the_runs_met_every_fault_and_got_answers_despite_them(outcomes, checker
 
 @pytest.mark.parametrize("checker", list(SEEDS))
 def test_a_run_replays_exactly_from_its_seed(checker):
-    first, again = CHECKERS[checker](5), CHECKERS[checker](5)
+    first, again = run(checker, 5), run(checker, 5)
     assert (first.digest, first.counts, first.violations) == (again.digest, again.counts, again.violations)
-    assert CHECKERS[checker](6).digest != first.digest
+    assert run(checker, 6).digest != first.digest
 
 
 def _one_request(scheduler: Scheduler, op: str, *args: object) -> object:
