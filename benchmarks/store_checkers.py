@@ -7,9 +7,9 @@ store, injecting lost answers, late PUTs, failed GETs and LISTs, slow LISTs and 
   proposed one, in every `v.*` object, learned by a learner after the run.
 - log: 4 appenders x 4 entries and 2 readers on one log: every read slots 1..upto, no slot differing between
   reads, every acknowledged append at its slot after the run, no entry where its appender never proposed it.
-- store: 4 twin Stores dispatching the same 3 attempts with different batch sizes, a bystander beginning
-  recurrences, a compactor on half the seeds: every caller told what the store keeps (store_workers.py's
-  check), numbers dense.
+- store: 4 twin Stores dispatching and finishing the same 3 attempts with different batch sizes and results,
+  a bystander beginning recurrences, a compactor on half the seeds: every caller told the decision the store
+  keeps (store_workers.py's check), every result accepted stored and every one refused not, numbers dense.
 Printed: runs, requests, faults injected, violations (each with its seed) and the command that replays
 them. Seeds start at 1,000,000 so they are not the suite's.
 

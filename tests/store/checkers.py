@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from interleave import Faults, Scheduler, deterministic
 from store_workers import job_spec, told_versus_stored
 
-from zeus_kfp.job import Decision
+from zeus_kfp.job import Decision, TrialResult
 from zeus_kfp.store import StoreWarning, consensus, entries, keys, log
 from zeus_kfp.store.backend import Backend
-from zeus_kfp.store.errors import StoreError
+from zeus_kfp.store.errors import EventConflictError, StoreError
 from zeus_kfp.store.store import Store
 
 # The fault mixes a seed picks from (seed % 3): none (interleaving alone), some, and many.
@@ -206,16 +206,18 @@ def _log_violations(
     return found
 
 
-BATCHES = job_spec(STORE_JOB).batch_sizes
+SPEC = job_spec(STORE_JOB)
+BATCHES = SPEC.batch_sizes
 
 
 def store_run(seed: int, twins: int = 3, attempts: int = 2) -> Outcome:
-    """`twins` Stores dispatching attempts 1..`attempts` of one recurrence, a bystander beginning as many other
-    recurrences, and on half the seeds a compactor compacting as often (snapshots, and reads that start from
-    one, and a deleted snapshot's readers listing again)."""
+    """`twins` Stores dispatching and finishing attempts 1..`attempts` of one recurrence (odd and even twins with
+    different batch sizes and energies), a bystander beginning as many other recurrences, and on half the seeds
+    a compactor compacting as often (snapshots, reads that start from one, a deleted one's readers listing again)."""
     plan, outcome = random.Random(f"plan-{seed}"), Outcome("store", seed)
     scheduler = Scheduler(seed, FAULT_MIXES[seed % 3])
     told: dict[int, list[tuple]] = {}
+    results: list[tuple[int, float, bool]] = []  # (attempt, energy a twin finished it with, whether it was refused)
     begun: dict[str, int] = {}
 
     def twin(i: int) -> Callable[[Backend], None]:
@@ -233,9 +235,27 @@ def store_run(seed: int, twins: int = 3, attempts: int = 2) -> Outcome:
                         continue
                     told.setdefault(i, []).append((STORE_JOB, attempt, trial, recorded.batch_size, recorded.reason))
                     outcome.counts["dispatches answered"] += 1
+                    _finish_trial(store, attempt, recorded.batch_size, 100.0 + i % 2, tries)
                     break
 
         return body
+
+    def _finish_trial(store: Store, attempt: int, batch_size: int, energy_j: float, tries: int) -> None:
+        done = TrialResult.build(SPEC, batch_size=batch_size, status="reached", time_s=1.0, energy_j=energy_j,
+                                 num_epochs=1)  # fmt: skip
+        for _ in range(tries):  # a retried feedback step
+            try:
+                store.finish_trial(STORE_JOB, "shared-run", attempt, done)
+            except EventConflictError:
+                results.append((attempt, energy_j, True))
+                outcome.counts["results refused (a twin's stood)"] += 1
+                return
+            except StoreError:
+                outcome.counts["calls told an error"] += 1
+                continue
+            results.append((attempt, energy_j, False))
+            outcome.counts["results answered"] += 1
+            return
 
     def bystander(backend: Backend) -> None:
         """Another recurrence's steps appending meanwhile: slots the twins must step over."""
@@ -258,7 +278,7 @@ def store_run(seed: int, twins: int = 3, attempts: int = 2) -> Outcome:
     with deterministic(seed), warnings.catch_warnings():
         warnings.simplefilter("ignore", StoreWarning)  # problems a read reports are counted below, not failures
         setup = Store(scheduler.memory)
-        setup.ensure_job(job_spec(STORE_JOB))
+        setup.ensure_job(SPEC)
         setup.begin_recurrence(STORE_JOB, "shared-run")
         scheduler.run(workers)
         scheduler.land_late()
@@ -274,6 +294,11 @@ def store_run(seed: int, twins: int = 3, attempts: int = 2) -> Outcome:
     outcome.violations += disagreements
     if sorted(trials["trial"]) != list(range(1, len(trials) + 1)) or trials["attempt"].duplicated().any():
         outcome.violations.append(f"trials not numbered 1..N once per attempt: {trials[['trial', 'attempt']]}")
+    stored = dict(zip(trials["attempt"], trials["energy_j"], strict=True))
+    for attempt, energy_j, refused in results:
+        if refused == (stored.get(attempt) == energy_j):
+            said = "refused" if refused else "accepted"
+            outcome.violations.append(f"attempt {attempt}: a result of {energy_j} J was {said}, stored {stored}")
     if numbers != begun:
         outcome.violations.append(f"recurrence numbers told {begun}, stored {numbers}")
     return _finish(outcome, scheduler)
