@@ -31,7 +31,7 @@ sys.path[:0] = [str(TESTS), str(TESTS / "store")]
 from checkers import CHECKERS, SIZES, run  # noqa: E402
 
 COMMAND = ".venv/bin/python benchmarks/store_checkers.py"
-RUNS = {"consensus": 50_000, "log": 8_000, "store": 1_500}
+RUNS = {"consensus": 50_000, "log": 8_000, "store": 2_000}
 FIRST_SEED = 1_000_000
 SMOKE_RUNS = {"consensus": 20, "log": 5, "store": 2}
 FAULTS = ("lost answers", "late PUTs", "failed gets", "failed lists", "slow lists", "crashes")
@@ -65,7 +65,7 @@ def report(checker: str, seeds: list[int], counts: Counter[str], found: list[tup
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkers", nargs="+", default=list(CHECKERS), choices=list(CHECKERS))
-    parser.add_argument("--runs", type=int, help="runs per checker (default: consensus 50,000, log 8,000, store 1,500)")
+    parser.add_argument("--runs", type=int, help="runs per checker (default: consensus 50,000, log 8,000, store 2,000)")
     parser.add_argument("--first-seed", type=int, default=FIRST_SEED)
     parser.add_argument("--seeds", type=int, nargs="+", help="replay these seeds only")
     parser.add_argument("--size", choices=list(SIZES), default="full", help="small: the suite's size")
