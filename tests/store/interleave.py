@@ -13,7 +13,8 @@ them: a lost answer (the PUT applied, its caller told StoreUnavailableError), a 
 told an error, the PUT landing at a later scheduling point, or after the run), a failed GET or LIST
 (an error, nothing applied), a slow LIST (it spans other requests: it shows every key there when it
 began and any of those that landed meanwhile), and a crash (the worker dies at a request, before it
-or just after a PUT applied). No deletes: the store never needs one to stay correct.
+or just after a PUT applied). No delete is injected (compaction's own deletes of superseded
+snapshots run as asked): the store never needs one to stay correct.
 
 The protocol's own time, randomness and tokens come from the seed too (`deterministic`); sleeps are
 no-ops, since here waiting is the scheduler's choice. Nothing else of the store is touched.
