@@ -34,6 +34,7 @@ TABLE = {
     "profiler.py": "eta=0.50: exhaustive optimum",
     "seed.py": "read back 100; ok",
     "store.py": "| local | 100 |",
+    "store_checkers.py": "result: 0 violations",
     "store_races.py": "result: 0 errors",
 }
 
