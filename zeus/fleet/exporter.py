@@ -44,6 +44,8 @@ SERIES = [
            "energy_used_j"),
     Series("energy_saved_joules", False, "GPU energy saved against the default configuration (negative while "
            "exploring costs more).", "energy_saved_j"),
+    Series("default_cost_joules", False, "What the counted recurrences would have cost at the default configuration "
+           "(Zeus's cost): sum(cost_saved) / sum(this) is the fleet's saving.", "default_cost_j"),
     Series("cost_saved_joules", False, "Zeus's cost (eta * energy + (1 - eta) * max power * time) saved against the "
            "default configuration.", "cost_saved_j"),
     Series("gpu_time_saved_seconds", False, "GPU time saved against the default configuration (time x GPUs).",
