@@ -12,7 +12,7 @@ VERSION    := $(shell sed -n 's/^version *= *//p' setup.cfg)
 IMAGE_CPU  := $(IMAGE_REPO):$(VERSION)-cpu
 IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 
-.PHONY: setup run test test-envs lint clean image push-image wheel
+.PHONY: setup run test test-envs lint clean image push-image wheel prometheus
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -79,6 +79,11 @@ push-image:
 	$(MAKE) image IMAGE_REPO=$(IMAGE_REPO)
 	docker push $(IMAGE_CPU)
 	docker push $(IMAGE_CUDA)
+
+# Debian's Prometheus for tests/ux/test_fleet.py, fetched without root (apt-get download + dpkg -x into
+# ~/.cache/zeus-kfp-tests); the test fetches it itself when it is missing, this only does it ahead.
+prometheus: $(STAMP)
+	$(BIN)/python tests/prometheus_server.py
 
 # The package as a wheel, to install into a PyTorch image of your own (README: "Run it on Kubeflow").
 wheel: $(STAMP)
