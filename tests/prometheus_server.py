@@ -31,7 +31,8 @@ DEADLINE_S = 180.0  # a guard against a hang, never a timing assumption
 
 
 class PrometheusUnavailable(RuntimeError):
-    """No Prometheus binary here, and none could be fetched (not a Debian machine: no apt-get)."""
+    """No Prometheus binary here, and no way to fetch one (not a Debian machine: no apt-get): a test skips. A fetch
+    that fails on a Debian machine is an error instead (CalledProcessError, with apt's words), never a skip."""
 
 
 def prometheus_binary(cache: Path = CACHE) -> Path:
@@ -46,7 +47,9 @@ def prometheus_binary(cache: Path = CACHE) -> Path:
         raise PrometheusUnavailable("no prometheus on PATH and no apt-get/dpkg to fetch Debian's package")
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        subprocess.run(["apt-get", "download", "prometheus"], cwd=tmp, check=True, capture_output=True, text=True)
+        fetched = subprocess.run(["apt-get", "download", "prometheus"], cwd=tmp, capture_output=True, text=True)
+        if fetched.returncode != 0:  # e.g. no package lists yet: `apt-get update` (root), or set $ZEUS_KFP_PROMETHEUS
+            raise RuntimeError(f"apt-get download prometheus failed: {fetched.stderr.strip()}")
         (deb,) = Path(tmp).glob("prometheus_*.deb")
         staged = Path(tmp) / "root"
         subprocess.run(["dpkg", "-x", str(deb), str(staged)], check=True, capture_output=True, text=True)
@@ -99,8 +102,9 @@ def prometheus_scraping(target: str, workdir: Path, interval_s: float = 1.0) -> 
     """A Prometheus on 127.0.0.1 scraping http://`target`/metrics every `interval_s`; stopped on exit."""
     binary = prometheus_binary()
     config = workdir / "prometheus.yml"
+    every = f"{round(interval_s * 1000)}ms"  # Prometheus' durations take no decimals ("1.0s" is refused)
     config.write_text(
-        f"global:\n  scrape_interval: {interval_s}s\n  scrape_timeout: {interval_s}s\n"
+        f"global:\n  scrape_interval: {every}\n  scrape_timeout: {every}\n"
         f"scrape_configs:\n  - job_name: zeus-kfp-fleet\n    honor_labels: true\n"
         f"    static_configs:\n      - targets: ['{target}']\n"
     )

@@ -127,6 +127,8 @@ def recurrence_ends(trials: pd.DataFrame) -> pd.Series:
 
 def windowed(saved: Savings, ends: pd.Series, since: datetime | None, until: datetime | None) -> Savings:
     """The same Savings (same baseline, same methods) over the recurrences that ended in [since, until)."""
+    if since is None and until is None:
+        return saved
     keep = pd.Series(True, index=ends.index)
     if since is not None:
         keep &= ends >= pd.Timestamp(since)

@@ -8,12 +8,16 @@ import fnmatch
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from zeus_kfp.errors import FieldError
 from zeus_kfp.fleet.figures import DEFAULT_CARBON_INTENSITY, TIMELINE_COLUMNS, Fleet, job_figures
 from zeus_kfp.report.arms import arm_frame
+
+if TYPE_CHECKING:
+    from zeus_kfp.store.store import Store
 
 # A KFP namespace's own store: mlpipeline/private/<ns>/... (pipelines/compile.py DEFAULT_STORE_URI), or the
 # private-artifacts/<ns>/ prefix a namespace's key may also write.
@@ -58,7 +62,7 @@ def matching_jobs(all_jobs: Sequence[str], patterns: Sequence[str]) -> list[str]
 
 
 def read_fleet(
-    store,
+    store: Store,
     patterns: Sequence[str] = (),
     *,
     since: datetime | None = None,
