@@ -20,7 +20,7 @@ IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 ZEUSD_COMMIT := 859a60159fcb3ceb7d0d4535b6e0689df97b2944
 IMAGE_ZEUSD  := $(IMAGE_REPO)-zeusd:$(shell echo $(ZEUSD_COMMIT) | cut -c1-12)
 
-.PHONY: setup run test test-envs lint clean image push-image wheel image-zeusd push-image-zeusd
+.PHONY: setup run test test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -95,6 +95,11 @@ push-image-zeusd:
 	@case "$(IMAGE_REPO)" in */*) ;; *) echo "set IMAGE_REPO to a repository your cluster pulls from, e.g. make push-image-zeusd IMAGE_REPO=registry.example.com/ml/zeus-kfp" >&2; exit 2;; esac
 	$(MAKE) image-zeusd IMAGE_REPO=$(IMAGE_REPO)
 	docker push $(IMAGE_ZEUSD)
+
+# Debian's Prometheus for tests/ux/test_fleet.py, fetched without root (apt-get download + dpkg -x into
+# ~/.cache/zeus-kfp-tests); the test fetches it itself when it is missing, this only does it ahead.
+prometheus: $(STAMP)
+	$(BIN)/python tests/prometheus_server.py
 
 # The package as a wheel, to install into a PyTorch image of your own (docs/kubeflow.md: "What each step is").
 wheel: $(STAMP)

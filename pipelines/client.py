@@ -220,6 +220,8 @@ def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) 
 
     declared = package.parameters
     fields = {f.name for f in settings_of(JobSpec)}
+    if not fields & declared.keys():  # a pipeline of no job (the fleet pipeline, pipelines/fleet.py): no JobSpec
+        return
     merged = {n: p["defaultValue"] for n, p in declared.items() if n in fields and "defaultValue" in p}
     merged |= {n: v for n, v in arguments.items() if n in fields}
     if merged.get("max_power_w") == 0:  # "read it from the GPU at run time": only the gpu-power step can

@@ -219,6 +219,12 @@ def compile_pipeline(
         keep=keep,
         read_max_power=read_max_power,
     )
+    return write_checked(pipeline, backend, path)
+
+
+def write_checked(pipeline, backend: Backend, path: str | Path) -> Path:
+    """Compile `pipeline` to `path` for `backend`, written only if it trips none of the backend's hazards
+    (IncompatiblePipelineError otherwise): the recurrence pipeline's and the fleet pipeline's one way out."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".zeus-kfp-compile-") as tmp:

@@ -138,10 +138,13 @@ ALLOWED: dict[str, set[str]] = {
     "zeus_kfp.train": FOUNDATION | {"zeus_kfp.power", "zeus_kfp.signals"},
     # launchers start a trial (local, torchrun, a cluster) and hand its result over through the store
     "zeus_kfp.launch": FOUNDATION | {"zeus_kfp.power", "zeus_kfp.store", "zeus_kfp.train", "zeus_kfp.signals"},
+    # the fleet view reads every job of a store and says it with the report's one saving (issue 42)
+    "zeus_kfp.fleet": FOUNDATION
+    | {"zeus_kfp.policy", "zeus_kfp.power", "zeus_kfp.simulate", "zeus_kfp.report", "zeus_kfp.store"},
     # the pipeline's steps: each step wires the layers below for one KFP component
     "zeus_kfp.steps": FOUNDATION
     | {"zeus_kfp.seeds", "zeus_kfp.signals", "zeus_kfp.policy", "zeus_kfp.power", "zeus_kfp.store", "zeus_kfp.simulate"}
-    | {"zeus_kfp.report", "zeus_kfp.train", "zeus_kfp.launch"},
+    | {"zeus_kfp.report", "zeus_kfp.train", "zeus_kfp.launch", "zeus_kfp.fleet"},
     # the command line: the top; everything below it, never the other way
     "zeus_kfp.cli": set(),  # filled in below: every other layer
     # `import zeus_kfp`: the job's and the trial's names, nothing heavy

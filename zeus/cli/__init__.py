@@ -10,6 +10,7 @@ from zeus_kfp.cli import (  # noqa: F401  (register commands)
     compile_cmd,
     doctor_cmd,
     dry_run_cmd,
+    fleet_cmd,
     jobs_cmd,
     run_cmd,
     simulate_cmd,

@@ -241,11 +241,28 @@ def compile_cmd(
         str | None,
         typer.Option(help="Once per recurrence: module:function or a command with {output}.", rich_help_panel=OWN),
     ] = None,
+    fleet: Annotated[
+        bool,
+        typer.Option(
+            "--fleet",
+            help="Compile the fleet pipeline instead (docs/fleet.md): the backend, image and store options apply.",
+        ),
+    ] = False,
     settings: dict | None = None,  # one option per other JobSpec setting (zeus_kfp.cli.own_job.setting_options)
 ) -> None:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
     from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
+
+    if fleet:
+        from pipelines.fleet import compile_fleet_pipeline
+
+        path = compile_fleet_pipeline(output, kfp_backend=kfp_backend, image=image, image_repo=image_repo,
+                                      store_uri=store, minio_secret=minio_secret, s3_endpoint=s3_endpoint,
+                                      s3_secure=s3_secure)  # fmt: skip
+        typer.echo(f"wrote {path}: the fleet pipeline for KFP {kfp_backend} (schedule it with zeus-kfp schedule "
+                   f"--package {path} --name zeus-kfp-fleet --cron '0 0 6 * * *')")  # fmt: skip
+        return
 
     job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {}, metrics_collector, keep)
     path = compile_pipeline(

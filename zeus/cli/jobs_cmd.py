@@ -191,6 +191,7 @@ def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFr
         "runs": _json_records(opened.recurrences(spec.job_id)),  # the recurrence gate's answers, drift statistics
         "default_config_cost": None if baseline is None else {"cost": baseline.cost, "how": baseline.how},
         "saving": None if saved is None else {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved)},
+        "saved": None if saved is None or saved.saved() is None else saved.saved().to_dict(),  # J, J, s (as fleet)
         "failed": None if saved is None else failed_totals(saved),
         "cost_unit": COST_UNIT,
         "profiles": _json_records(profiles),

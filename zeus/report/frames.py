@@ -132,10 +132,14 @@ def per_recurrence(trials: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Baseline:
-    """The default configuration's estimated cost of one recurrence, and how it was estimated."""
+    """The default configuration's estimated cost of one recurrence, and how it was estimated; with the energy
+    and time behind it (estimated the same way), so a saving can be said in joules and GPU-hours too (the
+    fleet view, zeus_kfp.fleet), not only as a fraction of the cost. None where the cost is."""
 
     cost: float | None
     how: str
+    energy_j: float | None = None
+    time_s: float | None = None
 
 
 def default_config_cost(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> Baseline:
@@ -161,14 +165,16 @@ def default_config_cost(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobS
     at_default = done[(done["batch_size"] == spec.default_batch_size) & (done["status"] == TrialStatus.REACHED.value)]
     if at_default.empty:
         return Baseline(None, f"no trial at the default batch size {spec.default_batch_size} has reached the target")
-    factors = _max_power_factors(at_default, profiles, spec)
-    scaled = at_default["cost"].astype(float).to_numpy() * factors.fillna(1.0).to_numpy()
-    adjusted = int(factors.notna().sum())
-    cost = float(pd.Series(scaled).median())
-    how = f"median of {len(scaled)} reached trial(s) at batch size {spec.default_batch_size}" + (
+    median, adjusted = {}, 0
+    for column in ("cost", "energy_j", "time_s"):  # each figure scaled by its own rate's ratio, then its median
+        factors = _max_power_factors(at_default, profiles, spec, column)
+        scaled = at_default[column].astype(float).to_numpy() * factors.fillna(1.0).to_numpy()
+        median[column] = float(pd.Series(scaled).median())
+        adjusted = int(factors.notna().sum()) if column == "cost" else adjusted
+    how = f"median of {len(at_default)} reached trial(s) at batch size {spec.default_batch_size}" + (
         f", {adjusted} scaled to the max power limit by the power profile" if adjusted else ", at their power limit"
     )
-    return Baseline(cost, how)
+    return Baseline(median["cost"], how, median["energy_j"], median["time_s"])
 
 
 def _trace_baseline(done: pd.DataFrame, spec: JobSpec) -> Baseline | None:
@@ -187,13 +193,13 @@ def _trace_baseline(done: pd.DataFrame, spec: JobSpec) -> Baseline | None:
     except ValueError:  # not a shipped trace, or no configuration of it reaches: estimate from the store
         return None
     how = f"expected from the trace {match.group(1)}: batch size {spec.default_batch_size} at the max power limit"
-    return Baseline(default.cost, how)
+    return Baseline(default.cost, how, default.energy_j, default.time_s)
 
 
-def _max_power_factors(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> pd.Series:
-    """Per trial (aligned with `trials`): cost rate at the max power limit over the rate at the
-    trial's own limit, from that trial's training profile, else any training profile of its batch
-    size; NaN where the profile does not cover both limits. Vectorized: histories get long."""
+def _max_power_factors(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec, figure: str = "cost") -> pd.Series:
+    """Per trial (aligned with `trials`): `figure`'s rate (cost, energy_j or time_s per unit of work) at the max
+    power limit over the rate at the trial's own limit, from that trial's training profile, else any training
+    profile of its batch size; NaN where the profile does not cover both limits. Vectorized: histories get long."""
     nan = pd.Series(float("nan"), index=trials.index)
     if profiles.empty:
         return nan
@@ -208,9 +214,8 @@ def _max_power_factors(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSp
         good = frame["throughput"] > 0
         frame["rate"] = float("inf")
         throughput = frame.loc[good, "throughput"]
-        frame.loc[good, "rate"] = spec.cost_model.cost(
-            frame.loc[good, "average_power_w"] / throughput, 1.0 / throughput
-        )
+        energy, time = frame.loc[good, "average_power_w"] / throughput, 1.0 / throughput
+        frame.loc[good, "rate"] = {"energy_j": energy, "time_s": time}.get(figure, spec.cost_model.cost(energy, time))
     own = _factor_table(rates, ["batch_size", "trial"])
     any_profile = _factor_table(pooled, ["batch_size"])
     keys = trials[["batch_size", "trial", "power_limit_w"]].astype(float).reset_index()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from zeus_kfp.cost import Figures
 from zeus_kfp.job import JobSpec
 from zeus_kfp.report.frames import FAILED, Baseline, default_config_cost, per_recurrence
 from zeus_kfp.report.units import COST_UNIT, si
@@ -53,6 +54,21 @@ class Savings:
         if not self.baseline.cost or counted.empty:
             return None
         return 1.0 - float(counted["cost"].sum()) / (len(counted) * self.baseline.cost)
+
+    def saved(self) -> Figures | None:
+        """What the counted recurrences saved against as many at the default configuration, in joules and seconds
+        (cost, energy, time; negative while exploring costs more): the fleet view's figures, from the same
+        recurrences and baseline as `cumulative`, so the two never disagree. None without a baseline."""
+        counted, base = self.counted, self.baseline
+        if not base.cost or counted.empty:
+            return None
+        n = len(counted)
+        nan = float("nan")
+        return Figures(
+            n * base.cost - float(counted["cost"].sum()),
+            nan if base.energy_j is None else n * base.energy_j - float(counted["energy_j"].sum()),
+            nan if base.time_s is None else n * base.time_s - float(counted["time_s"].sum()),
+        )
 
     def waste_line(self) -> str:
         """The failed trials' energy and cost, the whole job's, apart from the saving ("" when none failed)."""
