@@ -1,33 +1,11 @@
 """One value per register, agreed with nothing but PUT, GET and LIST: Disk Paxos on an object store.
 
-Why this and not `If-None-Match`. Kubeflow's object stores do not make "create if absent" atomic:
-SeaweedFS (Kubeflow 1.11, KFP 2.15-2.17) checks and then writes without a lock, MinIO 2019
-(Kubeflow 1.10) ignores the header. An arbiter elsewhere (a Kubernetes Lease) would not be there
-for `zeus-kfp run` on a laptop, nor in kfp.local. So the store needs a protocol that needs none,
-and Gafni and Lamport's Disk Paxos (2003) is one: consensus among any number of processes, each of
-which writes only blocks of its own and reads everyone's.
-
-What it trusts, and every store it runs on gives (AWS S3, MinIO, SeaweedFS's filer, a local
-directory): a LIST that starts after a PUT was answered lists that PUT's key, and a GET returns the
-bytes PUT. Nothing else: no conditional request, no delete, no clock.
-
-A register is a folder. A proposer with ballot B = (round, token), token unique to it:
-1. PUTs its phase-1 block `b.{round}.{token}.1`, then LISTs the folder. If any block has a ballot
-   above B it backs off. Else it takes the value of the highest-ballot phase-2 block listed, or
-   its own value if there is none.
-2. PUTs that value as its phase-2 block `b.{round}.{token}.2.{crc}.json`, then LISTs again. If any
-   ballot above B shows, it backs off; else the value is decided, and it PUTs it as `v.{crc}.json`.
-Why one value: say p decides v at B and q later completes phase 1 at B' > B. p listed after its
-phase-2 PUT and saw no B'; so q's phase-1 PUT was answered after p's listing began, and q's
-listing, later still, shows p's phase-2 block. q then proposes the value of the highest phase-2
-ballot it saw, which is v (by induction over the ballots between B and B'). Every later
-proposer therefore writes v, and `v.*` only ever holds v.
-
-A `v.*` key in any listing ends the protocol at once: it is decided. Blocks are never deleted, so
-a lost `v.*` is found again by the next proposer, from the phase-2 blocks. Contention only delays
-(backoff with jitter; a round bound turns a livelock into a StoreError); it never changes the
-answer. A proposer that may go elsewhere (an append: the next log slot is as good) yields instead
-of waiting as soon as it sees another proposer.
+The proposer's steps, the safety argument and what the object store must guarantee are docs/STORE.md,
+"Registers" and "What the object store must guarantee". Why not `If-None-Match`: SeaweedFS (Kubeflow 1.11)
+checks then writes without a lock, MinIO 2019 (Kubeflow 1.10) ignores it, and a Kubernetes Lease would not be
+there for `zeus-kfp run` on a laptop nor in kfp.local. Disk Paxos (Gafni and Lamport, 2003) needs none: each
+process writes only blocks of its own and reads everyone's. Why a proposer that lost waits instead of
+outbidding: two proposers outbidding each other for ever is Paxos's one failure to progress.
 """
 
 from __future__ import annotations

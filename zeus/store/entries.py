@@ -1,21 +1,10 @@
-"""The job log's entries: what each kind holds, its bytes (canonical JSON) and its rows (one table).
+"""The job log's entries: each kind's bytes (canonical JSON) and rows (one Arrow table).
 
-A slot of the log holds one entry (log.py). Kinds:
-- `begin`: a run asks to open a recurrence (recurrence_id). A plain begin always opens one; a gated one
-  (the recurrence gate, zeus/steps/gate.py) carries its request (GATE_FIELDS) and opens one or not by a
-  rule of the log before its slot (frames.py, `gate_outcomes`). A recurrence's number is its rank among
-  the first begins that opened one.
-- `end`: a recurrence ended without a trial to say so (a local run's failed step or interruption).
-- `dispatched`: a trial was handed out (recurrence_id, attempt, the decision, kfp_run_id).
-- `finished`: its result (TrialResult's fields).
-- `profile`: its power profile (`rows`, zeus_kfp.profiles' columns).
-- `noop`: a slot a reader closed after its proposer went quiet (log.py, holes).
-- `snapshot`: compaction wrote a snapshot of slots 1..upto (so a reader can tell one went missing).
-
-Entries are canonical JSON (sorted keys, no spaces, no NaN), so two writers of one agreed entry write
-the same bytes. `at` is microseconds since the epoch by the writer's clock: for people, never used to
-order anything (slots order everything). Every entry becomes rows of ROW_SCHEMA, the schema snapshots
-are written in, so the settled view (frames.py) is computed over one Arrow table.
+The kinds and their fields are docs/STORE.md, "Entry kinds"; the field table itself is fields.py, which every
+entry passes before it is proposed (`checked`) and after it is read (`decode`). Why canonical JSON (sorted
+keys, no spaces, no NaN): two writers of one agreed entry write the same bytes. Why one row schema (ROW_SCHEMA,
+the one snapshots are written in): the settled view (frames.py) is computed over one Arrow table. `at` is the
+writer's clock, for people: slots order everything.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """A job's log: numbered slots, one agreed entry each (consensus.py), read as a snapshot plus the rest.
 
-Everything about a job's trials is an entry in this one log, and the order of the slots is the
-order of events: a recurrence's number is its rank among first `begin`s, a trial's its rank among
-first `dispatched`s, and of two entries about one trial the first slot wins (frames.py). So the
-store needs one agreement, "what is in slot n", and nothing that must be atomic on the server.
-
-Appending: propose the entry for the slot after everything the last read listed, and go on to
-the following slot while another proposer holds it. A writer then reads up to its own slot before
-it answers, so it answers what every later reader reads: the slots before its own are decided.
-
-Reading: the newest snapshot (compaction.py) covers slots 1..upto; the slots after it are listed
-and their decided values fetched. A slot that shows blocks but no value is a proposer at work, or
-one that died: before a decided slot it is a *hole*, which the reader waits on briefly and then
-closes by proposing `noop` (Paxos keeps the entry if it was already accepted). Holes after the last
-decided slot are appends still in flight; the read leaves them out. So a read is always a prefix of
-the log: 1..upto, every slot decided, nothing in it ever changes.
+Appending, reading, holes and the prefix property are docs/STORE.md, "The log". Why one log: the slot order is
+the order of events, so every number (a recurrence's, a trial's) follows from one agreement, "what is in slot
+n", and nothing must be atomic on the server. Why reads are all or nothing per slot: a Store used again after
+an error must not have passed slots without their rows.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Snapshots: slots 1..upto of a job's log as one Parquet table, so a read need not fetch every slot.
 
-A snapshot is a cache of decided slots, which never change, so any snapshot of this job is right for the
-slots it covers, whoever wrote it and whenever: two compactors at once write two correct snapshots, and no
-lease is needed. "Of this job" is checked, not assumed (docs/STORE.md, "Snapshots"): each names in its Parquet
-metadata the job, the job's incarnation (the checksum of its agreed spec record, which a job deleted and made
-again does not share) and the slots it covers, and must hold a row of every slot 1..upto. Readers take the one
-covering the most slots; one that fails a check is reported by key and the next is tried, down to reading the
-log itself, which is never deleted.
+Their metadata and the reader's checks are docs/STORE.md, "Snapshots". Why no lease: a snapshot caches decided
+slots, which never change, so any snapshot of this job is right whoever wrote it. Why the checks: "of this job"
+must be checked, not assumed: another job's snapshot copied in, or one a compaction uploaded after its job was
+deleted and made again, would otherwise be read as this job's history. One that fails is reported, and the
+log, which is never deleted, is read instead.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The store's public face: `open_store(uri)` and the `Store` every step and the CLI use.
 
-A Store holds a backend and the problems its last read found, nothing else: all state is in the
-objects (docs/DESIGN.md, "The store's protocol"), so any number of processes may open the same store.
+A Store holds a backend, the decided log prefixes it has read (facts: decided slots never change), the agreed
+specs and the problems its last read found. All state is in the objects (docs/STORE.md), so any number of
+processes may open the same store.
 
 Each write appends one entry to the job's log (log.py) and then reads the log up to its own slot,
 so what it tells its caller is what every reader reads from then on:
@@ -9,7 +10,8 @@ so what it tells its caller is what every reader reads from then on:
   first is handed the same decision, never an error.
 - `finish_trial`: the first result of a trial stands; the same result again is a no-op, a different
   one is refused with EventConflictError. Results and profiles are checked where they enter (one line
-  naming the field), so nothing malformed is ever stored.
+  naming the field), and every entry against its kind's field table before it is proposed (fields.py), so
+  nothing malformed is ever stored.
 - `write_profile`: the first profile of a trial stands; a retried step's later one changes nothing.
 Reads derive everything from the log every time (frames.py): there is no kept state to go stale.
 """
