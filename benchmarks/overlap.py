@@ -27,12 +27,13 @@ import sys
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from itertools import product
 
 import numpy as np
 
 from zeus_kfp.policy import get_policy
-from zeus_kfp.policy.turning_walk import TurningWalkPolicy
+from zeus_kfp.policy.turning_walk import DEFAULT, TurningWalkPolicy
 from zeus_kfp.seeds import seed_list
 from zeus_kfp.simulate.runner import build_simulator
 from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
@@ -48,23 +49,22 @@ def parse_seeds(text: str) -> list[int]:
     return seed_list(text.split(","))
 
 
-def make_policy(name: str, first_wave: tuple[int, ...] | None, first_wave_size: int | None):
-    """The policy by name; turning-walk with its first wave (rule 7) changed when asked (what-ifs, not defaults)."""
-    if name != "turning-walk" or (first_wave is None and first_wave_size is None):
+def make_policy(name: str, first_wave_size: int | None):
+    """The policy by name; turning-walk with its first wave's size changed when asked (a what-if, not the default)."""
+    if name != "turning-walk" or first_wave_size is None:
         return get_policy(name)
-    knobs = {"first_wave": first_wave, "first_wave_size": first_wave_size}
-    return TurningWalkPolicy(**{key: value for key, value in knobs.items() if value is not None})
+    return TurningWalkPolicy(replace(DEFAULT, first_wave=first_wave_size))
 
 
 def run_task(task: tuple) -> tuple[tuple, dict]:
-    """One (workload, gpu, policy, K, seeds, live, first wave, its size) task: mean regret and the mean excess
+    """One (workload, gpu, policy, K, seeds, live, first wave size) task: mean regret and the mean excess
     per trial kind."""
-    workload, gpu, policy, k, seeds, live, first_wave, first_wave_size = task
+    workload, gpu, policy, k, seeds, live, first_wave_size = task
     sim = build_simulator(workload, power_trace=gpu, eta=0.5)
     per = sim.oracle.cost  # one oracle recurrence (the simulator keeps it per recurrence)
     regrets, parts, outcomes = [], defaultdict(float), defaultdict(float)
     for seed in seeds:
-        result = sim.run(make_policy(policy, first_wave, first_wave_size), seed, None, k, live_stop=live)
+        result = sim.run(make_policy(policy, first_wave_size), seed, None, k, live_stop=live)
         regrets.append(result.regret())
         for rec in result.rows:
             for t in rec.trials:
@@ -111,10 +111,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--compare", action="store_true", help="also without the live stop: each trial kind's cost, with minus without"
     )
-    parser.add_argument(
-        "--first-wave", type=lambda text: tuple(int(x) for x in text.split(",")), default=None,
-        help="turning-walk's first-wave offsets from the default size, e.g. '-1,1,-2,2' (a what-if; default: its own)",
-    )  # fmt: skip
     parser.add_argument("--first-wave-size", type=int, default=None, help="turning-walk's first-wave size (what-if)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--smoke", action="store_true", help="the smallest run: " + " ".join(SMALLEST))
@@ -127,10 +123,10 @@ def main(argv: list[str] | None = None) -> None:
     seeds, live = tuple(parse_seeds(args.seeds)), not args.no_live_stop
     ks = sorted(set(args.in_flight) | {1})
     cells = list(product(args.workloads, args.gpus))
-    wave = (args.first_wave, args.first_wave_size)
-    tasks = [(w, g, p, k, seeds, live, *wave) for (w, g), p, k in product(cells, args.policies, ks)]
+    wave = args.first_wave_size
+    tasks = [(w, g, p, k, seeds, live, wave) for (w, g), p, k in product(cells, args.policies, ks)]
     if args.compare:
-        tasks += [(w, g, p, k, seeds, False, *wave) for (w, g), p, k in product(cells, args.policies, ks)]
+        tasks += [(w, g, p, k, seeds, False, wave) for (w, g), p, k in product(cells, args.policies, ks)]
     t0 = time.perf_counter()
     results = run_tasks(tasks, args.jobs)
     wall = time.perf_counter() - t0

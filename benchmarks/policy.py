@@ -1,5 +1,5 @@
-"""Benchmark: `default` against `zeus-nsdi23` in the trace simulator, on the cells it was tuned on and on
-cells and jobs it was not fitted to.
+"""Benchmark: `default` against `zeus-nsdi23` in the trace simulator, beside the policy as it stood on 2026-12-03
+(a frozen copy, benchmarks/frozen/), on the cells it was tuned on and on cells and jobs it was not fitted to.
 
 Tuned cells: 6 workloads x the V100 and A40 traces x eta 0.25, 0.5, 0.75, Zeus's number of recurrences.
 Per cell, cumulative cost / oracle cost for each policy (mean over seeds), the ratio ours / zeus-nsdi23,
@@ -8,21 +8,22 @@ point of its cumulative cost above the default configuration's (in default-confi
 Then the same on a second set of seeds (the overfitting check) and with K = 1, 2, 4, 8 recurrences in
 flight (the eta-0.5 cells).
 
-What cannot be fitted (issue 25):
+What cannot be fitted:
 - leave-one-GPU-out: among the candidate policies (CANDIDATES), the one with the least mean regret on one
   GPU's cells is chosen, and reported on the other GPU's cells, both ways, per eta;
 - perturbed jobs (zeus_kfp.simulate.perturb): jobs generated from a seed out of the V100 and A40 traces, with
   epochs to target scaled and noised, power curves tilted, the cost minimum moved, or the default size
-  made optimal; per job, the ratio of ours' cumulative cost to zeus-nsdi23's (median, 90th percentile,
-  worst). Two sets: the candidate is chosen on the jobs of --tune-seed (1), where rules may be looked at,
-  and every candidate is reported on the jobs of --perturb-seeds (2; several: --perturbed jobs of each),
-  held out;
+  made optimal; per job, the ratio of each policy's mean cumulative cost to zeus-nsdi23's (median, 90th
+  percentile, worst) and, with --job-runs >= 2, the paired screen. The candidate is chosen on the jobs of
+  --tune-seed (1; 'none': no tuning set, `turning-walk` is reported), every candidate is reported on the
+  jobs of --perturb-seeds (held out);
 - beside every figure on unseen cells or jobs, the generalization gap: the same figure on tuned cells
   minus it.
 
-    .venv/bin/python benchmarks/policy.py --jobs 2 --fidelity      # the issue's run (minutes)
+    .venv/bin/python benchmarks/policy.py --jobs 2 --fidelity      # the cells, leave-one-GPU-out, K (minutes)
     .venv/bin/python benchmarks/policy.py --smoke               # every part at its smallest (seconds)
-    .venv/bin/python benchmarks/policy.py --seeds 1-5 --check-seeds none --in-flight 1 --perturbed 30   # a look
+    .venv/bin/python benchmarks/policy.py --seeds 1 --check-seeds none --etas 0.5 --in-flight 1 --perturbed 240 \
+        --perturb-seeds 20-21 --tune-seed none --job-runs 5 --jobs 2   # fresh held-out jobs, paired screen
 """
 
 from __future__ import annotations
@@ -30,15 +31,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from itertools import product
 
 import numpy as np
+from frozen.turning_walk_2026_12_03 import TurningWalkPolicy as FrozenTurningWalk
 
 from zeus_kfp.job import TrialStatus
 from zeus_kfp.policy import POLICY_NAMES, get_policy
 from zeus_kfp.policy.base import Decision, Policy
-from zeus_kfp.policy.turning_walk import TurningWalkPolicy
 from zeus_kfp.seeds import seed_list
 from zeus_kfp.simulate.paired import FALSE_DISCOVERY_RATE, paired_verdict
 from zeus_kfp.simulate.perturb import KINDS, perturbed_job
@@ -49,16 +51,10 @@ from zeus_kfp.simulate.workloads import WORKLOADS
 from zeus_kfp.trials import Trial
 
 BASELINE, OURS = "zeus-nsdi23", "turning-walk"  # "default" is an alias of turning-walk
+FROZEN = "turning-walk 2026-12-03"  # the policy before issue 40's rewrite, frozen in benchmarks/frozen/
 ETAS = (0.25, 0.5, 0.75)
-# The policies leave-one-GPU-out chooses among: each is a whole policy (rules and constants), named.
-CANDIDATES: dict[str, dict] = {
-    OURS: {},
-    # turning-walk before issue 25's rules: Zeus's early stop, a miss at the default ends the walk, no probes.
-    "turning-walk issue-8 rules": {"early_stop": "lowest-spend", "default_miss_ends": True, "resume": False},
-    "turning-walk no probes": {"resume": False},  # a turn or a skip rules the sizes past it out for good (rule 10 off)
-    "turning-walk no compound": {"compound_rises": False},  # a second rise past a turn ends its direction (rule 12 off)
-    "turning-walk confirm": {"confirm": True},  # a turn or a skip within the noise waits for second runs (rule 11)
-}
+# The policies leave-one-GPU-out chooses among: each a whole policy (rules and constants), named.
+CANDIDATES: dict[str, Callable[[], Policy]] = {OURS: lambda: get_policy(OURS), FROZEN: FrozenTurningWalk}
 
 
 def keep_candidates(names: list[str] | None) -> None:
@@ -74,10 +70,8 @@ def keep_candidates(names: list[str] | None) -> None:
 
 
 def make_policy(name: str) -> Policy:
-    """A registered policy by name, or a candidate variant of turning-walk."""
-    if name in CANDIDATES:
-        return TurningWalkPolicy(**CANDIDATES[name])
-    return get_policy(name)
+    """A candidate by name, or a registered policy."""
+    return CANDIDATES[name]() if name in CANDIDATES else get_policy(name)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -206,18 +200,20 @@ def job_regret(results, jobs_seed: int, count: int, policy: str, runs: int) -> f
     )
 
 
-def perturbed(tune_seed: int, jobs_seeds: list[int], count: int, results, cells, seeds, runs: int = 1) -> None:
-    """The candidate with the least mean regret on the jobs of `tune_seed` is chosen there; every candidate
-    is then shown against zeus-nsdi23 on the held-out jobs, `count` of each of `jobs_seeds` (`runs`
-    simulations each, `job_seeds`), all jobs and by kind, with the gap to the same candidate's cut on the
-    tuned cells. Several seeds: a mean regret over 240 jobs rests on its few worst jobs (benchmarks/RESULTS.md)."""
-    chosen = min(CANDIDATES, key=lambda p: job_regret(results, tune_seed, count, p, runs))
-    z_tune = job_regret(results, tune_seed, count, BASELINE, runs)
-    print(f"\nperturbed jobs, tuning set: {count} generated from seed {tune_seed}, K = 1; mean regret (cut)")
-    for policy in CANDIDATES:
-        r = job_regret(results, tune_seed, count, policy, runs)
-        mark = "  <- chosen" if policy == chosen else ""
-        print(f"{policy:<44}{r:>9.3f}{100.0 * (1.0 - r / z_tune):>8.1f}%{mark}")
+def perturbed(tune_seed: int | None, jobs_seeds: list[int], count: int, results, cells, seeds, runs: int = 1) -> None:
+    """The candidate with the least mean regret on the jobs of `tune_seed` is chosen there (None: turning-walk);
+    every candidate is then shown against zeus-nsdi23 on the held-out jobs, `count` of each of `jobs_seeds`
+    (`runs` simulations each, `job_seeds`), all jobs and by kind, with the gap to the same candidate's cut on
+    the tuned cells. Several seeds: a mean regret over 240 jobs rests on its few worst jobs (benchmarks/RESULTS.md)."""
+    chosen = OURS
+    if tune_seed is not None:
+        chosen = min(CANDIDATES, key=lambda p: job_regret(results, tune_seed, count, p, runs))
+        z_tune = job_regret(results, tune_seed, count, BASELINE, runs)
+        print(f"\nperturbed jobs, tuning set: {count} generated from seed {tune_seed}, K = 1; mean regret (cut)")
+        for policy in CANDIDATES:
+            r = job_regret(results, tune_seed, count, policy, runs)
+            mark = "  <- chosen" if policy == chosen else ""
+            print(f"{policy:<44}{r:>9.3f}{100.0 * (1.0 - r / z_tune):>8.1f}%{mark}")
     sources = [("job", s, i) for s in jobs_seeds for i in range(count)]
     key = {s: job_seeds(s[2], runs) for s in sources}
     zeus = [results[(s, BASELINE, key[s], 1)] for s in sources]
@@ -351,7 +347,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--perturb-seeds", default="2", help="the held-out perturbed jobs' seeds, '2' or '4-7' (default 2)"
     )
-    parser.add_argument("--tune-seed", type=int, default=1, help="the tuning jobs' seed (default 1)")
+    parser.add_argument(
+        "--tune-seed", type=lambda t: None if t == "none" else int(t), default=1,
+        help="the tuning jobs' seed, or 'none' (default 1)",
+    )  # fmt: skip
     parser.add_argument(
         "--job-runs", type=int, default=1, help="simulations per generated job, their mean its figure (default 1)"
     )
@@ -377,10 +376,11 @@ def main(argv: list[str] | None = None) -> None:
     ks = sorted(set(args.in_flight) | {1})
     policies = list(dict.fromkeys([BASELINE, OURS, *CANDIDATES]))
     held_out = parse_seeds(args.perturb_seeds)
-    jobs = [("job", s, i) for s in dict.fromkeys((args.tune_seed, *held_out)) for i in range(args.perturbed)]
+    tune = () if args.tune_seed is None else (args.tune_seed,)
+    jobs = [("job", s, i) for s in dict.fromkeys((*tune, *held_out)) for i in range(args.perturbed)]
     tasks = [(c, p, seeds, 1) for c, p in product(cells, policies)]
     tasks += [(c, p, check, 1) for c, p in product(cells, (BASELINE, OURS)) if check]
-    tasks += [(c, p, seeds, k) for c, p, k in product(half, (BASELINE, OURS), ks) if k > 1]
+    tasks += [(c, p, seeds, k) for c, p, k in product(half, policies, ks) if k > 1]
     tasks += [(j, p, job_seeds(j[2], args.job_runs), 1) for j, p in product(jobs, policies)]
     t0 = time.perf_counter()
     results = run_tasks(tasks, args.jobs)
@@ -404,11 +404,14 @@ def main(argv: list[str] | None = None) -> None:
         k1 = np.mean([results[(c, OURS, seeds, 1)]["regret"] for c in half])
         where = f"the {len(half)} eta-0.5 cells, seeds {seeds[0]}-{seeds[-1]}"
         print(f"\nK recurrences in flight: mean regret over {where}")
-        print(f"{'K':>3}{BASELINE:>13}{OURS:>14}{'x K=1':>8}{'default-only wave':>19}")
+        others = [p for p in CANDIDATES if p != OURS]
+        head = f"{'K':>3}{BASELINE:>13}{OURS:>14}{'x K=1':>8}{'default-only wave':>19}"
+        print(head + "".join(f"{p:>26}" for p in others))
         for k in ks:
             rz = np.mean([results[(c, BASELINE, seeds, k)]["regret"] for c in half])
             ro = np.mean([results[(c, OURS, seeds, k)]["regret"] for c in half])
-            print(f"{k:>3}{rz:>13.2f}{ro:>14.2f}{ro / k1:>8.2f}{k1 + (k - 1) * excess:>19.2f}")
+            rest = "".join(f"{np.mean([results[(c, p, seeds, k)]['regret'] for c in half]):>26.2f}" for p in others)
+            print(f"{k:>3}{rz:>13.2f}{ro:>14.2f}{ro / k1:>8.2f}{k1 + (k - 1) * excess:>19.2f}{rest}")
         print(
             f"default-only wave: K=1 regret + (K-1) x {excess:.3f}, the default size's first trial over the oracle:"
             " the floor for a policy whose K recurrences that start together all run the default size"

@@ -8,8 +8,9 @@
 A recurrence's *spend* is the sum of its finished trials' energy-time cost. It is computed
 from energy and time when the record has them, because `cost` is what the policy learns from
 and may be a penalty rather than money spent (the simulator's 0-epoch quirk reports 100 x the
-threshold for a trial that never ran). The early-stop threshold is beta x the lowest spend of
-a recurrence that reached the target.
+threshold for a trial that never ran). zeus-nsdi23's early stop is beta x the lowest spend of a
+recurrence that reached the target (`HistoryView.threshold`); turning-walk's is beta x the cheapest
+size's mean cost (`Tally.cheapest_size_mean`).
 
 The view is read off a `Tally` (zeus_kfp.policy.tally), the statistics of the whole history over its
 columns (`read_history`), made afresh for every decision.
@@ -44,7 +45,7 @@ class HistoryView:
     tally: Tally
     dispatched: tuple[Trial, ...]  # in flight
     best_spend: float | None  # lowest spend of a recurrence that reached the target
-    fallback: float  # what a miss whose retry is not known yet is charged: the cheapest mean reached cost
+    retry_stand_in: float  # what a miss whose retry is not known yet is charged: Tally.cheapest_reached_mean
     num_records: int
 
     @classmethod
@@ -57,10 +58,11 @@ class HistoryView:
                 f"every batch size ran out of memory (smallest oom at {limit}); "
                 f"allowed batch_sizes must include a size below {limit}"
             )
-        return cls(feasible, tally, tuple(tally.in_flight), tally.best_spend, tally.cheapest_mean(), tally.num_records)
+        stand_in = tally.cheapest_reached_mean()
+        return cls(feasible, tally, tuple(tally.in_flight), tally.best_spend, stand_in, tally.num_records)
 
     def threshold(self, spec: JobSpec) -> float | None:
-        """Early-stop threshold: beta x the lowest recurrence spend; None without early stop or a finish."""
+        """zeus-nsdi23's early stop: beta x the lowest recurrence spend; None without beta or a finish."""
         if spec.beta_knob is None or self.best_spend is None:
             return None
         return spec.beta_knob * self.best_spend
@@ -98,13 +100,13 @@ class HistoryView:
         arm = self.tally.arm(batch_size)
         if not arm.n:
             return 0, None
-        return arm.n, (arm.total + arm.known + arm.pending * self.fallback) / arm.n
+        return arm.n, (arm.total + arm.known + arm.pending * self.retry_stand_in) / arm.n
 
     def charged_window(self, batch_size: int) -> np.ndarray:
         values = []
         for cost, reached, charge in self.window(batch_size):
             if not reached:
-                cost += self.fallback if charge is None else charge
+                cost += self.retry_stand_in if charge is None else charge
             values.append(cost)
         return np.asarray(values, dtype=float)
 
@@ -125,7 +127,7 @@ def read_history(spec: JobSpec, history: History) -> HistoryView:
 
 
 def retry_charges(
-    recurrences_of: np.ndarray, spend: np.ndarray, finished: np.ndarray, reached: np.ndarray, *, fallback: float
+    recurrences_of: np.ndarray, spend: np.ndarray, finished: np.ndarray, reached: np.ndarray, *, stand_in: float
 ) -> np.ndarray:
     """Per record (in trial order): what the rest of its recurrence spent to reach the target.
 
@@ -147,7 +149,7 @@ def retry_charges(
         reached,
         np.ones(len(finished), dtype=bool),
     ).charge
-    return np.where(np.isnan(charged), fallback, charged)
+    return np.where(np.isnan(charged), stand_in, charged)
 
 
 def decision_rng(seed: int, num_records: int) -> np.random.Generator:

@@ -48,12 +48,12 @@ def concurrent_exploration(spec: JobSpec, view: HistoryView, state: PruningState
     assert expected is not None  # only while exploring
     if not view.in_flight(expected, after=state.waiting_since):
         return None
-    fallback = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
+    size = view.best_reached_size or feasible_default(view.feasible, spec.default_batch_size)
     return Decision(
-        fallback,
+        size,
         view.threshold(spec),
         "exploration-concurrent",
-        f"exploration of {expected} is in flight; running the cheapest converged size {fallback}",
+        f"exploration of {expected} is in flight; running the cheapest converged size {size}",
     )
 
 

@@ -183,15 +183,16 @@ class Tally:
         return walk
 
     def cheapest_size_mean(self) -> float | None:
-        """The lowest mean cost over the sizes that have reached the target, each mean over all of the size's
-        observations (a miss counted at what it cost, a lower bound of what the run would have); None while
-        nothing has reached. What the best size costs per run, as far as the history says: the basis of
-        turning-walk's early stop (zeus_kfp.policy.turning_walk, rule 3)."""
+        """The cheapest size's mean cost: the lowest, over the sizes that have reached the target, of the mean
+        of all the size's observations (a miss counted at what it cost, a lower bound of what the run would
+        have); None while nothing has reached. What the best size costs per run: turning-walk's early stop is
+        beta x this (docs/DESIGN.md, "Policy")."""
         means = [arm.mean for arm in self.arms if arm.reached_n]
         return min(means) if means else None
 
-    def cheapest_mean(self) -> float:
-        """The lowest mean cost of reached observations over batch sizes; 0 when nothing has reached."""
+    def cheapest_reached_mean(self) -> float:
+        """The lowest, over batch sizes, of the mean of the size's reached observations only (what a retry
+        costs at best: it stands in for a miss's retry not known yet); 0 when nothing has reached."""
         means = [arm.reached_total / arm.reached_n for arm in self.arms if arm.reached_n]
         return min(means) if means else 0.0
 
