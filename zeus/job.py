@@ -170,7 +170,8 @@ class JobSpec:
     metric_name: str = setting("The metric's name, as the script reports it.", "accuracy", trial=True)
     eta_knob: float = setting("Weight of energy against time in the cost, in [0, 1] (1: energy only).", 0.5, trial=True)
     beta_knob: float | None = setting(
-        "Early stop: a trial stops once its cost would pass beta x the cheapest recurrence so far (> 1; 0: never).",
+        "Early stop (> 1; 0: never): a trial stops once its cost would pass beta x the cheapest batch size's mean"
+        " cost (the default policy; zeus-nsdi23: beta x the cheapest recurrence so far).",
         2.0,
         none_as=0.0,
     )

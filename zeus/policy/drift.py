@@ -1,7 +1,7 @@
 """What a drift does to the history a policy decides from: the job's `drift_reaction`.
 
-Why: a recurrence opened because the input data drifted (issue 24's gate) says the costs the bandit
-learned before it may no longer hold. A policy is a pure function of (spec, history, seed), so the
+Why: a recurrence opened because the input data drifted (the recurrence gate, zeus_kfp.steps.gate) says the
+costs the bandit learned before it may no longer hold. A policy is a pure function of (spec, history, seed), so the
 reaction is too, and it sits in front of any policy: it changes what the policy is shown, never the
 policy. Three reactions (zeus_kfp.job.DRIFT_REACTIONS):
 
