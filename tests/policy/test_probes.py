@@ -68,6 +68,17 @@ def test_a_turn_far_outside_the_noise_is_never_probed():
     assert decision.stage == "exploitation" and decision.batch_size == 32
 
 
+def skip_then_probe_of_256(status: str) -> list:
+    """Sizes 32 .. 512: 64 (10.0) beat the default 128 (10.6) by 6 %, 32 missed, and the probe of 256 came
+    back `status` at 10.5, near its cap 10.6 (the default's cost)."""
+    return [
+        record(1, 1, 128, "reached", 10.6),
+        record(2, 2, 64, "reached", 10.0),
+        record(3, 3, 32, "not_reached", 8.0),
+        record(4, 4, 256, status, 10.5),
+    ]
+
+
 def test_a_probe_past_a_stopped_probe_waits_for_both_rises_to_be_noise():
     spec = make_spec(beta_knob=2.0, batch_sizes=(32, 64, 128, 256, 512))
     # 64 (10.0) beat the default 128 (10.6) by 6 %: the up direction is skipped on 1.06; 32 missed (the down
@@ -75,13 +86,7 @@ def test_a_probe_past_a_stopped_probe_waits_for_both_rises_to_be_noise():
     # 512 is due once n x chance(1.06)^2 >= 1. At the prior noise 0.1 a ratio of 1.06 is noise with chance
     # Phi(-ln 1.06 / (sqrt(2) x 0.1)) = 0.340: at 5 observations one rise would be due
     # (5 x 0.340 >= 1), two are not (5 x 0.116 < 1).
-    history = [
-        record(1, 1, 128, "reached", 10.6),
-        record(2, 2, 64, "reached", 10.0),
-        record(3, 3, 32, "not_reached", 8.0),
-        record(4, 4, 256, "cost_exceeded", 10.5),
-        record(5, 5, 64, "reached", 10.0),
-    ]
+    history = [*skip_then_probe_of_256("cost_exceeded"), record(5, 5, 64, "reached", 10.0)]
     policy = get_policy("default")
     assert policy.decide(spec, history, seed=5).stage == "exploitation"
     # 20 more runs of 64 at 9 and 11 (mean 10, the pooled noise stays near 0.11): at 25 observations
@@ -93,7 +98,8 @@ def test_a_probe_past_a_stopped_probe_waits_for_both_rises_to_be_noise():
 
 
 def test_a_probe_cheaper_than_every_step_resumes_the_walk_from_it():
-    # As above: the skip of the up direction on 1.1 is probed at 5 observations, 256 stopped past 11.0.
+    # As in the skip within the noise: the skip of the up direction on 1.1 is probed at 5 observations, 256
+    # stopped past 11.0.
     spec, policy = make_spec(beta_knob=2.0), get_policy("default")
     history = [record(1, 1, 128, "reached", 11.0), record(2, 2, 64, "reached", 10.0), record(3, 3, 32, "reached", 15.5)]
     history += [record(4, 4, 64, "reached", 10.0), record(5, 5, 64, "reached", 10.0), record(6, 6, 256, "reached", 8.0)]
@@ -107,13 +113,8 @@ def test_a_probe_cheaper_than_every_step_resumes_the_walk_from_it():
 
 def test_a_probe_that_misses_without_being_stopped_ends_its_direction_for_good():
     spec, policy = make_spec(beta_knob=2.0, batch_sizes=(32, 64, 128, 256, 512)), get_policy("default")
-    # The history of the test above, but 256 ran out of max_epochs (not_reached, not stopped): unlike a rise,
+    # The history of the stopped probe's test, but 256 ran out of max_epochs (not_reached, not stopped): unlike a rise,
     # a miss ends the direction, and 512 is never probed however long the job runs.
-    history = [
-        record(1, 1, 128, "reached", 10.6),
-        record(2, 2, 64, "reached", 10.0),
-        record(3, 3, 32, "not_reached", 8.0),
-        record(4, 4, 256, "not_reached", 10.5),
-    ]
+    history = skip_then_probe_of_256("not_reached")
     history += [record(t, t, 64, "reached", 9.0 if t % 2 else 11.0) for t in range(5, 200)]
     assert {policy.decide(spec, history, seed=s).batch_size for s in range(5)} <= {64, 128}
