@@ -136,7 +136,7 @@ def retry_charges(
     threshold), and a bandit that compares costs then prefers the size that never finishes the job. So
     a miss is charged its own cost plus the spend of the later trials of its recurrence up to the last
     one that reached, when that is known; while it is not (the retry is still running, or the recurrence
-    ran out of attempts), the cheapest mean cost of a reached size stands in: what a retry costs at
+    ran out of attempts), the retry stand-in (Tally.cheapest_reached_mean) is charged: what a retry costs at
     best. Nothing has reached yet: 0 (exploration compares misses among themselves).
 
     The policies compute this per miss (zeus_kfp.policy.recurrences); this is the same rule for every record.

@@ -5,7 +5,7 @@ Two things the policies need are facts about a whole recurrence, not about one t
 - a miss is charged the retries it forced: the spend of the later trials of its recurrence up to
   the last one that reached (`retry_charges` in zeus_kfp.policy.history says why). While no later trial
   of its recurrence has reached, the charge is not known yet, and the policy puts in a stand-in
-  (the cheapest mean reached cost, which itself changes as results come in).
+  (the retry stand-in, Tally.cheapest_reached_mean, which itself changes as results come in).
 
 With P_i a recurrence's running spend through its i-th finished trial (in trial order), a miss at
 P_i is charged P_last - P_i, P_last being the running spend at the recurrence's last reach after it.

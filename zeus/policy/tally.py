@@ -3,8 +3,8 @@
 Everything both policies derive a decision from is a statistic of the history, computed afresh for
 every decision: per batch size its first observation (the walk's step), the count, sum, mean and
 squared deviations of its costs (Zeus's Gaussian posterior), the same for its reached costs after the
-first (the pooled noise of `turning-walk`), its reached count and sum (the cheapest mean, which stands
-in for a retry not known yet), the known charges and the pending misses of its misses
+first (the pooled noise of `turning-walk`), its reached count and sum (the retry stand-in,
+`cheapest_reached_mean`, for a retry not known yet), the known charges and the pending misses of its misses
 (zeus_kfp.policy.recurrences), and with a window the last `window_size` observations; the smallest size
 that ran out of memory; the cheapest reached observation; the largest observed trial number; the
 lowest spend of a recurrence that reached (the early-stop threshold); and Zeus's pruning walk.

@@ -1,5 +1,5 @@
 """The walk of `turning-walk`: one pass from the default size, down then up, that stops where the cost turns,
-with probes past a turn. The model and the rules: docs/DESIGN.md, "Policy" ("The walk", "Probes").
+with probes past a turn. The model and the rules: docs/DESIGN.md, "Policy" (Walk, Probes).
 
 Everything is a function of each size's first finished observation (its step, wherever it came from), so a
 result that comes back out of order is used when its walker gets there, never rerun. `look_past` replays the
