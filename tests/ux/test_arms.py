@@ -22,7 +22,7 @@ def test_the_default_policys_view_of_the_history() -> None:
     frame = arm_frame(SPEC, history())
     assert list(frame.columns) == FRAME_COLUMNS and frame["batch_size"].tolist() == [32, 64, 128, 256]
     state = frame.set_index("batch_size")
-    assert state["stage"].to_dict() == {32: "pruned", 64: "pruned", 128: "exploitation", 256: "exploitation"}
+    assert state["stage"].to_dict() == {32: "skipped", 64: "pruned", 128: "exploitation", 256: "exploitation"}
     assert state["pruned"].to_dict() == {32: True, 64: True, 128: False, 256: False}
     assert state["num_observations"].to_dict() == {32: 0, 64: 1, 128: 1, 256: 2}
     # 64's miss is charged the retry at 256 its recurrence needed (7000 + 15000); 256 is (15000 + 13750) / 2.

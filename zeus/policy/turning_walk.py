@@ -172,7 +172,10 @@ class TurningWalkPolicy:
                 stage, pruned = "oom", True
             else:
                 pruned = b not in candidates if walk.done else b in walk.ruled_out
-                stage = "pruned" if pruned else "exploitation" if walk.done else "exploration"
+                # Out of the running: "pruned" once tried; "skipped" if the walk ruled it out untried (a size past
+                # a turn), which says nothing measured about it.
+                out_of_running = "pruned" if n else "skipped"
+                stage = out_of_running if pruned else "exploitation" if walk.done else "exploration"
             # Posterior precision of the mean cost under the pooled noise model.
             precision = float(n / (cv * mean) ** 2) if mean is not None and mean > 0 and cv > 0 else None
             out.append(ArmState(b, stage, n, None if mean is None else float(mean), precision, pruned))
