@@ -81,14 +81,6 @@ def attempt_task_name(k: int, step: str) -> str:
     return f"attempt-{k}-{step}"
 
 
-def parse_attempt_task(name: str) -> tuple[int, str] | None:
-    """(k, step) of a task named by `attempt_task_name`, None for any other task (preprocess, a report)."""
-    parts = name.split("-")
-    if len(parts) != 3 or parts[0] != "attempt" or not parts[1].isdigit():
-        return None
-    return int(parts[1]), parts[2]
-
-
 def report_task_name(k: int) -> str:
     return f"report-after-attempt-{k}"
 

@@ -19,6 +19,7 @@ from zeus_kfp.job import NO_DRIFT, JobSpec
 from zeus_kfp.steps import drift
 from zeus_kfp.steps.abandoned import check_dispatch_timeout
 from zeus_kfp.steps.params import open_step_store, spec_from_params
+from zeus_kfp.steps.step_events import reported
 from zeus_kfp.steps.step_lines import GATE
 from zeus_kfp.store import GateOutcome, GateRequest, Store
 
@@ -65,6 +66,7 @@ def open_gate(
     return store.open_recurrence(spec.job_id, recurrence_id, request)
 
 
+@reported("gate")
 def gate(
     params: dict,
     *,

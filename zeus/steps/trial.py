@@ -56,6 +56,7 @@ from zeus_kfp.steps.params import (
     threshold_to_param,
 )
 from zeus_kfp.steps.request import TrialRequest
+from zeus_kfp.steps.step_events import reported
 from zeus_kfp.steps.step_lines import LOST_TRIAL
 from zeus_kfp.steps.trial_files import TRIAL_OUTPUT_FILES, FileArtifact, finish_log, keep_trial_log, say_where
 from zeus_kfp.train.runner import LOG_SUBDIR, RUNNER_FILES
@@ -96,6 +97,7 @@ class Choice:
         return threshold_to_param(self.decision.cost_threshold)
 
 
+@reported("bandit", attempt=lambda **kwargs: kwargs["attempt"])
 def bandit(
     *,
     store_uri: str,
@@ -155,6 +157,7 @@ def bandit(
     )
 
 
+@reported("train", attempt=lambda request, **kwargs: request.attempt)
 def train(
     request: TrialRequest,
     *,
@@ -255,6 +258,7 @@ def ends_recurrence(result: TrialResult) -> bool:
     return result.reached or result.status is TrialStatus.FAILED
 
 
+@reported("feedback", attempt=lambda **kwargs: kwargs["attempt"])
 def feedback(
     *, store_uri: str, job_id: str, recurrence_id: str, attempt: int, result_json: str, profile_path: str
 ) -> bool:
