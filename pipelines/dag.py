@@ -4,7 +4,7 @@ the cluster (compile) and kfp.local (run), so the two can never drift apart.
 Why this shape. KFP v2 has no recursion, so the retry loop is unrolled, N fixed at compile time.
 Attempt k+1 is nested inside attempt k's "not ended" branch (feedback's output: the trial neither
 reached the target nor failed; a failed trial is the script's own failure, which another batch size
-would only repeat, so it ends the recurrence: zeus_kfp.steps.trial.ends_recurrence):
+would only repeat, so it ends the recurrence: zeus_kfp.steps.feedback.ends_recurrence):
 
     [gpu-power ->] gate
     If the gate opened a recurrence (zeus_kfp.steps.gate; a skipped run ends here, nothing trains):
@@ -63,7 +63,8 @@ from zeus_kfp.steps.request import Source, request_fields, wired
 from zeus_kfp.steps.request import run_parameters as request_run_parameters
 
 DEFAULT_ATTEMPTS = 5
-# max_power_w's default in a pipeline that reads it at run time (zeus_kfp.steps.power), and what the KFP UI says of it.
+# max_power_w's default in a pipeline that reads it at run time (zeus_kfp.steps.gpu_power), and what the KFP UI
+# says of it.
 READ_FROM_GPU = 0.0
 MAX_POWER_READ_HELP = (
     "The GPU's maximum power limit in watts, at which time is priced. 0 (the default): read from the GPU at run "
@@ -211,7 +212,7 @@ def build_pipeline(
     zeus_aware / metric_pattern / metrics_collector / keep: the defaults of those run parameters (how train reads
     the script's metric, and which files it keeps as the model).
     read_max_power: the max_power_w parameter defaults to 0, "read the GPU's maximum power limit at run time",
-    which the gpu-power step does before preprocess registers the job (zeus_kfp.steps.power; a cluster compile's
+    which the gpu-power step does before preprocess registers the job (zeus_kfp.steps.gpu_power; a cluster compile's
     default); False: spec.max_power_w is the default and no gpu-power step runs (local runs, which read
     this machine's GPU before they start).
 

@@ -11,7 +11,7 @@ Nothing is stored before every input is checked (zeus_kfp.steps.inputs, the poli
 itself): a refused input stores no job. A failed step records the recurrence's unfinished trial
 as failed with the step's error (so no trial is left `dispatched`), marks the job completed and
 raises LocalRunError quoting the error. A trial that failed (the script's own failure: it ended the
-recurrence, zeus_kfp.steps.trial.ends_recurrence) stops the run: TrialFailed carries the recurrences
+recurrence, zeus_kfp.steps.feedback.ends_recurrence) stops the run: TrialFailed carries the recurrences
 so far and names the trial, its reason and its log.
 
 SIGINT or SIGTERM stops the run cleanly: the steps still running are stopped, the recurrence's
@@ -38,7 +38,7 @@ from pipelines.step_watcher import StepWatcher, error_lines
 from zeus_kfp.job import Decision, JobSpec
 from zeus_kfp.policy import get_policy
 from zeus_kfp.signals import Interrupted, interruptible, stop_children
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import (
     DEFAULT_DISPATCH_TIMEOUT_S,
     PYTHON_TOKEN,

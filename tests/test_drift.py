@@ -1,5 +1,5 @@
-"""The drift detectors (zeus_kfp.steps.drift) on data whose shift is built by hand: the expected statistics are
-worked out here from the construction (PSI) or by scipy on the whole data (KS), never by the code under test;
+"""The drift detectors (zeus_kfp.steps.drift_detectors) on data whose shift is built by hand: the expected statistics
+are worked out here from the construction (PSI) or by scipy on the whole data (KS), never by the code under test;
 and the recurrence gate's settings refused with the field and what is allowed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from scipy.stats import ks_2samp
 from zeus_kfp.errors import FieldError, JobSpecError
 from zeus_kfp.job import JobSpec
 from zeus_kfp.steps import spec_from_params, spec_to_params
-from zeus_kfp.steps.drift import MAX_SAMPLE, DataSummary, measure
+from zeus_kfp.steps.drift_detectors import MAX_SAMPLE, DataSummary, measure
 
 BASE = JobSpec(job_id="drift", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.5, max_epochs=3)
 
