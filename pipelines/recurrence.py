@@ -67,7 +67,7 @@ def recurrence_function(steps: Callable[[dict[str, Any]], None]) -> Callable[...
             higher_is_better: The target is a value to reach or exceed (false: to reach or go below, e.g. a loss).
             metric_name: The metric's name, as the script reports it.
             eta_knob: Weight of energy against time in the cost, in [0, 1] (1: energy only).
-            beta_knob: Early stop: a trial stops once its cost would pass beta x the cheapest recurrence so far (> 1; 0: never).
+            beta_knob: Early stop (> 1; 0: never): a trial stops once its cost would pass beta x the cheapest batch size's mean cost (the default policy; zeus-nsdi23: beta x the cheapest recurrence so far).
             num_pruning_rounds: Rounds of pruning exploration before Thompson sampling (0: none).
             window_size: Recent trials per batch size the bandit learns from (0: all of them).
             seed: The job's seed: every decision and every trial's seed derive from it.

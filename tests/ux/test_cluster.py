@@ -324,7 +324,10 @@ def test_schedule_sends_the_recurrence_gates_settings_as_run_parameters(kfp_clie
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--max-running", "-1"], "invalid max_running=-1: allowed an integer from 0 to 9223372036854775807 (0: no cap)"),
+        (
+            ["--max-running", "-1"],
+            "invalid max_running=-1: allowed an integer from 0 to 9223372036854775807 (0: no cap)",
+        ),
         (["--period-s", "-5"], "invalid period_s=-5.0: allowed a number of seconds >= 0"),
         (["--drift-detector", "kl"], "invalid drift_detector='kl': allowed one of none, fingerprint, rows, psi, ks"),
         (["--drift-detector", "ks"], "invalid drift_data='': allowed a Parquet or CSV file or directory"),
