@@ -113,8 +113,8 @@ def test_missing_data_names_drift_data(tmp_path):
     [
         ({"period_s": -1.0}, "period_s", "seconds >= 0"),
         ({"period_s": float("inf")}, "period_s", "seconds >= 0"),
-        ({"max_running": -1}, "max_running", "integer >= 0"),
-        ({"max_running": 1.5}, "max_running", "integer >= 0"),
+        ({"max_running": -1}, "max_running", "integer from 0 to 9223372036854775807"),
+        ({"max_running": 1.5}, "max_running", "integer from 0 to 9223372036854775807"),
         ({"drift_detector": "kl"}, "drift_detector", "none, fingerprint, rows, psi, ks, or a function"),
         ({"drift_threshold": -0.1}, "drift_threshold", ">= 0"),
         ({"drift_detector": "ks"}, "drift_data", "Parquet or CSV"),
