@@ -20,7 +20,7 @@ IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 ZEUSD_COMMIT := 859a60159fcb3ceb7d0d4535b6e0689df97b2944
 IMAGE_ZEUSD  := $(IMAGE_REPO)-zeusd:$(shell echo $(ZEUSD_COMMIT) | cut -c1-12)
 
-.PHONY: setup run test test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus
+.PHONY: setup run test test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus sources
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -34,6 +34,12 @@ setup: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/zeus-kfp run
+
+# The gate, preprocess and train components and the pipeline function's parameters, written out from the
+# declarations (zeus/job.py, zeus/steps/request.py): run after adding a setting (pipelines/sources.py says why;
+# tests/test_sources.py fails until it has run).
+sources: $(STAMP)
+	$(BIN)/python -m pipelines.sources
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -2,13 +2,13 @@
 
 Drift (issue 24): on each V100/A40 cell at eta 0.5 (and on jobs generated from them, zeus_kfp.simulate.perturb)
 the cost minimum moves halfway through Zeus's number of recurrences to another size, at the same level
-(zeus_kfp.simulate.drift). Per policy, the regret over the recurrences from the shift on, against the oracle
+(zeus_kfp.simulate.shifted_job). Per policy, the regret over the recurrences from the shift on, against the oracle
 after it (in post-shift oracle recurrences; mean over seeds, each seed drawing its own new minimum):
 without the signal (the reaction does nothing then), and with it under each drift_reaction. Then a false
 alarm: the signal with no shift, what forgetting costs when nothing changed.
 
 Gate and cap: runs arrive every P simulated seconds (P = the oracle recurrence's time x --period), as many
-as Zeus's number of recurrences, and open a recurrence only under the cap K (zeus_kfp.simulate.gate): skipped
+as Zeus's number of recurrences, and open a recurrence only under the cap K (zeus_kfp.simulate.recurrence_gate): skipped
 runs and regret per opened recurrence, per K.
 
     .venv/bin/python benchmarks/drift.py --seeds 1-10 --perturbed 30 --jobs 2   # RESULTS.md's figures
@@ -28,10 +28,10 @@ import numpy as np
 from zeus_kfp.job import DRIFT_REACTIONS
 from zeus_kfp.policy import get_policy
 from zeus_kfp.seeds import seed_list
-from zeus_kfp.simulate.drift import drift_cell, drift_job, run_drift
-from zeus_kfp.simulate.gate import simulate_gated
-from zeus_kfp.simulate.runner import build_simulator
+from zeus_kfp.simulate.recurrence_gate import simulate_gated
+from zeus_kfp.simulate.shifted_job import drift_cell, drift_job, run_drift
 from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
+from zeus_kfp.simulate.workload_runs import build_simulator
 from zeus_kfp.simulate.workloads import WORKLOADS
 
 POLICIES = ("zeus-nsdi23", "turning-walk")
@@ -117,7 +117,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--perturb-seed", type=int, default=1, help="the generated jobs' seed (default 1)")
     parser.add_argument("--caps", nargs="*", type=int, default=[1, 2, 4], help="caps K for the gate (none: no gate)")
     parser.add_argument(
-        "--raw-level", action="store_true", help="move the minimum without keeping its level (zeus_kfp.simulate.drift)"
+        "--raw-level",
+        action="store_true",
+        help="move the minimum without keeping its level (zeus_kfp.simulate.shifted_job)",
     )
     parser.add_argument("--period", type=float, default=0.5, help="arrival period / oracle recurrence time (0.5)")
     parser.add_argument("--gate-seeds", default="1-5", help="seeds of the gate runs (default 1-5)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from pipelines.local import run_local
 from zeus_kfp.report.units import duration, si
 from zeus_kfp.simulate.replay import compare, live_rows, simulated_rows
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.store import open_store
 
 COMMAND = "python benchmarks/equivalence.py"

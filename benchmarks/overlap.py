@@ -4,7 +4,7 @@ Issue 24's bar: K = 4 regret within 1.25x of K = 1 for `turning-walk`, eta 0.5, 
 seeds 1-20 and 21-40 (the check against tuning); K = 8 reported. Each simulation is
 `Simulator.run(policy, seed, None, K, live_stop=...)`: with `live_stop` a running trial reads beta x the
 cheapest reached recurrence at every epoch end on the simulated clock (zeus_kfp.simulate.engine), as the
-pipeline's train step does (zeus_kfp.steps.live_threshold); without it each trial keeps the threshold it was
+pipeline's train step does (zeus_kfp.steps.threshold_feed); without it each trial keeps the threshold it was
 dispatched with (the project before issue 24 item 2).
 
 Where the excess goes (`--breakdown`): per K, each trial's cost over the oracle's recurrence cost, summed
@@ -35,8 +35,8 @@ import numpy as np
 from zeus_kfp.policy import get_policy
 from zeus_kfp.policy.turning_walk import DEFAULT, TurningWalkPolicy
 from zeus_kfp.seeds import seed_list
-from zeus_kfp.simulate.runner import build_simulator
 from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
+from zeus_kfp.simulate.workload_runs import build_simulator
 from zeus_kfp.simulate.workloads import WORKLOADS
 
 POLICIES = ("zeus-nsdi23", "turning-walk")

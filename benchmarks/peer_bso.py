@@ -45,7 +45,8 @@ from bso_server import BsoClient, BsoServer, bso_job, ensure_venv
 from seed import SPEC, history_frame, moto_server, outcome, seed_job, simulated_history
 
 from zeus_kfp.job import TrialResult
-from zeus_kfp.steps.trial import bandit, feedback
+from zeus_kfp.steps.bandit import bandit
+from zeus_kfp.steps.feedback import feedback
 from zeus_kfp.store import open_store
 
 COMMAND = ".venv/bin/python benchmarks/peer_bso.py"
@@ -134,7 +135,7 @@ def peak():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM"):
             return int(line.split()[1]) / 1024
-from zeus_kfp.steps.trial import bandit
+from zeus_kfp.steps.bandit import bandit
 from zeus_kfp.store import open_store
 uri, job, warm = sys.argv[1:4]
 store = open_store(uri)
@@ -148,7 +149,7 @@ print(json.dumps(peak() - before))
 
 COLD_START = """
 import sys
-from zeus_kfp.steps.trial import bandit
+from zeus_kfp.steps.bandit import bandit
 bandit(store_uri=sys.argv[1], job_id=sys.argv[2], recurrence_id=sys.argv[3], attempt=1, policy="default")
 """
 # What bandit() needs, without the zeus_kfp.steps package (whose __init__ and trial.py import pandas

@@ -45,8 +45,8 @@ from zeus_kfp.seeds import seed_list
 from zeus_kfp.simulate.paired import FALSE_DISCOVERY_RATE, paired_verdict
 from zeus_kfp.simulate.perturb import KINDS, perturbed_job
 from zeus_kfp.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
-from zeus_kfp.simulate.runner import build_simulator
 from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
+from zeus_kfp.simulate.workload_runs import build_simulator
 from zeus_kfp.simulate.workloads import WORKLOADS
 from zeus_kfp.trials import Trial
 

@@ -1,7 +1,7 @@
 """Store speed on the agreed log: read + decide at 100 to 100,000 trials, and a bandit step from process start.
 
 Why these two: a bandit step reads the job's whole history and the policy decides from all of it
-(zeus_kfp.steps.trial), so its cost grows with the history; the issue's bars are
+(zeus_kfp.steps.train), so its cost grows with the history; the issue's bars are
 - read + decide at 10,000 trials <= 0.1 s on a local directory and <= 0.2 s on S3 (moto), and at
   100,000 trials <= 1 s locally;
 - a bandit step from process start at 10,000 trials <= 1.2x the same step at 10 trials (the history
@@ -11,7 +11,7 @@ Read + decide: a fresh Store (`open_store`), `Store.read_trials(job)` (the newes
 after it, settled), then `get_policy("default").decide(spec, history, seed)`. Each job is seeded by
 benchmarks/seed.py (one snapshot, a simulated history) and then one recurrence is begun through the
 API, so a read finds the snapshot and one slot after it, as the bandit step after a preprocess step
-does. The bandit step: a fresh `python -c` running zeus_kfp.steps.trial.bandit, timed from spawn to exit;
+does. The bandit step: a fresh `python -c` running zeus_kfp.steps.bandit.bandit, timed from spawn to exit;
 between runs (untimed) the trial is finished and the job compacted, as the feedback and report steps
 would. The runs at 10 and at 10,000 trials alternate, so load drifts hit both alike.
 
@@ -59,7 +59,7 @@ SMOKE = {"sizes": [100], "moto_sizes": [100], "runs": 1, "step_sizes": [10], "st
          "step_profiles": [2, 20], "profile_trials": 20}  # fmt: skip
 BANDIT_STEP = """
 import sys
-from zeus_kfp.steps.trial import bandit
+from zeus_kfp.steps.bandit import bandit
 bandit(store_uri=sys.argv[1], job_id=sys.argv[2], recurrence_id=sys.argv[3], attempt=1, policy="default")
 """
 
@@ -169,7 +169,7 @@ def breakdown(uri: str, spec: JobSpec, runs: int) -> str:
     the policy's statistics (zeus_kfp.policy.tally) and its whole decide; and how often a bandit() call settles
     the log, and how long."""
     from zeus_kfp.policy.history import read_history
-    from zeus_kfp.steps.trial import bandit
+    from zeus_kfp.steps.bandit import bandit
     from zeus_kfp.store import frames, log
 
     def parts() -> list[float]:
@@ -222,7 +222,7 @@ def breakdown(uri: str, spec: JobSpec, runs: int) -> str:
 def profile_step(uri: str, spec: JobSpec, top: int = 30) -> str:
     """cProfile of bandit() called in this process (imports done): what a step does that grows with the
     history. Three steps, each on a recurrence begun just before (untimed)."""
-    from zeus_kfp.steps.trial import bandit
+    from zeus_kfp.steps.bandit import bandit
 
     profiler, store = cProfile.Profile(), open_store(uri)
     for i in range(4):

@@ -1,32 +1,45 @@
 """preprocess: once per recurrence. Validates the job settings, registers or checks the job in
 the store, opens the recurrence and writes the Dataset the trials train on.
 
-Generated from TEMPLATE and the JobSpec's declared settings (zeus_kfp.settings), the way
-components/generated.py says. Written out by hand, the settings here were a second copy of zeus/job.py
-(a new setting took edits here, in the pipeline and in the step); now the declaration is the only copy.
+Takes every JobSpec setting as a typed, described parameter (the KFP UI shows one field per setting and
+`--param max_epochs=10` stays a number), written out from the declaration (pipelines/sources.py says why).
 tests/test_job_fields.py compares the compiled component with the declaration.
-
-Chosen over: one `spec_json` parameter (the KFP UI would lose a typed, described field per setting
-and `--param max_epochs=10` would become JSON), and a hand-written list checked by a test (still
-two edits per setting).
 """
 
-from string import Template
+# Written out by `make sources` (pipelines/sources.py) from the job's settings (zeus/job.py).
+# Edit those and run it, never this file by hand: tests/test_sources.py fails while the two differ.
 from typing import NamedTuple
 
+from kfp import dsl
 from kfp.dsl import Dataset, Output
-from kfp.dsl.python_component import PythonComponent
 
-from components.generated import generated_component
 from components.image import LOCAL_IMAGE
-from zeus_kfp.job import JobSpec
-from zeus_kfp.settings import settings_of
-from zeus_kfp.steps.params import param_type
 
-# $settings, $settings_help and $settings_args become one line per JobSpec setting.
-TEMPLATE = '''\
+
+@dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
 def preprocess(
-$settings
+    job_id: str,
+    batch_sizes: list,
+    default_batch_size: int,
+    target_metric: float,
+    max_epochs: int,
+    higher_is_better: bool,
+    metric_name: str,
+    eta_knob: float,
+    beta_knob: float,
+    max_attempts: int,
+    num_pruning_rounds: int,
+    window_size: int,
+    seed: int,
+    num_gpus: int,
+    max_power_w: float,
+    reprofile_after: int,
+    period_s: float,
+    max_running: int,
+    drift_detector: str,
+    drift_threshold: float,
+    drift_data: str,
+    drift_reaction: str,
     store_uri: str,
     run_id: str,
     recurrence_id: str,
@@ -38,7 +51,28 @@ $settings
     or checks it, opens the recurrence and runs the user's preprocessing once, into `data`.
 
     Args:
-$settings_help
+        job_id: Names the job's history in the store, which the bandit learns from (a new id starts afresh).
+        batch_sizes: Batch sizes the bandit may choose from. A JSON list, e.g. [16, 32, 64, 128].
+        default_batch_size: The batch size used today (one of batch_sizes), the baseline of savings.
+        target_metric: The metric value a trial must reach.
+        max_epochs: Epochs a trial may take to reach the target.
+        higher_is_better: The target is a value to reach or exceed (false: to reach or go below, e.g. a loss).
+        metric_name: The metric's name, as the script reports it.
+        eta_knob: Weight of energy against time in the cost, in [0, 1] (1: energy only).
+        beta_knob: Early stop (> 1; 0: never): a trial stops once its cost would pass beta x the cheapest batch size's mean cost (the default policy; zeus-nsdi23: beta x the cheapest recurrence so far).
+        max_attempts: Trials per recurrence at most (the retry loop's length, fixed when the pipeline is compiled).
+        num_pruning_rounds: Rounds of pruning exploration before Thompson sampling (0: none).
+        window_size: Recent trials per batch size the bandit learns from (0: all of them).
+        seed: The job's seed: every decision and every trial's seed derive from it.
+        num_gpus: GPUs a trial trains on; the cost counts them all.
+        max_power_w: A GPU's maximum power limit in watts: time is priced at it.
+        reprofile_after: Profile a batch size's power limits again once its stored profile is this many recurrences old (0: never).
+        period_s: Seconds between recurrences: a run opens one once this long has passed since the last one began, or on drift; otherwise it is skipped and trains nothing (0: every run is due).
+        max_running: Recurrences of the job running at once at most, counted in the store across every schedule and submission; a run past it is skipped (0: no cap).
+        drift_detector: What detects drift in drift_data, which opens a recurrence before its period: none, fingerprint, rows, psi, ks, or a function module:function.
+        drift_threshold: The detector's statistic above which the data drifted (0: the detector's default: fingerprint 0.5, rows 0.1, psi 0.2, ks 0.1, a function 0).
+        drift_data: The input data the drift detector reads: a Parquet or CSV file, or a directory of them.
+        drift_reaction: What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), reexplore (forget them but restart the walk from the size cheapest before it) or none.
         store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
         run_id: The KFP run id, the recurrence's id unless recurrence_id is given.
         recurrence_id: The recurrence's id ("" for the KFP run id).
@@ -54,7 +88,28 @@ $settings_help
     from zeus_kfp import steps
 
     settings = dict(
-$settings_args
+        job_id=job_id,
+        batch_sizes=batch_sizes,
+        default_batch_size=default_batch_size,
+        target_metric=target_metric,
+        max_epochs=max_epochs,
+        higher_is_better=higher_is_better,
+        metric_name=metric_name,
+        eta_knob=eta_knob,
+        beta_knob=beta_knob,
+        max_attempts=max_attempts,
+        num_pruning_rounds=num_pruning_rounds,
+        window_size=window_size,
+        seed=seed,
+        num_gpus=num_gpus,
+        max_power_w=max_power_w,
+        reprofile_after=reprofile_after,
+        period_s=period_s,
+        max_running=max_running,
+        drift_detector=drift_detector,
+        drift_threshold=drift_threshold,
+        drift_data=drift_data,
+        drift_reaction=drift_reaction,
     )
     return steps.preprocess(
         settings,
@@ -65,35 +120,3 @@ $settings_args
         preprocess_ref=preprocess_ref,
         owner=owner,
     )
-'''
-
-
-def settings_source(template: str, spec_cls: type[JobSpec]) -> str:
-    """`template` with $settings, $settings_help and $settings_args written out for `spec_cls`'s settings: the
-    text of a component that takes every job setting (preprocess, and the recurrence gate)."""
-    fields = settings_of(spec_cls)
-    return Template(template).substitute(
-        settings="\n".join(f"    {f.name}: {param_type(f).__name__}," for f in fields),
-        settings_help="\n".join(f"        {f.name}: {f.pipeline_help()}" for f in fields),
-        settings_args="\n".join(f"        {f.name}={f.name}," for f in fields),
-    )
-
-
-def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
-    """The preprocess component's function, as the text KFP embeds, for `spec_cls`'s settings."""
-    return settings_source(TEMPLATE, spec_cls)
-
-
-def make_preprocess(spec_cls: type[JobSpec] = JobSpec, base_image: str = LOCAL_IMAGE) -> PythonComponent:
-    """The preprocess component for `spec_cls` (JobSpec, or a JobSpec with more settings) on `base_image`."""
-    namespace = {"Output": Output, "Dataset": Dataset, "NamedTuple": NamedTuple}
-    return generated_component(
-        preprocess_source(spec_cls),
-        function="preprocess",
-        declared_by=spec_cls,
-        namespace=namespace,
-        base_image=base_image,
-    )
-
-
-preprocess = make_preprocess()

@@ -11,14 +11,12 @@ from kfp.dsl.python_component import PythonComponent
 
 from components.bandit import bandit
 from components.feedback import feedback
-from components.gate import gate, make_gate
+from components.gate import gate
 from components.gpu_power import gpu_power
 from components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
-from components.preprocess import make_preprocess, preprocess
+from components.preprocess import preprocess
 from components.report import report
-from components.train import make_train, train
-from zeus_kfp.job import JobSpec
-from zeus_kfp.steps.request import TrialRequest
+from components.train import train
 
 
 @dataclass(frozen=True)
@@ -47,27 +45,17 @@ def _on_image(component: PythonComponent, image: str) -> PythonComponent:
 
 
 def components_for(
-    image: str | None = None,
-    train_image: str | None = None,
-    spec_cls: type[JobSpec] = JobSpec,
-    gpu_image: str | None = None,
-    request_cls: type[TrialRequest] = TrialRequest,
+    image: str | None = None, train_image: str | None = None, gpu_image: str | None = None
 ) -> ZeusComponents:
     """The components on `image` (the store steps; None: LOCAL_IMAGE) with train on `train_image`
     (None: LOCAL_TRAIN_IMAGE) and gpu-power on `gpu_image`, the image of the trials' GPUs (None: train's).
-    Same functions, only the base image differs; preprocess takes `spec_cls`'s settings and train
-    `request_cls`'s fields (components.preprocess and components.train generate them from the declarations)."""
+    Same functions, only the base image differs."""
     image = image or LOCAL_IMAGE
     train_image = train_image or LOCAL_TRAIN_IMAGE
     on = {"train": train_image, "gpu_power": gpu_image or train_image}
-    comps = ZeusComponents(
+    return ZeusComponents(
         **{name: _on_image(getattr(DEFAULT_COMPONENTS, name), on.get(name, image)) for name in STEP_NAMES}
     )
-    if spec_cls is not JobSpec:
-        comps = dataclasses.replace(comps, gate=make_gate(spec_cls, image), preprocess=make_preprocess(spec_cls, image))
-    if request_cls is not TrialRequest:
-        comps = dataclasses.replace(comps, train=make_train(request_cls, train_image))
-    return comps
 
 
 def renamed(component: PythonComponent, name: str) -> PythonComponent:

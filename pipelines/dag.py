@@ -4,7 +4,7 @@ the cluster (compile) and kfp.local (run), so the two can never drift apart.
 Why this shape. KFP v2 has no recursion, so the retry loop is unrolled, N fixed at compile time.
 Attempt k+1 is nested inside attempt k's "not ended" branch (feedback's output: the trial neither
 reached the target nor failed; a failed trial is the script's own failure, which another batch size
-would only repeat, so it ends the recurrence: zeus_kfp.steps.trial.ends_recurrence):
+would only repeat, so it ends the recurrence: zeus_kfp.steps.feedback.ends_recurrence):
 
     [gpu-power ->] gate
     If the gate opened a recurrence (zeus_kfp.steps.gate; a skipped run ends here, nothing trains):
@@ -55,15 +55,16 @@ from kfp.dsl.pipeline_task import PipelineTask
 
 from components.registry import ZeusComponents, components_for, renamed
 from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, gpu_power_step, store_step, train_step
+from pipelines.recurrence import recurrence_function
 from zeus_kfp.job import JobSpec
 from zeus_kfp.settings import SettingField, settings_of
 from zeus_kfp.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
-from zeus_kfp.steps.params import param_type
-from zeus_kfp.steps.request import Source, TrialRequest, request_fields, wired
+from zeus_kfp.steps.request import Source, request_fields, wired
 from zeus_kfp.steps.request import run_parameters as request_run_parameters
 
 DEFAULT_ATTEMPTS = 5
-# max_power_w's default in a pipeline that reads it at run time (zeus_kfp.steps.power), and what the KFP UI says of it.
+# max_power_w's default in a pipeline that reads it at run time (zeus_kfp.steps.gpu_power), and what the KFP UI
+# says of it.
 READ_FROM_GPU = 0.0
 MAX_POWER_READ_HELP = (
     "The GPU's maximum power limit in watts, at which time is priced. 0 (the default): read from the GPU at run "
@@ -79,14 +80,6 @@ __all__ = ["DEFAULT_ATTEMPTS", "EXAMPLE_PREPROCESS", "LOCAL", "PIPELINE_NAME", "
 def attempt_task_name(k: int, step: str) -> str:
     """The task (and component) name of attempt k's step: what the KFP UI shows."""
     return f"attempt-{k}-{step}"
-
-
-def parse_attempt_task(name: str) -> tuple[int, str] | None:
-    """(k, step) of a task named by `attempt_task_name`, None for any other task (preprocess, a report)."""
-    parts = name.split("-")
-    if len(parts) != 3 or parts[0] != "attempt" or not parts[1].isdigit():
-        return None
-    return int(parts[1]), parts[2]
 
 
 def report_task_name(k: int) -> str:
@@ -109,7 +102,7 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     )
     store_step(choice, "bandit", opts, nested=True)  # in the gate's condition, as every step after it
     trial = renamed(comps.train, attempt_task_name(k, "train"))(
-        **train_arguments(shared["request_cls"], shared=shared, bandit=choice, attempt=k),
+        **train_arguments(shared=shared, bandit=choice, attempt=k),
         data=shared["data"],
         reuse_profile=choice.outputs["reuse_profile"],
     )
@@ -122,15 +115,13 @@ def _attempt(comps: ZeusComponents, k: int, shared: dict[str, Any], opts: Cluste
     return fed
 
 
-def train_arguments(
-    request_cls: type[TrialRequest], *, shared: dict[str, Any], bandit: PipelineTask, attempt: int
-) -> dict[str, Any]:
+def train_arguments(*, shared: dict[str, Any], bandit: PipelineTask, attempt: int) -> dict[str, Any]:
     """Attempt `attempt`'s train inputs, each where the request declares it comes from (zeus_kfp.steps.request):
     a pipeline run parameter or a preprocess output (both in `shared`), the attempt's bandit's output, or the
     attempt's number. Every declared field is bound: a new one needs no edit here."""
     bound: dict[str, Any] = {}
-    for field in request_fields(request_cls):
-        where = wired(field, request_cls)
+    for field in request_fields():
+        where = wired(field)
         if where.source is Source.BANDIT:
             bound[field.name] = bandit.outputs[where.name]
         elif where.source is Source.PREPROCESS:
@@ -177,8 +168,13 @@ def _request_default(name: str, field: SettingField, given: dict[str, Any]) -> A
     return field.default
 
 
-def _parameter(name: str, kind: type, default: Any) -> inspect.Parameter:
-    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=kind)
+def _with_help(doc: str, name: str, text: str) -> str:
+    """`doc` (a Google-style docstring) with parameter `name` described as `text` instead."""
+    lines = doc.splitlines(keepends=True)
+    (at,) = [i for i, line in enumerate(lines) if line.lstrip().startswith(f"{name}: ")]
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    lines[at] = f"{indent}{name}: {text}\n"
+    return "".join(lines)
 
 
 def build_pipeline(
@@ -202,7 +198,6 @@ def build_pipeline(
     metrics_collector: str = "",
     keep: str = "",
     read_max_power: bool = False,
-    request_cls: type[TrialRequest] = TrialRequest,
 ):
     """The pipeline function (a kfp GraphComponent). `spec`, `command`, `store_uri`, `policy` and
     `preprocess` are only the parameters' defaults; every run may override them. The compiled
@@ -217,22 +212,33 @@ def build_pipeline(
     zeus_aware / metric_pattern / metrics_collector / keep: the defaults of those run parameters (how train reads
     the script's metric, and which files it keeps as the model).
     read_max_power: the max_power_w parameter defaults to 0, "read the GPU's maximum power limit at run time",
-    which the gpu-power step does before preprocess registers the job (zeus_kfp.steps.power; a cluster compile's
+    which the gpu-power step does before preprocess registers the job (zeus_kfp.steps.gpu_power; a cluster compile's
     default); False: spec.max_power_w is the default and no gpu-power step runs (local runs, which read
     this machine's GPU before they start).
-    request_cls: the train step's request (zeus_kfp.steps.request; a TrialRequest with more fields: train takes
-    them, and those wired from run parameters are pipeline parameters too)."""
+
+    The pipeline function's parameters are written out in pipelines/recurrence.py (pipelines/sources.py writes
+    it from the declarations); this gives them this build's defaults and the steps its body wires."""
     check_dispatch_timeout(dispatch_timeout_s)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
+    if type(spec) is not JobSpec:
+        raise TypeError(
+            f"build_pipeline takes a JobSpec, not a {type(spec).__name__}: the components and the pipeline's "
+            "parameters are written out for JobSpec's settings (a new setting is a JobSpec field, then `make sources`)"
+        )
     # gpu-power reads a GPU like the trials': on their pods' image when they hold GPUs, else train's.
     gpu_image = launch_image if options.trials_use_gpus else None
-    comps: ZeusComponents = components_for(image, train_image, type(spec), gpu_image=gpu_image, request_cls=request_cls)
+    comps: ZeusComponents = components_for(image, train_image, gpu_image=gpu_image)
     opts = options
-    # The run parameters after the job's settings: (name, KFP type, default, description). Each is a
-    # pipeline parameter that any run may override; `shared` below hands them to the attempts. First the
-    # trial request's (zeus_kfp.steps.request), typed and described as declared, each defaulting to what this
-    # build says or else to its declared default; then the other steps' own.
+    # The job's settings (zeus_kfp.settings): those that are run parameters, with `spec`'s values as defaults, and
+    # those fixed at compile time (max_attempts), passed to the gate and preprocess as constants.
+    compiled = spec_to_params(spec.with_changes(max_attempts=attempts))
+    if read_max_power:
+        compiled["max_power_w"] = READ_FROM_GPU
+    setting_names = [f.name for f in settings_of(JobSpec) if f.setting.run_parameter]
+    fixed = {name: compiled[name] for name in compiled.keys() - set(setting_names)}
+    # Then the trial request's run parameters (zeus_kfp.steps.request), each defaulting to what this build says
+    # or else to its declared default, and the other steps' own. Any run may override each of them.
     build_defaults = {
         "store_uri": store_uri,
         "train_command": list(command),
@@ -244,37 +250,22 @@ def build_pipeline(
         "launcher": opts.launcher,
         "policy": policy,
     }
-    run_params = [
-        (name, param_type(f), _request_default(name, f, build_defaults), f.setting.help)
-        for name, f in request_run_parameters(request_cls)
-    ] + [
-        ("reprofile", bool, False, "Profile power limits again even where a stored profile could be reused."),
-        ("preprocess_ref", str, preprocess, "What fills the recurrence's data: module:function or a command."),
-        ("recurrence_id", str, "", "The recurrence's id (empty: the KFP run id)."),
-        ("owner", str, "", "Who runs the job, recorded with it in the store."),
-        ("dispatch_timeout_s", float, float(dispatch_timeout_s), "Seconds after which an unfinished trial is lost."),
-        ("force", bool, False, "Open a recurrence even if it is not due (it still counts against max_running)."),
-    ]
-    # The job's settings come first (zeus_kfp.settings): those that are run parameters, with `spec`'s values
-    # as defaults, and those fixed at compile time (max_attempts), passed to preprocess as constants.
-    compiled = spec_to_params(spec.with_changes(max_attempts=attempts))
-    help_of = {f.name: f.pipeline_help() for f in settings_of(type(spec))}
-    if read_max_power:
-        compiled["max_power_w"] = READ_FROM_GPU
-        help_of["max_power_w"] = MAX_POWER_READ_HELP
-    settings = [f for f in settings_of(type(spec)) if f.setting.run_parameter]
-    fixed = {name: compiled[name] for name in compiled.keys() - {f.name for f in settings}}
-    signature = inspect.Signature(
-        [_parameter(f.name, param_type(f), compiled[f.name]) for f in settings]
-        + [_parameter(name, kind, default) for name, kind, default, _ in run_params]
+    defaults = (
+        {name: compiled[name] for name in setting_names}
+        | {name: _request_default(name, f, build_defaults) for name, f in request_run_parameters()}
+        | {
+            "reprofile": False,
+            "preprocess_ref": preprocess,
+            "recurrence_id": "",
+            "owner": "",
+            "dispatch_timeout_s": float(dispatch_timeout_s),
+            "force": False,
+        }
     )
-    described = [(f.name, help_of[f.name]) for f in settings] + [(name, text) for name, _, _, text in run_params]
 
-    def zeus_recurrence(*values):
-        """kfp calls this with one channel per parameter of `signature`, in its order (its GraphComponent
-        reads inspect.signature and calls the function positionally)."""
-        given = dict(zip(signature.parameters, values, strict=True))
-        job_settings = {f.name: given[f.name] for f in settings}
+    def steps(given: dict[str, Any]) -> None:
+        """The pipeline's tasks, wired from `given`: the pipeline function's parameters (kfp channels) by name."""
+        job_settings = {name: given[name] for name in setting_names}
         if read_max_power:  # first, on a GPU like the trials': the figure the job's cost prices time at
             probe = gpu_power_step(comps.gpu_power(max_power_w=given["max_power_w"]), opts)
             job_settings["max_power_w"] = probe.output
@@ -289,21 +280,24 @@ def build_pipeline(
         with dsl.If(opening.output == True):  # noqa: E712  (a KFP condition, not Python)
             prep = comps.preprocess(**job_settings, **fixed, **run, preprocess_ref=given["preprocess_ref"])
             store_step(prep, "preprocess", opts, nested=True)
-            shared = {name: given[name] for name, *_ in run_params} | dict(
+            shared = {name: value for name, value in given.items() if name not in setting_names} | dict(
                 job_id=given["job_id"],
                 spec_json=prep.outputs["spec_json"],
                 recurrence_id=prep.outputs["recurrence_id"],
                 launch_image=launch_image or comps.train.component_spec.implementation.container.image,
                 data=prep.outputs["data"],
                 preprocess=prep,
-                request_cls=request_cls,
             )
             _attempts_from(comps, 1, attempts, shared, opts)
 
-    zeus_recurrence.__signature__ = signature
-    # kfp reads the parameters' descriptions (the KFP UI shows them) from the docstring's Args section.
-    zeus_recurrence.__doc__ = f"{name}.\n\nArgs:\n" + "".join(f"    {param}: {text}\n" for param, text in described)
-    zeus_recurrence = dsl.pipeline(
+    zeus_recurrence = recurrence_function(steps)
+    names = list(inspect.signature(zeus_recurrence).parameters)
+    if sorted(names) != sorted(defaults):
+        raise RuntimeError("pipelines/recurrence.py differs from the declarations: run `make sources`")
+    zeus_recurrence.__defaults__ = tuple(defaults[name] for name in names)
+    if read_max_power:  # kfp reads a parameter's description (the KFP UI shows it) from the docstring's Args
+        zeus_recurrence.__doc__ = _with_help(zeus_recurrence.__doc__, "max_power_w", MAX_POWER_READ_HELP)
+    return dsl.pipeline(
         name=name,
         description=(
             f"One recurrence of an energy-optimal training job (Zeus, NSDI'23): up to {attempts} trials, "
@@ -311,4 +305,3 @@ def build_pipeline(
             + (f" Compiled for KFP backend {target}." if target else "")
         ),
     )(zeus_recurrence)
-    return zeus_recurrence

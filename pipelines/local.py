@@ -2,14 +2,16 @@
 
 Each recurrence is one kfp.local pipeline run (SubprocessRunner, no venv: components run in
 this interpreter, where zeus is installed). The store is the only state shared between runs,
-exactly as on a cluster. kfp.local's own chatter goes to a log file per recurrence, read on the
-way for progress (one event per step: `on_step`) and for where each trial's log and model went.
+exactly as on a cluster. Each step tells its start and end to a file of this runner's (zeus_kfp.steps.step_events):
+the progress (one `on_step` per step) and the name of a failed step come from there, typed. kfp.local's own
+chatter goes to a log file per recurrence, read on the way only for the lines the steps print themselves
+(where each trial's log and model went).
 
 Nothing is stored before every input is checked (zeus_kfp.steps.inputs, the policy, the pipeline
 itself): a refused input stores no job. A failed step records the recurrence's unfinished trial
 as failed with the step's error (so no trial is left `dispatched`), marks the job completed and
 raises LocalRunError quoting the error. A trial that failed (the script's own failure: it ended the
-recurrence, zeus_kfp.steps.trial.ends_recurrence) stops the run: TrialFailed carries the recurrences
+recurrence, zeus_kfp.steps.feedback.ends_recurrence) stops the run: TrialFailed carries the recurrences
 so far and names the trial, its reason and its log.
 
 SIGINT or SIGTERM stops the run cleanly: the steps still running are stopped, the recurrence's
@@ -19,26 +21,24 @@ unfinished trial is recorded as failed ("interrupted by SIGINT"), the job is mar
 
 import contextlib
 import functools
-import io
 import os
-import re
 import sys
 import time
 import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
 
 from kfp import local
 from kfp.local.config import LocalExecutionConfig
 
-from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline, parse_attempt_task
+from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
 from pipelines.local_owner import claim, reclaim_killed
+from pipelines.step_watcher import StepWatcher, error_lines
 from zeus_kfp.job import Decision, JobSpec
 from zeus_kfp.policy import get_policy
 from zeus_kfp.signals import Interrupted, interruptible, stop_children
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import (
     DEFAULT_DISPATCH_TIMEOUT_S,
     PYTHON_TOKEN,
@@ -51,16 +51,12 @@ from zeus_kfp.steps import (
 )
 from zeus_kfp.steps.gate import outcome_line
 from zeus_kfp.steps.inputs import check_trial_inputs
-from zeus_kfp.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
+from zeus_kfp.steps.step_events import EVENTS_ENV
 from zeus_kfp.store import Store, open_store
-from zeus_kfp.summaries import TrialFiles
 from zeus_kfp.train import example_command
 from zeus_kfp.trials import Trial
 
 DEFAULT_RUNS_DIR = Path(".zeus-kfp") / "runs"
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-TASK_LINE = re.compile(r"Executing task '([\w-]+)'")
-FAILED_TASK = re.compile(r"Task '([\w-]+)' finished with status FAILURE")
 
 
 class LocalRunError(RuntimeError):
@@ -99,85 +95,23 @@ class RunInterrupted(Interrupted):
         return f"interrupted by {self.signal_name} during recurrence {self.recurrence_id}: {recorded}"
 
 
-class StepWatcher(io.TextIOBase):
-    """kfp.local's output on its way to the log: each step it starts becomes one `on_step` call
-    ("preprocess", "attempt 1: bandit", "attempt 1: train (batch size 32, exploration)", ...).
-
-    What a train step is about to run comes typed from the store: `dispatched(attempt)` is the decision its
-    bandit step recorded (None: none recorded). What no store holds (the recurrence's number before any
-    trial, where a trial's files went, the lost trials a bandit recorded) is read from the lines the steps
-    print, each a zeus_kfp.steps.step_lines.StepLine shared with the step that prints it."""
-
-    def __init__(
-        self,
-        log: TextIO,
-        on_step: Callable[[str, int | None], None] | None,
-        dispatched: Callable[[int], Decision | None] | None = None,
-    ) -> None:
-        self.log, self.on_step, self.dispatched = log, on_step, dispatched
-        self._pending = ""
-        self._attempt: int | None = None  # the attempt of the task running now, if it is an attempt's
-        self.recurrence: int | None = None  # the recurrence's number in the job, once preprocess says it
-        self.files: dict[int, dict[str, str]] = {}  # attempt -> where its log and model went
-
-    def write(self, text: str) -> int:
-        self.log.write(text)
-        self._pending += text
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            self._line(ANSI.sub("", line).strip())
-        return len(text)
-
-    def flush(self) -> None:
-        self.log.flush()
-
-    def _line(self, line: str) -> None:
-        recurrence = RECURRENCE.read(line)
-        if recurrence is not None:
-            self.recurrence = int(recurrence.split()[0])
-        for kind, said in (("log", TRIAL_LOG.read(line)), ("model", MODEL.read(line))):
-            if said is not None and self._attempt is not None:
-                self.files.setdefault(self._attempt, {})[kind] = "" if said.startswith(NO_MODEL) else said
-        lost = LOST_TRIAL.read(line)
-        if lost is not None and self.on_step is not None:
-            self.on_step(lost, self.recurrence)
-        task = TASK_LINE.search(line)
-        if task:
-            attempt_step = parse_attempt_task(task.group(1))
-            self._attempt = attempt_step[0] if attempt_step is not None else None
-            if self.on_step is not None:
-                self.on_step(self._describe(task.group(1)), self.recurrence)
-
-    def trial_files(self) -> tuple[TrialFiles, ...]:
-        return tuple(TrialFiles(attempt, **where) for attempt, where in sorted(self.files.items()))
-
-    def _describe(self, task: str) -> str:
-        attempt_step = parse_attempt_task(task)
-        if attempt_step is None:
-            return "report" if task.split("-")[0] == "report" else task
-        attempt, step = attempt_step
-        decision = self.dispatched(attempt) if step == "train" and self.dispatched is not None else None
-        detail = f" (batch size {decision.batch_size}, {decision.stage})" if decision is not None else ""
-        return f"attempt {attempt}: {step}{detail}"
-
-
-def _error_lines(log_text: str) -> str:
-    """The lines of a kfp.local log that say why it failed (the last traceback's final line(s))."""
-    lines = [ANSI.sub("", ln).strip() for ln in log_text.splitlines()]
-    picked = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Mismatch\w*)\b.*:", ln)]
-    failed = [ln for ln in lines if "finished with status" in ln and "FAILURE" in ln]
-    return "\n".join((picked[-3:] or lines[-5:]) + failed[-2:])
-
-
 @contextlib.contextmanager
-def _local_session(outputs_dir: Path):
-    """kfp.local configured for one run, and reset afterwards (it is a process-wide singleton)."""
+def _local_session(outputs_dir: Path, events: Path):
+    """kfp.local configured for one run, and reset afterwards (it is a process-wide singleton); the steps it
+    runs (subprocesses of this one) tell their start and end to `events`."""
     previous = LocalExecutionConfig.instance
+    told_before = os.environ.get(EVENTS_ENV)
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(outputs_dir), raise_on_error=True)
+    events.unlink(missing_ok=True)
+    os.environ[EVENTS_ENV] = str(events)
     try:
         yield
     finally:
         LocalExecutionConfig.instance = previous
+        if told_before is None:
+            os.environ.pop(EVENTS_ENV, None)
+        else:
+            os.environ[EVENTS_ENV] = told_before
 
 
 def run_recurrence(
@@ -189,24 +123,24 @@ def run_recurrence(
     on_step: Callable[[str, int | None], None] | None = None,
     dispatched: Callable[[int], Decision | None] | None = None,
 ) -> StepWatcher:
-    """One pipeline run; kfp.local's output goes to `log_path` (each step started: `on_step(step, recurrence)`,
-    the recurrence's number once preprocess said it; a train step with `dispatched(attempt)`, the decision its
-    bandit recorded); returns what was read on the way (the recurrence's number, where its trials' logs and
-    models went). Failure raises LocalRunError."""
+    """One pipeline run; kfp.local's output goes to `log_path`, the steps' events beside it (each step started:
+    `on_step(step, recurrence)`, the recurrence's number once preprocess said it; a train step with
+    `dispatched(attempt)`, the decision its bandit recorded); returns what was read on the way (the recurrence's
+    number, where its trials' logs and models went). Failure raises LocalRunError naming the failed step."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("w") as log, _local_session(outputs_dir):
-        watcher = StepWatcher(log, on_step, dispatched)
+    events = log_path.with_suffix(".steps.jsonl")
+    with log_path.open("w") as log, _local_session(outputs_dir, events):
+        watcher = StepWatcher(log, on_step, dispatched, events)
         try:
-            with contextlib.redirect_stdout(watcher), warnings.catch_warnings():
+            with contextlib.redirect_stdout(watcher), warnings.catch_warnings(), watcher.follow():
                 # "custom base image in a Python environment" and "platform config ignored": expected here
                 warnings.filterwarnings("ignore", module=r"kfp\.local")
                 pipeline(**arguments)
         except Exception as err:  # kfp.local raises RuntimeError naming only the task
             log.flush()
-            text = log_path.read_text()
-            why = _error_lines(text)
-            failed = FAILED_TASK.findall(ANSI.sub("", text))
-            step = f"the {failed[-1]} step" if failed else "a step"
+            task = watcher.failed_task()
+            step = f"the {task} step" if task else "a step"
+            why = watcher.failed_error() or error_lines(log_path.read_text())
             raise LocalRunError(f"{step} failed: {err}\n{why}\n(full log: {log_path})") from err
     return watcher
 

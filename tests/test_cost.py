@@ -22,7 +22,7 @@ from zeus_kfp.power.selection import choose_limit
 from zeus_kfp.profiles import PowerProfile
 from zeus_kfp.report import default_config_cost
 from zeus_kfp.simulate.trace import SizeTrace
-from zeus_kfp.simulate.trial import run_trace_trial
+from zeus_kfp.simulate.trace_trial import run_trace_trial
 from zeus_kfp.trials import Trial
 
 GPUS = [1, 4, 8]

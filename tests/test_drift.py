@@ -1,5 +1,5 @@
-"""The drift detectors (zeus_kfp.steps.drift) on data whose shift is built by hand: the expected statistics are
-worked out here from the construction (PSI) or by scipy on the whole data (KS), never by the code under test;
+"""The drift detectors (zeus_kfp.steps.drift_detectors) on data whose shift is built by hand: the expected statistics
+are worked out here from the construction (PSI) or by scipy on the whole data (KS), never by the code under test;
 and the recurrence gate's settings refused with the field and what is allowed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from scipy.stats import ks_2samp
 from zeus_kfp.errors import FieldError, JobSpecError
 from zeus_kfp.job import JobSpec
 from zeus_kfp.steps import spec_from_params, spec_to_params
-from zeus_kfp.steps.drift import MAX_SAMPLE, DataSummary, measure
+from zeus_kfp.steps.drift_detectors import MAX_SAMPLE, DataSummary, measure
 
 BASE = JobSpec(job_id="drift", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.5, max_epochs=3)
 
@@ -113,8 +113,8 @@ def test_missing_data_names_drift_data(tmp_path):
     [
         ({"period_s": -1.0}, "period_s", "seconds >= 0"),
         ({"period_s": float("inf")}, "period_s", "seconds >= 0"),
-        ({"max_running": -1}, "max_running", "integer >= 0"),
-        ({"max_running": 1.5}, "max_running", "integer >= 0"),
+        ({"max_running": -1}, "max_running", "integer from 0 to 9223372036854775807"),
+        ({"max_running": 1.5}, "max_running", "integer from 0 to 9223372036854775807"),
         ({"drift_detector": "kl"}, "drift_detector", "none, fingerprint, rows, psi, ks, or a function"),
         ({"drift_threshold": -0.1}, "drift_threshold", ">= 0"),
         ({"drift_detector": "ks"}, "drift_data", "Parquet or CSV"),

@@ -1,6 +1,7 @@
 """One declaration of the job's settings (zeus/job.py): the preprocess component, the pipeline's parameters,
 the ZEUS_* variables and the CLI's options follow it, and a JobSpec with one more field is picked up by all
-of them without another edit.
+of them with no other edit than `make sources` (which writes the components and the pipeline's parameters out,
+tests/test_sources.py).
 
 The oracle is the dataclass itself, read here with dataclasses.fields (not zeus_kfp.settings), and a table
 written by hand of how each kind of annotation travels as a KFP parameter."""
@@ -8,6 +9,7 @@ written by hand of how each kind of annotation travels as a KFP parameter."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -67,16 +69,47 @@ def run_parameters(cls: type = JobSpec) -> set[str]:
     return {name for name, f in declared(cls).items() if f.metadata[SETTING].run_parameter}
 
 
-def test_the_preprocess_component_takes_every_setting_with_its_type_and_description() -> None:
-    from components.preprocess import make_preprocess, preprocess
+def test_the_preprocess_component_takes_every_setting_with_its_type_and_description(tmp_path) -> None:
+    """The checked-in component, and the one `make sources` writes for a JobSpec with one more setting."""
+    from written import load_written
 
-    for cls, component in ((JobSpec, preprocess), (WithWarmup, make_preprocess(WithWarmup))):
+    from components.preprocess import preprocess
+    from pipelines.sources import preprocess_source
+
+    warmup = load_written(preprocess_source(WithWarmup), tmp_path, "preprocess_with_warmup").preprocess
+    for cls, component in ((JobSpec, preprocess), (WithWarmup, warmup)):
         inputs = component.component_spec.inputs
         assert set(inputs) - {"data"} == set(declared(cls)) | STEP_INPUTS
         for name, field in declared(cls).items():
             assert inputs[name].type == KFP_TYPES[field.type], name
             assert inputs[name].description == setting_field(cls, name).pipeline_help()
-    assert "lr_warmup_epochs" in make_preprocess(WithWarmup).component_spec.inputs
+    assert "lr_warmup_epochs" in warmup.component_spec.inputs
+
+
+def test_the_pipeline_function_written_for_a_new_setting_takes_it(tmp_path) -> None:
+    """What `make sources` writes for a JobSpec with one more setting: the pipeline function takes it as a typed
+    run parameter, described as declared (the compiled pipeline's wiring of every setting is checked below)."""
+    import docstring_parser
+    from written import load_written
+
+    from pipelines.sources import recurrence_source
+
+    function = load_written(recurrence_source(WithWarmup), tmp_path, "recurrence_with_warmup").recurrence_function(
+        lambda given: None
+    )
+    parameter = inspect.signature(function).parameters["lr_warmup_epochs"]
+    assert parameter.annotation is int
+    described = {p.arg_name: p.description for p in docstring_parser.parse(function.__doc__).params}
+    assert described["lr_warmup_epochs"] == setting_field(WithWarmup, "lr_warmup_epochs").pipeline_help()
+
+
+def test_the_pipeline_is_built_for_a_job_spec_only() -> None:
+    """A JobSpec with one more setting is a JobSpec field and `make sources`, not a subclass handed over at run
+    time: the written-out components would not take its setting."""
+    from pipelines.dag import build_pipeline
+
+    with pytest.raises(TypeError, match=r"not a WithWarmup.*make sources"):
+        build_pipeline(WithWarmup(**SPEC.to_dict(), lr_warmup_epochs=2), ["true"])
 
 
 def compiled(spec: JobSpec, tmp_path, attempts: int = 3) -> dict:
@@ -89,7 +122,7 @@ def compiled(spec: JobSpec, tmp_path, attempts: int = 3) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-@pytest.mark.parametrize("spec", [SPEC.with_changes(beta_knob=None), WithWarmup(**SPEC.to_dict(), lr_warmup_epochs=2)])
+@pytest.mark.parametrize("spec", [SPEC.with_changes(beta_knob=None), SPEC.with_changes(max_running=2, period_s=60.0)])
 def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preprocess(spec, tmp_path) -> None:
     """...and to the recurrence gate, the root task that registers the job before anything else: preprocess sits
     in the gate's condition, where a run parameter arrives as the condition's `pipelinechannel--` input."""

@@ -131,7 +131,7 @@ ALLOWED: dict[str, set[str]] = {
     "zeus_kfp.simulate": FOUNDATION | {"zeus_kfp.seeds", "zeus_kfp.policy", "zeus_kfp.power"},
     # the report turns data it is handed into tables, plots and event files: never the store (the steps
     # and the CLI read it), never training. It may use the simulator's model: the default configuration's
-    # cost of a trace-replayed run is the trace's expected figure (zeus_kfp.report.frames), a pure function of
+    # cost of a trace-replayed run is the trace's expected figure (zeus_kfp.report.numbers), a pure function of
     # the shipped traces, as the bandit's state is a pure function of the history (zeus_kfp.policy)
     "zeus_kfp.report": FOUNDATION | {"zeus_kfp.policy", "zeus_kfp.power", "zeus_kfp.simulate"},
     # the training child: the user's script under the profiler; no store, no policy (it is told what to run)
@@ -314,7 +314,7 @@ def test_a_planted_forbidden_arrow_and_an_unplaced_module_are_caught(tmp_path):
         {
             "zeus/__init__.py": "",
             "zeus/report/__init__.py": "",
-            "zeus/report/frames.py": "import pandas\n\n\ndef read(uri):\n    from zeus_kfp.store import open_store\n",
+            "zeus/report/numbers.py": "import pandas\n\n\ndef read(uri):\n    from zeus_kfp.store import open_store\n",
             "zeus/store/__init__.py": "from zeus_kfp.store.store import open_store\n",
             "zeus/store/store.py": "from zeus_kfp.policy.history import HistoryView\n",
             "zeus/policy/__init__.py": "",
@@ -325,7 +325,7 @@ def test_a_planted_forbidden_arrow_and_an_unplaced_module_are_caught(tmp_path):
     )
     assert forbidden_arrows(module_graph(root)) == [
         "zeus_kfp.planted: no layer 'zeus_kfp.planted' in ALLOWED",
-        "zeus_kfp.report.frames:5 imports zeus_kfp.store (zeus_kfp.report -> zeus_kfp.store is not allowed)",
+        "zeus_kfp.report.numbers:5 imports zeus_kfp.store (zeus_kfp.report -> zeus_kfp.store is not allowed)",
         "zeus_kfp.store.store:1 imports zeus_kfp.policy.history (zeus_kfp.store -> zeus_kfp.policy is not allowed)",
     ]
     assert circles(module_graph(root)) == []

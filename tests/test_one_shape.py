@@ -27,7 +27,7 @@ TRIAL_SHAPED_CLASSES = {
 }
 # Lists of string literals naming four or more trial columns that are not trial_columns(...) calls.
 OTHER_COLUMN_LISTS = {
-    "zeus/report/frames.py:RECURRENCE_COLUMNS": "a recurrence's row (its trials summed), not a trial's",
+    "zeus/report/numbers.py:RECURRENCE_COLUMNS": "a recurrence's row (its trials summed), not a trial's",
 }
 
 

@@ -10,9 +10,9 @@ import pandas as pd
 
 from zeus_kfp.power.profiler import PowerLimitProfiler
 from zeus_kfp.profiles import UNFINISHED_NOTE, PowerProfile
-from zeus_kfp.report.frames import profile_states
+from zeus_kfp.report.numbers import profile_states
 from zeus_kfp.simulate.h200 import SimulatedH200, fitted, train_for
-from zeus_kfp.steps.trial import _measured_more
+from zeus_kfp.steps.train import _measured_more
 
 
 def rows(*limits: float) -> PowerProfile:

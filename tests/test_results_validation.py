@@ -251,7 +251,7 @@ def test_the_jit_profilers_profile_passes():
 def test_the_trace_simulators_profiles_pass():
     """Every shipped trace's profile, at every batch size, and the trial results replayed from them."""
     from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES
-    from zeus_kfp.simulate.trial import TraceBackend, trace_profile
+    from zeus_kfp.simulate.trace_trial import TraceBackend, trace_profile
     from zeus_kfp.simulate.workloads import WORKLOADS
 
     for workload in WORKLOADS:

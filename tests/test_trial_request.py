@@ -1,6 +1,6 @@
 """One declaration of what the train step is asked for (zeus/steps/request.py): the train component, the
 pipeline's launch parameters and every attempt's wiring follow it, and a TrialRequest with one more field
-is picked up by all of them without another edit.
+is picked up by all of them with no other edit than `make sources` (tests/test_sources.py).
 
 The oracle is the dataclass itself, read here with dataclasses.fields (not zeus_kfp.steps.request's readers),
 a table written by hand of how each annotation travels as a KFP parameter, and of how each source appears
@@ -15,8 +15,9 @@ import pytest
 import yaml
 from kfp import compiler
 
-from components.train import make_train, train
+from components.train import train
 from pipelines.dag import build_pipeline
+from pipelines.sources import recurrence_source, train_source
 from zeus_kfp.job import JobSpec
 from zeus_kfp.settings import SETTING
 from zeus_kfp.steps.request import WIRED, Source, TrialRequest, request_field, request_fields
@@ -43,8 +44,11 @@ def wired_name(field: dataclasses.Field) -> str:
 
 
 @pytest.mark.parametrize("cls", [TrialRequest, WithRestarts])
-def test_the_train_component_takes_every_request_field_with_its_type_default_and_description(cls) -> None:
-    component = train if cls is TrialRequest else make_train(cls)
+def test_the_train_component_takes_every_request_field_with_its_type_default_and_description(cls, tmp_path) -> None:
+    """The checked-in component, and the one `make sources` writes for a request with one more field."""
+    from written import load_written
+
+    component = train if cls is TrialRequest else load_written(train_source(cls), tmp_path, "train_restarts").train
     spec = component.component_spec
     assert set(spec.inputs) == set(declared(cls)) | ARTIFACT_INPUTS
     for name, field in declared(cls).items():
@@ -57,9 +61,9 @@ def test_the_train_component_takes_every_request_field_with_its_type_default_and
     assert set(spec.outputs) == {"result_json"} | ARTIFACT_OUTPUTS
 
 
-def compiled(cls: type, tmp_path) -> dict:
+def compiled(tmp_path) -> dict:
     path = tmp_path / "p.yaml"
-    compiler.Compiler().compile(build_pipeline(SPEC, ["true"], attempts=2, request_cls=cls), str(path))
+    compiler.Compiler().compile(build_pipeline(SPEC, ["true"], attempts=2), str(path))
     return yaml.safe_load(path.read_text())
 
 
@@ -92,9 +96,9 @@ def expected_binding(field: dataclasses.Field, attempt: int) -> dict:
     return {"runtimeValue": {"constant": attempt}}
 
 
-@pytest.mark.parametrize("cls", [TrialRequest, WithRestarts])
-def test_every_train_task_takes_every_field_from_where_it_is_declared(cls, tmp_path) -> None:
-    pipeline = compiled(cls, tmp_path)
+def test_every_train_task_takes_every_field_from_where_it_is_declared(tmp_path) -> None:
+    cls = TrialRequest
+    pipeline = compiled(tmp_path)
     tasks = train_tasks(pipeline)
     assert sorted(tasks) == [1, 2]
     for attempt, task in tasks.items():
@@ -108,8 +112,19 @@ def test_every_train_task_takes_every_field_from_where_it_is_declared(cls, tmp_p
             param = params[wired_name(field)]
             assert param["parameterType"] == KFP_TYPES[str(field.type)], name
             assert param["description"] == field.metadata[SETTING].help, name
-    if cls is WithRestarts:
-        assert params["max_restarts"]["defaultValue"] == 2  # the declared default, nothing else said
+
+
+def test_a_new_run_wired_field_is_a_pipeline_parameter_of_the_written_out_function(tmp_path) -> None:
+    """What `make sources` writes for a request with one more run-wired field: the pipeline function takes it,
+    typed; pipelines/dag.py then gives it its declared default (nothing else said)."""
+    import inspect
+
+    from written import load_written
+
+    function = load_written(recurrence_source(request_cls=WithRestarts), tmp_path, "recurrence_restarts")
+    parameters = inspect.signature(function.recurrence_function(lambda given: None)).parameters
+    assert parameters["max_restarts"].annotation is int
+    assert declared(WithRestarts)["max_restarts"].default == 2
 
 
 def test_the_wiring_the_pipeline_has_always_had() -> None:

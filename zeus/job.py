@@ -38,8 +38,8 @@ GATE_SETTINGS = ("period_s", "max_running", "drift_detector", "drift_threshold",
 # default, reexplore, chosen in the simulator (benchmarks/RESULTS.md, "Drift").
 DRIFT_REACTIONS = ("window", "reexplore", "none")
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-# The built-in drift detectors (zeus_kfp.steps.drift), each with its default threshold on its statistic: a data
-# fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI
+# The built-in drift detectors (zeus_kfp.steps.drift_detectors), each with its default threshold on its statistic:
+# a data fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI
 # (0.2: the usual "significant shift"); the largest per-column Kolmogorov-Smirnov statistic. Or module:function.
 DRIFT_DETECTORS = {"none": None, "fingerprint": 0.5, "rows": 0.1, "psi": 0.2, "ks": 0.1}
 DRIFT_FUNCTION = re.compile(r"^[^\s:]+:[A-Za-z_]\w*$")
@@ -498,7 +498,7 @@ class TrialOutcome:
     """A finished trial as its runner hands it back: the result, the power profile it measured (None or
     empty: nothing to store, e.g. it trained at a reused profile), the model it saved and its output's tail.
     One type for every runner: a script (zeus_kfp.train), a cluster launch (zeus_kfp.launch) and a trace replay
-    (zeus_kfp.simulate.trial)."""
+    (zeus_kfp.simulate.trace_trial)."""
 
     result: TrialResult
     profile: PowerProfile | None

@@ -40,7 +40,7 @@ PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
 PROFILE_COLUMNS = tuple(name for name, _ in PROFILE_SCHEMA)
 PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the chosen one
 # In a trial's reason when it has no profile because its metrics could not pace the profiler (zeus_kfp.train.progress);
-# the report reads it back (zeus_kfp.report.frames.limit_note), so it is declared here, below both.
+# the report reads it back (zeus_kfp.report.numbers.limit_note), so it is declared here, below both.
 UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
 # In the reason of a trial that ended before its power-limit search did (zeus_kfp.power.profiler.partial_note):
 # its profile is unfinished, and the next trial at that batch size continues it. The report reads it back.
@@ -84,7 +84,7 @@ def check_profile(frame: Any) -> pd.DataFrame:
     The rules keep what the producers make. A JIT profiler row (zeus_kfp.power.profiler) has a positive
     throughput (a window closes only after steps that did work) and a power >= 0: zero only for a
     window whose clock did not move, which PowerProfile.train_rows already skips when choosing,
-    so it is kept rather than failing the trial's feedback. A trace's rows (zeus_kfp.simulate.trial) are
+    so it is kept rather than failing the trial's feedback. A trace's rows (zeus_kfp.simulate.trace_trial) are
     positive. No producer writes a marker row: a trial that measured nothing hands over no rows, and
     callers skip an empty profile, so an empty table is refused. Values are checked as they are, not
     coerced: the text "False" is not a flag, nor "300" a number.

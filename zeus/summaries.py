@@ -51,7 +51,7 @@ class RecurrenceSummary:
 
     @property
     def failed_trial(self) -> Trial | None:
-        """The trial whose failure ended the recurrence (the script's own: zeus_kfp.steps.trial.ends_recurrence),
+        """The trial whose failure ended the recurrence (the script's own: zeus_kfp.steps.feedback.ends_recurrence),
         None when it reached the target or ran out of attempts."""
         last = self.trials[-1] if self.trials else None
         return last if last is not None and last.status == TrialStatus.FAILED.value else None

@@ -77,7 +77,7 @@ def test_run_prints_each_recurrence_and_the_job_against_default_oracle_and_simul
 
 def test_run_refuses_a_changed_job(tmp_path):
     store = str(tmp_path / "store")
-    from zeus_kfp.simulate.trial import TraceBackend
+    from zeus_kfp.simulate.trace_trial import TraceBackend
 
     open_store(store).ensure_job(TraceBackend("cifar100", "v100").spec("cli-changed", max_attempts=5))
     result = runner.invoke(app, ["run", "--store", store, "--job-id", "cli-changed", "--attempts", "3"])

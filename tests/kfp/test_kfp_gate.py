@@ -13,9 +13,9 @@ import pytest
 
 from pipelines.local import run_local
 from zeus_kfp.job import Decision, TrialResult
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import spec_to_params
-from zeus_kfp.steps.drift import DataSummary
+from zeus_kfp.steps.drift_detectors import DataSummary
 from zeus_kfp.store import GateRequest, keys, open_store
 
 TRACE = "trace:squad/v100"

@@ -22,7 +22,7 @@ from pipelines.local import LocalRunError, run_recurrence
 from pipelines.package import CompiledPackage
 from zeus_kfp.cli import app
 from zeus_kfp.errors import FieldError
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import gpu_power, spec_to_params
 from zeus_kfp.store import open_store
 

@@ -32,7 +32,7 @@ from .test_train_step import _kubeconfig
 
 RECURRENCE = "running"
 CONFIGMAP = job_name(SPEC.job_id, RECURRENCE, 1) + "-threshold"
-THRESHOLD_LOGGERS = ("zeus_kfp.launch.threshold_sink", "zeus_kfp.steps.live_threshold")
+THRESHOLD_LOGGERS = ("zeus_kfp.launch.threshold_sink", "zeus_kfp.steps.threshold_feed")
 
 
 def _cluster_train_step(tmp_path: Path, api, monkeypatch, *script_args: str, launcher: str = "trainjob") -> TrialResult:

@@ -1,4 +1,4 @@
-"""One protocol for every way a trial runs (zeus_kfp.launch.trial.TrialRunner): the script runner (local,
+"""One protocol for every way a trial runs (zeus_kfp.launch.trial_runner.TrialRunner): the script runner (local,
 torchrun), the cluster runner (trainjob, pytorchjob) and the trace replay take one `run` call, and the train
 step picks each from what it was asked for."""
 
@@ -10,10 +10,10 @@ import pytest
 
 from zeus_kfp.job import JobSpec
 from zeus_kfp.launch.config import LaunchConfig, LaunchError
-from zeus_kfp.launch.trial import ClusterRunner, ScriptRunner, TrialRunner, launch_runner
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.launch.trial_runner import ClusterRunner, ScriptRunner, TrialRunner, launch_runner
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps.request import TrialRequest
-from zeus_kfp.steps.trial import _runner
+from zeus_kfp.steps.train import _runner
 
 
 def run_parameters(method) -> list[tuple[str, inspect._ParameterKind]]:

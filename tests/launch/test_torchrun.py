@@ -19,7 +19,7 @@ import pytest
 
 from zeus_kfp.job import JobSpec, TrialStatus
 from zeus_kfp.launch import LaunchConfig
-from zeus_kfp.launch.trial import launch_runner
+from zeus_kfp.launch.trial_runner import launch_runner
 from zeus_kfp.power.profile_params import candidate_limits
 from zeus_kfp.power.simulated import SimulatedGPU
 from zeus_kfp.steps import bandit, feedback, prepare

@@ -1,5 +1,6 @@
 """The NSDI'23 power traces fed through the live JIT profiler: it picks, for every batch size of every shipped
-workload and GPU, the limit the simulator's trial code picks (choose_limit over zeus_kfp.simulate.trial.trace_profile).
+workload and GPU, the limit the simulator's trial code picks (choose_limit over
+zeus_kfp.simulate.trace_trial.trace_profile).
 
 The device is a stand-in (no GPU here): the simulated GPU driven by TraceDevice, whose step at a limit takes
 the trace's epoch time at that limit / STEPS_PER_EPOCH and draws its epoch energy / STEPS_PER_EPOCH. The
@@ -15,7 +16,7 @@ import pytest
 from zeus_kfp.power import EnergyMonitor, PowerLimitProfiler, ProfileParams, SimulatedGPU, choose_limit
 from zeus_kfp.power.profiler import Eval
 from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace
-from zeus_kfp.simulate.trial import TraceBackend, trace_profile
+from zeus_kfp.simulate.trace_trial import TraceBackend, trace_profile
 from zeus_kfp.simulate.workloads import WORKLOADS
 
 STEPS_PER_EPOCH = 100

@@ -1,4 +1,4 @@
-"""A job whose costs shift at a known recurrence (zeus_kfp.simulate.drift), on traces worked out by hand.
+"""A job whose costs shift at a known recurrence (zeus_kfp.simulate.shifted_job), on traces worked out by hand.
 
 The tiny trace: sizes 16, 32, 64; every run reaches the target at epoch 2; at either power limit (100 W,
 200 W; MAXPOWER 200 W) a size's epoch takes t seconds, using 100 t J at 100 W and 200 t J at 200 W. eta 0.5
@@ -14,9 +14,9 @@ import pytest
 
 from zeus_kfp.job import JobSpec
 from zeus_kfp.policy import get_policy
-from zeus_kfp.simulate.drift import DriftJob, ShiftedSimulator, drift_cell, run_drift, scaled
 from zeus_kfp.simulate.engine import Simulator, expected_figures, oracle_batch_size
 from zeus_kfp.simulate.perturb import run_costs
+from zeus_kfp.simulate.shifted_job import DriftJob, ShiftedSimulator, drift_cell, run_drift, scaled
 from zeus_kfp.simulate.trace import SizeTrace, WorkloadTrace
 
 LIMITS = np.array([100.0, 200.0])

@@ -20,7 +20,7 @@ from zeus_kfp.policy.base import Decision
 from zeus_kfp.power.selection import choose_limit
 from zeus_kfp.simulate.engine import Simulator
 from zeus_kfp.simulate.trace import POWER_COLUMNS, TRAIN_COLUMNS, SizeTrace, load_workload_trace, read_trace
-from zeus_kfp.simulate.trial import trace_profile
+from zeus_kfp.simulate.trace_trial import trace_profile
 
 POWER = [
     (16, 100, 10, 90),

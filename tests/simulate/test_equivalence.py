@@ -14,7 +14,7 @@ from pipelines.local import run_local
 from zeus_kfp.policy import get_policy
 from zeus_kfp.simulate.engine import Simulator
 from zeus_kfp.simulate.replay import live_rows, simulated_rows
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.store import open_store
 
 RECURRENCES = 10

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from zeus_kfp.simulate.reference import FIDELITY_TOLERANCE, ZEUS_SIMULATOR_REFERENCE
-from zeus_kfp.simulate.runner import build_simulator, simulate_seeds
 from zeus_kfp.simulate.trace import shipped_trace
+from zeus_kfp.simulate.workload_runs import build_simulator, simulate_seeds
 
 
 @pytest.mark.slow

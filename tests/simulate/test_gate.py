@@ -1,4 +1,4 @@
-"""The gate and the cap in the simulator (zeus_kfp.simulate.gate): runs arrive on a period and open a
+"""The gate and the cap in the simulator (zeus_kfp.simulate.recurrence_gate): runs arrive on a period and open a
 recurrence only when a slot is free. On the tiny trace of test_drift every trial takes at least 2 s
 (two epochs of at least 1 s), so runs arriving a nanosecond apart all find the first recurrence running."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from zeus_kfp.policy import get_policy
 from zeus_kfp.simulate.engine import Simulator
-from zeus_kfp.simulate.gate import simulate_gated
+from zeus_kfp.simulate.recurrence_gate import simulate_gated
 
 from .test_drift import BEFORE, SPEC
 

@@ -19,8 +19,8 @@ from tests.simulate.test_engine import POWER, Scripted
 from zeus_kfp.job import JobSpec, TrialStatus
 from zeus_kfp.policy import get_policy
 from zeus_kfp.simulate.engine import Simulator
-from zeus_kfp.simulate.runner import build_simulator
 from zeus_kfp.simulate.trace import POWER_COLUMNS, TRAIN_COLUMNS, load_workload_trace
+from zeus_kfp.simulate.workload_runs import build_simulator
 
 RUNS = {16: [4, 4], 32: [2, 2], 64: [None, None]}
 

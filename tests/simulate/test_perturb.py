@@ -12,8 +12,8 @@ import pytest
 from zeus_kfp.job import JobSpec
 from zeus_kfp.simulate.engine import Figures, SimulationResult, oracle_batch_size
 from zeus_kfp.simulate.perturb import KINDS, has_far_valley, move_minimum, perturbed_job
-from zeus_kfp.simulate.runner import build_simulator
 from zeus_kfp.simulate.trace import WorkloadTrace
+from zeus_kfp.simulate.workload_runs import build_simulator
 from zeus_kfp.summaries import RecurrenceSummary
 
 

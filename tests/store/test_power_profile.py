@@ -12,7 +12,7 @@ import pandas as pd
 from zeus_kfp.job import Decision
 from zeus_kfp.power.reuse import ProfileBook
 from zeus_kfp.profiles import PowerProfile
-from zeus_kfp.steps.trial import _read_reuse
+from zeus_kfp.steps.train import _read_reuse
 
 ROWS = [
     {"phase": "train", "power_limit_w": 300.0, "average_power_w": 280.0, "throughput": 900.0, "simulated": True},

@@ -214,7 +214,7 @@ def test_a_reader_whose_snapshot_is_deleted_under_it_reads_the_newer_one_quietly
 
 
 def test_a_retried_feedback_step_succeeds_after_other_recurrences_finished_trials(store, spec, tmp_path, quiet):
-    from zeus_kfp.steps.trial import feedback
+    from zeus_kfp.steps.feedback import feedback
 
     store.ensure_job(spec)
     for rid in ("run-a", "run-b"):

@@ -23,7 +23,7 @@ from ux.test_honest_saving import COMMAND, KERAS
 from ux.test_user_scripts import user_dir
 from zeus_kfp.report.units import COST_UNIT
 from zeus_kfp.simulate.engine import expected_figures
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.store import open_store
 
 JOBS = ("explorer", "flaky", "saver")

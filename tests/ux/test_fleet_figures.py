@@ -24,7 +24,7 @@ from zeus_kfp.fleet.figures import (
     job_figures,
     job_stage,
 )
-from zeus_kfp.fleet.markdown import markdown, metrics
+from zeus_kfp.fleet.fleet_markdown import markdown, metrics
 from zeus_kfp.fleet.plot import cumulative_by_job, plot_fleet
 from zeus_kfp.fleet.read import matching_jobs, namespace_of, parse_when
 from zeus_kfp.report import default_config_cost, savings_of

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ux.frames import SPEC
 from ux.store_data import populate
 from zeus_kfp.cli import app
-from zeus_kfp.steps.reporting import recurrence_report
+from zeus_kfp.steps.report import recurrence_report
 from zeus_kfp.store import open_store
 
 BASELINE = 25000.0 * 2.9 / 2.75  # see test_report.py

@@ -42,7 +42,7 @@ from s3_standins import KUBEFLOW_BUCKET, Upstream
 from pipelines.local import run_recurrence
 from ux.cli_process import cli_env
 from ux.kfp_api_server import API, KfpApiServer
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import spec_to_params
 from zeus_kfp.store import open_store
 

@@ -14,8 +14,8 @@ from PIL import Image
 
 from ux.frames import SPEC, bandit_frame, profiles_frame, trial_row, trials_frame
 from zeus_kfp.report import default_config_cost, markdown_report, per_recurrence, recurrence_metrics, write_plots
-from zeus_kfp.report.frames import select_recurrence
 from zeus_kfp.report.markdown import MAX_MARKDOWN_CHARS
+from zeus_kfp.report.numbers import select_recurrence
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # cost = 0.5 * E + 0.5 * 300 W * t: r1 25000; r2 7000 + 15000; r3 13750 (the dispatched trial has no cost).

@@ -1,7 +1,7 @@
 """The `zeus-kfp` Typer app that the command modules attach to, and its one error handler.
 
 Every command runs inside `ZeusGroup.invoke`, which turns whatever a command raises into one
-line on stderr and an exit code (zeus_kfp.cli.errors); usage errors (an unknown option, a bad
+line on stderr and an exit code (zeus_kfp.cli.exits); usage errors (an unknown option, a bad
 value Click itself checks) are one line too. The global `--debug` shows the traceback instead.
 """
 
@@ -17,7 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 import zeus_kfp
-from zeus_kfp.cli.errors import describe, one_line
+from zeus_kfp.cli.exits import describe, one_line
 
 
 def _usage_line(err: typer.TyperException) -> str:

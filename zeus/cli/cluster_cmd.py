@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from zeus_kfp.cli.app import app
-from zeus_kfp.cli.errors import one_line
+from zeus_kfp.cli.exits import one_line
 
 Host = Annotated[str | None, typer.Option("--host", help="KFP API URL (default: env KFP_HOST).")]
 Namespace = Annotated[str | None, typer.Option(help="Kubeflow namespace / profile (default: env KFP_NAMESPACE).")]

@@ -74,7 +74,7 @@ def fleet(
     (Zeus's, in J) and GPU-hours saved, CO2 avoided, the bandit's stage and failures, and a total row. A job
     still exploring says so: its saving may be negative until later recurrences pay the exploring back."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus_kfp.fleet.markdown import HEADERS, notes, rows, window_text
+    from zeus_kfp.fleet.fleet_markdown import HEADERS, notes, rows, window_text
     from zeus_kfp.fleet.read import parse_when, read_fleet
 
     opened = open_for_reading(store)

@@ -63,7 +63,7 @@ def choose_job(
     if script is not None:
         return _example_job(script, f"{example_job}-{script}" if job_id is None else job_id, changes)
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus_kfp.simulate.trial import TRACE_PREFIX, TraceBackend
+    from zeus_kfp.simulate.trace_trial import TRACE_PREFIX, TraceBackend
 
     backend = TraceBackend.parse(TRACE_PREFIX + (trace or default_trace))
     # An empty --job-id (`--job-id "$JOB"` with JOB unset) is a bad job id, not the example's.

@@ -111,7 +111,11 @@ def _title(what: str, total: int, last: int) -> str:
     return what if total <= last else f"{what} (last {last} of {total}; --last to see more)"
 
 
-OUTCOME_WORDS = {"reached": "yes", "missed": "no", "failed": "failed"}  # zeus_kfp.report.frames: a recurrence's outcome
+OUTCOME_WORDS = {
+    "reached": "yes",
+    "missed": "no",
+    "failed": "failed",
+}  # zeus_kfp.report.numbers: a recurrence's outcome
 RECURRENCE_COLUMNS = [
     Column("recurrence", keep=True),
     Column("reached", keep=True, justify="left"),
@@ -167,7 +171,7 @@ def saved_rows(saved: Any) -> list[dict[str, Any]]:
 
 def failed_totals(saved: Any) -> dict[str, Any]:
     """The job's failed trials, apart from the saving: their energy and cost, and the recurrences left out."""
-    from zeus_kfp.report.frames import FAILED
+    from zeus_kfp.report.numbers import FAILED
 
     rec = saved.recurrences
     return {
@@ -216,7 +220,7 @@ def show(
     which policy a run used (a run parameter)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus_kfp.report import arm_frame, per_recurrence, savings_of, write_plots
-    from zeus_kfp.report.frames import profile_states
+    from zeus_kfp.report.numbers import profile_states
     from zeus_kfp.store import UnknownJobError
 
     opened = open_for_reading(store)

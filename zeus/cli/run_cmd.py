@@ -25,7 +25,7 @@ from typing import Annotated
 import typer
 
 from zeus_kfp.cli.app import app
-from zeus_kfp.cli.errors import interrupted_code
+from zeus_kfp.cli.exits import interrupted_code
 from zeus_kfp.cli.job_setup import choose_job
 from zeus_kfp.cli.own_job import COLLECTOR_HELP, KEEP_HELP, PATTERN_HELP, setting_options, text_option
 from zeus_kfp.cli.run_report import (

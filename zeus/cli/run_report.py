@@ -1,7 +1,7 @@
 """What `zeus-kfp run` prints about its recurrences: each one's table with where its model and logs went,
 the epilogue (the bandit's state, the job against the default configuration, the plots), and the
 end of a run that did not work: the failed trial with the script's own last lines, or a run in which
-no recurrence reached the target. Both of those end the command with exit code 1 (zeus_kfp.cli.errors).
+no recurrence reached the target. Both of those end the command with exit code 1 (zeus_kfp.cli.exits).
 
 The saving is zeus_kfp.report.savings', the same lines `show` prints, so the two never disagree.
 """
@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from zeus_kfp.cli.errors import FAILED
+from zeus_kfp.cli.exits import FAILED
 from zeus_kfp.cli.trial_view import print_bandit_state, print_trials
 from zeus_kfp.report.units import duration, si
 from zeus_kfp.trials import trial_columns

@@ -120,8 +120,8 @@ def simulate(
     """
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus_kfp.seeds import seed_list as parse_seeds
-    from zeus_kfp.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
     from zeus_kfp.simulate.trace import shipped_trace
+    from zeus_kfp.simulate.workload_runs import build_simulator, results_to_json, simulate_seeds, write_json
 
     # Click options take one value each; the words after `--seeds 1` arrive as extra arguments.
     extra = [a for a in ctx.args]

@@ -52,7 +52,7 @@ def tensorboard(
     from zeus_kfp.report.tensorboard import tensorboard_argv
     from zeus_kfp.store import UnknownJobError
 
-    opened = open_for_reading(store)  # errors end the command with one line (zeus_kfp.cli.errors)
+    opened = open_for_reading(store)  # errors end the command with one line (zeus_kfp.cli.exits)
     try:
         opened.get_job(job)
     except UnknownJobError as err:

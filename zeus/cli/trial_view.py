@@ -104,9 +104,9 @@ def failure_notes(records: Sequence[Trial]) -> list[str]:
 
 def _cell(known: dict, field: str, record: Trial, no_figures: bool) -> str:
     """One cell; a trial that never reported (zeus_kfp.steps.abandoned) shows no figures, not zeros; a power limit
-    profiling did not choose says so ("250 W unprofiled", "250 W measure only": zeus_kfp.report.frames.limit_note)."""
+    profiling did not choose says so ("250 W unprofiled", "250 W measure only": zeus_kfp.report.numbers.limit_note)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
-    from zeus_kfp.report.frames import limit_text
+    from zeus_kfp.report.numbers import limit_text
 
     if field == "source":
         return source_of(record)

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from zeus_kfp.job import JobSpec, TrialStatus
-from zeus_kfp.report.frames import FAILED, finished_trials
+from zeus_kfp.report.numbers import FAILED, finished_trials
 from zeus_kfp.report.savings import Savings, savings_of
 
 DEFAULT_CARBON_INTENSITY = 480.0  # gCO2/kWh

@@ -1,5 +1,5 @@
 """Where the train step writes a trial's live threshold (zeus_kfp.train.live_threshold): the seam between the step's
-feed (zeus_kfp.steps.live_threshold, which reads the store) and the training script (which reads a file).
+feed (zeus_kfp.steps.threshold_feed, which reads the store) and the training script (which reads a file).
 
 Two sinks, one format (`threshold_json`):
 - `FileSink`: the file in the trial's work directory, for a script on the step's machine (launcher local,

@@ -1,7 +1,7 @@
 """How a power limit is chosen from a power profile (zeus_kfp.profiles.PowerProfile): the optimum selectors.
 
 Every choice of a limit goes through `choose_limit`: the live JIT profiler (zeus_kfp.power.profiler), a
-trial that reuses a stored profile (zeus_kfp.power.reuse), the trace-backed trial (zeus_kfp.simulate.trial)
+trial that reuses a stored profile (zeus_kfp.power.reuse), the trace-backed trial (zeus_kfp.simulate.trace_trial)
 and the report. It picks among the *valid* training rows only (PowerProfile.train_rows): a row whose power or
 throughput is zero or not finite is a void window (the meter did not tick), which profiles stored
 before zeus-kfp waited for the meter may still contain.

@@ -1,5 +1,5 @@
 """Plots and Markdown for people (pure pandas + matplotlib; never kfp, never the store: the report
-step, zeus_kfp.steps.reporting, and the CLI read it and hand these functions the data).
+step, zeus_kfp.steps.report, and the CLI read it and hand these functions the data).
 
 The pipeline's report step, `zeus-kfp run`, `zeus-kfp show` and the notebook all draw from
 these functions, so every view of a job shows the same numbers (the bandit's state too: `arm_frame`
@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from zeus_kfp.report.arms import arm_frame
-    from zeus_kfp.report.frames import Baseline, default_config_cost, per_recurrence
     from zeus_kfp.report.markdown import markdown_report
+    from zeus_kfp.report.numbers import Baseline, default_config_cost, per_recurrence
     from zeus_kfp.report.plots import PLOT_NAMES, write_plots
     from zeus_kfp.report.recurrence import RecurrenceReport, build_recurrence_report, recurrence_metrics
     from zeus_kfp.report.savings import Savings, savings_of
 
 _SOURCES = {
     "arm_frame": "arms",
-    "Baseline": "frames",
-    "default_config_cost": "frames",
-    "per_recurrence": "frames",
+    "Baseline": "numbers",
+    "default_config_cost": "numbers",
+    "per_recurrence": "numbers",
     "markdown_report": "markdown",
     "PLOT_NAMES": "plots",
     "write_plots": "plots",

@@ -14,7 +14,7 @@ import pandas as pd
 from PIL import Image
 
 from zeus_kfp.job import JobSpec
-from zeus_kfp.report.frames import FAILED, MISSED, REACHED, finished_trials, is_simulated, limit_text, per_recurrence
+from zeus_kfp.report.numbers import FAILED, MISSED, REACHED, finished_trials, is_simulated, limit_text, per_recurrence
 from zeus_kfp.report.plots import PLOT_NAMES
 from zeus_kfp.report.savings import savings_of
 from zeus_kfp.trials import trial_columns

@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 from zeus_kfp.job import JobSpec, TrialStatus
 from zeus_kfp.power.selection import choose_limit
 from zeus_kfp.profiles import PowerProfile
-from zeus_kfp.report.frames import (
+from zeus_kfp.report.numbers import (
     default_config_cost,
     finished_trials,
     is_simulated,

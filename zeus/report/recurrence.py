@@ -1,5 +1,5 @@
 """One recurrence's report from the job's data: what the pipeline's report step and `zeus-kfp run`
-show at the end of a recurrence (they read the data from the store: zeus_kfp.steps.reporting)."""
+show at the end of a recurrence (they read the data from the store: zeus_kfp.steps.report)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 from zeus_kfp.job import JobSpec
 from zeus_kfp.policy.history import History
 from zeus_kfp.report.arms import DEFAULT_POLICY, arm_frame
-from zeus_kfp.report.frames import FAILED, default_config_cost, per_recurrence, select_recurrence
 from zeus_kfp.report.markdown import markdown_report
+from zeus_kfp.report.numbers import FAILED, default_config_cost, per_recurrence, select_recurrence
 from zeus_kfp.report.plots import write_plots
 
 
@@ -42,7 +42,7 @@ def build_recurrence_report(
     """Plot the job's history into `out_dir` and report on the recurrence `recurrence_id` (None: the
     latest one that has trials). The bandit's state is `policy`'s view of the whole `history`
     (zeus_kfp.report.arms): the run's policy, which the store does not record. The caller reads the store
-    (zeus_kfp.steps.reporting.recurrence_report): the report takes data, so it never opens one."""
+    (zeus_kfp.steps.report.recurrence_report): the report takes data, so it never opens one."""
     state = arm_frame(spec, history, policy)
     chosen = select_recurrence(trials, recurrence_id)
     number = int(chosen["recurrence"].iloc[0])

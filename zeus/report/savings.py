@@ -2,14 +2,14 @@
 
 Why its own module: two views once printed two different savings for one run (one against the
 simulator's expected default, one against the store's estimate; one cumulative, one of the latest
-recurrence). Now the baseline comes from one function (zeus_kfp.report.frames.default_config_cost) and
+recurrence). Now the baseline comes from one function (zeus_kfp.report.numbers.default_config_cost) and
 the savings from this one, and each view prints the same two figures in the same words:
 
 - a recurrence's saving: 1 - its cost / the baseline;
 - the job's cumulative saving: 1 - (the cost of all its recurrences) / (as many times the baseline).
 
 Over which recurrences, and which cost: a recurrence's cost is its policy's trials' (reached,
-missed, stopped early, out of memory: zeus_kfp.report.frames.per_recurrence). Trials that failed for reasons of
+missed, stopped early, out of memory: zeus_kfp.report.numbers.per_recurrence). Trials that failed for reasons of
 their own (a crash, an interrupt, a lost pod) produced no model and measured nothing of the policy: their
 energy and cost are waste, shown apart ("failed runs: ..."), and a recurrence whose every trial failed is
 left out of the saving. Counted, they read as savings (a crash after two epochs costs little: +80 %) or, one
@@ -25,7 +25,7 @@ import pandas as pd
 
 from zeus_kfp.cost import Figures
 from zeus_kfp.job import JobSpec
-from zeus_kfp.report.frames import FAILED, Baseline, default_config_cost, per_recurrence
+from zeus_kfp.report.numbers import FAILED, Baseline, default_config_cost, per_recurrence
 from zeus_kfp.report.units import COST_UNIT, si
 
 EXPLORING_NOTE = (

@@ -32,7 +32,7 @@ import pandas as pd
 from zeus_kfp.job import JobSpec
 from zeus_kfp.policy.history import History
 from zeus_kfp.report.arms import DEFAULT_POLICY, arm_frame, history_through
-from zeus_kfp.report.frames import finished_trials, is_simulated, limit_note, select_recurrence
+from zeus_kfp.report.numbers import finished_trials, is_simulated, limit_note, select_recurrence
 from zeus_kfp.report.recurrence import recurrence_metrics
 
 TAG = "recurrence/"
@@ -60,7 +60,7 @@ def recurrence_scalars(
         scalars[TAG + "batch_size"] = float(final["batch_size"])
         if pd.notna(final["power_limit_w"]):
             scalars[TAG + "power_limit_w"] = float(final["power_limit_w"])
-            # 0: the limit was in force, not chosen (unprofiled, measure only: zeus_kfp.report.frames.limit_note)
+            # 0: the limit was in force, not chosen (unprofiled, measure only: zeus_kfp.report.numbers.limit_note)
             scalars[TAG + "power_limit_profiled"] = 0.0 if limit_note(final.get("reason")) else 1.0
         scalars[TAG + "simulated"] = 1.0 if is_simulated(mine) else 0.0
     for row in arms.itertuples(index=False):  # arms without a posterior mean are left out
@@ -94,7 +94,7 @@ def recurrence_event(
 ) -> tuple[str, bytes]:
     """The recurrence's event file: (its name in the job's log directory, its bytes). The posterior is
     `policy`'s (the run's: the store does not record it). The report step stores it
-    (zeus_kfp.steps.reporting.append_recurrence)."""
+    (zeus_kfp.steps.report.append_recurrence)."""
     number = int(select_recurrence(trials, recurrence_id)["recurrence"].iloc[0])
     arms = arm_frame(spec, history_through(history, number), policy)
     scalars = recurrence_scalars(trials, profiles, arms, spec, number)

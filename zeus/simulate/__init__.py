@@ -9,8 +9,8 @@ Typical use (also what `zeus-kfp simulate` and benchmarks/policy.py do):
 
 from zeus_kfp.cost import Figures
 from zeus_kfp.simulate.engine import SimulationResult, Simulator
-from zeus_kfp.simulate.runner import build_simulator, results_to_json, simulate_seeds, write_json
 from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES, load_workload_trace, shipped_trace
+from zeus_kfp.simulate.workload_runs import build_simulator, results_to_json, simulate_seeds, write_json
 from zeus_kfp.simulate.workloads import WORKLOADS, Workload, get_workload
 
 __all__ = [

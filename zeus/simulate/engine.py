@@ -3,7 +3,7 @@
 The simulator is the pipeline with the cluster taken out, not a model of it. Each attempt asks the
 policy (the same `decide`, with the seed zeus_kfp.seeds derives for that recurrence and attempt, as the
 bandit step does), decides profile reuse with the same rule (zeus_kfp.power.reuse), and runs the same
-trace-backed trial (zeus_kfp.simulate.trial) the train step runs for a "trace:<workload>/<gpu>" job. So
+trace-backed trial (zeus_kfp.simulate.trace_trial) the train step runs for a "trace:<workload>/<gpu>" job. So
 `zeus-kfp simulate` and `zeus-kfp run` on a trace backend give the same trials, and the policy is
 evaluated on the pipeline users run (tests/simulate/test_equivalence.py checks it through kfp.local).
 
@@ -40,7 +40,7 @@ from zeus_kfp.policy.drift import decide_after_drift, early_stop_after_drift
 from zeus_kfp.power.reuse import ProfileBook
 from zeus_kfp.seeds import decision_seed, trial_seed
 from zeus_kfp.simulate.trace import WorkloadTrace
-from zeus_kfp.simulate.trial import run_trace_trial
+from zeus_kfp.simulate.trace_trial import run_trace_trial
 from zeus_kfp.summaries import RecurrenceSummary
 from zeus_kfp.trials import Trial
 
@@ -161,7 +161,8 @@ class Simulator:
         return 2 * len(self.spec.batch_sizes) * len(self.trace.power_limits)
 
     def trace_for(self, recurrence: int) -> WorkloadTrace:
-        """The trace recurrence `recurrence` trains on: one for the whole job (zeus_kfp.simulate.drift shifts it)."""
+        """The trace recurrence `recurrence` trains on: one for the whole job (zeus_kfp.simulate.shifted_job shifts
+        it)."""
         return self.trace
 
     def run(
@@ -335,7 +336,8 @@ class _Run:
             self._dispatch(rec)
 
     def _slot_freed(self) -> None:
-        """A recurrence ended: start the next one at once (zeus_kfp.simulate.gate starts them on a period)."""
+        """A recurrence ended: start the next one at once (zeus_kfp.simulate.recurrence_gate starts them on a
+        period)."""
         if self.started < self.n:
             self._start_recurrence()
 

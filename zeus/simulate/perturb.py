@@ -28,8 +28,8 @@ import numpy as np
 
 from zeus_kfp.job import JobSpec
 from zeus_kfp.simulate.engine import Simulator, oracle_batch_size, reaching_figures
-from zeus_kfp.simulate.runner import build_simulator
 from zeus_kfp.simulate.trace import SHIPPED_POWER_TRACES, SizeTrace, WorkloadTrace
+from zeus_kfp.simulate.workload_runs import build_simulator
 from zeus_kfp.simulate.workloads import WORKLOADS
 
 KINDS = ("measured", "moved", "default-optimal")

@@ -19,7 +19,7 @@ from zeus_kfp.cost import Figures
 from zeus_kfp.job import JobSpec
 from zeus_kfp.policy import get_policy
 from zeus_kfp.simulate.engine import SimulationResult, Simulator
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.trials import Trial, trial_columns, trials_of
 
 # What must agree for every trial; cost to the last bit (the same floats in the same order).

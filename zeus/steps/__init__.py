@@ -1,6 +1,11 @@
-"""What each pipeline step does, as plain functions named after their KFP components (preprocess,
-bandit, train, feedback, report): a component (components/) is a few lines that call the function of
-its name, so the logic is testable without kfp and never imports it.
+"""What each pipeline step does, as plain functions named after their KFP components, each in the module of its
+name (gate, preprocess, bandit, train, feedback, report, gpu_power): a component (components/) is a few lines
+that call the function of its name, so the logic is testable without kfp and never imports it.
+
+Here the package's attribute of a step's name is its function (`steps.train(...)`, as the components call
+it), not its module: reach a module as `from zeus_kfp.steps.train import ...` or by its dotted name
+(importlib, sys.modules), never `import zeus_kfp.steps.train as m` or a "zeus_kfp.steps.train.x" patch target,
+which resolve to the function.
 """
 
 from zeus_kfp.steps.abandoned import (
@@ -11,7 +16,10 @@ from zeus_kfp.steps.abandoned import (
     fail_stale,
     fail_unfinished,
 )
+from zeus_kfp.steps.bandit import Choice, bandit
+from zeus_kfp.steps.feedback import feedback
 from zeus_kfp.steps.gate import gate
+from zeus_kfp.steps.gpu_power import MaxPower, gpu_power
 from zeus_kfp.steps.params import (
     BETA_DISABLED,
     NO_THRESHOLD,
@@ -23,12 +31,11 @@ from zeus_kfp.steps.params import (
     threshold_from_param,
     threshold_to_param,
 )
-from zeus_kfp.steps.power import MaxPower, gpu_power
-from zeus_kfp.steps.prepare import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
-from zeus_kfp.steps.reporting import report
+from zeus_kfp.steps.preprocess import PASS_THROUGH_NOTE, Prepared, StepError, prepare, preprocess, run_preprocess
+from zeus_kfp.steps.report import report
 from zeus_kfp.steps.request import TrialRequest
 from zeus_kfp.steps.summary import summarize
-from zeus_kfp.steps.trial import Choice, bandit, feedback, train
+from zeus_kfp.steps.train import train
 from zeus_kfp.summaries import RecurrenceSummary
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from zeus_kfp.fleet.figures import DEFAULT_CARBON_INTENSITY
-from zeus_kfp.fleet.markdown import write_report
+from zeus_kfp.fleet.fleet_markdown import write_report
 from zeus_kfp.fleet.read import parse_when, read_fleet
 from zeus_kfp.steps.params import open_step_store
 

@@ -1,7 +1,7 @@
 """The recurrence gate, the first step of every run: does this run open a recurrence of the job, or end at once?
 
 It opens one when the job's period has passed since the last recurrence began or its drift detector finds
-drift (zeus_kfp.steps.drift), and the job has a free slot (fewer than max_running recurrences running). The
+drift (zeus_kfp.steps.drift_detectors), and the job has a free slot (fewer than max_running recurrences running). The
 decision is not taken here but by the log (zeus_kfp.store.gating): the gate appends its request, with the drift
 statistic it measured, as the recurrence's `begin` entry, and its outcome is a rule of the log before that
 entry's slot. So however many schedules and manual submissions start runs of one job at once, every one of
@@ -16,9 +16,10 @@ so no run exceeds the cap.
 from __future__ import annotations
 
 from zeus_kfp.job import NO_DRIFT, JobSpec
-from zeus_kfp.steps import drift
+from zeus_kfp.steps import drift_detectors as drift
 from zeus_kfp.steps.abandoned import check_dispatch_timeout
 from zeus_kfp.steps.params import open_step_store, spec_from_params
+from zeus_kfp.steps.step_events import reported
 from zeus_kfp.steps.step_lines import GATE
 from zeus_kfp.store import GateOutcome, GateRequest, Store
 
@@ -65,6 +66,7 @@ def open_gate(
     return store.open_recurrence(spec.job_id, recurrence_id, request)
 
 
+@reported("gate")
 def gate(
     params: dict,
     *,

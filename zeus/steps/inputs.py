@@ -5,7 +5,7 @@ Why one place: a bad regex or a typo in a placeholder used to surface only insid
 the job's spec was stored and a trial dispatched. Checked here first, it is one line naming the
 field; checked again by the train step (a cluster run's parameters may be overridden per run), it
 becomes that trial's failure, recorded by feedback with the reason, and the recurrence ends: a train
-step never fails on its inputs, so no trial is left `dispatched` behind it (zeus_kfp.steps.trial).
+step never fails on its inputs, so no trial is left `dispatched` behind it (zeus_kfp.steps.train).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from zeus_kfp.errors import FieldError
 from zeus_kfp.launch.config import DEFAULT_RUNTIME, LaunchConfig
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps.keep import keep_globs
 from zeus_kfp.steps.params import PYTHON_TOKEN
 from zeus_kfp.train.collectors import CollectorSpec

@@ -6,7 +6,7 @@ parameter's (components/train.py generates the component from them, as component
 the JobSpec), its help the description the KFP UI shows, and `wired` says where the pipeline takes its
 value from: a pipeline run parameter (its own pipeline parameter, with this help), an output of the
 attempt's bandit step or of preprocess, or the attempt's number. pipelines/dag.py reads that to bind every
-attempt's train task, and zeus_kfp.steps.trial.train receives the request as one value. So a new launch
+attempt's train task, and zeus_kfp.steps.train.train receives the request as one value. So a new launch
 setting is one field here, and tests/test_trial_request.py fails when the component, the pipeline or the
 step drifts from the declaration.
 

@@ -5,7 +5,7 @@ Why a file, written for the script and read by it (docs/DESIGN.md, "The live thr
 - the training child must not read the store (zeus/train imports no store: a GPU pod needs no store
   credentials, and the user's script is any process, started from any command line);
 - a store that is slow, unreachable or failing must never stall or stop a training loop: the step's
-  reader thread (zeus_kfp.steps.live_threshold) absorbs that, and all the script ever does is read a small
+  reader thread (zeus_kfp.steps.threshold_feed) absorbs that, and all the script ever does is read a small
   local file, which it cannot wait on;
 - it is the same kind of hand-over as result.json and profile.csv. Where the script shares the step's file
   system (launcher local, torchrun) the step writes the file into the trial's work directory; a cluster

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zeus_kfp.train.collectors.base import Collector, CollectorError
+from zeus_kfp.train.collectors.collector import Collector, CollectorError
 from zeus_kfp.train.collectors.observation import Observation, json_observations, make_observations, text_observations
 from zeus_kfp.train.collectors.spec import (
     AUTO_PORT,

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from zeus_kfp.train.collectors.base import CollectorError
+from zeus_kfp.train.collectors.collector import CollectorError
 from zeus_kfp.train.collectors.observation import Observation, json_observations, text_observations
 
 

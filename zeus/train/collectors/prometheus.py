@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from zeus_kfp.train.collectors.base import CollectorError, OwnSource
+from zeus_kfp.train.collectors.collector import CollectorError, OwnSource
 from zeus_kfp.train.collectors.observation import Observation, make_observations, progress_value
 
 LOCALHOST = "127.0.0.1"

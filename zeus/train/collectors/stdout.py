@@ -17,7 +17,7 @@ import queue
 import re
 from collections.abc import Sequence
 
-from zeus_kfp.train.collectors.base import OwnSource
+from zeus_kfp.train.collectors.collector import OwnSource
 from zeus_kfp.train.collectors.observation import Observation, text_observations
 
 RANK_MARK = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*?)?(?P<rank>\d+)\]:")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from zeus_kfp.train.collectors.base import CollectorError
+from zeus_kfp.train.collectors.collector import CollectorError
 from zeus_kfp.train.collectors.observation import PROGRESS_NAMES, Observation, make_observations
 
 EVENT_FILE_MARK = "tfevents"  # TensorBoard's own test for an event file name

@@ -149,7 +149,7 @@ def statistic(detector: str, current: DataSummary, frame: pd.DataFrame, previous
         return _per_column(psi, previous, current)
     if detector == "ks":
         return _per_column(ks, previous, current)
-    from zeus_kfp.steps.prepare import load_callable  # a user's module:function, loaded as preprocess loads one
+    from zeus_kfp.steps.preprocess import load_callable  # a user's module:function, loaded as preprocess loads one
 
     value = load_callable(detector, what="drift detector")(frame, previous.frame())
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -17,9 +17,11 @@ from zeus_kfp.job import JobSpec, TrialStatus
 from zeus_kfp.power.gpu import MEASURE_ONLY_NOTE
 from zeus_kfp.profiles import UNFINISHED_NOTE, UNPROFILED_NOTE
 from zeus_kfp.simulate.engine import expected_figures
-from zeus_kfp.simulate.trial import TraceBackend
+from zeus_kfp.simulate.trace_trial import TraceBackend
 
-TRACE_SOURCE = re.compile(r"simulated \(trace: ([\w.-]+/[\w.-]+)\)")  # zeus_kfp.simulate.trial.TraceBackend.source
+TRACE_SOURCE = re.compile(
+    r"simulated \(trace: ([\w.-]+/[\w.-]+)\)"
+)  # zeus_kfp.simulate.trace_trial.TraceBackend.source
 RECURRENCE_COLUMNS = [
     "recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost", "outcome",
     "failed_energy_j", "failed_cost",

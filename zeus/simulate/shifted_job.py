@@ -26,8 +26,8 @@ from zeus_kfp.job import JobSpec
 from zeus_kfp.policy.base import Policy
 from zeus_kfp.simulate.engine import SimulationResult, Simulator, expected_figures, oracle_batch_size, reaching_figures
 from zeus_kfp.simulate.perturb import move_minimum, perturbed_job
-from zeus_kfp.simulate.runner import build_simulator
 from zeus_kfp.simulate.trace import SizeTrace, WorkloadTrace
+from zeus_kfp.simulate.workload_runs import build_simulator
 
 
 class ShiftedSimulator(Simulator):

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from zeus_kfp.report.arms import DEFAULT_POLICY  # arms loads no plotting library
 from zeus_kfp.steps.params import resolve_store_uri
-from zeus_kfp.steps.trial import MetricsSink
+from zeus_kfp.steps.step_events import reported
+from zeus_kfp.steps.train import MetricsSink
 from zeus_kfp.store import Store, keys, open_store
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def log_dir_uri(store_uri: str, job_id: str) -> str:
     return f"{store_uri.rstrip('/')}/{keys.tensorboard_dir(job_id)}"
 
 
+@reported("report")
 def report(
     *,
     store_uri: str,

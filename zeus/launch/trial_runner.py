@@ -1,5 +1,5 @@
 """One protocol for every way a trial runs: `TrialRunner`, which the train step calls in one place
-(zeus_kfp.steps.trial.train) without caring where the trial runs.
+(zeus_kfp.steps.train.train) without caring where the trial runs.
 
 Three implementations:
 - `ScriptRunner` (launcher local or torchrun): the script runner on the step's own machine
@@ -7,7 +7,7 @@ Three implementations:
   and reading result.json stay the runner's;
 - `ClusterRunner` (launcher trainjob or pytorchjob): a Kubeflow job, whose rank 0 hands its result back
   through the store (zeus_kfp.launch.cluster);
-- zeus_kfp.simulate.trial.TraceBackend (trial backend "trace:<workload>/<gpu>"): the trial replayed from the
+- zeus_kfp.simulate.trace_trial.TraceBackend (trial backend "trace:<workload>/<gpu>"): the trial replayed from the
   NSDI'23 traces, the simulator's own code.
 
 What differs between them (the command, the collector, where the job runs) is the runner's configuration;

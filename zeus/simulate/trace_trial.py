@@ -16,7 +16,7 @@ Rules (after ml-energy/zeus `_legacy/simulate.py`):
   not reached: cost_exceeded when the threshold set the cap, not_reached when max_epochs did;
 - with `threshold_at` (the simulator's overlapping recurrences) the threshold is read again at every
   epoch end, `threshold_at(seconds into the trial)`, as a live trial reads the job's early stop then
-  (zeus_kfp.steps.live_threshold): the trial stops at the first epoch end at which it has run its cap under
+  (zeus_kfp.steps.threshold_feed): the trial stops at the first epoch end at which it has run its cap under
   the threshold of that moment, or reached. A constant `threshold_at` gives the same trial as
   `cost_threshold` alone.
 
@@ -99,7 +99,7 @@ class TraceBackend:
         reuse: PowerProfile | None,
         work_dir: Path | None = None,
     ) -> TrialOutcome:
-        """One replayed trial: a zeus_kfp.launch.trial.TrialRunner, like the script and cluster runners (a replay
+        """One replayed trial: a zeus_kfp.launch.trial_runner.TrialRunner, like the script and cluster runners (a replay
         writes nothing, so `work_dir` goes unused)."""
         trace = self.trace()
         if batch_size not in trace.sizes:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from zeus_kfp.errors import FieldError
 from zeus_kfp.power import max_power_limit_w
+from zeus_kfp.steps.step_events import reported
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class MaxPower:
     source: str
 
 
+@reported("gpu-power")
 def gpu_power(max_power_w: float, gpu: str = "auto") -> MaxPower:
     """`max_power_w` when it is pinned (> 0); 0: the largest maximum power limit of this pod's GPUs."""
     if not isinstance(max_power_w, (int, float)) or isinstance(max_power_w, bool) or max_power_w < 0:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from zeus_kfp.job import JobSpec
 from zeus_kfp.steps.params import open_step_store, spec_from_params
+from zeus_kfp.steps.step_events import reported
 from zeus_kfp.steps.step_lines import RECURRENCE
 
 PASS_THROUGH_NOTE = "pass-through: no preprocessing configured; the training script reads its own data\n"
@@ -102,6 +103,7 @@ def load_callable(ref: str, what: str = "preprocess"):
     return func
 
 
+@reported("preprocess")
 def preprocess(
     params: dict,
     *,

@@ -1,15 +1,10 @@
-"""One attempt of a recurrence: the bandit, train and feedback steps, each what the KFP component of
-the same name calls.
+"""The train step: one trial of an attempt, what the KFP component of the same name calls (the attempt's
+bandit step before it, zeus_kfp.steps.bandit; its feedback step after it, zeus_kfp.steps.feedback).
 
-State lives in the store only: bandit reads the job's history and the policy decides from
-all of it, as optuna samplers do (well under 0.1 s at 10,000 trials, against a step's start-up
-of about a second); train writes nothing to the store, and only reads it, for a script on its own
-machine, to follow the job's early stop while the trial runs (zeus_kfp.steps.live_threshold: the
-mid-trial early stop, written for the script to read: a file, or for a cluster trial a ConfigMap its pods
-mount; a store it cannot read changes nothing); feedback writes the finished trial
-and its power profile, each under a key unique to (recurrence, attempt), so a retried step
-rewrites the same objects. Nothing derived from the history is stored: the arm states people see
-are computed where they are shown (zeus_kfp.report.arms).
+Train writes nothing to the store, and only reads it, for a script on its own machine, to follow the job's
+early stop while the trial runs (zeus_kfp.steps.threshold_feed: the mid-trial early stop, written for the
+script to read: a file, or for a cluster trial a ConfigMap its pods mount; a store it cannot read changes
+nothing). Its result goes to feedback through KFP, which records it.
 """
 
 from __future__ import annotations
@@ -22,44 +17,30 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 from zeus_kfp.errors import FieldError
-from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
-from zeus_kfp.launch.trial import ClusterRunner, ScriptRunner, TrialRunner, launch_runner
-from zeus_kfp.policy import get_policy
-from zeus_kfp.policy.base import Decision
-from zeus_kfp.policy.drift import decide_after_drift
-from zeus_kfp.power.reuse import ProfileBook
+from zeus_kfp.job import JobSpec, TrialResult
+from zeus_kfp.launch.trial_runner import ClusterRunner, ScriptRunner, TrialRunner, launch_runner
 from zeus_kfp.profiles import PowerProfile
-from zeus_kfp.seeds import decision_seed, trial_seed
 from zeus_kfp.signals import Interrupted, interruptible, stop_children
 from zeus_kfp.steps.abandoned import (
-    DEFAULT_DISPATCH_TIMEOUT_S,
-    abandoned_line,
     abandoned_result,
-    check_dispatch_timeout,
-    fail_stale,
 )
 from zeus_kfp.steps.inputs import check_trial_inputs
 from zeus_kfp.steps.keep import DELETED_NOTE, copy_kept, deleted_note, kept_files, left_behind
-from zeus_kfp.steps.live_threshold import ThresholdFeed
 from zeus_kfp.steps.params import (
     PROFILE_KIND,
     PYTHON_TOKEN,
-    open_step_store,
     resolve_store_uri,
     threshold_from_param,
-    threshold_to_param,
 )
 from zeus_kfp.steps.request import TrialRequest
-from zeus_kfp.steps.step_lines import LOST_TRIAL
+from zeus_kfp.steps.step_events import reported
+from zeus_kfp.steps.threshold_feed import ThresholdFeed
 from zeus_kfp.steps.trial_files import TRIAL_OUTPUT_FILES, FileArtifact, finish_log, keep_trial_log, say_where
 from zeus_kfp.train.runner import LOG_SUBDIR, RUNNER_FILES
-from zeus_kfp.trials import Trial
 
 
 class MetricsSink(Protocol):
@@ -68,93 +49,7 @@ class MetricsSink(Protocol):
     def log_metric(self, metric: str, value: float) -> None: ...
 
 
-@dataclass(frozen=True)
-class Choice:
-    """What the bandit step decided: the policy's decision as dispatched (batch size, early-stop threshold,
-    stage, reason), the trial's number, the seed of the trial's own randomness (zeus_kfp.seeds), the stored
-    profile the trial reuses (None: profile), and the lost trials this step recorded as failed before
-    deciding (zeus_kfp.steps.abandoned)."""
-
-    decision: Decision
-    trial: int
-    trial_seed: int
-    reuse: PowerProfile | None
-    abandoned: tuple[Trial, ...] = ()
-
-    @property
-    def batch_size(self) -> int:
-        return int(self.decision.batch_size)
-
-    @property
-    def abandoned_lines(self) -> list[str]:
-        """The lines the bandit step prints for the lost trials it recorded failed (`zeus-kfp run` shows them)."""
-        return [LOST_TRIAL.say(abandoned_line(trial)) for trial in self.abandoned]
-
-    @property
-    def cost_threshold_param(self) -> float:
-        """The threshold as the component's float output: NO_THRESHOLD (-1.0) for "no early stop"."""
-        return threshold_to_param(self.decision.cost_threshold)
-
-
-def bandit(
-    *,
-    store_uri: str,
-    job_id: str,
-    recurrence_id: str,
-    attempt: int,
-    policy: str,
-    kfp_run_id: str = "",
-    reprofile: bool = False,
-    reuse_profile_path: str = "",
-    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
-    now: datetime | None = None,
-) -> Choice:
-    """Ask the policy for this attempt's batch size given the job's history; record it as dispatched.
-
-    First, a trial of the job dispatched at least `dispatch_timeout_s` ago (at `now`, default the
-    clock) and never finished is recorded as failed: its process was killed or lost, and the policy
-    then forgets it as it forgets any failed trial (zeus_kfp.steps.abandoned).
-
-    Also decides whether the trial reuses a stored power profile (zeus_kfp.power.reuse) and, when
-    `reuse_profile_path` is given, writes that profile there as Parquet (an empty table: profile), so
-    the train step, which never touches the store, can train at the stored optimum from its first step.
-    """
-    timeout_s = check_dispatch_timeout(dispatch_timeout_s)
-    store = open_step_store(store_uri)
-    spec = store.get_job(job_id)
-    recurrence = store.recurrence_number(job_id, recurrence_id)
-    existing = store.get_dispatch(job_id, recurrence_id, attempt)
-    abandoned: list[Trial] = []
-    if existing is not None:  # a retried bandit step: hand out the decision already recorded
-        trial, decision = existing
-    else:
-        when = now or datetime.now(UTC)
-        trials = store.read_trials(job_id)
-        abandoned = fail_stale(
-            store, job_id, timeout_s=timeout_s, now=when, current=(recurrence_id, attempt), unfinished=trials.unfinished
-        )
-        if abandoned:  # the policy must see them failed (it forgets them), not in flight
-            trials = store.read_trials(job_id)
-        seed = decision_seed(spec.seed, recurrence, attempt)
-        mine = decide_after_drift(
-            get_policy(policy), spec, trials.history, seed, drifts=trials.drifts, recurrence=recurrence
-        )
-        # A twin step of this attempt may have recorded its dispatch first: the store then returns the
-        # twin's decision, and that is the one handed out (train must run what the store says).
-        trial, decision = store.dispatch_trial(job_id, recurrence_id, attempt, mine, kfp_run_id=kfp_run_id)
-    book = ProfileBook.from_frame(store.profiles(job_id))
-    reuse = book.to_reuse(decision.batch_size, recurrence, reprofile_after=spec.reprofile_after, force=reprofile)
-    if reuse_profile_path:
-        (reuse if reuse is not None else PowerProfile.empty()).to_parquet(reuse_profile_path)
-    return Choice(
-        decision=decision,
-        trial=int(trial),
-        trial_seed=trial_seed(spec.seed, recurrence, attempt),
-        reuse=reuse,
-        abandoned=tuple(abandoned),
-    )
-
-
+@reported("train", attempt=lambda request, **kwargs: request.attempt)
 def train(
     request: TrialRequest,
     *,
@@ -171,7 +66,7 @@ def train(
     trial_backend "script" runs the user's `command` (which may use "{python}" for this step's
     interpreter, besides run_trial's {batch_size}, {data_dir}, {log_dir} and {work_dir}; the script
     gets ZEUS_SEED=`seed`, see zeus_kfp.train.env); "trace:<workload>/<gpu>" replays the trial from the
-    NSDI'23 traces with `seed` (zeus_kfp.simulate.trial), the same code the simulator runs.
+    NSDI'23 traces with `seed` (zeus_kfp.simulate.trace_trial), the same code the simulator runs.
     `reuse_profile_path` holds the stored profile to train at (the bandit step's choice), or an
     empty table: profile this trial. `metrics_collector` is a plain script's collector spec (JSON or
     YAML text in the shape of Katib's metricsCollectorSpec, zeus_kfp.train.collectors; "" for stdout with
@@ -180,7 +75,7 @@ def train(
     `launcher` (local | torchrun | trainjob | pytorchjob), `num_nodes`, `gpus_per_node` and `trainjob_runtime`
     say where the script runs (zeus_kfp.launch); a cluster launcher hands files over through the store at
     `store_uri`, under the trial's `recurrence_id` and `attempt`, which also label its Kubernetes job.
-    Whichever it is, the trial runs through one zeus_kfp.launch.trial.TrialRunner call, in a temporary work
+    Whichever it is, the trial runs through one zeus_kfp.launch.trial_runner.TrialRunner call, in a temporary work
     directory.
 
     `trial_log` (a directory) receives the trial's log: the script's stdout and stderr, result.json,
@@ -245,29 +140,6 @@ def train(
     if result.power_limit_w is not None:
         metrics.log_metric("power_limit_w", float(result.power_limit_w))
     return result
-
-
-def ends_recurrence(result: TrialResult) -> bool:
-    """Whether no further attempt of the recurrence runs after `result`: it reached the target, or it failed.
-    A failed trial is the script's own failure (a crash, no metric, bad inputs, a timeout, an interruption),
-    which another batch size would only repeat, so the recurrence ends and the user is told; a miss
-    (not_reached, cost_exceeded) or an oom is the batch size's, and the next attempt tries another."""
-    return result.reached or result.status is TrialStatus.FAILED
-
-
-def feedback(
-    *, store_uri: str, job_id: str, recurrence_id: str, attempt: int, result_json: str, profile_path: str
-) -> bool:
-    """Record the finished trial and the profile it measured (none when it reused one); return whether the
-    recurrence ends with it (`ends_recurrence`). Nothing else: the arm states people see are computed from the
-    history where they are shown."""
-    result = TrialResult.from_json(result_json)
-    store = open_step_store(store_uri)
-    store.finish_trial(job_id, recurrence_id, attempt, result)
-    profile = PowerProfile.read_parquet(profile_path) if Path(profile_path).is_file() else PowerProfile.empty()
-    if not profile.is_empty:
-        store.write_profile(job_id, recurrence_id, attempt, profile)
-    return ends_recurrence(result)
 
 
 def _runner(request: TrialRequest, *, data_dir: str, gpu: str) -> TrialRunner:
@@ -348,7 +220,7 @@ def _measured_more(measured: PowerProfile | None, reuse: PowerProfile | None) ->
 
 
 def _feed(runner: TrialRunner, request: TrialRequest, spec: JobSpec) -> Callable | None:
-    """The live threshold feed (zeus_kfp.steps.live_threshold), which reads the job's store at `store_uri` itself and
+    """The live threshold feed (zeus_kfp.steps.threshold_feed), which reads the job's store at `store_uri` itself and
     writes where the runner says: the work directory's file for a script on this machine, the trial's ConfigMap
     for a cluster trial. None for a replayed trial (its outcome is computed at once: the simulator models the
     live stop)."""

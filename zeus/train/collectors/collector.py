@@ -12,7 +12,7 @@ Why `claim` and `keep`: a source is the trial's own. In Katib every trial is a f
 an absolute path outlives its trial. `claim()`, called before the script starts, makes sure only
 what this trial's process writes is read (the file collector moves an earlier file aside, the
 tfEvent collector skips event files that were already there); `keep()`, after the script ended,
-copies what was read into the trial's log, which the train step keeps (zeus_kfp.steps.trial).
+copies what was read into the trial's log, which the train step keeps (zeus_kfp.steps.train).
 """
 
 from __future__ import annotations
