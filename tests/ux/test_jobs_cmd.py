@@ -80,7 +80,7 @@ def test_show_prints_trials_savings_profile_state_and_writes_plots(store_dir, tm
     assert "power profile" in out and "where the bandit stands" in out
     # The default policy's view of the trials, worked by hand: 64's miss (7,000 J) is charged the retry
     # at 256 it forced (15,000 J), 22 k; 256 reached twice, (15,000 + 13,750) / 2; 32 is only dispatched.
-    assert re.search(r"^\s+32\s+pruned\s+0\s+-\s+yes", out, re.M)
+    assert re.search(r"^\s+32\s+skipped\s+0\s+-\s+yes", out, re.M)
     assert re.search(r"^\s+64\s+pruned\s+1\s+22 k\s+yes", out, re.M)
     assert re.search(r"^\s+128\s+exploitation\s+1\s+25 k\s+no", out, re.M)
     assert re.search(r"^\s+256\s+exploitation\s+2\s+14\.4 k\s+no", out, re.M)

@@ -39,7 +39,7 @@ def check_one_baseline_everywhere(proc, work) -> None:
     from PIL import Image
 
     from zeus_kfp.simulate.engine import expected_figures
-    from zeus_kfp.simulate.trial import TraceBackend
+    from zeus_kfp.simulate.trace_trial import TraceBackend
 
     spec = open_store(str(work / "store")).get_job("example")
     expected = expected_figures(spec, TraceBackend.parse("trace:squad/v100").trace())[0].cost
