@@ -183,7 +183,7 @@ class LocalBackend:
         """Remove the folders under `prefix` (itself included) that hold nothing: a deleted job's folders would
         still list as a job's (S3 has no folders to leave behind). A folder a writer fills meanwhile stays."""
         top = self._path(prefix.rstrip("/"))
-        for dirpath, _dirs, _files in sorted(os.walk(top, topdown=False), key=lambda w: -len(w[0])):
+        for dirpath, _dirs, _files in os.walk(top, topdown=False):  # children before their parents
             with contextlib.suppress(OSError):  # not empty (a writer got there first), or gone
                 os.rmdir(dirpath)
 

@@ -75,9 +75,14 @@ def _read(backend: Backend, directory: str) -> Register:
     return parse(directory, backend.list(directory))
 
 
+def value_checksum(key: str) -> str:
+    """The checksum a decided value's key (`v.{crc}.json`) names."""
+    return key.rsplit(".", 2)[-2]
+
+
 def checked(key: str, data: bytes) -> bytes:
     """A value's bytes (`v.{crc}.json`), checked against the checksum its key names."""
-    return keys.verified(key, data, key.rsplit(".", 2)[-2])
+    return keys.verified(key, data, value_checksum(key))
 
 
 def decided(backend: Backend, key: str) -> bytes:
@@ -89,7 +94,7 @@ def copy_of_value(backend: Backend, register: Register) -> bytes | None:
     """The decided value's bytes from its other copy: a phase-2 block with the checksum the `v.*` key names
     (a proposer PUTs its phase-2 block before the value it decided), for a `v.*` gone when fetched or damaged;
     None if no copy can be read either."""
-    checksum = register.values[0].rsplit(".", 2)[-2]
+    checksum = value_checksum(register.values[0])
     for block in sorted((b for b in register.blocks if b.phase == 2 and b.checksum == checksum), reverse=True):
         try:
             return keys.verified(block.key, backend.get(block.key), block.checksum)

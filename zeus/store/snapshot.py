@@ -25,7 +25,7 @@ def incarnation(backend: Backend, job_id: str) -> str | None:
     """Which making of the job this is: the checksum of its agreed spec record (it holds created_at, so a job
     deleted and made again under the same id has another). None while no spec value is listed."""
     register = consensus.parse(keys.spec_dir(job_id), backend.list(keys.spec_dir(job_id)))
-    return register.values[0].rsplit(".", 2)[-2] if register.values else None
+    return consensus.value_checksum(register.values[0]) if register.values else None
 
 
 def listed(backend: Backend, job_id: str) -> list[tuple[int, str]]:
