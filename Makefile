@@ -58,7 +58,8 @@ LOWEST := .venv-lowest
 BESIDE := .venv-beside-zeus
 ENV_TEST_TOOLS := pytest pytest-xdist 'moto[s3,server]==5.2.5' hypothesis
 # What runs inside .venv-lowest: the store's contract on both backends, and the stored-data and profile tests.
-LOWEST_TESTS := tests/store/test_store_api.py tests/store/test_store_bad_data.py tests/store/test_power_profile.py
+LOWEST_TESTS := tests/store/test_store_api.py tests/store/test_store_bad_data.py tests/store/test_power_profile.py \
+                tests/store/test_store_values.py tests/store/test_snapshot_identity.py
 
 $(LOWEST)/.installed: setup.cfg pyproject.toml constraints-lowest.txt
 	rm -rf $(LOWEST)
