@@ -23,6 +23,8 @@ from zeus_kfp.run_settings import NO_DRIFT
 OPENED_BY = ("first", "time", "drift", "forced", "plain")  # why a begin opened a recurrence
 SKIPPED_BY = ("not due", "no drift", "no free slot")  # why a gated begin did not
 DRIFT_COLUMNS = ["drift_detector", "drift_stat", "drift_threshold"]
+# A trial that reached the target or failed ends its recurrence, as the pipeline's feedback step decides
+# (zeus_kfp.steps.feedback.ends_recurrence): the store imports no step, so the rule is stated here too.
 ENDING_STATUSES = pa.array([TrialStatus.REACHED.value, TrialStatus.FAILED.value])
 _NEVER = np.iinfo(np.int64).max
 
