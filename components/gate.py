@@ -3,12 +3,15 @@ by its period or by drift, and a free slot under its cap. The pipeline's other s
 opened one (its one output, pipelines/dag.py); a skipped run ends here, its reason recorded in the store.
 
 Takes every job setting, written out like preprocess's (pipelines/sources.py), since it registers the job or
-checks its spec before it asks. One output, not a NamedTuple: kfp.local (2.17) cannot resolve a named output in
-a condition (it reads `gate-opened` as a parent input and skips the branch), while the single output
-`gate-Output` it resolves; the reason a run was skipped is in the store, not an output.
+checks its spec before it asks, and every run setting beside them (zeus_kfp.run_settings.RunSettings: the period,
+cap, drift detector and dispatch timeout this run runs under, which are no part of the job's spec).
+
+One output, not a NamedTuple: kfp.local (2.17) cannot resolve a named output in a condition (it reads
+`gate-opened` as a parent input and skips the branch), while the single output `gate-Output` it resolves; the
+reason a run was skipped is in the store, not an output.
 """
 
-# Written out by `make sources` (pipelines/sources.py) from the job's settings (zeus/job.py).
+# Written out by `make sources` (pipelines/sources.py) from the job's and the run's settings (zeus/job.py, zeus/run_settings.py).
 # Edit those and run it, never this file by hand: tests/test_sources.py fails while the two differ.
 from kfp import dsl
 
@@ -33,18 +36,18 @@ def gate(
     num_gpus: int,
     max_power_w: float,
     reprofile_after: int,
+    drift_reaction: str,
     period_s: float,
     max_running: int,
     drift_detector: str,
     drift_threshold: float,
     drift_data: str,
-    drift_reaction: str,
+    dispatch_timeout_s: float,
     store_uri: str,
     run_id: str,
     recurrence_id: str,
     owner: str,
     force: bool,
-    dispatch_timeout_s: float,
 ) -> bool:
     """Opens a recurrence of the job, or skips this run: due (its period passed, or drift) and a free slot
     (fewer than max_running recurrences running, counted in the store).
@@ -66,18 +69,18 @@ def gate(
         num_gpus: GPUs a trial trains on; the cost counts them all.
         max_power_w: A GPU's maximum power limit in watts: time is priced at it.
         reprofile_after: Profile a batch size's power limits again once its stored profile is this many recurrences old (0: never).
+        drift_reaction: What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), reexplore (forget them but restart the walk from the size cheapest before it) or none.
         period_s: Seconds between recurrences: a run opens one once this long has passed since the last one began, or on drift; otherwise it is skipped and trains nothing (0: every run is due).
         max_running: Recurrences of the job running at once at most, counted in the store across every schedule and submission; a run past it is skipped (0: no cap).
         drift_detector: What detects drift in drift_data, which opens a recurrence before its period: none, fingerprint, rows, psi, ks, or a function module:function.
         drift_threshold: The detector's statistic above which the data drifted (0: the detector's default: fingerprint 0.5, rows 0.1, psi 0.2, ks 0.1, a function 0).
         drift_data: The input data the drift detector reads: a Parquet or CSV file, or a directory of them.
-        drift_reaction: What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), reexplore (forget them but restart the walk from the size cheapest before it) or none.
+        dispatch_timeout_s: Seconds after which a trial that never reported (its process was killed or lost) is recorded failed by the next bandit step, and its recurrence no longer holds a slot under max_running (default a day; 0 when nothing else runs the job).
         store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
         run_id: The KFP run id, the recurrence's id unless recurrence_id is given.
         recurrence_id: The recurrence's id ("" for the KFP run id).
         owner: Who runs the job, recorded with it in the store.
         force: Open a recurrence even if it is not due (it still takes a slot under the cap).
-        dispatch_timeout_s: Seconds after which a recurrence with no news counts as no longer running.
 
     Returns:
         Whether this run is a recurrence (false: it ends here and trains nothing; the store says why).
@@ -101,19 +104,22 @@ def gate(
         num_gpus=num_gpus,
         max_power_w=max_power_w,
         reprofile_after=reprofile_after,
+        drift_reaction=drift_reaction,
+    )
+    run_settings = dict(
         period_s=period_s,
         max_running=max_running,
         drift_detector=drift_detector,
         drift_threshold=drift_threshold,
         drift_data=drift_data,
-        drift_reaction=drift_reaction,
+        dispatch_timeout_s=dispatch_timeout_s,
     )
     return steps.gate(
         settings,
+        run_settings,
         store_uri=store_uri,
         run_id=run_id,
         recurrence_id=recurrence_id,
         owner=owner,
         force=force,
-        dispatch_timeout_s=dispatch_timeout_s,
     )

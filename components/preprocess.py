@@ -34,11 +34,6 @@ def preprocess(
     num_gpus: int,
     max_power_w: float,
     reprofile_after: int,
-    period_s: float,
-    max_running: int,
-    drift_detector: str,
-    drift_threshold: float,
-    drift_data: str,
     drift_reaction: str,
     store_uri: str,
     run_id: str,
@@ -67,11 +62,6 @@ def preprocess(
         num_gpus: GPUs a trial trains on; the cost counts them all.
         max_power_w: A GPU's maximum power limit in watts: time is priced at it.
         reprofile_after: Profile a batch size's power limits again once its stored profile is this many recurrences old (0: never).
-        period_s: Seconds between recurrences: a run opens one once this long has passed since the last one began, or on drift; otherwise it is skipped and trains nothing (0: every run is due).
-        max_running: Recurrences of the job running at once at most, counted in the store across every schedule and submission; a run past it is skipped (0: no cap).
-        drift_detector: What detects drift in drift_data, which opens a recurrence before its period: none, fingerprint, rows, psi, ks, or a function module:function.
-        drift_threshold: The detector's statistic above which the data drifted (0: the detector's default: fingerprint 0.5, rows 0.1, psi 0.2, ks 0.1, a function 0).
-        drift_data: The input data the drift detector reads: a Parquet or CSV file, or a directory of them.
         drift_reaction: What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), reexplore (forget them but restart the walk from the size cheapest before it) or none.
         store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
         run_id: The KFP run id, the recurrence's id unless recurrence_id is given.
@@ -104,11 +94,6 @@ def preprocess(
         num_gpus=num_gpus,
         max_power_w=max_power_w,
         reprofile_after=reprofile_after,
-        period_s=period_s,
-        max_running=max_running,
-        drift_detector=drift_detector,
-        drift_threshold=drift_threshold,
-        drift_data=drift_data,
         drift_reaction=drift_reaction,
     )
     return steps.preprocess(

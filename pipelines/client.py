@@ -208,22 +208,31 @@ def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) 
     """Check a run's arguments with the rules the pipeline itself applies, before anything is sent.
 
     The job's settings are merged over the package's defaults and built into a JobSpec exactly as
-    the preprocess step will (zeus_kfp.steps.spec_from_params), so a job_id that would leave its
-    prefix or batch_sizes without the default batch size fail here, naming the field, instead of
-    in a pod minutes later. The policy name is checked the same way. The package is the one the run
-    uses: the file sent, or the uploaded version a recurring run names.
+    the preprocess step will (zeus_kfp.steps.spec_from_params), and the run settings into a RunSettings as
+    the gate will, so a job_id that would leave its prefix, batch_sizes without the default batch size or a
+    negative max_running fail here, naming the field, instead of in a pod minutes later. The policy name is
+    checked the same way. The package is the one the run uses: the file sent, or the uploaded version a
+    recurring run names.
     """
     from zeus_kfp.job import JobSpec
     from zeus_kfp.policy import ALLOWED_POLICIES, get_policy
+    from zeus_kfp.run_settings import RunSettings
     from zeus_kfp.settings import settings_of
-    from zeus_kfp.steps import spec_from_params
+    from zeus_kfp.steps import run_settings_from_params, spec_from_params
 
     declared = package.parameters
     fields = {f.name for f in settings_of(JobSpec)}
     if not fields & declared.keys():  # a pipeline of no job (the fleet pipeline, pipelines/fleet.py): no JobSpec
         return
-    merged = {n: p["defaultValue"] for n, p in declared.items() if n in fields and "defaultValue" in p}
-    merged |= {n: v for n, v in arguments.items() if n in fields}
+
+    def merged_over_defaults(names: set[str]) -> dict[str, Any]:
+        given = {n: p["defaultValue"] for n, p in declared.items() if n in names and "defaultValue" in p}
+        return given | {n: v for n, v in arguments.items() if n in names}
+
+    # The run settings, checked as the gate will check them (over the package's defaults).
+    run_fields = {f.name for f in settings_of(RunSettings)} & declared.keys()
+    run_settings_from_params(**merged_over_defaults(run_fields))
+    merged = merged_over_defaults(fields)
     if merged.get("max_power_w") == 0:  # "read it from the GPU at run time": only the gpu-power step can
         if not package.has_task("gpu-power"):
             raise ClusterInputError(

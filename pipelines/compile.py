@@ -34,6 +34,7 @@ from zeus_kfp.launch.config import (
     DNS_SUBDOMAIN,
     LAUNCHERS,
 )
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.steps import PYTHON_TOKEN
 from zeus_kfp.steps.params import NAMESPACE_TOKEN
 from zeus_kfp.store.s3 import endpoint_url, resolve_endpoint
@@ -171,6 +172,7 @@ def compile_pipeline(
     metrics_collector: str = "",
     keep: str = "",
     read_max_power: bool = True,
+    run_settings: RunSettings | None = None,
     **cluster: object,
 ) -> Path:
     """Write the pipeline YAML for `kfp_backend` (2.5, 2.15 or 2.17; None: the latest) to `path`.
@@ -182,7 +184,8 @@ def compile_pipeline(
     spec/command/preprocess/zeus_aware/metric_pattern/metrics_collector/keep: the job's default parameters
     (default: the example job, Zeus-aware; metrics_collector as JSON). read_max_power: the runs read the GPU's
     maximum power limit at run time (the gpu-power step; the max_power_w parameter defaults to 0, "read it"),
-    as they should unless the job pins it (False: spec.max_power_w is the default). No
+    as they should unless the job pins it (False: spec.max_power_w is the default). run_settings: the defaults of
+    the run settings' run parameters (zeus_kfp.run_settings; None: RunSettings()), which every run may override. No
     credential is ever a parameter, so none can end up in the YAML. The compiled pipeline is
     checked against the backend's hazards (pipelines/compat.py); IncompatiblePipelineError, and
     nothing written, when it trips one.
@@ -218,6 +221,7 @@ def compile_pipeline(
         metrics_collector=metrics_collector,
         keep=keep,
         read_max_power=read_max_power,
+        run_settings=run_settings,
     )
     return write_checked(pipeline, backend, path)
 

@@ -57,8 +57,9 @@ from components.registry import ZeusComponents, components_for, renamed
 from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, gpu_power_step, store_step, train_step
 from pipelines.recurrence import recurrence_function
 from zeus_kfp.job import JobSpec
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.settings import SettingField, settings_of
-from zeus_kfp.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout, spec_to_params
+from zeus_kfp.steps import spec_to_params
 from zeus_kfp.steps.request import Source, request_fields, wired
 from zeus_kfp.steps.request import run_parameters as request_run_parameters
 
@@ -192,7 +193,7 @@ def build_pipeline(
     launch_image: str | None = None,
     name: str = PIPELINE_NAME,
     target: str | None = None,
-    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
+    run_settings: RunSettings | None = None,
     zeus_aware: bool = True,
     metric_pattern: str = "",
     metrics_collector: str = "",
@@ -205,10 +206,11 @@ def build_pipeline(
     image / train_image: the store steps' image and train's (None: components.image defaults); launch_image:
     the image of a cluster trial's pods (launcher trainjob / pytorchjob; None: train's).
     target: the KFP backend it is compiled for, said in the description (`zeus-kfp doctor` reads it).
-    dispatch_timeout_s: the default of the run parameter of that name: a trial of the job unfinished
-    this many seconds after its dispatch is recorded failed by the next bandit step (zeus_kfp.steps.abandoned).
-    A run parameter, not a JobSpec field: it is about where trials run, not what the job is, so
-    changing it must not refuse the job's stored spec (and the stored jobs keep their format).
+    run_settings: the defaults of the run parameters of its fields (None: RunSettings()): the recurrence gate's
+    period, cap and drift detector, and the dispatch timeout after which the next bandit step records a trial
+    unfinished failed (zeus_kfp.steps.abandoned). Run parameters beside the spec's, not JobSpec fields: they say
+    how a run runs, not what the job is, so a schedule or submission may set its own without touching the job's
+    stored spec. Only the gate takes them all; the bandit takes dispatch_timeout_s.
     zeus_aware / metric_pattern / metrics_collector / keep: the defaults of those run parameters (how train reads
     the script's metric, and which files it keeps as the model).
     read_max_power: the max_power_w parameter defaults to 0, "read the GPU's maximum power limit at run time",
@@ -218,7 +220,9 @@ def build_pipeline(
 
     The pipeline function's parameters are written out in pipelines/recurrence.py (pipelines/sources.py writes
     it from the declarations); this gives them this build's defaults and the steps its body wires."""
-    check_dispatch_timeout(dispatch_timeout_s)
+    run_settings = RunSettings() if run_settings is None else run_settings
+    if not isinstance(run_settings, RunSettings):
+        raise TypeError(f"build_pipeline takes run_settings as a RunSettings, not a {type(run_settings).__name__}")
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"invalid attempts={attempts!r}: allowed a positive integer")
     if type(spec) is not JobSpec:
@@ -237,6 +241,8 @@ def build_pipeline(
         compiled["max_power_w"] = READ_FROM_GPU
     setting_names = [f.name for f in settings_of(JobSpec) if f.setting.run_parameter]
     fixed = {name: compiled[name] for name in compiled.keys() - set(setting_names)}
+    # The run settings (zeus_kfp.run_settings): run parameters all, with `run_settings`' values as defaults.
+    run_defaults = spec_to_params(run_settings)
     # Then the trial request's run parameters (zeus_kfp.steps.request), each defaulting to what this build says
     # or else to its declared default, and the other steps' own. Any run may override each of them.
     build_defaults = {
@@ -252,13 +258,13 @@ def build_pipeline(
     }
     defaults = (
         {name: compiled[name] for name in setting_names}
+        | run_defaults
         | {name: _request_default(name, f, build_defaults) for name, f in request_run_parameters()}
         | {
             "reprofile": False,
             "preprocess_ref": preprocess,
             "recurrence_id": "",
             "owner": "",
-            "dispatch_timeout_s": float(dispatch_timeout_s),
             "force": False,
         }
     )
@@ -271,11 +277,10 @@ def build_pipeline(
             job_settings["max_power_w"] = probe.output
         run = dict(store_uri=given["store_uri"], run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
                    recurrence_id=given["recurrence_id"], owner=given["owner"])  # fmt: skip
+        run_params = {name: given[name] for name in run_defaults}  # how this run runs: the gate's alone
         # The gate first (zeus_kfp.steps.gate): the rest runs only in a run that opened a recurrence. An If with no
         # Else: a skipped run has nothing left to do (its outcome is in the store).
-        opening = comps.gate(
-            **job_settings, **fixed, **run, force=given["force"], dispatch_timeout_s=given["dispatch_timeout_s"]
-        )
+        opening = comps.gate(**job_settings, **fixed, **run_params, **run, force=given["force"])
         store_step(opening, "preprocess", opts, nested=False)  # the preprocess step's resources: it reads the data
         with dsl.If(opening.output == True):  # noqa: E712  (a KFP condition, not Python)
             prep = comps.preprocess(**job_settings, **fixed, **run, preprocess_ref=given["preprocess_ref"])

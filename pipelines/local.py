@@ -37,10 +37,10 @@ from pipelines.local_owner import claim, reclaim_killed
 from pipelines.step_watcher import StepWatcher, error_lines
 from zeus_kfp.job import Decision, JobSpec
 from zeus_kfp.policy import get_policy
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.signals import Interrupted, interruptible, stop_children
 from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import (
-    DEFAULT_DISPATCH_TIMEOUT_S,
     PYTHON_TOKEN,
     RecurrenceSummary,
     abandoned_line,
@@ -177,7 +177,7 @@ def run_local(
     on_recurrence: Callable[[RecurrenceSummary], None] | None = None,
     on_start: Callable[[int, str], None] | None = None,
     on_step: Callable[[int, str, int | None], None] | None = None,
-    dispatch_timeout_s: float = DEFAULT_DISPATCH_TIMEOUT_S,
+    run_settings: RunSettings | None = None,
     force: bool = False,
 ) -> list[RecurrenceSummary]:
     """Run `recurrences` recurrences of `spec` locally and return what each did.
@@ -194,13 +194,14 @@ def run_local(
     "module:function", "file.py:function" or a command with {output}. attempts: trials per
     recurrence (None: spec.max_attempts). on_start(i, recurrence_id), on_step(i, step, recurrence) (each
     step started, e.g. "attempt 1: train (batch size 32, exploration)"; `recurrence` is the job's number
-    for it once known) and on_recurrence(summary) report progress. dispatch_timeout_s: a trial of the job
-    unfinished this long after its dispatch is recorded failed by the next bandit step
-    (zeus_kfp.steps.abandoned; 0 when nothing else runs this job). SIGINT or SIGTERM: the running steps are
+    for it once known) and on_recurrence(summary) report progress. run_settings: how each run runs, beside the
+    job's spec (None: RunSettings()): the recurrence gate's period, cap and drift detector, and the dispatch
+    timeout after which the next bandit step records a trial unfinished failed (zeus_kfp.steps.abandoned; 0 when
+    nothing else runs this job). SIGINT or SIGTERM: the running steps are
     stopped, the unfinished trial recorded as failed, RunInterrupted raised. A run killed outright (SIGKILL)
     is found by the job's next local run on the same machine and runs dir, which records its trial failed and
     its recurrence ended, so it holds no slot of the job's cap (pipelines.local_owner).
-    Each run goes through the recurrence gate first (zeus_kfp.steps.gate: the job's period, drift detector and cap);
+    Each run goes through the recurrence gate first (zeus_kfp.steps.gate: the run's period, drift detector and cap);
     a run it skips trains nothing and its summary says why (`skipped`). force: open a recurrence even when
     it is not due (it still counts against the cap).
     Each recurrence's artifacts (data, profiles, models, trial logs, report) and kfp.local log are kept
@@ -211,6 +212,7 @@ def run_local(
     """
     if isinstance(recurrences, bool) or not isinstance(recurrences, int) or recurrences < 1:
         raise ValueError(f"invalid recurrences={recurrences!r}: allowed a positive integer")
+    run_settings = RunSettings() if run_settings is None else run_settings
     attempts = spec.max_attempts if attempts is None else attempts
     spec = spec.with_changes(max_attempts=attempts)  # a bad count fails here, naming max_attempts
     if TraceBackend.parse(trial_backend) is not None:  # a bad name fails here, naming the allowed ones
@@ -243,7 +245,7 @@ def run_local(
     runs = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     runs = runs.resolve()
     base = dict(
-        run_arguments(spec),
+        run_arguments(spec, run_settings),
         store_uri=opened.uri,
         policy=policy,
         train_command=list(command),
@@ -254,7 +256,6 @@ def run_local(
         trial_backend=trial_backend,
         reprofile=reprofile,
         preprocess_ref=preprocess or "",
-        dispatch_timeout_s=float(dispatch_timeout_s),
         force=bool(force),
     )
     summaries: list[RecurrenceSummary] = []

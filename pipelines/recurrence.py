@@ -4,7 +4,7 @@ and the KFP UI shows them. pipelines/dag.py gives each build's defaults (the job
 and the steps the body hands its parameters to (`build_pipeline`).
 """
 
-# Written out by `make sources` (pipelines/sources.py) from the job's settings, the trial request and STEP_RUN_PARAMETERS.
+# Written out by `make sources` (pipelines/sources.py) from the job's settings, the run settings, the trial request and STEP_RUN_PARAMETERS.
 # Edit those and run it, never this file by hand: tests/test_sources.py fails while the two differ.
 # No `from __future__ import annotations` here: kfp reads the pipeline function's annotations as types.
 from collections.abc import Callable
@@ -31,12 +31,13 @@ def recurrence_function(steps: Callable[[dict[str, Any]], None]) -> Callable[...
         num_gpus: int,
         max_power_w: float,
         reprofile_after: int,
+        drift_reaction: str,
         period_s: float,
         max_running: int,
         drift_detector: str,
         drift_threshold: float,
         drift_data: str,
-        drift_reaction: str,
+        dispatch_timeout_s: float,
         train_command: list,
         zeus_aware: bool,
         metric_pattern: str,
@@ -53,7 +54,6 @@ def recurrence_function(steps: Callable[[dict[str, Any]], None]) -> Callable[...
         preprocess_ref: str,
         recurrence_id: str,
         owner: str,
-        dispatch_timeout_s: float,
         force: bool,
     ) -> None:
         """One recurrence of an energy-optimal training job.
@@ -74,12 +74,13 @@ def recurrence_function(steps: Callable[[dict[str, Any]], None]) -> Callable[...
             num_gpus: GPUs a trial trains on; the cost counts them all.
             max_power_w: A GPU's maximum power limit in watts: time is priced at it.
             reprofile_after: Profile a batch size's power limits again once its stored profile is this many recurrences old (0: never).
+            drift_reaction: What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), reexplore (forget them but restart the walk from the size cheapest before it) or none.
             period_s: Seconds between recurrences: a run opens one once this long has passed since the last one began, or on drift; otherwise it is skipped and trains nothing (0: every run is due).
             max_running: Recurrences of the job running at once at most, counted in the store across every schedule and submission; a run past it is skipped (0: no cap).
             drift_detector: What detects drift in drift_data, which opens a recurrence before its period: none, fingerprint, rows, psi, ks, or a function module:function.
             drift_threshold: The detector's statistic above which the data drifted (0: the detector's default: fingerprint 0.5, rows 0.1, psi 0.2, ks 0.1, a function 0).
             drift_data: The input data the drift detector reads: a Parquet or CSV file, or a directory of them.
-            drift_reaction: What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), reexplore (forget them but restart the walk from the size cheapest before it) or none.
+            dispatch_timeout_s: Seconds after which a trial that never reported (its process was killed or lost) is recorded failed by the next bandit step, and its recurrence no longer holds a slot under max_running (default a day; 0 when nothing else runs the job).
             train_command: The training command, with placeholders {python}, {batch_size}, {data_dir}, {log_dir}, {work_dir}.
             zeus_aware: The script uses ZeusDataLoader (false: a plain script, its metrics collected).
             metric_pattern: A plain script's metric regex: groups name and value, or named groups name, value and epoch or step ("" for Katib's name=value).
@@ -96,7 +97,6 @@ def recurrence_function(steps: Callable[[dict[str, Any]], None]) -> Callable[...
             preprocess_ref: What fills the recurrence's data: module:function or a command.
             recurrence_id: The recurrence's id (empty: the KFP run id).
             owner: Who runs the job, recorded with it in the store.
-            dispatch_timeout_s: Seconds after which an unfinished trial is lost.
             force: Open a recurrence even if it is not due (it still counts against max_running).
         """
         steps(
@@ -116,12 +116,13 @@ def recurrence_function(steps: Callable[[dict[str, Any]], None]) -> Callable[...
                 num_gpus=num_gpus,
                 max_power_w=max_power_w,
                 reprofile_after=reprofile_after,
+                drift_reaction=drift_reaction,
                 period_s=period_s,
                 max_running=max_running,
                 drift_detector=drift_detector,
                 drift_threshold=drift_threshold,
                 drift_data=drift_data,
-                drift_reaction=drift_reaction,
+                dispatch_timeout_s=dispatch_timeout_s,
                 train_command=train_command,
                 zeus_aware=zeus_aware,
                 metric_pattern=metric_pattern,
@@ -138,7 +139,6 @@ def recurrence_function(steps: Callable[[dict[str, Any]], None]) -> Callable[...
                 preprocess_ref=preprocess_ref,
                 recurrence_id=recurrence_id,
                 owner=owner,
-                dispatch_timeout_s=dispatch_timeout_s,
                 force=force,
             )
         )

@@ -1,6 +1,6 @@
 """Writes out the source that follows the declarations: the gate, preprocess and train components and the
-pipeline function's signature, from the job's settings (zeus/job.py) and the trial request
-(zeus/steps/request.py).
+pipeline function's signature, from the job's settings (zeus/job.py), the run settings (zeus/run_settings.py) and
+the trial request (zeus/steps/request.py).
 
 Why written out, and checked in: KFP needs every declared setting as a typed, described parameter, and a
 lightweight component runs its function's source text, so those functions must exist as text. Built at import
@@ -21,6 +21,7 @@ from pathlib import Path
 from string import Template
 
 from zeus_kfp.job import JobSpec
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.settings import SettingField, settings_of
 from zeus_kfp.steps.params import param_type
 from zeus_kfp.steps.request import TrialRequest, request_fields, run_parameters
@@ -31,14 +32,14 @@ HEADER = (
     "# Edit those and run it, never this file by hand: tests/test_sources.py fails while the two differ.\n"
 )
 
-# The pipeline's run parameters that are no job setting and no trial request field: (name, type, description),
+# The pipeline's run parameters that are no job setting, no run setting and no trial request field: (name, type,
+# description),
 # in the signature's order after the request's. Their defaults are each build's (pipelines/dag.py).
 STEP_RUN_PARAMETERS: tuple[tuple[str, type, str], ...] = (
     ("reprofile", bool, "Profile power limits again even where a stored profile could be reused."),
     ("preprocess_ref", str, "What fills the recurrence's data: module:function or a command."),
     ("recurrence_id", str, "The recurrence's id (empty: the KFP run id)."),
     ("owner", str, "Who runs the job, recorded with it in the store."),
-    ("dispatch_timeout_s", float, "Seconds after which an unfinished trial is lost."),
     ("force", bool, "Open a recurrence even if it is not due (it still counts against max_running)."),
 )
 
@@ -111,9 +112,12 @@ by its period or by drift, and a free slot under its cap. The pipeline's other s
 opened one (its one output, pipelines/dag.py); a skipped run ends here, its reason recorded in the store.
 
 Takes every job setting, written out like preprocess's (pipelines/sources.py), since it registers the job or
-checks its spec before it asks. One output, not a NamedTuple: kfp.local (2.17) cannot resolve a named output in
-a condition (it reads `gate-opened` as a parent input and skips the branch), while the single output
-`gate-Output` it resolves; the reason a run was skipped is in the store, not an output.
+checks its spec before it asks, and every run setting beside them (zeus_kfp.run_settings.RunSettings: the period,
+cap, drift detector and dispatch timeout this run runs under, which are no part of the job's spec).
+
+One output, not a NamedTuple: kfp.local (2.17) cannot resolve a named output in a condition (it reads
+`gate-opened` as a parent input and skips the branch), while the single output `gate-Output` it resolves; the
+reason a run was skipped is in the store, not an output.
 """
 
 $header
@@ -125,24 +129,24 @@ from components.image import LOCAL_IMAGE
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
 def gate(
 $settings
+$run_settings
     store_uri: str,
     run_id: str,
     recurrence_id: str,
     owner: str,
     force: bool,
-    dispatch_timeout_s: float,
 ) -> bool:
     """Opens a recurrence of the job, or skips this run: due (its period passed, or drift) and a free slot
     (fewer than max_running recurrences running, counted in the store).
 
     Args:
 $settings_help
+$run_settings_help
         store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
         run_id: The KFP run id, the recurrence's id unless recurrence_id is given.
         recurrence_id: The recurrence's id ("" for the KFP run id).
         owner: Who runs the job, recorded with it in the store.
         force: Open a recurrence even if it is not due (it still takes a slot under the cap).
-        dispatch_timeout_s: Seconds after which a recurrence with no news counts as no longer running.
 
     Returns:
         Whether this run is a recurrence (false: it ends here and trains nothing; the store says why).
@@ -152,14 +156,17 @@ $settings_help
     settings = dict(
 $settings_args
     )
+    run_settings = dict(
+$run_settings_args
+    )
     return steps.gate(
         settings,
+        run_settings,
         store_uri=store_uri,
         run_id=run_id,
         recurrence_id=recurrence_id,
         owner=owner,
         force=force,
-        dispatch_timeout_s=dispatch_timeout_s,
     )
 '''
 
@@ -236,8 +243,9 @@ $fields_args
     return (result.to_json(),)
 '''
 
-# The pipeline function: $parameters one line per parameter (the job's run-parameter settings, the request's run
-# parameters, STEP_RUN_PARAMETERS), $parameters_help its Args line, $parameters_args its argument to the steps.
+# The pipeline function: $parameters one line per parameter (the job's run-parameter settings, the run settings,
+# the request's run parameters, STEP_RUN_PARAMETERS), $parameters_help its Args line, $parameters_args its
+# argument to the steps.
 RECURRENCE = '''\
 """The recurrence pipeline's function, its parameters written out: kfp reads a pipeline's parameters from its
 function, their names, types and order from the signature and their descriptions from the docstring's Args,
@@ -285,25 +293,26 @@ def _header(declared: str) -> str:
     return HEADER.format(declared=declared).rstrip("\n")
 
 
-def _settings_source(template: str, spec_cls: type[JobSpec]) -> str:
-    """`template` with one line per setting of `spec_cls` where it lists the settings (preprocess, gate)."""
-    fields = settings_of(spec_cls)
-    return Template(template).substitute(
-        header=_header("the job's settings (zeus/job.py)"),
-        settings="\n".join(f"    {f.name}: {param_type(f).__name__}," for f in fields),
-        settings_help="\n".join(f"        {f.name}: {f.pipeline_help()}" for f in fields),
-        settings_args="\n".join(f"        {f.name}={f.name}," for f in fields),
-    )
+def _listed(fields: tuple[SettingField, ...], prefix: str = "") -> dict[str, str]:
+    """A template's lines for `fields`: one parameter, one line of Args and one argument per setting."""
+    return {
+        f"{prefix}settings": "\n".join(f"    {f.name}: {param_type(f).__name__}," for f in fields),
+        f"{prefix}settings_help": "\n".join(f"        {f.name}: {f.pipeline_help()}" for f in fields),
+        f"{prefix}settings_args": "\n".join(f"        {f.name}={f.name}," for f in fields),
+    }
 
 
 def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
     """components/preprocess.py for `spec_cls`'s settings."""
-    return _settings_source(PREPROCESS, spec_cls)
+    header = _header("the job's settings (zeus/job.py)")
+    return Template(PREPROCESS).substitute(header=header, **_listed(settings_of(spec_cls)))
 
 
-def gate_source(spec_cls: type[JobSpec] = JobSpec) -> str:
-    """components/gate.py for `spec_cls`'s settings."""
-    return _settings_source(GATE, spec_cls)
+def gate_source(spec_cls: type[JobSpec] = JobSpec, run_cls: type[RunSettings] = RunSettings) -> str:
+    """components/gate.py for `spec_cls`'s settings and `run_cls`'s."""
+    header = _header("the job's and the run's settings (zeus/job.py, zeus/run_settings.py)")
+    listed = _listed(settings_of(spec_cls)) | _listed(settings_of(run_cls), "run_")
+    return Template(GATE).substitute(header=header, **listed)
 
 
 def train_source(request_cls: type[TrialRequest] = TrialRequest) -> str:
@@ -328,17 +337,19 @@ def pipeline_parameters(
     spec_cls: type[JobSpec] = JobSpec, request_cls: type[TrialRequest] = TrialRequest
 ) -> tuple[tuple[str, type, str], ...]:
     """The pipeline's parameters in order, (name, KFP type, description): the job's settings that are run
-    parameters, the trial request's run parameters, then the other steps' own (STEP_RUN_PARAMETERS)."""
+    parameters, the run settings, the trial request's run parameters, then the other steps' own
+    (STEP_RUN_PARAMETERS)."""
     settings = [(f.name, param_type(f), f.pipeline_help()) for f in settings_of(spec_cls) if f.setting.run_parameter]
+    run = [(f.name, param_type(f), f.pipeline_help()) for f in settings_of(RunSettings)]
     requested = [(name, param_type(f), f.setting.help) for name, f in run_parameters(request_cls)]
-    return (*settings, *requested, *STEP_RUN_PARAMETERS)
+    return (*settings, *run, *requested, *STEP_RUN_PARAMETERS)
 
 
 def recurrence_source(spec_cls: type[JobSpec] = JobSpec, request_cls: type[TrialRequest] = TrialRequest) -> str:
     """pipelines/recurrence.py for `spec_cls`'s settings and `request_cls`'s run parameters."""
     params = pipeline_parameters(spec_cls, request_cls)
     return Template(RECURRENCE).substitute(
-        header=_header("the job's settings, the trial request and STEP_RUN_PARAMETERS"),
+        header=_header("the job's settings, the run settings, the trial request and STEP_RUN_PARAMETERS"),
         parameters="\n".join(f"        {name}: {kind.__name__}," for name, kind, _ in params),
         parameters_help="\n".join(f"            {name}: {text}" for name, _, text in params),
         parameters_args="\n".join(f"                {name}={name}," for name, _, _ in params),

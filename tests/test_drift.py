@@ -1,6 +1,7 @@
 """The drift detectors (zeus_kfp.steps.drift_detectors) on data whose shift is built by hand: the expected statistics
 are worked out here from the construction (PSI) or by scipy on the whole data (KS), never by the code under test;
-and the recurrence gate's settings refused with the field and what is allowed."""
+and the recurrence gate's settings (run settings, zeus_kfp.run_settings) refused with the field and what is
+allowed."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import pytest
 from scipy.stats import ks_2samp
 
 from zeus_kfp.errors import FieldError, JobSpecError
-from zeus_kfp.job import JobSpec
-from zeus_kfp.steps import spec_from_params, spec_to_params
+from zeus_kfp.run_settings import RunSettings
+from zeus_kfp.steps import run_settings_from_params, spec_to_params
 from zeus_kfp.steps.drift_detectors import MAX_SAMPLE, DataSummary, measure
 
-BASE = JobSpec(job_id="drift", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.5, max_epochs=3)
+BASE = RunSettings()
 
 
 def write(path, frame: pd.DataFrame) -> str:
@@ -28,12 +29,12 @@ def statistic(detector: str, before: pd.DataFrame, after: pd.DataFrame, tmp_path
     """The detector's statistic for `after` against `before`, through the gate's path: the first data's summary
     as stored (Parquet bytes), then the second measured against it."""
     path = tmp_path / name
-    spec = BASE.with_changes(drift_detector=detector, drift_data=str(path))
+    run = BASE.with_changes(drift_detector=detector, drift_data=str(path))
     write(path, before)
-    first, summary = measure(spec, None)
+    first, summary = measure(run, None)
     assert first is None  # nothing to compare the first data with
     write(path, after)
-    stat, _ = measure(spec, summary)
+    stat, _ = measure(run, summary)
     return stat
 
 
@@ -80,8 +81,8 @@ def test_a_directory_of_files_is_one_data_set(tmp_path):
     folder.mkdir()
     write(folder / "a.parquet", pd.DataFrame({"x": [1.0, 2.0]}))
     write(folder / "b.csv", pd.DataFrame({"x": [3.0]}))
-    spec = BASE.with_changes(drift_detector="rows", drift_data=str(folder))
-    _, summary = measure(spec, None)
+    run = BASE.with_changes(drift_detector="rows", drift_data=str(folder))
+    _, summary = measure(run, None)
     assert DataSummary.from_parquet(summary).rows == 3
     assert sorted(DataSummary.from_parquet(summary).samples["x"]) == [1.0, 2.0, 3.0]
 
@@ -103,9 +104,9 @@ def test_a_user_function_must_return_a_finite_number(tmp_path):
 
 
 def test_missing_data_names_drift_data(tmp_path):
-    spec = BASE.with_changes(drift_detector="psi", drift_data=str(tmp_path / "nowhere.parquet"))
+    run = BASE.with_changes(drift_detector="psi", drift_data=str(tmp_path / "nowhere.parquet"))
     with pytest.raises(FieldError, match=r"drift_data.*Parquet or CSV"):
-        measure(spec, None)
+        measure(run, None)
 
 
 @pytest.mark.parametrize(
@@ -123,8 +124,8 @@ def test_missing_data_names_drift_data(tmp_path):
 def test_bad_gate_settings_name_the_field_and_what_is_allowed(changes, field, allowed):
     with pytest.raises(JobSpecError, match=rf"invalid {field}=.*allowed.*{allowed}"):
         BASE.with_changes(**changes)
-    with pytest.raises(JobSpecError, match=rf"invalid {field}="):  # the way a pipeline step builds the spec
-        spec_from_params(**spec_to_params(BASE) | changes)
+    with pytest.raises(JobSpecError, match=rf"invalid {field}="):  # the way the gate step builds them
+        run_settings_from_params(**spec_to_params(BASE) | changes)
 
 
 def test_the_default_threshold_is_the_detectors():

@@ -19,6 +19,7 @@ import yaml
 from typer.testing import CliRunner
 
 from zeus_kfp.job import JobSpec
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.settings import SETTING, setting
 
 # How each annotation a JobSpec field may have travels in KFP (its parameter type); a new kind of
@@ -112,21 +113,25 @@ def test_the_pipeline_is_built_for_a_job_spec_only() -> None:
         build_pipeline(WithWarmup(**SPEC.to_dict(), lr_warmup_epochs=2), ["true"])
 
 
-def compiled(spec: JobSpec, tmp_path, attempts: int = 3) -> dict:
+def compiled(spec: JobSpec, tmp_path, attempts: int = 3, run: RunSettings | None = None) -> dict:
     from kfp import compiler
 
     from pipelines.dag import build_pipeline
 
     path = tmp_path / "p.yaml"
-    compiler.Compiler().compile(build_pipeline(spec, ["true"], attempts=attempts), str(path))
+    compiler.Compiler().compile(build_pipeline(spec, ["true"], attempts=attempts, run_settings=run), str(path))
     return yaml.safe_load(path.read_text())
 
 
-@pytest.mark.parametrize("spec", [SPEC.with_changes(beta_knob=None), SPEC.with_changes(max_running=2, period_s=60.0)])
-def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preprocess(spec, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("spec", "run"),
+    [(SPEC.with_changes(beta_knob=None), RunSettings()), (SPEC, RunSettings(max_running=2, period_s=60.0))],
+)
+def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preprocess(spec, run, tmp_path) -> None:
     """...and to the recurrence gate, the root task that registers the job before anything else: preprocess sits
-    in the gate's condition, where a run parameter arrives as the condition's `pipelinechannel--` input."""
-    pipeline = compiled(spec, tmp_path)
+    in the gate's condition, where a run parameter arrives as the condition's `pipelinechannel--` input. The run
+    settings are run parameters too, the gate's alone: no part of the job's spec, which preprocess registers."""
+    pipeline = compiled(spec, tmp_path, run=run)
     params = pipeline["root"]["inputDefinitions"]["parameters"]
     gate = pipeline["root"]["dag"]["tasks"]["gate"]["inputs"]["parameters"]
     (opened,) = [c for c in pipeline["components"].values() if "preprocess" in c.get("dag", {}).get("tasks", {})]
@@ -144,6 +149,10 @@ def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preproc
             assert name not in params and preprocess[name] == {"runtimeValue": {"constant": 3}}, name
             assert gate[name] == {"runtimeValue": {"constant": 3}}, name
     assert run_parameters() == set(declared()) - {"max_attempts"}
+    for name, value in run.to_dict().items():
+        assert params[name]["defaultValue"] == value, name
+        assert params[name]["description"] == setting_field(RunSettings, name).pipeline_help()
+        assert gate[name] == {"componentInputParameter": name} and name not in preprocess, name
 
 
 def env_drift(cls: type = JobSpec) -> list[str]:
@@ -196,8 +205,9 @@ def cli_options(command_name: str) -> set[str]:
 
 @pytest.mark.parametrize("command", ["run", "compile"])
 def test_run_and_compile_have_an_option_per_setting(command) -> None:
+    """...of the job's and of the run settings (any job takes those)."""
     options = cli_options(command)
-    for name, field in declared().items():
+    for name, field in (declared() | declared(RunSettings)).items():
         assert "--" + (field.metadata[SETTING].option or name.replace("_", "-")) in options, name
     assert "--lower-is-better" in options  # the names users rely on still work
 

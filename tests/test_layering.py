@@ -95,8 +95,8 @@ def test_the_cli_may_import_kfp_inside_a_command(tmp_path):
 # package under zeus/ (zeus_kfp.store covers zeus/store/*) or a top-level module (zeus_kfp.job); "zeus_kfp" is the
 # package's own __init__. A new package or module has to be placed here before anything imports it.
 FOUNDATION = {
-    "zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.job", "zeus_kfp.trials",
-    "zeus_kfp.trial_history", "zeus_kfp.profiles", "zeus_kfp.summaries",
+    "zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.run_settings", "zeus_kfp.job",
+    "zeus_kfp.trials", "zeus_kfp.trial_history", "zeus_kfp.profiles", "zeus_kfp.summaries",
 }  # fmt: skip
 ALLOWED: dict[str, set[str]] = {
     # errors every layer raises, and the job's settings declared once: they import nothing of zeus
@@ -110,7 +110,16 @@ ALLOWED: dict[str, set[str]] = {
     # the power profile: a value a trial's outcome (zeus_kfp.job.TrialOutcome) holds, so it sits below the job;
     # then the job and the values that describe its trials
     "zeus_kfp.profiles": {"zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost"},
-    "zeus_kfp.job": {"zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.profiles"},
+    # how a run runs (the recurrence gate's settings, the dispatch timeout), declared like the job's settings; the
+    # job knows their names to tell a spec that holds one where it goes
+    "zeus_kfp.run_settings": {"zeus_kfp.errors", "zeus_kfp.settings"},
+    "zeus_kfp.job": {
+        "zeus_kfp.errors",
+        "zeus_kfp.settings",
+        "zeus_kfp.cost",
+        "zeus_kfp.run_settings",
+        "zeus_kfp.profiles",
+    },
     "zeus_kfp.trials": {"zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.job"},
     # the same trials as numpy columns, for the policies: apart, so that `import zeus_kfp` loads no numpy
     "zeus_kfp.trial_history": {

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from zeus_kfp.cost import CostModel
 from zeus_kfp.errors import JobSpecError
-from zeus_kfp.settings import setting
+from zeus_kfp.run_settings import RunSettings
+from zeus_kfp.settings import setting, settings_of
 
 if TYPE_CHECKING:  # zeus_kfp.profiles loads pandas and pyarrow, which the job model never needs
     from zeus_kfp.profiles import PowerProfile
@@ -31,19 +32,12 @@ if TYPE_CHECKING:  # zeus_kfp.profiles loads pandas and pyarrow, which the job m
 # Attempts per recurrence at most: KFP v2 has no loops, so each attempt is 3 more tasks one condition
 # deeper in the compiled pipeline (pipelines/dag.py); far more than a batch-size list has sizes to try.
 MAX_ATTEMPTS = 32
-NO_DRIFT = "none"
-# The recurrence gate's settings: when the job runs, not what it is, so `zeus-kfp run` takes them for any job.
-GATE_SETTINGS = ("period_s", "max_running", "drift_detector", "drift_threshold", "drift_data")
 # What a recurrence opened by drift does to the history the bandit decides from (zeus_kfp.policy.drift); the
 # default, reexplore, chosen in the simulator (benchmarks/RESULTS.md, "Drift").
 DRIFT_REACTIONS = ("window", "reexplore", "none")
 JOB_ID_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-# The built-in drift detectors (zeus_kfp.steps.drift_detectors), each with its default threshold on its statistic:
-# a data fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI
-# (0.2: the usual "significant shift"); the largest per-column Kolmogorov-Smirnov statistic. Or module:function.
-DRIFT_DETECTORS = {"none": None, "fingerprint": 0.5, "rows": 0.1, "psi": 0.2, "ks": 0.1}
-DRIFT_FUNCTION = re.compile(r"^[^\s:]+:[A-Za-z_]\w*$")
-DRIFT_ALLOWED = f"one of {', '.join(DRIFT_DETECTORS)}, or a function module:function or /path/file.py:function"
+# The run settings' names and CLI options: a spec that holds one is told where it goes (JobSpec.from_dict).
+RUN_SETTINGS = {f.name: f.option for f in settings_of(RunSettings)}
 JOB_ID_ALLOWED = "1-63 characters of lowercase letters, digits and '-', starting and ending with a letter or digit"
 
 
@@ -144,10 +138,13 @@ def _finished_status(value: Any) -> TrialStatus:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A recurring training job and the knobs of its energy optimization.
+    """A recurring training job and the knobs of its energy optimization: the job's identity.
 
     The spec is stored with the job on its first recurrence; later recurrences must present
     the same spec (see `diff`), because the bandit's history is only comparable under it.
+    How a run runs (the recurrence gate's period, cap and drift detector, the dispatch timeout) is
+    no part of it: those are run settings (zeus_kfp.run_settings.RunSettings), which travel beside
+    the spec and may differ from one schedule or submission of the job to the next.
 
     This is the one declaration of the job's settings: each field's `setting(...)` says how users reach
     it, and the pipeline's parameters, the preprocess component, the CLI's options and the ZEUS_*
@@ -189,29 +186,6 @@ class JobSpec:
     reprofile_after: int = setting(
         "Profile a batch size's power limits again once its stored profile is this many recurrences old (0: never).",
         0,
-    )
-    period_s: float = setting(
-        "Seconds between recurrences: a run opens one once this long has passed since the last one began, or on "
-        "drift; otherwise it is skipped and trains nothing (0: every run is due).",
-        0.0,
-    )
-    max_running: int = setting(
-        "Recurrences of the job running at once at most, counted in the store across every schedule and "
-        "submission; a run past it is skipped (0: no cap).",
-        1,
-    )
-    drift_detector: str = setting(
-        "What detects drift in drift_data, which opens a recurrence before its period: none, fingerprint, rows, "
-        "psi, ks, or a function module:function.",
-        NO_DRIFT,
-    )
-    drift_threshold: float = setting(
-        "The detector's statistic above which the data drifted (0: the detector's default: fingerprint 0.5, "
-        "rows 0.1, psi 0.2, ks 0.1, a function 0).",
-        0.0,
-    )
-    drift_data: str = setting(
-        "The input data the drift detector reads: a Parquet or CSV file, or a directory of them.", ""
     )
     drift_reaction: str = setting(
         "What a recurrence opened by drift does to the bandit's history: window (forget the trials before it), "
@@ -292,35 +266,11 @@ class JobSpec:
             self.max_power_w,
             "a positive number of watts (the GPU's maximum power limit)",
         )
-        self._check_recurrence_settings()
         object.__setattr__(self, "target_metric", float(self.target_metric))
         object.__setattr__(self, "eta_knob", float(self.eta_knob))
         object.__setattr__(self, "max_power_w", float(self.max_power_w))
         if self.beta_knob is not None:
             object.__setattr__(self, "beta_knob", float(self.beta_knob))
-
-    def _check_recurrence_settings(self) -> None:
-        """The recurrence gate's settings (zeus_kfp.steps.gate): when a run opens a recurrence."""
-        period, cap, threshold = self.period_s, self.max_running, self.drift_threshold
-        _require(_is_number(period) and math.isfinite(period) and period >= 0, "period_s", period,
-                 "a number of seconds >= 0 (0: every run is due)")  # fmt: skip
-        _require(_is_int(cap) and cap >= 0, "max_running", cap, f"an integer from 0 to {INT64_MAX} (0: no cap)")
-        detector = self.drift_detector
-        known = isinstance(detector, str) and (detector in DRIFT_DETECTORS or DRIFT_FUNCTION.fullmatch(detector))
-        _require(bool(known), "drift_detector", detector, DRIFT_ALLOWED)
-        _require(_is_number(threshold) and math.isfinite(threshold) and threshold >= 0,
-                 "drift_threshold", threshold, "a number >= 0 (0: the detector's default)")  # fmt: skip
-        _require(isinstance(self.drift_data, str), "drift_data", self.drift_data, "a path (a string)")
-        wanted = f"a Parquet or CSV file or directory for the {detector!r} detector to read"
-        _require(detector == NO_DRIFT or bool(self.drift_data), "drift_data", self.drift_data, wanted)
-        object.__setattr__(self, "period_s", float(period))
-        object.__setattr__(self, "drift_threshold", float(threshold))
-
-    @property
-    def gate_threshold(self) -> float:
-        """The drift threshold the gate applies: the setting, else the built-in detector's default (a user
-        function's default is 0: any positive statistic is drift)."""
-        return self.drift_threshold or DRIFT_DETECTORS.get(self.drift_detector) or 0.0
 
     @property
     def cost_model(self) -> CostModel:
@@ -338,9 +288,15 @@ class JobSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
-        """Build from a dict (JSON, a stored row); unknown keys are an error, not silently dropped."""
+        """Build from a dict (JSON, a spec file); unknown keys are an error, not silently dropped. A run
+        setting is refused as one, saying where it goes (a stored spec record written when the JobSpec still
+        held the gate's settings is read by zeus_kfp.store.catalog, which drops them)."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
+        run = [name for name in unknown if name in RUN_SETTINGS]
+        if run:
+            where = "no JobSpec field: a run setting (zeus_kfp.run_settings), given beside the job's spec"
+            raise JobSpecError(run[0], data[run[0]], f"{where} (--{RUN_SETTINGS[run[0]]}, or a run parameter)")
         if unknown:
             raise JobSpecError(unknown[0], data[unknown[0]], f"one of the JobSpec fields {sorted(known)}")
         values = dict(data)

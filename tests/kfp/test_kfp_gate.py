@@ -13,6 +13,7 @@ import pytest
 
 from pipelines.local import run_local
 from zeus_kfp.job import Decision, TrialResult
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import spec_to_params
 from zeus_kfp.steps.drift_detectors import DataSummary
@@ -22,8 +23,8 @@ TRACE = "trace:squad/v100"
 NEVER_DUE, ALWAYS_DUE = 1e9, 1e-6
 
 
-def spec(job_id: str, **changes):
-    return TraceBackend.parse(TRACE).spec(job_id, max_attempts=2, **changes)
+def spec(job_id: str):
+    return TraceBackend.parse(TRACE).spec(job_id, max_attempts=2)
 
 
 def run(job, store, tmp_path, recurrences=1, **options):
@@ -38,12 +39,13 @@ def ran_steps(tmp_path, job_id: str, recurrence_id: str) -> set[str]:
 @pytest.mark.slow
 def test_due_by_time_then_not_due(tmp_path):
     store = str(tmp_path / "store")
-    due = run(spec("gate-time", period_s=ALWAYS_DUE), store, tmp_path, recurrences=2)
+    due = run(spec("gate-time"), store, tmp_path, recurrences=2, run_settings=RunSettings(period_s=ALWAYS_DUE))
     assert [s.skipped for s in due] == ["", ""] and [s.recurrence for s in due] == [1, 2]
     runs = open_store(store).recurrences("gate-time")
     assert runs["why"].tolist() == ["first", "time"] and runs["opened"].all()
 
-    later = run(spec("gate-wait", period_s=NEVER_DUE), store, tmp_path, recurrences=2)
+    never = RunSettings(period_s=NEVER_DUE)
+    later = run(spec("gate-wait"), store, tmp_path, recurrences=2, run_settings=never)
     assert later[0].trials and not later[0].skipped  # the first recurrence of a job is always due
     assert later[1].skipped == "skipped: not due" and later[1].trials == ()
     opened = open_store(store)
@@ -55,7 +57,7 @@ def test_due_by_time_then_not_due(tmp_path):
     assert ran_steps(tmp_path, "gate-wait", skipped) == {"gate"}  # the run ended at the gate
     assert {"gate", "preprocess", "attempt-1-train"} <= ran_steps(tmp_path, "gate-wait", runs["recurrence_id"].iloc[0])
 
-    forced = run(spec("gate-wait", period_s=NEVER_DUE), store, tmp_path, force=True)  # run --force
+    forced = run(spec("gate-wait"), store, tmp_path, run_settings=never, force=True)  # run --force
     assert forced[0].trials and open_store(store).recurrences("gate-wait")["why"].tolist()[-1] == "forced"
 
 
@@ -69,16 +71,16 @@ def shifted(tmp_path, shift: float, seed: int) -> None:
 @pytest.mark.slow
 def test_due_by_drift_and_no_drift(tmp_path):
     store, data = str(tmp_path / "store"), tmp_path / "in.parquet"
-    job = spec("gate-drift", period_s=NEVER_DUE, drift_detector="ks", drift_data=str(data))
+    job, how = spec("gate-drift"), RunSettings(period_s=NEVER_DUE, drift_detector="ks", drift_data=str(data))
     shifted(tmp_path, 0.0, seed=1)
-    first = run(job, store, tmp_path)
+    first = run(job, store, tmp_path, run_settings=how)
     assert first[0].trials
     first_data = pd.read_parquet(data)
     shifted(tmp_path, 0.0, seed=2)  # the same distribution, new draws: no drift at the default threshold 0.1
-    same = run(job, store, tmp_path)
+    same = run(job, store, tmp_path, run_settings=how)
     second_data = pd.read_parquet(data)
     shifted(tmp_path, 1.0, seed=3)  # x moved by one standard deviation
-    moved = run(job, store, tmp_path)
+    moved = run(job, store, tmp_path, run_settings=how)
     assert same[0].skipped.startswith("skipped: no drift") and same[0].trials == ()
     assert moved[0].trials and not moved[0].skipped
 
@@ -107,19 +109,19 @@ def test_no_free_slot_until_the_running_recurrence_ends(tmp_path):
     """Another schedule's recurrence is running (its gate opened it, its trial is out): a run finds no free slot,
     forced or not, and trains nothing; once that trial reaches the target, the next run opens one."""
     store = str(tmp_path / "store")
-    job = spec("gate-cap", period_s=ALWAYS_DUE, max_running=1)
+    job, how = spec("gate-cap"), RunSettings(period_s=ALWAYS_DUE, max_running=1)
     opened = open_store(store)
     opened.ensure_job(job)
-    request = GateRequest(job.period_s, job.max_running, job.max_attempts, timeout_s=86400.0)
+    request = GateRequest(how.period_s, how.max_running, job.max_attempts, timeout_s=86400.0)
     assert opened.open_recurrence(job.job_id, "other-schedule", request).opened
     opened.dispatch_trial(job.job_id, "other-schedule", 1, Decision(job.default_batch_size, None, "exploration", "x"))
-    blocked = run(job, store, tmp_path) + run(job, store, tmp_path, force=True)
+    blocked = run(job, store, tmp_path, run_settings=how) + run(job, store, tmp_path, run_settings=how, force=True)
     assert [s.skipped for s in blocked] == ["skipped: no free slot"] * 2 and all(s.trials == () for s in blocked)
     done = TrialResult.build(job, batch_size=job.default_batch_size, status="reached", time_s=1.0, energy_j=1.0,
                              num_epochs=1)  # fmt: skip
     open_store(store).finish_trial(job.job_id, "other-schedule", 1, done)
-    freed = run(job, store, tmp_path)
+    freed = run(job, store, tmp_path, run_settings=how)
     assert freed[0].trials and freed[0].recurrence == 2
     runs = open_store(store).recurrences(job.job_id)
     assert runs["why"].tolist() == ["first", "no free slot", "no free slot", "time"]
-    assert spec_to_params(job)["max_running"] == 1  # the cap travelled as the pipeline's parameter
+    assert spec_to_params(how)["max_running"] == 1  # the cap travelled as the pipeline's parameter

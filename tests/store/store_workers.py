@@ -148,9 +148,11 @@ def run_clients(
     return [r for r in reports if r[0] != "compactor"], [r for r in reports if r[0] == "compactor"]
 
 
-def gate_spec(job_id: str, cap: int):
-    """A job every run of which is due (period 0), capped at `cap` recurrences running at once."""
-    return job_spec(job_id).with_changes(max_running=cap)
+def gate_run_settings(cap: int):
+    """Runs that are always due (period 0), capped at `cap` recurrences of the job running at once."""
+    from zeus_kfp.run_settings import RunSettings
+
+    return RunSettings(period_s=0.0, max_running=cap)
 
 
 def gate_run(uri: str, env: dict[str, str], job_ids: list[str], worker: int, plan: tuple, start: Any, out: Any) -> None:
@@ -168,14 +170,14 @@ def gate_run(uri: str, env: dict[str, str], job_ids: list[str], worker: int, pla
         warnings.simplefilter("error", StoreWarning)
         who, cap, rounds = plan
         (job_id,) = job_ids
-        spec = gate_spec(job_id, cap)
+        spec, run = job_spec(job_id), gate_run_settings(cap)
         store = open_store(uri)
         told = []
         for round_ in range(rounds):
             rid = f"{who}-{worker}-r{round_}"
             start.wait()
-            opened = gate(spec_to_params(spec), store_uri=uri, run_id=rid, recurrence_id="", owner="",
-                          force=who == "submit", dispatch_timeout_s=86400.0)  # fmt: skip
+            opened = gate(spec_to_params(spec), spec_to_params(run), store_uri=uri, run_id=rid, recurrence_id="",
+                          owner="", force=who == "submit")  # fmt: skip
             told.append((rid, opened))
             start.wait()  # every gate of the round has answered: now the opened recurrences end
             if opened:

@@ -15,6 +15,8 @@ from zeus_kfp.store import (
     StoreInputError,
     UnknownJobError,
     UnknownTrialError,
+    consensus,
+    entries,
     keys,
     open_store,
 )
@@ -42,15 +44,20 @@ def test_ensure_job_creates_once_and_refuses_a_changed_spec(store, spec):
         store.get_job("no-such-job")
 
 
-def test_a_schedule_may_change_when_the_job_runs_but_not_what_it_is(store, spec):
-    """The gate's settings (period, cap, drift detector) are the run's: a second schedule of the job with
-    another period is not refused, and the gate sees what that run asked for. A job field still is."""
-    store.ensure_job(spec.with_changes(period_s=3600.0, max_running=1))
-    hourly = store.ensure_job(spec.with_changes(period_s=60.0, max_running=3))
-    assert (hourly.period_s, hourly.max_running) == (60.0, 3)
-    assert store.get_job(spec.job_id).period_s == 3600.0  # the stored spec is untouched
+def test_a_spec_stored_while_it_held_the_gates_settings_still_reads_and_the_job_goes_on(store, spec):
+    """A spec record agreed before the run settings left the JobSpec holds the gate's settings (zeus_kfp.run_settings):
+    an agreed record never changes, so it is read as it is, those keys dropped, and the same job is accepted again.
+    A changed job still is refused."""
+    former = {"period_s": 3600.0, "max_running": 2, "drift_detector": "none", "drift_threshold": 0.0, "drift_data": ""}
+    record = {"created_at": 1_700_000_000_000_000, "job_id": spec.job_id, "owner": "alice",
+              "spec": spec.to_dict() | former}  # fmt: skip
+    consensus.propose(store.backend, keys.spec_dir(spec.job_id), entries.encode(record))  # as zeus-kfp wrote it then
+    reopened = open_store(store.uri)
+    assert reopened.get_job(spec.job_id) == spec
+    assert reopened.ensure_job(spec, owner="alice") == spec
+    assert reopened.list_jobs()["job_id"].tolist() == [spec.job_id] and reopened.problems == []
     with pytest.raises(JobSpecMismatchError, match="max_epochs"):
-        store.ensure_job(spec.with_changes(period_s=60.0, max_epochs=30))
+        reopened.ensure_job(spec.with_changes(max_epochs=30))
 
 
 def test_list_jobs_filters_by_phase_and_owner(store, spec):

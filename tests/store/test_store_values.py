@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from zeus_kfp.job import Decision, JobSpec, JobSpecError, TrialResult
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.store import CorruptObjectError, GateRequest, StoreInputError, UnknownJobError, keys, open_store
 from zeus_kfp.store.errors import StoreFormatError
 
@@ -85,7 +86,10 @@ def test_a_gate_request_beyond_its_column_is_refused_and_the_job_still_reads(sto
 
 def test_a_spec_or_result_with_an_integer_beyond_64_bits_is_refused_where_it_is_made(spec):
     with pytest.raises(JobSpecError) as info:
-        spec.with_changes(max_running=HUGE)
+        spec.with_changes(max_epochs=HUGE)
+    assert info.value.field == "max_epochs"
+    with pytest.raises(JobSpecError) as info:  # a run setting, stored in a gated begin's 64-bit column
+        RunSettings(max_running=HUGE)
     assert info.value.field == "max_running" and str(2**63 - 1) in str(info.value)
     with pytest.raises(JobSpecError) as info:  # a user script's result.json may say so
         TrialResult.from_dict({"batch_size": 128, "status": "reached", "time_s": 1.0, "energy_j": 1.0,

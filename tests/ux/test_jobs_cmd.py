@@ -161,11 +161,11 @@ def test_show_lists_the_gates_answers_with_the_drift_statistic(tmp_path, monkeyp
 
     monkeypatch.setenv("COLUMNS", "220")
     store = open_store(str(tmp_path / "store"))
-    spec = SPEC.with_changes(job_id="gated", drift_detector="psi", drift_data="/data/in.parquet", period_s=1e9)
+    spec = SPEC.with_changes(job_id="gated")
     store.ensure_job(spec)
 
-    def ask(rid: str, stat: float | None) -> None:
-        request = GateRequest(spec.period_s, spec.max_running, spec.max_attempts, 86400.0, False, "psi", stat, 0.2)
+    def ask(rid: str, stat: float | None) -> None:  # never due by time (period 1e9 s), one at a time
+        request = GateRequest(1e9, 1, spec.max_attempts, 86400.0, False, "psi", stat, 0.2)
         store.open_recurrence(spec.job_id, rid, request)
         store.end_recurrence(spec.job_id, rid, "done")  # frees the slot: the next run is judged on drift alone
 

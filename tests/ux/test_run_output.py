@@ -154,9 +154,9 @@ def test_an_optional_column_without_any_value_is_left_out_and_not_reported_hidde
 
 @pytest.mark.slow
 def test_run_goes_through_the_recurrence_gate_and_says_what_it_skipped(tmp_path) -> None:
-    """`zeus-kfp run` exercises the same gate as a schedule, for any job (the gate's settings say when a job runs,
-    not what it is): with a day's period the second run is not due and trains nothing, and a skipped run is not
-    a failure. (--force through kfp.local: tests/kfp/test_kfp_gate.py.)"""
+    """`zeus-kfp run` exercises the same gate as a schedule, for any job (the gate's settings are run settings: they
+    say how a run runs, not what the job is): with a day's period the second run is not due and trains nothing,
+    and a skipped run is not a failure. (--force through kfp.local: tests/kfp/test_kfp_gate.py.)"""
     args = ["run", "--trace", "squad/v100", "--store", "store", "--runs-dir", "runs", "--plots-dir", "plots",
             "--job-id", "gated", "--attempts", "1", "--period-s", "86400"]  # fmt: skip
     proc = run_cli(*args, "-r", "2", cwd=tmp_path, COLUMNS="120")

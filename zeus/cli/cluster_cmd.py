@@ -17,6 +17,8 @@ import typer
 
 from zeus_kfp.cli.app import app
 from zeus_kfp.cli.exits import one_line
+from zeus_kfp.cli.own_job import setting_options
+from zeus_kfp.run_settings import RunSettings
 
 Host = Annotated[str | None, typer.Option("--host", help="KFP API URL (default: env KFP_HOST).")]
 Namespace = Annotated[str | None, typer.Option(help="Kubeflow namespace / profile (default: env KFP_NAMESPACE).")]
@@ -121,14 +123,20 @@ Force = Annotated[
 ]
 
 
+# The run settings (zeus_kfp.run_settings) as options of submit and schedule: how this submission's or schedule's
+# runs run, beside the job's spec. Each is the pipeline's run parameter of its name.
+RUN = "How its runs run (the recurrence gate, the dispatch timeout; default: the package's)"
+
+
 def _gate_params(param: list[str] | None, **given: Any) -> list[str]:
-    """--param pairs with the recurrence gate's options added (those given): the pipeline's own run parameters,
-    checked like any other --param (a bad value names the field and what it allows)."""
+    """--param pairs with the run settings' options and --force added (those given): the pipeline's own run
+    parameters, checked like any other --param (a bad value names the field and what it allows)."""
     extra = [f"{name}={str(value).lower() if isinstance(value, bool) else value}" for name, value in given.items()]
     return list(param or []) + [pair for pair, value in zip(extra, given.values(), strict=True) if value is not None]
 
 
 @app.command()
+@setting_options(RUN, RunSettings, param="run_settings")
 def submit(
     host: Host = None,
     experiment: Experiment = "zeus-kfp",
@@ -140,16 +148,18 @@ def submit(
     namespace: Namespace = None,
     token_env: TokenEnv = "KFP_TOKEN",
     force: Force = False,
+    run_settings: dict | None = None,  # one option per run setting (zeus_kfp.cli.own_job.setting_options)
 ) -> None:
     """Start one recurrence of the compiled pipeline on the cluster now (if the recurrence gate opens one: the
-    job's period or drift, and a free slot under its max_running; --force for the first)."""
+    period or drift, and a free slot under max_running; --force for the first)."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.client import read_package
     from pipelines.client import submit as do_submit
 
     conn = _connection(host, namespace, token_env)
     compiled = read_package(package)
-    arguments = _run_arguments(_gate_params(param, force=force or None), compiled)  # before connecting
+    given = _gate_params(param, **(run_settings or {}), force=force or None)
+    arguments = _run_arguments(given, compiled)  # before connecting
     with _cluster(conn) as connect:
         run_id = do_submit(
             connect(),
@@ -166,6 +176,7 @@ def submit(
 
 
 @app.command()
+@setting_options(RUN, RunSettings, param="run_settings")
 def schedule(
     cron: Annotated[str, typer.Option(help="KFP cron, 6 fields with seconds first, e.g. '0 0 2 * * *'.")],
     host: Host = None,
@@ -184,30 +195,7 @@ def schedule(
     service_account: ServiceAccount = None,
     namespace: Namespace = None,
     token_env: TokenEnv = "KFP_TOKEN",
-    period_s: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds between recurrences: a tick opens one only once this long has passed since the last one "
-            "began (or on drift); the others are skipped and train nothing. Default: the package's (0: every tick)."
-        ),
-    ] = None,
-    drift_detector: Annotated[
-        str | None,
-        typer.Option(help="none, fingerprint, rows, psi, ks or module:function: drift opens a recurrence early."),
-    ] = None,
-    drift_threshold: Annotated[
-        float | None, typer.Option(help="The detector's statistic above which the data drifted (0: its default).")
-    ] = None,
-    drift_data: Annotated[
-        str | None, typer.Option(help="The input data the detector reads: a Parquet or CSV file or directory.")
-    ] = None,
-    max_running: Annotated[
-        int | None,
-        typer.Option(
-            help="Recurrences of the job running at once at most, counted in the store across every schedule and "
-            "submit (0: no cap). Default: the package's (1)."
-        ),
-    ] = None,
+    run_settings: dict | None = None,  # one option per run setting (zeus_kfp.cli.own_job.setting_options)
 ) -> None:
     """Run the job on a schedule: each cron tick asks the recurrence gate, which opens a recurrence when the job's
     period has passed or its data drifted, and a slot under max_running is free (kfp recurring run). Schedule
@@ -229,9 +217,7 @@ def schedule(
     if pipeline_id and package is not None:
         raise ClusterInputError("package", str(package), "no --package with --pipeline-id (the uploaded one runs)")
     compiled = None if pipeline_id else read_package(package)
-    gate = dict(period_s=period_s, drift_detector=drift_detector, drift_threshold=drift_threshold,
-                drift_data=drift_data, max_running=max_running)  # fmt: skip
-    param = _gate_params(param, **gate)
+    param = _gate_params(param, **(run_settings or {}))
     arguments = _run_arguments(param, compiled) if compiled is not None else None  # before connecting
     with _cluster(conn) as connect:
         client = connect()

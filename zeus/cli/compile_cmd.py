@@ -20,6 +20,7 @@ from zeus_kfp.cli.own_job import (
     text_option,
 )
 from zeus_kfp.errors import FieldError
+from zeus_kfp.run_settings import RunSettings
 
 COMPILE_HELP = (
     "Compile the recurrence pipeline to a YAML the Kubeflow UI and kfp.Client accept, for your KFP backend "
@@ -28,6 +29,7 @@ COMPILE_HELP = (
 )
 Repeated = list[str] | None
 OWN = "Your own job"
+RUN = "How its runs run (any job: the run parameters' defaults for the recurrence gate and the dispatch timeout)"
 PatternOpt = text_option(PATTERN_HELP, OWN)
 CollectorOpt = text_option(COLLECTOR_HELP, OWN)
 KeepOpt = text_option(KEEP_HELP, OWN)
@@ -107,6 +109,7 @@ def _images_line(path: Path) -> str:
 
 @app.command(name="compile", help=COMPILE_HELP)
 @setting_options(OWN)
+@setting_options(RUN, RunSettings, param="run_settings")
 def compile_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the pipeline YAML.")] = Path(
         "zeus_pipeline.yaml"
@@ -249,6 +252,7 @@ def compile_cmd(
         ),
     ] = False,
     settings: dict | None = None,  # one option per other JobSpec setting (zeus_kfp.cli.own_job.setting_options)
+    run_settings: dict | None = None,  # one option per run setting (zeus_kfp.run_settings), for any job
 ) -> None:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
@@ -265,6 +269,10 @@ def compile_cmd(
         return
 
     job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {}, metrics_collector, keep)
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
+    from zeus_kfp.steps import run_settings_from_params
+
+    given = {name: value for name, value in (run_settings or {}).items() if value is not None}
     path = compile_pipeline(
         output,
         launcher=launcher,
@@ -290,6 +298,7 @@ def compile_cmd(
         train_tolerations=parse_tolerations(train_toleration),
         run_as_user=run_as_user,
         store_retries=store_retries,
+        run_settings=run_settings_from_params(**given),
         **job,
     )
     pinned = not job.get("read_max_power", True)

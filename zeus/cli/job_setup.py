@@ -2,7 +2,8 @@
 
 One function decides, from the options, the JobSpec and the run_local arguments, and refuses a
 mix that would be ignored (a --spec with the example, two of --trace/--script/--command), naming
-the options: a silently ignored option is worse than an error.
+the options: a silently ignored option is worse than an error. The run settings (the recurrence gate's,
+the dispatch timeout: zeus_kfp.run_settings) are no part of it: they say how a run runs, for any job.
 """
 
 from __future__ import annotations
@@ -47,17 +48,12 @@ def choose_job(
     chosen = [name for name, value in (("--trace", trace), ("--script", script), ("--command", command)) if value]
     if len(chosen) > 1:
         raise FieldError("job", " and ".join(chosen), "one of --trace, --script or --command")
-    from zeus_kfp.job import GATE_SETTINGS  # when the job runs (the recurrence gate): for any job
-
     own = spec_file is not None or zeus_aware or metric_pattern or preprocess is not None
-    mine = {name: value for name, value in fields.items() if name not in GATE_SETTINGS}
-    if command is None and (own or any(value is not None for value in mine.values())):
-        settings = ", ".join(option_name(name) for name in mine)  # the setting options `run` has (own_job)
+    if command is None and (own or any(value is not None for value in fields.values())):
+        settings = ", ".join(option_name(name) for name in fields)  # the setting options `run` has (own_job)
         allowed = f"--spec, {settings}, --zeus-aware, --metric-pattern and --preprocess"
         raise FieldError("options", "given without --command", f"{allowed} only with --command")
     changes = {name: value for name, value in (("max_attempts", attempts), ("seed", seed)) if value is not None}
-    if command is None:
-        changes |= {name: fields[name] for name in GATE_SETTINGS if fields.get(name) is not None}
     if command is not None:
         return _own_job(command, spec_file, job_id, changes, zeus_aware, metric_pattern, preprocess, fields)
     if script is not None:

@@ -19,8 +19,8 @@ from zeus_kfp.cli.stores import open_for_reading
 from zeus_kfp.cli.tables import Column, console, print_table
 from zeus_kfp.cli.trial_view import missing, print_bandit_state, print_trials
 from zeus_kfp.errors import FieldError
-from zeus_kfp.job import NO_DRIFT
 from zeus_kfp.report.units import COST_UNIT, duration, si
+from zeus_kfp.run_settings import NO_DRIFT
 from zeus_kfp.trials import trial_columns, trials_of
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ history the bandit learns from, so borrowing the example's would mix two jobs. A
 control; the options (`--job-id`, `--batch-sizes`, ...) override the file's.
 
 The options are not written out here: `setting_options` gives a command one option per JobSpec
-setting, named, typed and described by the setting's declaration (zeus_kfp.settings), so a new
-setting is an option of `run` and `compile` without an edit here.
+setting (and, stacked, one per run setting: zeus_kfp.run_settings), named, typed and described by the setting's
+declaration (zeus_kfp.settings), so a new setting is an option of `run` and `compile` without an edit here.
 """
 
 from __future__ import annotations
@@ -86,14 +86,17 @@ def _option(field, panel: str) -> inspect.Parameter:
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
 
 
-def setting_options(panel: str, spec_cls: type | None = None) -> Callable[[Callable], Callable]:
-    """A typer command gets one option per setting of the JobSpec (or `spec_cls`) it does not declare
-    itself (by the setting's name or option name); their values reach its `settings` parameter as
-    {field: value or None}, lists parsed ('16,32' -> [16, 32])."""
+def setting_options(
+    panel: str, spec_cls: type | None = None, param: str = SETTINGS_PARAM
+) -> Callable[[Callable], Callable]:
+    """A typer command gets one option per setting of the JobSpec (or `spec_cls`: RunSettings for the run
+    settings) it does not declare itself (by the setting's name or option name); their values reach its `param`
+    parameter (`settings` unless told) as {field: value or None}, lists parsed ('16,32' -> [16, 32]). Stacked, one
+    decorator per declaration, each fills its own parameter."""
 
     def decorate(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)
-        own = [p for name, p in signature.parameters.items() if name != SETTINGS_PARAM]
+        own = [p for name, p in signature.parameters.items() if name != param]
         taken = {p.name for p in own}
         added = [f for f in _fields(spec_cls) if f.name not in taken and f.option.replace("-", "_") not in taken]
 
@@ -101,7 +104,7 @@ def setting_options(panel: str, spec_cls: type | None = None) -> Callable[[Calla
         def with_settings(**given: Any) -> Any:
             values = {f: given.pop(f.name) for f in added}
             settings = {f.name: parse_list(f, v) if f.is_list else v for f, v in values.items()}
-            return command(**given, **{SETTINGS_PARAM: settings})
+            return command(**given, **{param: settings})
 
         with_settings.__signature__ = signature.replace(parameters=own + [_option(f, panel) for f in added])
         return with_settings

@@ -39,6 +39,7 @@ from zeus_kfp.cli.run_report import (
 from zeus_kfp.cli.stores import open_for_writing
 from zeus_kfp.cli.tables import console
 from zeus_kfp.errors import FieldError
+from zeus_kfp.run_settings import RunSettings
 
 DEFAULT_TRACE = "cifar100/v100"  # Zeus's own example: b0 = 1024 is far from the optimum, so tuning pays off fast
 DEFAULT_RECURRENCES = 10  # enough for the bandit to pay off on the default trace (benchmarks/RESULTS.md)
@@ -55,6 +56,7 @@ RUN_HELP = (
     "joules. Ctrl-C records the trial in flight as failed. Plots go to --plots-dir as PNG."
 )
 OWN = "Your own job (with --command)"
+RUN = "How each run runs (any job: the recurrence gate, the dispatch timeout)"
 PatternOpt = text_option(PATTERN_HELP, OWN)
 CollectorOpt = text_option(COLLECTOR_HELP, OWN)
 KeepOpt = text_option(KEEP_HELP, OWN)
@@ -62,6 +64,7 @@ KeepOpt = text_option(KEEP_HELP, OWN)
 
 @app.command(help=RUN_HELP)
 @setting_options(OWN)
+@setting_options(RUN, RunSettings, param="run_settings")
 def run(
     recurrences: Annotated[int, typer.Option("--recurrences", "-r", help="Recurrences (pipeline runs) to run.")] = (
         DEFAULT_RECURRENCES
@@ -127,13 +130,6 @@ def run(
         str | None,
         typer.Option(help="Job id in the store (a new id starts afresh). Default: example, or example-<script>."),
     ] = None,
-    dispatch_timeout: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds after which a trial that never reported (its process was killed) is recorded failed by "
-            "the next bandit step. Default: 86400; 0 when nothing else runs this job."
-        ),
-    ] = None,
     force: Annotated[
         bool,
         typer.Option(
@@ -149,11 +145,12 @@ def run(
         typer.Option(help="Where kfp.local keeps each recurrence's artifacts and log. Default: ./.zeus-kfp/runs."),
     ] = None,
     settings: dict | None = None,  # one option per other JobSpec setting (zeus_kfp.cli.own_job.setting_options)
+    run_settings: dict | None = None,  # one option per run setting (zeus_kfp.run_settings), for any job
 ) -> None:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
     from pipelines.local import RunInterrupted, TrialFailed, run_local
     from zeus_kfp.policy import policy_label
-    from zeus_kfp.steps import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout
+    from zeus_kfp.steps import run_settings_from_params
 
     job = choose_job(
         trace=trace, script=script, command=command, spec_file=spec_file, job_id=job_id, attempts=attempts,
@@ -171,7 +168,7 @@ def run(
         if job.backend is not None or "command" not in job.run_args:
             raise FieldError("keep", keep, "only with your own training command (--command)")
         job.run_args["keep"] = keep
-    timeout_s = check_dispatch_timeout(DEFAULT_DISPATCH_TIMEOUT_S if dispatch_timeout is None else dispatch_timeout)
+    how = run_settings_from_params(**{name: value for name, value in (run_settings or {}).items() if value is not None})
     if job.backend is None and "command" in job.run_args:  # what the train step would refuse, before anything is stored
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
         from zeus_kfp.steps.inputs import check_trial_inputs
@@ -224,7 +221,7 @@ def run(
                 on_start=lambda i, rid: progress(f"[{i + 1}/{recurrences}] starting ({rid})"),
                 on_step=step,
                 on_recurrence=finished,
-                dispatch_timeout_s=timeout_s,
+                run_settings=how,
                 force=force,
                 **job.run_args,
             )

@@ -8,14 +8,8 @@ it), not its module: reach a module as `from zeus_kfp.steps.train import ...` or
 which resolve to the function.
 """
 
-from zeus_kfp.steps.abandoned import (
-    DEFAULT_DISPATCH_TIMEOUT_S,
-    abandoned_line,
-    check_dispatch_timeout,
-    fail_interrupted,
-    fail_stale,
-    fail_unfinished,
-)
+from zeus_kfp.run_settings import DEFAULT_DISPATCH_TIMEOUT_S, RunSettings, check_dispatch_timeout
+from zeus_kfp.steps.abandoned import abandoned_line, fail_interrupted, fail_stale, fail_unfinished
 from zeus_kfp.steps.bandit import Choice, bandit
 from zeus_kfp.steps.feedback import feedback
 from zeus_kfp.steps.gate import gate
@@ -26,6 +20,7 @@ from zeus_kfp.steps.params import (
     PROFILE_KIND,
     PYTHON_TOKEN,
     run_arguments,
+    run_settings_from_params,
     spec_from_params,
     spec_to_params,
     threshold_from_param,
@@ -49,6 +44,7 @@ __all__ = [
     "MaxPower",
     "Prepared",
     "RecurrenceSummary",
+    "RunSettings",
     "StepError",
     "TrialRequest",
     "abandoned_line",
@@ -65,6 +61,7 @@ __all__ = [
     "report",
     "run_arguments",
     "run_preprocess",
+    "run_settings_from_params",
     "spec_from_params",
     "spec_to_params",
     "summarize",

@@ -8,8 +8,9 @@ Two ways a dispatched trial loses its owner:
   error as the reason (`fail_unfinished`), so the next run does not take the trial for one in flight;
 - the process that holds it is killed outright (SIGKILL, a lost node or pod): nothing can record
   anything then, so the next bandit step of the job does it, for any trial dispatched longer ago
-  than the run's `dispatch_timeout_s` (`fail_stale`). Zeus's BSO marks a trial that never
-  reported failed when its client exits; a pipeline step has no such exit to hook, hence the timeout.
+  than the run's `dispatch_timeout_s`, a run setting (zeus_kfp.run_settings; `fail_stale`). Zeus's BSO
+  marks a trial that never reported failed when its client exits; a pipeline step has no such exit to
+  hook, hence the timeout.
 
 Either way the trial is finished through the store's ordinary `finish_trial` with a FAILED result
 (no figures: none were reported), so the store format does not change, `show` lists it with its
@@ -20,21 +21,16 @@ with the store's EventConflictError, which is why the timeout must exceed the lo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from zeus_kfp.errors import FieldError
 from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
 from zeus_kfp.report.units import duration
+from zeus_kfp.run_settings import check_dispatch_timeout
 from zeus_kfp.store import EventConflictError
 from zeus_kfp.trials import Trial
 
-# The default `dispatch_timeout_s`: a day. A recurring job's trial that runs longer than its own
-# period (nightly at most, as a rule) would overlap the next recurrence anyway; raise it for longer ones.
-DEFAULT_DISPATCH_TIMEOUT_S = 24 * 3600.0
-DISPATCH_TIMEOUT_ALLOWED = "a number of seconds >= 0 (0: every unfinished trial of another attempt counts as lost)"
 NO_FIGURES = "none (no result was reported)"
 
 
@@ -44,14 +40,6 @@ def abandoned_line(trial: Trial) -> str:
         f"trial {trial.trial} (recurrence {trial.recurrence}, attempt {trial.attempt}, batch size {trial.batch_size}) "
         f"recorded as failed: {trial.reason}"
     )
-
-
-def check_dispatch_timeout(value: object) -> float:
-    """The timeout as a float, or FieldError naming the parameter."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    if not ok:
-        raise FieldError("dispatch_timeout_s", value, DISPATCH_TIMEOUT_ALLOWED)
-    return float(value)
 
 
 def abandoned_result(spec: JobSpec, batch_size: int, reason: str) -> TrialResult:

@@ -17,8 +17,9 @@ from zeus_kfp.policy.base import Decision
 from zeus_kfp.policy.drift import decide_after_drift
 from zeus_kfp.power.reuse import ProfileBook
 from zeus_kfp.profiles import PowerProfile
+from zeus_kfp.run_settings import DEFAULT_DISPATCH_TIMEOUT_S, check_dispatch_timeout
 from zeus_kfp.seeds import decision_seed, trial_seed
-from zeus_kfp.steps.abandoned import DEFAULT_DISPATCH_TIMEOUT_S, abandoned_line, check_dispatch_timeout, fail_stale
+from zeus_kfp.steps.abandoned import abandoned_line, fail_stale
 from zeus_kfp.steps.params import open_step_store, threshold_to_param
 from zeus_kfp.steps.step_events import reported
 from zeus_kfp.steps.step_lines import LOST_TRIAL

@@ -1,7 +1,7 @@
 """Drift detectors: did the job's input data change since the last recurrence enough to train again?
 
-The gate (zeus_kfp.steps.gate) asks the job's detector (JobSpec.drift_detector) for one statistic, compares it
-with the job's threshold, and stores it with the recurrence's begin entry (zeus_kfp.store.gating), so `show`
+The gate (zeus_kfp.steps.gate) asks the run's detector (RunSettings.drift_detector) for one statistic, compares
+it with the run's threshold, and stores it with the recurrence's begin entry (zeus_kfp.store.gating), so `show`
 lists it and the policies can tell which recurrences drift opened. Built-ins, each over `drift_data` (a
 Parquet or CSV file, or a directory of them):
 - fingerprint: 1 if the data's bytes changed (SHA-256 over its files' names and bytes), else 0;
@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 from zeus_kfp.errors import FieldError
-from zeus_kfp.job import NO_DRIFT, JobSpec
+from zeus_kfp.run_settings import NO_DRIFT, RunSettings
 from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 MAX_SAMPLE = 10_000  # values kept per column: KS and PSI on a quantile sketch this fine differ by < 1e-4
@@ -157,13 +157,14 @@ def statistic(detector: str, current: DataSummary, frame: pd.DataFrame, previous
     return float(value)
 
 
-def measure(spec: JobSpec, previous: bytes | None) -> tuple[float | None, bytes]:
-    """The job's drift statistic against `previous` (the last recurrence's summary; None: none stored) and
-    this data's summary to store. None when the detector is "none" or there is nothing to compare with."""
-    if spec.drift_detector == NO_DRIFT:
+def measure(run: RunSettings, previous: bytes | None) -> tuple[float | None, bytes]:
+    """The drift statistic of `run`'s detector against `previous` (the last recurrence's summary; None: none
+    stored) and this data's summary to store. None when the detector is "none" or there is nothing to compare
+    with."""
+    if run.drift_detector == NO_DRIFT:
         return None, b""
-    frame = load_data(spec.drift_data)
-    current = summarize(frame, fingerprint(spec.drift_data))
+    frame = load_data(run.drift_data)
+    current = summarize(frame, fingerprint(run.drift_data))
     if previous is None:
         return None, current.to_parquet()
-    return statistic(spec.drift_detector, current, frame, DataSummary.from_parquet(previous)), current.to_parquet()
+    return statistic(run.drift_detector, current, frame, DataSummary.from_parquet(previous)), current.to_parquet()

@@ -1,10 +1,10 @@
 """Pipeline parameters <-> the job model.
 
-KFP pipeline parameters are flat scalars and lists, so a JobSpec travels as one parameter
-per setting and is rebuilt (and validated) here by the first step. Two KFP facts shape this:
+KFP pipeline parameters are flat scalars and lists, so a JobSpec, and the RunSettings beside it, travel as one
+parameter per setting and are rebuilt (and validated) here by the step that takes them. Two KFP facts shape this:
 protobuf carries every number in a list as a double (32 arrives as 32.0), and a parameter
 cannot be null, so "no early stop" and "no cost threshold" need sentinels. Which settings there
-are, and their types, come from the JobSpec's declaration (zeus_kfp.settings), never a list here.
+are, and their types, come from the declarations (zeus_kfp.settings), never a list here.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from zeus_kfp.job import JobSpec, JobSpecError
 from zeus_kfp.launch.config import POD_NAMESPACE_ENV, pod_namespace
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.settings import SettingField, settings_of
 from zeus_kfp.store import open_store
 
@@ -87,9 +88,9 @@ def spec_from_params(cls: type[JobSpec] = JobSpec, **params: Any) -> JobSpec:
     """Build the JobSpec (or `cls`, a JobSpec with more settings) from pipeline parameters, raising
     JobSpecError naming a bad field.
 
-    Accepts exactly the JobSpec fields; a list may be a JSON string of one (the KFP UI shows list
-    parameters as JSON text), integers may arrive as doubles, and an optional setting at or below its
-    `none_as` (beta_knob <= 0: no early stop) is None.
+    Accepts exactly the JobSpec fields (`cls`'s: RunSettings for `run_settings_from_params`); a list may be a
+    JSON string of one (the KFP UI shows list parameters as JSON text), integers may arrive as doubles, and an
+    optional setting at or below its `none_as` (beta_knob <= 0: no early stop) is None.
     """
     values = dict(params)
     for field in settings_of(cls):
@@ -113,8 +114,13 @@ def spec_from_params(cls: type[JobSpec] = JobSpec, **params: Any) -> JobSpec:
     return cls.from_dict(values)
 
 
-def spec_to_params(spec: JobSpec) -> dict[str, Any]:
-    """The inverse of `spec_from_params`: every setting of `spec` as a pipeline argument."""
+def run_settings_from_params(**params: Any) -> RunSettings:
+    """The RunSettings from pipeline parameters (or options), as `spec_from_params` builds a JobSpec."""
+    return spec_from_params(RunSettings, **params)  # type: ignore[arg-type]
+
+
+def spec_to_params(spec: JobSpec | RunSettings) -> dict[str, Any]:
+    """The inverse of `spec_from_params`: every setting of `spec` (a JobSpec or RunSettings) as a pipeline argument."""
     params = spec.to_dict()
     for field in settings_of(type(spec)):
         if params[field.name] is None and field.setting.none_as is not None:
@@ -122,10 +128,12 @@ def spec_to_params(spec: JobSpec) -> dict[str, Any]:
     return params
 
 
-def run_arguments(spec: JobSpec) -> dict[str, Any]:
-    """The pipeline's run arguments for `spec`'s settings (those fixed at compile time left out)."""
+def run_arguments(spec: JobSpec, run: RunSettings | None = None) -> dict[str, Any]:
+    """The pipeline's run arguments for `spec`'s settings (those fixed at compile time left out) and `run`'s
+    (None: the defaults, RunSettings())."""
     params = spec_to_params(spec)
-    return {f.name: params[f.name] for f in settings_of(type(spec)) if f.setting.run_parameter}
+    job = {f.name: params[f.name] for f in settings_of(type(spec)) if f.setting.run_parameter}
+    return job | spec_to_params(run or RunSettings())
 
 
 def threshold_to_param(threshold: float | None) -> float:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from zeus_kfp.job import GATE_SETTINGS, JobSpec
+from zeus_kfp.job import JobSpec
 from zeus_kfp.store import consensus, entries, keys
 from zeus_kfp.store.backend import Backend
 from zeus_kfp.store.errors import (
@@ -29,13 +29,18 @@ from zeus_kfp.store.errors import (
 )
 
 DEFAULT_PHASE = "running"
+# The recurrence gate's settings, which a JobSpec held until they became run settings (zeus_kfp.run_settings): a
+# spec record agreed before then still has them, and they never said what the job is, so its reader drops them.
+# A fact about records already written: never extended, whatever RunSettings gains.
+FORMER_SPEC_FIELDS = ("period_s", "max_running", "drift_detector", "drift_threshold", "drift_data")
 
 
 def _decode(job_id: str, key: str, data: bytes) -> dict[str, Any]:
     try:
         record = json.loads(data)
-        record["spec"] = JobSpec.from_dict(record["spec"])
-    except (ValueError, TypeError, KeyError) as exc:  # JSON, or JobSpec's own validation
+        fields = {name: value for name, value in record["spec"].items() if name not in FORMER_SPEC_FIELDS}
+        record["spec"] = JobSpec.from_dict(fields)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # JSON, or JobSpec's own validation
         raise CorruptObjectError(key, f"not a readable job spec ({str(exc)[:120]})") from None
     if record["spec"].job_id != job_id:
         raise CorruptObjectError(key, f"holds job {record['spec'].job_id!r}'s spec, not {job_id!r}'s")
@@ -66,9 +71,7 @@ def ensure_job(backend: Backend, spec: JobSpec, owner: str) -> JobSpec:
         data = consensus.propose(backend, directory, entries.encode(mine))
         assert data is not None
         record = _decode(spec.job_id, consensus.value_key(directory, data), data)
-    # The gate's settings say when the job runs, not what it is: a schedule may change its period or cap (each
-    # begin carries the ones it ran under, zeus/store/gating.py), so they are the caller's, never refused.
-    changes = {name: change for name, change in record["spec"].diff(spec).items() if name not in GATE_SETTINGS}
+    changes = record["spec"].diff(spec)  # the whole spec: it is the job's identity
     if changes:
         raise JobSpecMismatchError(spec.job_id, changes)
     return record["spec"]

@@ -128,7 +128,8 @@ FIELDS = (
     _float("throughput"),
     _text("snapshot"),
     _int("upto", 1),
-    # a gated begin's request (gating.GateRequest); null in every other entry, and in a plain begin
+    # a gated begin's request (gating.GateRequest): the run settings it ran under (zeus_kfp.run_settings), the
+    # job's attempts, its drift statistic; null in every other entry, and in a plain begin
     _float("period_s"),
     _int("max_running"),
     _int("max_attempts", 1, MAX_ATTEMPTS),

@@ -17,19 +17,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus_kfp.job import NO_DRIFT, TrialStatus
+from zeus_kfp.job import TrialStatus
+from zeus_kfp.run_settings import NO_DRIFT
 
 OPENED_BY = ("first", "time", "drift", "forced", "plain")  # why a begin opened a recurrence
 SKIPPED_BY = ("not due", "no drift", "no free slot")  # why a gated begin did not
 DRIFT_COLUMNS = ["drift_detector", "drift_stat", "drift_threshold"]
+# A trial that reached the target or failed ends its recurrence, as the pipeline's feedback step decides
+# (zeus_kfp.steps.feedback.ends_recurrence): the store imports no step, so the rule is stated here too.
 ENDING_STATUSES = pa.array([TrialStatus.REACHED.value, TrialStatus.FAILED.value])
 _NEVER = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
 class GateRequest:
-    """What a gated begin carries (entries.GATE_FIELDS): the job's period, cap and attempts, the run's dispatch
-    timeout, whether it was forced, and the drift detector's statistic against this threshold (None: none ran)."""
+    """What a gated begin carries (entries.GATE_FIELDS): the run's period and cap, the job's attempts, the run's
+    dispatch timeout, whether it was forced, and the drift detector's statistic against this threshold (None: none
+    ran). Period, cap, detector and timeout are run settings (zeus_kfp.run_settings), which each begin records."""
 
     period_s: float
     max_running: int

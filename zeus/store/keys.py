@@ -146,7 +146,8 @@ def tensorboard_key(job_id: str, name: object) -> str:
 
 
 def drift_key(job_id: str, recurrence_id: str) -> str:
-    """Where the summary of a recurrence's input data lies (zeus_kfp.steps.drift), which its next gate compares with."""
+    """Where the summary of a recurrence's input data lies (zeus_kfp.steps.drift_detectors), which its next gate
+    compares with."""
     return f"{job_dir(job_id)}drift/{check_recurrence_id(recurrence_id)}.parquet"
 
 

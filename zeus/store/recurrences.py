@@ -93,8 +93,8 @@ class Recurrences:
         return number
 
     def put_drift_summary(self, job_id: str, recurrence_id: str, data: bytes) -> None:
-        """Store the summary of a recurrence's input data (Parquet, zeus_kfp.steps.drift) its next gate compares with;
-        one writer per recurrence id, so a retried gate rewrites the same object."""
+        """Store the summary of a recurrence's input data (Parquet, zeus_kfp.steps.drift_detectors) its next gate
+        compares with; one writer per recurrence id, so a retried gate rewrites the same object."""
         self.backend.put(keys.drift_key(job_id, recurrence_id), bytes(data))
 
     def get_drift_summary(self, job_id: str, recurrence_id: str) -> bytes | None:

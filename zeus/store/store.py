@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from zeus_kfp.job import GATE_SETTINGS, Decision, JobSpec, JobSpecError, TrialResult, check_result_for
+from zeus_kfp.job import Decision, JobSpec, JobSpecError, TrialResult, check_result_for
 from zeus_kfp.profiles import PowerProfile, check_profile
 from zeus_kfp.store import catalog, entries, frames, keys, log
 from zeus_kfp.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
@@ -81,12 +81,13 @@ class Store(Recurrences):
     # -- jobs ---------------------------------------------------------------------------------
 
     def ensure_job(self, spec: JobSpec, owner: str = "") -> JobSpec:
-        """Store the spec on first use; afterwards the same spec must come back (JobSpecMismatchError), but for
-        the recurrence gate's settings (GATE_SETTINGS: when the job runs, not what it is), which are the
-        caller's in the spec returned: each begin carries the period and cap it ran under."""
+        """Store the spec on first use; afterwards the same spec must come back, field for field
+        (JobSpecMismatchError naming each changed one): the spec is the job's identity. How a run runs (the
+        recurrence gate's period and cap, zeus_kfp.run_settings) is no part of it: each gated begin carries the
+        settings it ran under."""
         stored = catalog.ensure_job(self.backend, spec, owner)
         self._specs[stored.job_id] = stored
-        return stored.with_changes(**{name: getattr(spec, name) for name in GATE_SETTINGS})
+        return stored
 
     def get_job(self, job_id: str) -> JobSpec:
         if job_id not in self._specs:
