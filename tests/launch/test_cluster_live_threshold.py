@@ -65,7 +65,7 @@ def test_a_cheaper_concurrent_result_reaches_the_pods_through_the_configmap_and_
         result = _cluster_train_step(tmp_path, api, monkeypatch, launcher=launcher)
     assert result.status is TrialStatus.COST_EXCEEDED, result.reason
     assert result.num_epochs == 1  # epoch 1 ran; the check before epoch 2 read the threshold the kubelet delivered
-    assert "(the job's cheapest recurrence since dispatch)" in result.reason
+    assert "(the job's early stop, moved since dispatch)" in result.reason
     # it came through the ConfigMap: the step patched it with the job's new early stop (beta 2 x 0.0015 spent)
     patched = [json.loads(data[LIVE_THRESHOLD_FILE]) for data in api.configmaps.versions(NAMESPACE, CONFIGMAP)[1:]]
     assert patched and patched[-1]["threshold"] == pytest.approx(0.003)

@@ -128,7 +128,7 @@ def test_a_result_written_by_another_recurrence_during_the_trial_stops_it_at_the
     result = _train_step(tmp_path, str(tmp_path / "store"), CONCURRENT)
     assert result.status is TrialStatus.COST_EXCEEDED, result.reason
     assert result.num_epochs == 1  # epoch 1 ran; the check before epoch 2 read the new threshold
-    assert "the threshold 0.0 (the job's cheapest recurrence since dispatch)" in result.reason
+    assert "the threshold 0.0 (the job's early stop, moved since dispatch)" in result.reason
 
 
 def test_without_a_concurrent_result_the_same_trial_runs_its_epochs(tmp_path):

@@ -101,6 +101,6 @@ class ThresholdFeed:
         if threshold is not None and live_threshold(self.dispatched, threshold) != holds:
             self.sink.write(threshold)
             self.threshold = threshold
-            print(f"train: the job's cheapest recurrence is now {threshold / self.spec.beta_knob:.1f}: early-stop "
-                  f"threshold {threshold:.1f} from the next epoch end", flush=True)  # fmt: skip
+            print(f"train: the job's early stop is now {threshold:.1f} (beta x the policy's basis, "
+                  f"{threshold / self.spec.beta_knob:.1f}) from the next epoch end", flush=True)  # fmt: skip
         return threshold

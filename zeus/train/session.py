@@ -166,7 +166,7 @@ class ZeusTrial:
         cost = self.env.cost_model.cost(so_far.total_energy_j, so_far.time_s)
         predicted = cost + self.predicted_epoch_cost()
         if predicted > threshold:
-            live = "" if threshold == self.env.cost_threshold else " (the job's cheapest recurrence since dispatch)"
+            live = "" if threshold == self.env.cost_threshold else " (the job's early stop, moved since dispatch)"
             self.stop_reason = (
                 f"stopped before epoch {len(self.epoch_costs) + 1}: predicted cost {predicted:.1f} "
                 f"would pass the threshold {threshold:.1f}{live}"
