@@ -23,3 +23,10 @@ class FieldError(ValueError):
 class JobSpecError(FieldError):
     """A job setting is out of range. Carries the field so callers (CLI, pipeline) can point at it.
     (Here, not in zeus_kfp.job, so that zeus_kfp.profiles, which zeus_kfp.job's TrialOutcome holds, can raise it.)"""
+
+
+def require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
+    """JobSpecError naming `field_name` and what is allowed, unless `ok`: the one check every setting's
+    validation (zeus_kfp.job, zeus_kfp.run_settings) goes through."""
+    if not ok:
+        raise JobSpecError(field_name, value, allowed)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zeus_kfp.cost import CostModel
-from zeus_kfp.errors import JobSpecError
+from zeus_kfp.errors import JobSpecError, require
 from zeus_kfp.run_settings import RunSettings
-from zeus_kfp.settings import setting, settings_of
+from zeus_kfp.settings import INT64_MAX, is_int, is_number, setting, settings_of
 
 if TYPE_CHECKING:  # zeus_kfp.profiles loads pandas and pyarrow, which the job model never needs
     from zeus_kfp.profiles import PowerProfile
@@ -85,15 +85,15 @@ def check_result_for(spec: JobSpec, result: TrialResult) -> TrialResult:
     in finish_trial, before anything is written: a cost made up (or priced under another eta or
     max_power_w) would otherwise skew, or with a huge negative one break, every later decision.
     """
-    _require(isinstance(result, TrialResult), "result", type(result).__name__, "a zeus_kfp.job.TrialResult")
-    _require(
+    require(isinstance(result, TrialResult), "result", type(result).__name__, "a zeus_kfp.job.TrialResult")
+    require(
         result.batch_size in spec.batch_sizes,
         "batch_size",
         result.batch_size,
         f"one of the job's batch_sizes {list(spec.batch_sizes)}",
     )
     expected = spec.cost_model.cost(result.energy_j, result.time_s)
-    _require(
+    require(
         math.isclose(result.cost, expected, rel_tol=COST_REL_TOL, abs_tol=COST_ABS_TOL),
         "cost",
         result.cost,
@@ -102,26 +102,10 @@ def check_result_for(spec: JobSpec, result: TrialResult) -> TrialResult:
     return result
 
 
-def _require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise JobSpecError(field_name, value, allowed)
-
-
-INT64_MAX = 2**63 - 1  # every integer a job or result holds is stored in a 64-bit column (zeus_kfp.store.fields)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and -INT64_MAX - 1 <= value <= INT64_MAX
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _figure(field_name: str, value: Any) -> float:
     """A measured amount (seconds, joules, a cost) as a float: finite and >= 0, else JobSpecError. One
     rule for each of them, because one NaN or negative cost stored for good breaks every later bandit step."""
-    _require(_is_number(value) and math.isfinite(value) and value >= 0, field_name, value, "a finite number >= 0")
+    require(is_number(value) and math.isfinite(value) and value >= 0, field_name, value, "a finite number >= 0")
     return float(value)
 
 
@@ -132,7 +116,7 @@ def _finished_status(value: Any) -> TrialStatus:
         status = TrialStatus(value)
     except (TypeError, ValueError):
         raise JobSpecError("status", value, f"one of {finished}") from None
-    _require(status.finished, "status", status.value, f"a finished status, one of {finished} (not 'dispatched')")
+    require(status.finished, "status", status.value, f"a finished status, one of {finished} (not 'dispatched')")
     return status
 
 
@@ -194,35 +178,35 @@ class JobSpec:
     )
 
     def __post_init__(self) -> None:
-        _require(
+        require(
             isinstance(self.job_id, str) and bool(JOB_ID_PATTERN.fullmatch(self.job_id)),
             "job_id",
             self.job_id,
             JOB_ID_ALLOWED,
         )
         sizes = self.batch_sizes
-        _require(
-            isinstance(sizes, (list, tuple)) and len(sizes) > 0 and all(_is_int(b) and b > 0 for b in sizes),
+        require(
+            isinstance(sizes, (list, tuple)) and len(sizes) > 0 and all(is_int(b) and b > 0 for b in sizes),
             "batch_sizes",
             sizes,
             "a non-empty list of positive integers",
         )
-        _require(len(set(sizes)) == len(sizes), "batch_sizes", sizes, "distinct values (no duplicates)")
+        require(len(set(sizes)) == len(sizes), "batch_sizes", sizes, "distinct values (no duplicates)")
         object.__setattr__(self, "batch_sizes", tuple(sorted(sizes)))
-        _require(
-            _is_int(self.default_batch_size) and self.default_batch_size in self.batch_sizes,
+        require(
+            is_int(self.default_batch_size) and self.default_batch_size in self.batch_sizes,
             "default_batch_size",
             self.default_batch_size,
             f"one of batch_sizes {list(self.batch_sizes)}",
         )
-        _require(
-            _is_number(self.target_metric) and math.isfinite(self.target_metric),
+        require(
+            is_number(self.target_metric) and math.isfinite(self.target_metric),
             "target_metric",
             self.target_metric,
             "a finite number",
         )
-        _require(isinstance(self.higher_is_better, bool), "higher_is_better", self.higher_is_better, "true or false")
-        _require(
+        require(isinstance(self.higher_is_better, bool), "higher_is_better", self.higher_is_better, "true or false")
+        require(
             isinstance(self.metric_name, str)
             and len(self.metric_name) <= 64
             and re.fullmatch(r"[\w-]+(/[\w-]+)*", self.metric_name or "") is not None,
@@ -232,8 +216,8 @@ class JobSpec:
         )
         for name in ("max_epochs", "max_attempts", "num_gpus"):
             value = getattr(self, name)
-            _require(_is_int(value) and value > 0, name, value, "a positive integer")
-        _require(
+            require(is_int(value) and value > 0, name, value, "a positive integer")
+        require(
             self.max_attempts <= MAX_ATTEMPTS,
             "max_attempts",
             self.max_attempts,
@@ -242,26 +226,26 @@ class JobSpec:
         zero_means = {"num_pruning_rounds": "none", "window_size": "all history", "reprofile_after": "never"}
         for name, zero in zero_means.items():
             value = getattr(self, name)
-            _require(_is_int(value) and value >= 0, name, value, f"an integer >= 0 (0 = {zero})")
-        _require(_is_int(self.seed), "seed", self.seed, "an integer")
-        _require(
+            require(is_int(value) and value >= 0, name, value, f"an integer >= 0 (0 = {zero})")
+        require(is_int(self.seed), "seed", self.seed, "an integer")
+        require(
             self.drift_reaction in DRIFT_REACTIONS, "drift_reaction", self.drift_reaction, ", ".join(DRIFT_REACTIONS)
         )
-        _require(
-            _is_number(self.eta_knob) and 0.0 <= self.eta_knob <= 1.0,
+        require(
+            is_number(self.eta_knob) and 0.0 <= self.eta_knob <= 1.0,
             "eta_knob",
             self.eta_knob,
             "a number in [0, 1]",
         )
-        _require(
+        require(
             self.beta_knob is None
-            or (_is_number(self.beta_knob) and math.isfinite(self.beta_knob) and self.beta_knob > 1.0),
+            or (is_number(self.beta_knob) and math.isfinite(self.beta_knob) and self.beta_knob > 1.0),
             "beta_knob",
             self.beta_knob,
             "a number > 1, or null to disable early stopping",
         )
-        _require(
-            _is_number(self.max_power_w) and math.isfinite(self.max_power_w) and self.max_power_w > 0,
+        require(
+            is_number(self.max_power_w) and math.isfinite(self.max_power_w) and self.max_power_w > 0,
             "max_power_w",
             self.max_power_w,
             "a positive number of watts (the GPU's maximum power limit)",
@@ -339,33 +323,33 @@ class TrialResult:
         """Every way a result is made (build, from_dict/from_json, dataclasses.replace) passes here, so a
         result that exists is well-formed: the store keeps the first one for good and the bandit learns
         from its cost. Numbers are stored as floats (a JSON 300 becomes 300.0), so equal results compare equal."""
-        _require(_is_int(self.batch_size) and self.batch_size > 0, "batch_size", self.batch_size, "a positive integer")
+        require(is_int(self.batch_size) and self.batch_size > 0, "batch_size", self.batch_size, "a positive integer")
         object.__setattr__(self, "status", _finished_status(self.status))
         object.__setattr__(self, "time_s", _figure("time_s", self.time_s))
         object.__setattr__(self, "energy_j", _figure("energy_j", self.energy_j))
-        _require(
-            _is_int(self.num_epochs) and self.num_epochs >= 0,
+        require(
+            is_int(self.num_epochs) and self.num_epochs >= 0,
             "num_epochs",
             self.num_epochs,
             f"an integer from 0 to {INT64_MAX}",
         )
         object.__setattr__(self, "cost", _figure("cost", self.cost))
         limit = self.power_limit_w
-        _require(
-            limit is None or (_is_number(limit) and math.isfinite(limit) and limit > 0),
+        require(
+            limit is None or (is_number(limit) and math.isfinite(limit) and limit > 0),
             "power_limit_w",
             limit,
             "null or a finite number of watts > 0",
         )
-        _require(
-            self.metric is None or (_is_number(self.metric) and math.isfinite(self.metric)),
+        require(
+            self.metric is None or (is_number(self.metric) and math.isfinite(self.metric)),
             "metric",
             self.metric,
             "null or a finite number",
         )
-        _require(isinstance(self.simulated, bool), "simulated", self.simulated, "true or false")
-        _require(isinstance(self.reason, str), "reason", self.reason, "a string")
-        _require(isinstance(self.source, str), "source", self.source, "a string")
+        require(isinstance(self.simulated, bool), "simulated", self.simulated, "true or false")
+        require(isinstance(self.reason, str), "reason", self.reason, "a string")
+        require(isinstance(self.source, str), "source", self.source, "a string")
         if limit is not None:
             object.__setattr__(self, "power_limit_w", float(limit))
         if self.metric is not None:
@@ -394,7 +378,7 @@ class TrialResult:
         input: it is kept as no metric, with a note in `reason`, so its energy and time still count.
         """
         time_s, energy_j = _figure("time_s", time_s), _figure("energy_j", energy_j)  # before pricing them
-        if _is_number(metric) and not math.isfinite(metric):
+        if is_number(metric) and not math.isfinite(metric):
             note = f"the last {spec.metric_name} was {metric!r}, not a number to compare with the target"
             metric = None
             if isinstance(reason, str):  # else __post_init__ refuses it
@@ -428,7 +412,7 @@ class TrialResult:
         """From `to_dict`'s shape; keys that are not fields (`reached`, derived; a result file's extras)
         are ignored. Checked like every result (__post_init__); whether it is this job's result (its
         batch size, its cost) is `check_result_for`'s question."""
-        _require(isinstance(data, dict), "result", type(data).__name__, "a JSON object of TrialResult fields")
+        require(isinstance(data, dict), "result", type(data).__name__, "a JSON object of TrialResult fields")
         required = [f.name for f in fields(cls) if f.default is MISSING]
         absent = [name for name in required if name not in data]
         if absent:

@@ -19,10 +19,9 @@ import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from zeus_kfp.errors import JobSpecError
-from zeus_kfp.settings import setting
+from zeus_kfp.errors import JobSpecError, require
+from zeus_kfp.settings import INT64_MAX, is_int, is_number, setting
 
-INT64_MAX = 2**63 - 1  # max_running is stored in a 64-bit column of a begin entry (zeus_kfp.store.fields)
 NO_DRIFT = "none"
 # The built-in drift detectors (zeus_kfp.steps.drift_detectors), each with its default threshold on its statistic:
 # a data fingerprint that changed (1) or not (0); the relative change of the row count; the largest per-column PSI
@@ -37,18 +36,13 @@ DISPATCH_TIMEOUT_ALLOWED = "a number of seconds >= 0 (0: every unfinished trial 
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise JobSpecError(field_name, value, allowed)
+    return is_number(value) and math.isfinite(value)
 
 
 def check_dispatch_timeout(value: object) -> float:
     """The dispatch timeout as a float, or JobSpecError naming dispatch_timeout_s (the bandit step takes this one
     run setting alone)."""
-    _require(_number(value) and value >= 0, "dispatch_timeout_s", value, DISPATCH_TIMEOUT_ALLOWED)  # type: ignore[operator]
+    require(_number(value) and value >= 0, "dispatch_timeout_s", value, DISPATCH_TIMEOUT_ALLOWED)  # type: ignore[operator]
     return float(value)  # type: ignore[arg-type]
 
 
@@ -90,16 +84,15 @@ class RunSettings:
 
     def __post_init__(self) -> None:
         period, cap, threshold, detector = self.period_s, self.max_running, self.drift_threshold, self.drift_detector
-        _require(_number(period) and period >= 0, "period_s", period, "a number of seconds >= 0 (0: every run is due)")
-        is_int = isinstance(cap, int) and not isinstance(cap, bool)
-        _require(is_int and 0 <= cap <= INT64_MAX, "max_running", cap, f"an integer from 0 to {INT64_MAX} (0: no cap)")
+        require(_number(period) and period >= 0, "period_s", period, "a number of seconds >= 0 (0: every run is due)")
+        require(is_int(cap) and cap >= 0, "max_running", cap, f"an integer from 0 to {INT64_MAX} (0: no cap)")
         known = isinstance(detector, str) and (detector in DRIFT_DETECTORS or DRIFT_FUNCTION.fullmatch(detector))
-        _require(bool(known), "drift_detector", detector, DRIFT_ALLOWED)
-        _require(_number(threshold) and threshold >= 0,
+        require(bool(known), "drift_detector", detector, DRIFT_ALLOWED)
+        require(_number(threshold) and threshold >= 0,
                  "drift_threshold", threshold, "a number >= 0 (0: the detector's default)")  # fmt: skip
-        _require(isinstance(self.drift_data, str), "drift_data", self.drift_data, "a path (a string)")
+        require(isinstance(self.drift_data, str), "drift_data", self.drift_data, "a path (a string)")
         wanted = f"a Parquet or CSV file or directory for the {detector!r} detector to read"
-        _require(detector == NO_DRIFT or bool(self.drift_data), "drift_data", self.drift_data, wanted)
+        require(detector == NO_DRIFT or bool(self.drift_data), "drift_data", self.drift_data, wanted)
         object.__setattr__(self, "period_s", float(period))
         object.__setattr__(self, "drift_threshold", float(threshold))
         object.__setattr__(self, "dispatch_timeout_s", check_dispatch_timeout(self.dispatch_timeout_s))

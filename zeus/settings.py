@@ -26,6 +26,18 @@ from functools import cache
 from typing import Any
 
 SETTING = "zeus.setting"  # the key of a field's Setting in its dataclass metadata
+# Every integer a setting or a result holds is stored in a 64-bit column (zeus_kfp.store.fields).
+INT64_MAX = 2**63 - 1
+
+
+def is_int(value: Any) -> bool:
+    """An int (not a bool) that fits a 64-bit column."""
+    return isinstance(value, int) and not isinstance(value, bool) and -INT64_MAX - 1 <= value <= INT64_MAX
+
+
+def is_number(value: Any) -> bool:
+    """An int or float, not a bool (finite or not: each check says)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)

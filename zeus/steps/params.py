@@ -15,7 +15,7 @@ from typing import Any
 from zeus_kfp.job import JobSpec, JobSpecError
 from zeus_kfp.launch.config import POD_NAMESPACE_ENV, pod_namespace
 from zeus_kfp.run_settings import RunSettings
-from zeus_kfp.settings import SettingField, settings_of
+from zeus_kfp.settings import SettingField, is_number, settings_of
 from zeus_kfp.store import open_store
 
 # A bandit decision without an early-stop threshold travels as this value (a float output
@@ -80,10 +80,6 @@ def _as_int(value: Any) -> Any:
     return value
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def spec_from_params(cls: type[JobSpec] = JobSpec, **params: Any) -> JobSpec:
     """Build the JobSpec (or `cls`, a JobSpec with more settings) from pipeline parameters, raising
     JobSpecError naming a bad field.
@@ -108,7 +104,7 @@ def spec_from_params(cls: type[JobSpec] = JobSpec, **params: Any) -> JobSpec:
         elif field.value_type is int:
             value = _as_int(value)
         none_as = field.setting.none_as
-        if none_as is not None and _is_number(value) and value <= none_as:
+        if none_as is not None and is_number(value) and value <= none_as:
             value = None
         values[field.name] = value
     return cls.from_dict(values)

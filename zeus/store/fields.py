@@ -19,12 +19,12 @@ from typing import Any
 import pyarrow as pa
 
 from zeus_kfp.job import MAX_ATTEMPTS, TrialStatus
+from zeus_kfp.settings import INT64_MAX
 from zeus_kfp.store.gating import GateRequest
 from zeus_kfp.store.keys import MAX_ATTEMPT, RECURRENCE_ID_PATTERN
 from zeus_kfp.trials import trial_columns
 
 FORMAT = 1  # the store format this code reads and writes; an entry says its own in `format` (absent: 1)
-INT64_MAX = 2**63 - 1
 MAX_TEXT = 10_000  # characters of a free-text field (reasons, stages): a person's sentence, not a file
 
 
