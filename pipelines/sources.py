@@ -33,8 +33,7 @@ HEADER = (
 )
 
 # The pipeline's run parameters that are no job setting, no run setting and no trial request field: (name, type,
-# description),
-# in the signature's order after the request's. Their defaults are each build's (pipelines/dag.py).
+# description), in the signature's order after the request's. Their defaults are each build's (pipelines/dag.py).
 STEP_RUN_PARAMETERS: tuple[tuple[str, type, str], ...] = (
     ("reprofile", bool, "Profile power limits again even where a stored profile could be reused."),
     ("preprocess_ref", str, "What fills the recurrence's data: module:function or a command."),
@@ -339,10 +338,10 @@ def pipeline_parameters(
     """The pipeline's parameters in order, (name, KFP type, description): the job's settings that are run
     parameters, the run settings, the trial request's run parameters, then the other steps' own
     (STEP_RUN_PARAMETERS)."""
-    settings = [(f.name, param_type(f), f.pipeline_help()) for f in settings_of(spec_cls) if f.setting.run_parameter]
-    run = [(f.name, param_type(f), f.pipeline_help()) for f in settings_of(RunSettings)]
+    declared = [f for f in settings_of(spec_cls) if f.setting.run_parameter] + list(settings_of(RunSettings))
+    settings = [(f.name, param_type(f), f.pipeline_help()) for f in declared]
     requested = [(name, param_type(f), f.setting.help) for name, f in run_parameters(request_cls)]
-    return (*settings, *run, *requested, *STEP_RUN_PARAMETERS)
+    return (*settings, *requested, *STEP_RUN_PARAMETERS)
 
 
 def recurrence_source(spec_cls: type[JobSpec] = JobSpec, request_cls: type[TrialRequest] = TrialRequest) -> str:
