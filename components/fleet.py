@@ -1,4 +1,4 @@
-"""fleet-report: the fleet view (issue 42) in the KFP UI, for any pipeline to call or pipelines/fleet.py to
+"""fleet-report: the fleet view in the KFP UI, for any pipeline to call or pipelines/fleet.py to
 schedule: Markdown with every job's saving and the cumulative plot, Metrics with the fleet's totals."""
 
 from kfp import dsl

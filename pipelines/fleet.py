@@ -31,7 +31,7 @@ def build_fleet_pipeline(
 
     @dsl.pipeline(
         name=FLEET_PIPELINE_NAME,
-        description="What zeus-kfp saved across the jobs of a store: per job and in total (issue 42).",
+        description="What zeus-kfp saved across the jobs of a store: per job and in total.",
     )
     def zeus_fleet(
         store_uri: str = store_uri,

@@ -1,9 +1,10 @@
 """Names a newcomer can follow: zeus/steps/ has a module per step of the pipeline's DAG, named after it, and no two
 modules under zeus/ share a file name (a traceback or an editor tab says which is which), but for the ones
-KEPT says why."""
+KEPT says why; and zeus/ explains itself without pointing at an issue or a benchmark's job."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -47,3 +48,31 @@ def test_each_step_of_the_dag_has_its_module_and_function() -> None:
         assert (ROOT / "zeus" / "steps" / f"{step}.py").is_file(), step
         module = importlib.import_module(f"zeus_kfp.steps.{step}")
         assert callable(getattr(module, step)), step
+
+
+# "issue 25", "issues 24 and 25", a generated job's "#154"; not an upstream project's "ml-energy/zeus#252".
+ISSUE_CITATION = re.compile(r"\bissues? #?\d+|(?<![\w/&])#\d+\b", re.IGNORECASE)
+
+
+def issue_citations(root: Path) -> list[str]:
+    """`path:line` of every place under zeus/ that cites one of our issues or a benchmark's job number: the library
+    says why in its own words, and an issue's figures live in benchmarks/RESULTS.md."""
+    found = []
+    for path in sorted((root / "zeus").rglob("*")):
+        if path.suffix in (".py", ".md", ".txt") and path.is_file():
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if ISSUE_CITATION.search(line):
+                    found.append(f"{path.relative_to(root).as_posix()}:{number}")
+    return found
+
+
+def test_the_library_cites_no_issue_or_benchmark_job() -> None:
+    assert issue_citations(ROOT) == []
+
+
+def test_a_planted_issue_citation_is_caught(tmp_path) -> None:
+    (tmp_path / "zeus" / "policy").mkdir(parents=True)
+    (tmp_path / "zeus" / "policy" / "walk.py").write_text(
+        '"""Turns (issue 25)."""\nx = 1  # job #154\nml-energy/zeus#252\n'
+    )
+    assert issue_citations(tmp_path) == ["zeus/policy/walk.py:1", "zeus/policy/walk.py:2"]

@@ -1,4 +1,4 @@
-"""`zeus-kfp fleet`: what zeus-kfp saved across the jobs of a store, for the platform team (issue 42).
+"""`zeus-kfp fleet`: what zeus-kfp saved across the jobs of a store, for the platform team.
 
 Per job: recurrences, energy used, the saving against the default configuration (the very figure `show` prints,
 zeus_kfp.report.savings), energy, cost and GPU-hours saved, CO2 avoided, the bandit's stage and failures; a

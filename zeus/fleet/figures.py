@@ -1,6 +1,6 @@
 """The fleet view's figures: per job, what it ran, spent and saved in a window of time, and their total.
 
-Why a module of its own: the platform team's question (issue 42) is across jobs, but each job's saving must be
+Why a module of its own: the platform team's question is across jobs, but each job's saving must be
 the very number `zeus-kfp show` prints for it, or the two views would argue. So nothing here computes a saving:
 each job's comes from zeus_kfp.report.savings (`savings_of`: the one baseline, failed runs apart as waste), and
 this module only restricts it to the window's recurrences, converts it (GPU-hours, CO2) and adds jobs up. The
