@@ -57,11 +57,11 @@ test: $(STAMP)
 LOWEST := .venv-lowest
 BESIDE := .venv-beside-zeus
 ENV_TEST_TOOLS := pytest pytest-xdist 'moto[s3,server]==5.2.5' hypothesis
-# What runs inside .venv-lowest: the store's contract on both backends, the stored-data and profile tests, the
-# policy's probe chance (scipy's t tail) and the run settings through the real gate step.
+# What runs inside .venv-lowest: the store's contract on both backends, the stored-data and profile tests, and
+# the run settings through the real gate step.
 LOWEST_TESTS := tests/store/test_store_api.py tests/store/test_store_bad_data.py tests/store/test_power_profile.py \
                 tests/store/test_store_values.py tests/store/test_snapshot_identity.py \
-                tests/policy/test_probes.py tests/test_run_settings.py
+                tests/test_run_settings.py
 
 $(LOWEST)/.installed: setup.cfg pyproject.toml constraints-lowest.txt
 	rm -rf $(LOWEST)

@@ -86,9 +86,8 @@ def test_default_only_samples_contenders():
 
 
 def test_default_gives_a_close_single_trial_a_second_look_when_trials_are_noisy():
-    # Walk: 128 (10), 64 (13: worse right after the cheapest, go on), 32 (20: turn); up: 256 (12), the end.
-    # The probe past the turn waits: 2x is noise with chance 0.04 at the pooled noise below (8 x 0.04 < 1).
-    h = [record(k, k, b, "reached", c) for k, (b, c) in enumerate([(128, 10.0), (64, 13.0), (32, 20.0), (256, 12.0)])]
+    # Walk: 128 (10), 64 (13: worse right after the cheapest, go on), 32 (14: turn); up: 256 (12), the end.
+    h = [record(k, k, b, "reached", c) for k, (b, c) in enumerate([(128, 10.0), (64, 13.0), (32, 14.0), (256, 12.0)])]
     h += [record(4 + k, 4 + k, 128, "reached", c) for k, c in enumerate([8.0, 12.0, 8.0, 12.0])]
     spec = make_spec()
     # Pooled noise: 128's trials after its first, var (ddof 1) 16/3 over mean 10 squared, 3 degrees of

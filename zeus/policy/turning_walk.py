@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
-from scipy.special import stdtr
 
 from zeus_kfp.job import JobSpec
 from zeus_kfp.policy.base import ArmState, Decision
@@ -40,9 +40,8 @@ class Config:
     # Concurrency: how many sizes next to the default the recurrences that start with its first trial explore
     # (nothing has a cost yet). More blind sizes cost more than the default's profiling run they replace.
     first_wave: int = 3
-    # Bandit and probes: the prior relative noise of one run's cost (the traces' runs: cv about 0.1), and its
-    # weight in runs: the pooled noise starts there and follows the job's own repeat runs as they come; a size
-    # run once has the prior's noise, known as well as that many runs tell it (`wrong_turn_chance`).
+    # Bandit: the prior relative noise of one run's cost (the traces' runs: cv about 0.1), and its weight in
+    # runs: the pooled noise starts there and follows the job's own repeat runs as they come.
     prior_cv: float = 0.1
     prior_weight: float = 2.0
     # Bandit: a size whose mean cost is within this x the best mean stays a contender: one unlucky run must
@@ -97,7 +96,7 @@ class TurningWalkPolicy:
         if not walk.done:
             return self._explore(spec, view, walk, threshold)
         cv = self._cv(view)
-        probe = _due_probe(view, walk, cv, self.config) if threshold is not None else None
+        probe = _due_probe(view, walk, cv) if threshold is not None else None
         if probe is not None:
             b, cap = probe
             why = f"probing {b}, past where the walk turned ({walk.probed} probes so far); stopped past {cap:.4g}"
@@ -192,7 +191,7 @@ def _first_wave(view: HistoryView, default: int, size: int) -> list[int]:
     return [b for b in [sizes[j] for j in order if 0 <= j < len(sizes)][:size] if not view.in_flight(b)]
 
 
-def _due_probe(view: HistoryView, walk: WalkState, cv: float, config: Config) -> tuple[int, float] | None:
+def _due_probe(view: HistoryView, walk: WalkState, cv: float) -> tuple[int, float] | None:
     """The size past a turn to probe now, if one is due, and the cap it is stopped past (its direction's step
     before it). Due once n x the chance that the turn was noise reaches one, n the job's observations so far:
     the job's past is the estimate of its future, so a probe (about one run) is due once the recurrences a
@@ -204,25 +203,19 @@ def _due_probe(view: HistoryView, walk: WalkState, cv: float, config: Config) ->
     observed = sum(arm.n for arm in view.tally.arms)
     reference = max(walk.best_cost, view.charged(walk.best_size)[1])
     for probe in walk.probes:
-        rises = (*probe.rises, probe.cap)
-        chance = math.prod(wrong_turn_chance(c / reference, cv, config.prior_cv, config.prior_weight) for c in rises)
+        chance = math.prod(wrong_turn_chance(c / reference, cv) for c in (*probe.rises, probe.cap))
         if not view.in_flight(probe.batch_size) and observed * chance >= 1.0:
             return probe.batch_size, probe.cap
     return None
 
 
-def wrong_turn_chance(ratio: float, cv: float, prior_cv: float, prior_weight: float) -> float:
+def wrong_turn_chance(ratio: float, cv: float) -> float:
     """The chance that single runs of two sizes that cost the same differ by `ratio` or more, the dearer one
-    read as the turn. The log ratio is the two runs' log noise. The cheaper step's is the job's pooled noise
-    `cv` (its size has usually run again). The turned size ran once, and its own noise is unknown: sizes of
-    one job differ in noise (the traces' per-size spread of epochs: cv 0.01 to 0.3), so the pooled level,
-    mostly the exploited size's, does not tell it. It is the prior's, `prior_cv`, known as well as
-    `prior_weight` runs tell it: a Student t with that many degrees of freedom, whose tails are the mixture
-    over the noise levels the size may have. So the chance is the t tail beyond ln(ratio) /
-    sqrt(cv^2 + prior_cv^2); a ratio at or below 1 is no evidence: one half."""
+    read as the turn: each run log-normal with relative noise `cv`, so the log ratio is normal with standard
+    deviation sqrt(2) cv (its upper tail beyond log(ratio); a ratio at or below 1 is no evidence: one half)."""
     if ratio <= 1.0:
         return 0.5
-    return float(stdtr(prior_weight, -math.log(ratio) / math.hypot(cv, prior_cv)))
+    return NormalDist().cdf(-math.log(ratio) / (math.sqrt(2.0) * cv))
 
 
 def _cheapest_reached(spec: JobSpec, view: HistoryView, walk: WalkState) -> int | None:
