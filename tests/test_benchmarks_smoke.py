@@ -29,6 +29,7 @@ TABLE = {
     "pipeline.py": "worst orchestration overhead per attempt:",
     "policy.py": "perturbed jobs: 3 generated from seed 2",
     "power_replay.py": "h200 resnet18 bs256: pick/optimum cost ratio",
+    "noise_prior.py": "fitted noise prior: s0 (cv)",
     "overlap.py": "where the regret goes, turning-walk",
     "profile_book.py": "profile book of 100 stored profiles: median",
     "profiler.py": "eta=0.50: exhaustive optimum",
