@@ -58,7 +58,7 @@ def test_recurrences_from_the_shift_on_train_on_the_shifted_trace():
 @pytest.mark.parametrize("policy", ["zeus-nsdi23", "turning-walk"])
 def test_without_a_reaction_the_policy_keeps_the_stale_best_with_the_window_it_finds_the_new_one(policy):
     """zeus-nsdi23 told nothing keeps 16 for good: the old observations outweigh the new. turning-walk told
-    nothing gets to 64 only through rule 10's probe past the skipped up direction, due once 16's mean has
+    nothing gets to 64 only through the probe past the skipped up direction, due once 16's mean has
     risen past the default's run it was compared with: later than a reaction gets there."""
     chosen = get_policy(policy)
     late, first_64 = {}, {}
