@@ -157,16 +157,38 @@ def test_params_shrink_to_fit_a_short_epoch_and_reject_bad_values():
         ProfileParams(profile_iters=0)
 
 
-def test_restore_keeps_a_cap_set_before_the_trial():
+def test_restore_puts_back_the_default_limit_not_the_one_found_at_the_start(monkeypatch):
+    """A limit found when the trial starts may be a killed trial's profiling rung: it is never put back."""
+    monkeypatch.delenv("ZEUS_POWER_LIMIT_CAP_W", raising=False)
     clock = ManualClock()
     gpu = SimulatedGPU(clock="wall", real_clock=clock)
-    gpu.set_power_limit(0, 200.0)  # an admin's cap
+    gpu.set_power_limit(0, 200.0)  # left by a trial killed mid-profile
     profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 250.0), params=ProfileParams.zeus(2, 5))
     for _ in range(3):
         step(profiler, clock)
     assert gpu.get_power_limit(0) == 250.0  # profiling starts from the maximum
     profiler.restore()
+    assert gpu.get_power_limit(0) == gpu.constraints(0).default_w == 250.0
+
+
+def test_an_administrators_stated_cap_bounds_the_limits_and_is_what_restore_leaves(monkeypatch):
+    monkeypatch.setenv("ZEUS_POWER_LIMIT_CAP_W", "200")
+    clock = ManualClock()
+    gpu = SimulatedGPU(clock="wall", real_clock=clock)
+    profiler = PowerLimitProfiler(gpu, cost_rate=rate(0.5, 250.0), params=ProfileParams.zeus(2, 5))
+    assert profiler.limits == [200.0, 175.0, 150.0, 125.0, 100.0]
+    for _ in range(3):
+        step(profiler, clock)
+    assert gpu.get_power_limit(0) == 200.0  # profiling starts from the cap, never above it
+    profiler.restore()
     assert gpu.get_power_limit(0) == 200.0
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "lots", "nan"])
+def test_a_cap_that_is_not_a_positive_number_of_watts_is_refused_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv("ZEUS_POWER_LIMIT_CAP_W", value)
+    with pytest.raises(ValueError, match=r"ZEUS_POWER_LIMIT_CAP_W.*number of watts > 0"):
+        PowerLimitProfiler(SimulatedGPU(), cost_rate=rate(0.5, 250.0))
 
 
 # -- windows long enough for the meter -----------------------------------------------------------------------
@@ -215,7 +237,8 @@ def test_on_a_coarse_counter_windows_last_the_backends_minimum_and_the_choice_is
     train(profiler, gpu, clock)
     model = PowerModel()
     table = profiler.profile().rows
-    assert list(table["power_limit_w"]) == candidate_limits(gpu)
+    # Zeus's sweep, then (a real meter) the pick confirmed in a second window
+    assert list(table["power_limit_w"]) == [*candidate_limits(gpu), profiler.chosen_limit]
     assert (table["average_power_w"] > 0).all() and profiler.invalid_windows == 0
     for row in table.itertuples():  # a 1 s window reads the energy to within one 100 ms counter step
         assert row.average_power_w == pytest.approx(model.power_w(row.power_limit_w), rel=COUNTER_PERIOD_S / 1.0)

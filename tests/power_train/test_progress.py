@@ -75,9 +75,11 @@ def test_on_the_model_clock_any_reporting_interval_replays_the_zeus_aware_profil
 
 class MeterStandIn:
     """Stands in for a real meter (NVML): a wall-clock simulated GPU under a manual clock, without the
-    simulated GPU's model clock, so the runner cannot replay steps and windows are bounded by reports."""
+    simulated GPU's model clock, so the runner cannot replay steps and windows are bounded by reports. Its
+    readings are the model's exact integral (`meter` exact), so the profiler keeps Zeus's sweep, whose order
+    these tests read; the real meter's search has tests of its own (test_power_search.py, test_nvml_standin.py)."""
 
-    kind, simulated, can_set_limits, min_window_s = "meter-stand-in", True, True, 0.0
+    kind, simulated, meter, can_set_limits, min_window_s = "meter-stand-in", True, "exact", True, 0.0
 
     def __init__(self) -> None:
         self.now = 0.0

@@ -12,6 +12,8 @@ milliwatts and millijoules.
 from __future__ import annotations
 
 import logging
+import math
+import os
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -21,6 +23,12 @@ log = logging.getLogger(__name__)
 
 GPU_KINDS = ("auto", "nvml", "zeusd", "simulated")
 MEASURE_ONLY_NOTE = "measure-only: power limits could not be set"  # in a trial's reason
+# What a backend's energy readings are (GPU.meter), which decides how the JIT profiler searches the limits:
+REAL_METER = "real"  # a hardware counter (or a model of one) read in coarse steps: windows are noisy
+EXACT_METER = "exact"  # a model's exact integral: any window is exact (the simulated V100)
+METERS = (REAL_METER, EXACT_METER)
+POWER_CAP_ENV = "ZEUS_POWER_LIMIT_CAP_W"  # an administrator's cap: limits above it are never set
+POWER_CAP_ALLOWED = "a number of watts > 0 (the highest limit zeus-kfp may set, and the one it leaves), or unset"
 
 
 class GPUError(RuntimeError):
@@ -52,6 +60,11 @@ class GPU(Protocol):
     process may not change power limits (no SYS_ADMIN, no zeusd): the backend then measures
     only, and `set_power_limit` does nothing.
 
+    `meter` says what the energy readings are (REAL_METER or EXACT_METER), and so which search the JIT profiler
+    runs (zeus_kfp.power.search): on a real meter windows are noisy and short ones read nothing, so it searches
+    where the answer is and confirms its pick; on an exact one it keeps Zeus's sweep. `simulated` is apart from
+    it: the fitted H200 model is simulated, yet its meter behaves as a real one.
+
     `min_window_s` is how long a measurement window must last for its energy to mean something.
     Real meters are coarse: an H200's energy counter advances in steps of about 100 ms, and sampled
     power is a ~1 s moving average, so a 50 ms window reads zero or one step of energy. The
@@ -61,6 +74,7 @@ class GPU(Protocol):
 
     kind: str
     simulated: bool
+    meter: str
     can_set_limits: bool
 
     @property
@@ -92,6 +106,64 @@ class GPU(Protocol):
     def close(self) -> None: ...
 
 
+class PowerCapError(FieldError):
+    """ZEUS_POWER_LIMIT_CAP_W is not a positive number of watts."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(POWER_CAP_ENV, value, POWER_CAP_ALLOWED)
+
+
+def power_cap_w() -> float | None:
+    """The administrator's cap from ZEUS_POWER_LIMIT_CAP_W (None: unset); PowerCapError naming it otherwise."""
+    text = os.environ.get(POWER_CAP_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise PowerCapError(text) from None
+    if not (math.isfinite(value) and value > 0):
+        raise PowerCapError(text)
+    return value
+
+
+def resting_limits(gpu: GPU) -> list[float]:
+    """The limit each GPU is left at outside a trial's profiling: the device's default limit (NVML's default,
+    the maximum on a datacenter GPU), or the administrator's cap where ZEUS_POWER_LIMIT_CAP_W states one (kept
+    within the device's range).
+
+    Why not the limit found when a trial starts: a trial killed mid-profile (SIGKILL, the OOM killer, an
+    eviction) cannot restore anything, so the limit found by the next one may be a profiling rung; taken as
+    "the limit before", it would be put back after every trial, throttling the GPU for every job after it.
+    Zeus restores the maximum; a lower cap is kept only where it is stated."""
+    cap = power_cap_w()
+    out = []
+    for i in range(gpu.device_count()):
+        c = gpu.constraints(i)
+        out.append(c.default_w if cap is None else min(max(cap, c.min_w), c.max_w))
+    return out
+
+
+def rest_limits(gpu: GPU) -> bool:
+    """Put every GPU at its resting limit (`resting_limits`) where it is not; whether any was changed. Called
+    when a trial starts (after a killed trial the GPU may still be throttled) and when it ends, whatever ended it.
+    A backend that may not set limits is left as it is."""
+    if not gpu.can_set_limits:
+        return False
+    changed = False
+    for i, watts in enumerate(resting_limits(gpu)):
+        if gpu.get_power_limit(i) != watts:
+            gpu.set_power_limit(i, watts)
+            changed = True
+    return changed
+
+
+def gpu_model(gpu: GPU) -> str:
+    """The GPU model a profile is measured on (NVML's device name; several models joined by " + "): a stored
+    profile is reused only on the model that measured it."""
+    return " + ".join(dict.fromkeys(gpu.names()))
+
+
 def measure_only_note(gpu: GPU) -> str:
     """What a trial's reason says when limits could not be set, with why (no zeusd, a GPU zeusd could not
     match, a refused token, ...): a trial that only measured must say so where its result is shown."""
@@ -104,6 +176,8 @@ def gpu_source(gpu: GPU) -> str:
     "simulated (GPU model)", or "simulated (GPU model, wall clock)" when the model ran on real time."""
     if not gpu.simulated:
         return f"measured ({gpu.kind})"
+    if getattr(gpu, "source", ""):
+        return gpu.source  # type: ignore[attr-defined]  (a stand-in names what it simulates)
     return (
         "simulated (GPU model, wall clock)"
         if getattr(gpu, "clock_kind", "model") == "wall"

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from zeus_kfp.power.gpu import GPUError, PowerConstraints, warn_measure_only
+from zeus_kfp.power.gpu import REAL_METER, GPUError, PowerConstraints, warn_measure_only
 
 log = logging.getLogger(__name__)
 
@@ -91,18 +91,25 @@ class NvmlGPU:
 
     `clock` is the time source of every window on this backend (time.monotonic; tests pass a fake
     clock that also drives the fake pynvml's counter).
+
+    A stand-in NVML (zeus_kfp.simulate.nvml_standin: a simulated GPU reached through this very code, for machines
+    without one) says so by a module attribute `ZEUS_STAND_IN`: then every figure is labelled simulated, with
+    what it simulates (`source`), and windows run on its simulated clock, which its training advances.
     """
 
     kind = "nvml"
-    simulated = False
+    meter = REAL_METER
 
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
-        self._clock = clock or time.monotonic
         try:
             import pynvml  # here, not at the top: its absence is this GPUError, not an ImportError of zeus_kfp.power
         except ImportError as exc:
             raise GPUError("gpu=nvml needs nvidia-ml-py (import pynvml)") from exc
         self._nvml = pynvml
+        stand_in = getattr(pynvml, "ZEUS_STAND_IN", None)
+        self.simulated = stand_in is not None
+        self.source = stand_in.source if stand_in is not None else ""
+        self._clock = clock or (stand_in.clock if stand_in is not None else time.monotonic)
         try:
             pynvml.nvmlInit()
             count = pynvml.nvmlDeviceGetCount()

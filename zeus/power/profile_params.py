@@ -27,10 +27,10 @@ def valid_min_window_s(value: object) -> bool:
 class ProfileParams:
     """Iterations per limit (Zeus defaults 10 warm-up + 40 profiled), the limit step in watts, the shortest
     window in seconds (None: the GPU backend's `min_window_s`), the search over the limits
-    (zeus_kfp.power.search: "descend", or Zeus's "sweep" of every limit; None: "descend" on a meter that needs
-    windows of some length, a real GPU's, and Zeus's sweep on an exact one, the simulated V100 model, where a
-    window costs nothing and the sweep is the exact reference Zeus's own simulator follows), and how precisely
-    a window measures.
+    (zeus_kfp.power.search: "descend", or Zeus's "sweep" of every limit; None: "descend" on a real meter,
+    and Zeus's sweep on an exact one, the simulated V100 model, where a
+    window costs nothing and the sweep is the exact reference Zeus's own simulator follows; the GPU's `meter`
+    says which it has), and how precisely a window measures.
 
     `rel_error`: a window stays open until the relative standard error of its throughput is at most this
     (zeus_kfp.power.precision), or for `max_window_factor` times its shortest length; two limits are called
@@ -92,10 +92,13 @@ class ProfileParams:
         return dataclasses.replace(self, warmup_iters=warmup, profile_iters=profile)
 
 
-def candidate_limits(gpu: GPU, step_w: float = 25.0) -> list[float]:
-    """Limits from the maximum down in `step_w` steps, within every device's constraints."""
+def candidate_limits(gpu: GPU, step_w: float = 25.0, cap: float | None = None) -> list[float]:
+    """Limits from the maximum (or `cap`, an administrator's, where lower) down in `step_w` steps, within every
+    device's constraints."""
     cons = [gpu.constraints(i) for i in range(gpu.device_count())]
     hi, lo = min(c.max_w for c in cons), max(c.min_w for c in cons)
+    if cap is not None:
+        hi = max(lo, min(hi, cap))
     limits, p = [], hi
     while p >= lo - 1e-9:
         limits.append(round(p, 3))

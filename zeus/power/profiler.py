@@ -40,9 +40,14 @@ last `min_window_s`.
 Where limits may not be set (no SYS_ADMIN, no zeusd) the profiler measures one window at the limit
 in force and says so ("measure only"); a refusal met mid-way falls back the same way. `agree` makes
 a chosen limit the one every rank trains at (rank 0's, broadcast; zeus_kfp.train.distributed).
-`restore()` puts back the limits in force before the trial (the maximum on an untuned node);
-callers run it in `finally` and on signals so a crashed or killed trial never leaves a GPU
-throttled.
+`restore()` puts every GPU at its resting limit (zeus_kfp.power.gpu.resting_limits: the device's default, or
+an administrator's stated cap), never the limit found at the trial's start, which a trial killed mid-profile may
+have left; callers run it in `finally` and on signals, and the next trial's start rests the GPU again
+(zeus_kfp.power.gpu.rest_limits), so no killed trial leaves a GPU throttled for the jobs after it.
+
+Which search runs is the GPU's to say (`GPU.meter`): on a real meter the descent of zeus_kfp.power.search,
+windows sized to their noise and a pick confirmed in a second window; on an exact one (the simulated V100)
+Zeus's sweep and its exact minimum.
 
 The profiler never reads a clock itself: all figures come from the energy monitor, so the same
 machine runs on NVML, zeusd or the simulated GPU, and tests can drive it deterministically.
@@ -55,7 +60,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zeus_kfp.power.gpu import GPU
+from zeus_kfp.power.gpu import GPU, REAL_METER, resting_limits
 from zeus_kfp.power.monitor import EnergyMonitor, Measurement
 from zeus_kfp.power.precision import WindowNoise
 from zeus_kfp.power.profile_params import ProfileParams, candidate_limits
@@ -151,19 +156,18 @@ class PowerLimitProfiler:
         given = self.params.min_window_s
         self.min_window_s = float(gpu.min_window_s if given is None else given)
         # Limits closer in cost than a window's precision are not told apart (ProfileParams.rel_error). An exact
-        # meter (the simulated GPU: min_window_s 0) measures without noise, and keeps Zeus's exact minimum.
-        noisy = self.min_window_s > 0
-        tolerance = 2 * math.sqrt(2) * self.params.rel_error if noisy else 0.0
-        self.selector = selector or ZeusCost(cost_rate, tolerance=tolerance, monotone=noisy)  # type: ignore[arg-type]
+        # meter (the simulated V100) measures without noise, and keeps Zeus's exact minimum.
+        self.noisy = gpu.meter == REAL_METER
+        tolerance = 2 * math.sqrt(2) * self.params.rel_error if self.noisy else 0.0
+        self.selector = selector or ZeusCost(cost_rate, tolerance=tolerance, monotone=self.noisy)  # type: ignore[arg-type]
         self.max_window_s = self.min_window_s * self.params.max_window_factor
         self.noise = WindowNoise(self.min_window_s / BINS_PER_WINDOW)
-        # What `restore()` puts back: the limits in force before the trial. On a node nobody else tuned
-        # that is the maximum (Zeus restores the maximum); where an admin set a lower cap, it stays.
-        self.original_limits = [gpu.get_power_limit(i) for i in range(gpu.device_count())]
+        self.resting = resting_limits(gpu)  # what `restore()` puts back (the module docstring)
         self.measure_only = not gpu.can_set_limits
-        self.limits = [gpu.get_power_limit(0)] if self.measure_only else candidate_limits(gpu, self.params.step_w)
-        self.how = self.params.search or (DESCEND if self.min_window_s > 0 else SWEEP)  # ProfileParams.search
-        self.search = LimitSearch(tuple(self.limits), self.selector, self.how)
+        ladder = candidate_limits(gpu, self.params.step_w, cap=min(self.resting))
+        self.limits = [gpu.get_power_limit(0)] if self.measure_only else ladder
+        self.how = self.params.search or (DESCEND if self.noisy else SWEEP)  # ProfileParams.search
+        self.search = LimitSearch(tuple(self.limits), self.selector, self.how, confirm=self.noisy)
         self.rows: list[dict] = []
         self.state: State = Ready(0)
         self.resumed_rows = 0  # rows of a stored unfinished profile this trial continues
@@ -201,7 +205,7 @@ class PowerLimitProfiler:
                 # limits that never applied. Measure one window at the limit actually in force instead.
                 self.measure_only = True
                 self.limits, self.rows = [self.gpu.get_power_limit(0)], []
-                self.search = LimitSearch(tuple(self.limits), self.selector, self.how)
+                self.search = LimitSearch(tuple(self.limits), self.selector, self.how, confirm=self.noisy)
                 watts = self.limits[0]
         self._current = watts
 
@@ -211,11 +215,11 @@ class PowerLimitProfiler:
         return 0 if self.measure_only else index
 
     def restore(self) -> None:
-        """Put the limits from before the trial back on every GPU. Safe to call more than once."""
+        """Put every GPU at its resting limit (the module docstring). Safe to call more than once."""
         if self.gpu.can_set_limits:
-            for i, watts in enumerate(self.original_limits):
+            for i, watts in enumerate(self.resting):
                 self.gpu.set_power_limit(i, watts)
-        self._current = self.original_limits[0]
+        self._current = self.resting[0]
 
     def _window(self, index: int) -> str:
         return f"profile:{self.limits[index]:g}"
@@ -262,7 +266,8 @@ class PowerLimitProfiler:
     def _precise(self, state: Profiling) -> bool:
         """Whether the open window measures throughput to ProfileParams.rel_error (zeus_kfp.power.precision),
         or may grow no longer. An exact meter (the simulated GPU) needs no more than one window."""
-        if self.params.rel_error <= 0 or self.min_window_s <= 0 or state.marks[-1][0] >= self.max_window_s:
+        exact = not self.noisy or self.min_window_s <= 0
+        if self.params.rel_error <= 0 or exact or state.marks[-1][0] >= self.max_window_s:
             return True
         error = self.noise.relative_error(state.marks)
         return error is not None and error <= self.params.rel_error
@@ -302,10 +307,10 @@ class PowerLimitProfiler:
             self._warm_up(self._apply_index(self.limits.index(following)))
 
     def _choose(self) -> None:
-        """Profiling is over: choose among what was measured (without evidence to throttle on, keep what
-        was in force before the trial), agree on it, and train at it."""
+        """Profiling is over: choose among what was measured (without evidence to throttle on, the resting
+        limit), agree on it, and train at it."""
         profile = self.profile()
-        chosen = self.selector.choose(profile) if profile.is_usable() else self.original_limits[0]
+        chosen = self.selector.choose(profile) if profile.is_usable() else self.resting[0]
         limit = self.agree(chosen)
         self._apply(limit)
         self.state = Eval(limit)

@@ -19,9 +19,10 @@ limit from 300 to 700 W, so 16 of 21 windows measured the same thing, and trials
    measures the best's unmeasured neighbours, and theirs while the best moves, so the minimum is
    bracketed by measured rungs on both sides.
 4. **The pick is confirmed.** The least of several noisy readings is the one the noise flattered most
-   (the winner's curse: on the fitted H200 an outlying window at 700 W kept 1 seed in 40 there), so the
-   best is measured in a second window before the profile is complete, and the search goes on if that
-   moves it. On the H200's curve that is 6 windows (700, 325, 275, 225, 250, 250 W) where a sweep takes 21.
+   (the winner's curse: on the fitted H200 an outlying window at 700 W kept 1 seed in 40 there), so on a
+   real meter (`confirm`) the best is measured in a second window before the profile is complete, whichever
+   search found it and however many rungs were measured, and the search goes on if that moves it. On the
+   H200's curve that is 6 windows (700, 325, 275, 225, 250, 250 W) where a sweep takes 21.
 
 "Best" and "clearly costlier" are the profiler's own selector (zeus_kfp.power.selection), so the search
 stops where the pick is decided. Being a function of the rows alone, a profile that a trial left
@@ -63,6 +64,7 @@ class LimitSearch:
     ladder: tuple[float, ...]
     selector: OptimumSelector
     how: str = DESCEND
+    confirm: bool = True  # a real meter's pick rests on CONFIRM_WINDOWS windows (module docstring, point 4)
 
     def __post_init__(self) -> None:
         if self.how not in SEARCHES:
@@ -74,14 +76,14 @@ class LimitSearch:
         """The limit to measure next, or None: the profile is complete."""
         measured = per_limit(profile)
         unmeasured = [limit for limit in self.ladder if limit not in measured]
-        if self.how == SWEEP or not unmeasured:
-            return unmeasured[0] if unmeasured else None
-        top = self.ladder[0]
-        if top not in measured:
-            return top
-        rungs = self.candidates(measured, profile)
-        found = self._coarse(rungs, measured, profile) or self._refine(rungs, measured, profile)
-        return found or self._confirm(profile)
+        if self.how == SWEEP:
+            found = unmeasured[0] if unmeasured else None
+        elif self.ladder[0] not in measured:
+            found = self.ladder[0]
+        else:
+            rungs = self.candidates(measured, profile)
+            found = self._coarse(rungs, measured, profile) or self._refine(rungs, measured, profile)
+        return found or (self._confirm(profile) if self.confirm else None)
 
     def is_complete(self, profile: PowerProfile) -> bool:
         return self.next_limit(profile) is None

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeus_kfp.power.gpu import PowerConstraints
+from zeus_kfp.power.gpu import EXACT_METER, PowerConstraints
 
 SIM_CLOCKS = ("model", "wall")
 EPOCH_SAMPLES_ENV = "ZEUS_SIM_EPOCH_SAMPLES"
@@ -104,6 +104,7 @@ class SimulatedGPU:
 
     kind = "simulated"
     simulated = True
+    meter = EXACT_METER  # the model's exact integral: the profiler keeps Zeus's sweep
     min_window_s = 0.0  # its energy is the exact integral of the model: any window length means something
 
     def __init__(

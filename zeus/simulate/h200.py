@@ -36,7 +36,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from zeus_kfp.power.gpu import PowerConstraints
+from zeus_kfp.power.gpu import REAL_METER, PowerConstraints
 from zeus_kfp.power.profiler import PowerLimitProfiler
 
 SWEEP_CSV = "h200_sweep_resnet18_bs256.csv"
@@ -148,8 +148,9 @@ class SimulatedH200:
 
     kind = "simulated"
     simulated = True
+    meter = REAL_METER  # noisy windows, as the real H200's: the profiler searches and confirms as on a real GPU
     can_set_limits = True
-    min_window_s = 1.0  # NVML's: the profiler treats it as a real meter
+    min_window_s = 1.0  # NVML's
 
     def __init__(self, curve: H200Curve | None = None, seed: int = 0) -> None:
         self.curve = curve or fitted()

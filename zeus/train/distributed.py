@@ -311,7 +311,8 @@ class DeviceView:
 
     def __init__(self, gpu: GPU, index: int) -> None:
         self.inner, self.index = gpu, index
-        self.kind, self.simulated = gpu.kind, gpu.simulated
+        self.kind, self.simulated, self.meter = gpu.kind, gpu.simulated, gpu.meter
+        self.source = getattr(gpu, "source", "")
         self.clock_kind = getattr(gpu, "clock_kind", "model")
 
     @property

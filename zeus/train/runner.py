@@ -31,7 +31,7 @@ from pathlib import Path
 
 from zeus_kfp.job import JobSpec, JobSpecError, TrialOutcome, TrialResult, TrialStatus
 from zeus_kfp.power.devices import open_gpu
-from zeus_kfp.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source
+from zeus_kfp.power.gpu import GPU, GPU_KINDS, GPUKindError, gpu_source, rest_limits
 from zeus_kfp.power.monitor import EnergyMonitor, Measurement
 from zeus_kfp.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
 from zeus_kfp.power.simulated import PowerModel, SimulatedGPU, epoch_samples_from_env
@@ -196,6 +196,8 @@ def run_trial(
         {"batch_size": str(batch_size), "data_dir": data_dir or "", **placeholders, "metrics_port": str(port or "")},
     )
     parent_gpu = _open_parent_gpu(gpu, spec.num_gpus)
+    if rest_limits(parent_gpu):  # a trial killed mid-profile left it throttled (zeus_kfp.power.gpu.resting_limits)
+        log.warning("zeus: the GPU was not at its resting power limit when the trial started; it is now")
     monitor = EnergyMonitor(parent_gpu, indices=range(min(spec.num_gpus, parent_gpu.device_count())))
     plain = None
     if not zeus_aware:
@@ -220,6 +222,7 @@ def run_trial(
     finally:
         if plain is not None:
             plain.close()
+        rest_limits(parent_gpu)  # whatever ended the script: a SIGKILLed Zeus-aware one could not restore
         parent_gpu.close()
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from zeus_kfp.job import TrialResult, TrialStatus
 from zeus_kfp.power.devices import open_gpu
-from zeus_kfp.power.gpu import GPU, gpu_source, measure_only_note
+from zeus_kfp.power.gpu import GPU, gpu_source, measure_only_note, rest_limits
 from zeus_kfp.power.monitor import EnergyMonitor
 from zeus_kfp.power.profile_params import ProfileParams
 from zeus_kfp.power.profiler import PowerLimitProfiler
@@ -92,6 +92,7 @@ class ZeusTrial:
         if self._started:
             return
         self._started = True
+        rest_limits(self.gpu)  # a trial killed mid-profile before this one may have left the GPU throttled
         self.profiler = self._make_profiler()
         self.monitor.begin_window(TRIAL_WINDOW)
         self.ranks.install()
