@@ -41,7 +41,10 @@ PROFILE_COLUMNS = tuple(name for name, _ in PROFILE_SCHEMA)
 PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the chosen one
 # In a trial's reason when it has no profile because its metrics could not pace the profiler (zeus_kfp.train.progress);
 # the report reads it back (zeus_kfp.report.numbers.limit_note), so it is declared here, below both.
-UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
+UNPROFILED_NOTE = "unprofiled: the script reported nothing that could pace the profiler"
+# What a trial stored by an earlier version says instead (a plain script whose lines carried no counter was not
+# profiled then); the report reads both.
+EARLIER_UNPROFILED_NOTE = "unprofiled: the collected metrics carried no step or epoch counter"
 # In the reason of a trial that ended before its power-limit search did (zeus_kfp.power.profiler.partial_note):
 # its profile is unfinished, and the next trial at that batch size continues it. The report reads it back.
 UNFINISHED_NOTE = "ended while profiling"

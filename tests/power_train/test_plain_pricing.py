@@ -91,4 +91,6 @@ def test_a_step_counter_marks_the_start_of_training_and_the_start_up_is_not_char
     # From the first step report on: 2.9 s of training (the 0.1 s before the first report is not charged either).
     cost = plain.monitor.peek(TRIAL_WINDOW)
     assert SPEC.cost_model.cost(cost.total_energy_j, cost.time_s) == pytest.approx(2.9 * per_second())
-    assert plain.epoch_prices[0] == pytest.approx(0.9 * per_second())  # epoch 1 is a price: it holds no start-up
+    # On a meter epoch 1 is never a price (whatever came before the first evaluation is in it); epoch 2 is
+    assert plain.epoch_prices == plain.epoch_costs[1:] and plain.epoch_costs[0] == pytest.approx(0.9 * per_second())
+    assert plain.epoch_prices[0] == pytest.approx(1.0 * per_second())

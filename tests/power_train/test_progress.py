@@ -14,7 +14,7 @@ from zeus_kfp.job import TrialStatus
 from zeus_kfp.power import EnergyMonitor, PowerLimitProfiler, PowerModel, ProfileParams, SimulatedGPU
 from zeus_kfp.profiles import PowerProfile
 from zeus_kfp.train.collectors import Observation
-from zeus_kfp.train.progress import UNPROFILED_NOTE, ProfilingOptions, ProgressProfiler
+from zeus_kfp.train.progress import UNIT_NOTES, ProfilingOptions, ProgressProfiler, Report
 
 from .conftest import rate
 
@@ -164,15 +164,73 @@ def test_on_the_simulated_gpu_an_epoch_counter_is_charged_as_modelled_epochs_fro
     assert progress.profile().rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
 
 
-def test_without_a_counter_the_trial_is_unprofiled_says_so_once_and_each_report_is_an_epoch(caplog):
+def test_without_a_counter_each_report_of_the_metric_is_a_unit_and_the_trial_is_profiled():
     gpu, started = SimulatedGPU(clock="wall"), []
     progress = drive(
         gpu, [Observation("accuracy", 0.1 * i) for i in range(3)], on_training_start=lambda: started.append(gpu.clock())
     )
-    assert progress.mode == "unprofiled" and progress.profile().rows.empty and progress.power_limit() is None
-    assert progress.notes() == [UNPROFILED_NOTE]
-    assert sum("not power-profiled" in r.getMessage() for r in caplog.records) == 1
-    assert gpu.clock_kind == "model" and gpu.clock() - started[0] == pytest.approx(3 * epoch_cost(250.0)[0])
+    assert progress.mode == "report" and progress.exact
+    # each report is one modelled epoch, replayed at one limit a report from 250 W down (Zeus's sweep on the model)
+    assert progress.profile().rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
+    assert progress.notes()[0] == "profiled from outside: " + UNIT_NOTES["report"]
+    expected = sum(epoch_cost(limit)[0] for limit in (250.0, 225.0, 200.0))
+    assert gpu.clock_kind == "model" and gpu.clock() - started[0] == pytest.approx(expected)
+
+
+def test_on_a_meter_a_script_reporting_only_its_metric_is_profiled_on_the_time_between_its_lines():
+    gpu = MeterStandIn()
+    progress = ProgressProfiler(gpu, EnergyMonitor(gpu), batch_size=BATCH, cost_rate=COST_RATE, options=OPTIONS)
+    for i in range(4):
+        gpu.now += 2.0  # a report every 2 real seconds; at limit p the wall-clock model runs it in 2 / speed(p) s
+        progress.observe(Observation("accuracy", 0.1 * i), is_target=True)
+    rows = progress.profile().rows
+    assert progress.mode == "report" and not progress.exact
+    assert rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]  # the first report starts profiling
+    assert rows["throughput"].iloc[0] == pytest.approx(0.5 * PowerModel().relative_throughput(250.0))  # reports/s
+
+
+def test_an_evaluation_is_left_out_of_the_window_where_the_script_also_reports_training():
+    """`step=N` every 10 steps (1 real second), then an evaluation of 3 real seconds ending in `epoch=E accuracy=..`:
+    the windows hold the training only, so each limit's throughput is the training's, not diluted by the eval."""
+    gpu, model = MeterStandIn(), PowerModel()
+    progress = ProgressProfiler(gpu, EnergyMonitor(gpu), batch_size=BATCH, cost_rate=COST_RATE,
+                                options=ProfilingOptions(warmup_iters=2, profile_iters=20))  # fmt: skip
+    step = 0
+    for epoch in range(1, 8):
+        for _ in range(4):
+            step += 10
+            gpu.now += 1.0
+            progress.report(Report(step=step))
+        gpu.now += 3.0  # the evaluation
+        progress.report(Report(step=step, epoch=epoch, counter_only=False, is_target=True))
+    rows = progress.profile().rows
+    assert len(rows) >= 3 and progress.profiler.span_epochs
+    for row in rows.itertuples():  # 10 steps of 16 samples a real second, stretched by the limit: no eval in it
+        assert row.throughput == pytest.approx(10 * BATCH * model.relative_throughput(row.power_limit_w))
+
+
+def test_keras_names_the_epoch_before_it_trains_and_the_work_is_credited_at_its_metrics_line():
+    """`Epoch 3/10` comes before epoch 3 trains: crediting it there would give an epoch no time at all."""
+    gpu = MeterStandIn()
+    progress = ProgressProfiler(gpu, EnergyMonitor(gpu), batch_size=BATCH, cost_rate=COST_RATE, options=OPTIONS)
+    for epoch in range(1, 5):
+        progress.report(Report(epoch=epoch))  # `Epoch 3/10`, then the epoch trains for 2 real seconds
+        gpu.now += 2.0
+        progress.report(Report(epoch=epoch, counter_only=False, is_target=True))  # `... - val_acc: 0.9`
+    rows = progress.profile().rows
+    assert progress.mode == "epoch" and rows["power_limit_w"].tolist() == [250.0, 225.0, 200.0]
+    assert rows["throughput"].iloc[0] == pytest.approx(0.5 * PowerModel().relative_throughput(250.0))  # epochs/s
+
+
+def test_fractional_epochs_are_progress_as_huggingfaces_trainer_reports_them():
+    gpu = MeterStandIn()
+    progress = ProgressProfiler(gpu, EnergyMonitor(gpu), batch_size=BATCH, cost_rate=COST_RATE, options=OPTIONS)
+    for i in range(1, 13):
+        gpu.now += 1.0
+        progress.report(Report(epoch=0.25 * i, counter_only=False))  # {'loss': .., 'epoch': 0.25}
+    rows = progress.profile().rows
+    assert progress.mode == "epoch" and len(rows) >= 2
+    assert rows["throughput"].iloc[0] == pytest.approx(0.25 * PowerModel().relative_throughput(250.0))
 
 
 def test_a_stored_profile_is_held_from_the_start_without_any_counter():

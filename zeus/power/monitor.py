@@ -9,6 +9,11 @@ counter of a real GPU only means something over about a second) must span epochs
 epoch-boundary work in between (eval, data reshuffling, worker start-up) must not leak into
 it. `pause_window` banks what the window measured so far; `resume_window` starts a new
 segment; `peek` and `end_window` report the sum of the segments.
+
+Why a window can be marked: a driver outside the training process (zeus_kfp.train.progress) learns what an
+interval of time held only at its end. When the line that ends it says an evaluation ran in it, the interval
+is not training, and `pause_window(name, at_mark=True)` leaves it out: the window is paused as of its last
+`mark`, the end of the last interval that was training.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class EnergyMonitor:
         self.indices = list(range(gpu.device_count())) if indices is None else list(indices)
         self._open: dict[str, tuple[float, dict[int, float]]] = {}
         self._banked: dict[str, tuple[float, dict[int, float]]] = {}  # paused or resumed windows' earlier segments
+        self._marked: dict[str, tuple[float, dict[int, float]]] = {}  # an open segment's last mark (`mark`)
 
     def _marks(self) -> tuple[float, dict[int, float]]:
         # The clock is read on both sides of the energy reads and averaged, so a thread stalled between
@@ -98,13 +104,29 @@ class EnergyMonitor:
                 energy[i] += max(0.0, e1[i] - e0[i])
         return Measurement(name=name, time_s=time_s, energy_j=energy, simulated=self.gpu.simulated)
 
-    def pause_window(self, name: str) -> None:
-        """Stop the clock on a running window, keeping what it measured; `resume_window` continues it."""
+    def mark(self, name: str) -> None:
+        """Remember where the running window is now: `pause_window(at_mark=True)` may end its segment here."""
         if name not in self._open:
             raise KeyError(f"window {name!r} is not running")
-        m = self.peek(name)
+        self._marked[name] = self._marks()
+
+    def pause_window(self, name: str, at_mark: bool = False) -> None:
+        """Stop the clock on a running window, keeping what it measured; `resume_window` continues it. With
+        `at_mark`, what it measured after its segment's last `mark` is left out (none: the whole segment)."""
+        if name not in self._open:
+            raise KeyError(f"window {name!r} is not running")
+        if at_mark:
+            start = self._open[name]
+            time_s, energy = self._banked.get(name, (0.0, {i: 0.0 for i in self.indices}))
+            end = self._marked.get(name, start)
+            energy = {i: energy[i] + max(0.0, end[1][i] - start[1][i]) for i in self.indices}
+            banked = (time_s + max(0.0, end[0] - start[0]), energy)
+        else:
+            m = self.peek(name)
+            banked = (m.time_s, m.energy_j)
         del self._open[name]
-        self._banked[name] = (m.time_s, m.energy_j)
+        self._marked.pop(name, None)
+        self._banked[name] = banked
 
     def resume_window(self, name: str) -> None:
         if not self.is_paused(name):
@@ -119,3 +141,4 @@ class EnergyMonitor:
     def cancel_window(self, name: str) -> None:
         self._open.pop(name, None)
         self._banked.pop(name, None)
+        self._marked.pop(name, None)

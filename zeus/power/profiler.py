@@ -19,6 +19,12 @@ measured at it. Done: eval measured too (or the reused profile had it). A trial 
 evaluates (a plain script profiled from outside) ends in Eval, which is as final as Done for
 training; `done` is true in both.
 
+Warm-up: on a real meter a warm-up lasts `warmup_iters` steps AND a time: the trial's first lasts a whole
+shortest window (FIRST_WARMUP: the first steps of a process are slow; on the H200 the first window of a
+trial read up to 30 % low, shared/traces/h200/profiled_from_outside.csv), one after a limit change a tenth
+of it (SETTLE_WARMUP: a new limit binds within about 0.1 s), so few or fast steps never let a window hold
+start-up or the transition. On an exact meter warm-up is steps only, as Zeus's.
+
 A window closes when it has `profile_iters` steps AND has lasted `min_window_s` seconds (backend
 clock). Zeus counts iterations only, assuming iterations long next to the meter's update period;
 real meters are coarse (an H200's counter advances in ~100 ms steps, so short windows read zero
@@ -73,6 +79,10 @@ log = logging.getLogger(__name__)
 MAX_REMEASURES = 3  # a void window is read again at 2x, 4x, 8x its length before profiling gives up
 EVAL_WINDOW = "profile:eval"
 ALL_WINDOW = "profile:all"  # the whole profiling phase, for its total time
+WARMUP_WINDOW = "profile:warmup"  # how long a warm-up has lasted, on a real meter
+# On a real meter a warm-up also lasts a time (module docstring, "Warm-up"), as a fraction of the shortest window:
+FIRST_WARMUP = 1.0  # the trial's first: a process's first steps are slow (caches, autotuning, data workers)
+SETTLE_WARMUP = 0.1  # after a limit change: a new limit takes about 0.1 s to bind (an H200's, measured)
 BINS_PER_WINDOW = 4  # a window's precision is read in bins of a quarter of the shortest window
 
 
@@ -86,11 +96,13 @@ class Ready:
 
 @dataclass
 class Warmup:
-    """Steps at limit `index` before its window opens; `began_at` is the epoch step its warm-up began at."""
+    """Steps at limit `index` before its window opens; `began_at` is the epoch step its warm-up began at; on a
+    real meter it also lasts `required_s` seconds (WARMUP_WINDOW)."""
 
     index: int
     began_at: int
     steps: int = 0
+    required_s: float = 0.0
 
 
 @dataclass
@@ -179,6 +191,7 @@ class PowerLimitProfiler:
         self.gave_up = ""
         self.reused = False
         self._epoch_step = 0  # steps since the epoch began
+        self._warmed_up = False  # the trial's first warm-up has begun (the module docstring, "Warm-up")
         self._warned_void = False
         self._current: float | None = None
         if reuse is not None and not reuse.is_empty:
@@ -237,11 +250,24 @@ class PowerLimitProfiler:
             self._apply(state.limit)
 
     def _warm_up(self, index: int) -> None:
-        self.state = Warmup(index, began_at=self._epoch_step)
-        if self.params.warmup_iters == 0:
+        timed = self.noisy and self.params.warmup_iters > 0 and self.min_window_s > 0
+        required = self.min_window_s * (SETTLE_WARMUP if self._warmed_up else FIRST_WARMUP) if timed else 0.0
+        self._warmed_up = True
+        self.monitor.cancel_window(WARMUP_WINDOW)
+        self.state = Warmup(index, began_at=self._epoch_step, required_s=required)
+        if required > 0:
+            self.monitor.begin_window(WARMUP_WINDOW)
+        elif self.params.warmup_iters == 0:
             self._profile(self.state)
 
+    def _warmed(self, state: Warmup) -> bool:
+        """Whether the warm-up has lasted its steps and its time (the module docstring, "Warm-up")."""
+        if state.steps < self.params.warmup_iters:
+            return False
+        return state.required_s <= 0 or self.monitor.elapsed_s(WARMUP_WINDOW) >= state.required_s
+
     def _profile(self, warmup: Warmup) -> None:
+        self.monitor.cancel_window(WARMUP_WINDOW)
         self.monitor.begin_window(self._window(warmup.index))
         self.state = Profiling(warmup.index, warmup.began_at, required_s=self.min_window_s)
 
@@ -253,7 +279,7 @@ class PowerLimitProfiler:
         state = self.state
         if isinstance(state, Warmup):
             state.steps += steps
-            if state.steps >= self.params.warmup_iters:
+            if self._warmed(state):
                 self._profile(state)
         elif isinstance(state, Profiling):
             state.steps += steps
@@ -331,10 +357,26 @@ class PowerLimitProfiler:
                     self.monitor.pause_window(window)
             else:
                 self.monitor.cancel_window(window)
+                self.monitor.cancel_window(WARMUP_WINDOW)
                 self.cancelled_windows += 1
                 log.info("epoch ended inside the %g W window; it restarts next epoch", limit)
                 self.state = Ready(state.index)
         self._epoch_step = 0
+
+    def mark(self) -> None:
+        """A driver outside the process (zeus_kfp.train.progress): the interval that just ended was training."""
+        state = self.state
+        if isinstance(state, Profiling) and self.monitor.is_open(self._window(state.index)):
+            self.monitor.mark(self._window(state.index))
+
+    def leave_out_interval(self) -> None:
+        """A driver outside the process: the interval since the last `mark` held no training (an evaluation):
+        the open window is paused as of that mark, and resumes at the next step. Windows span epochs from
+        then on: the boundary's work is left out exactly, so nothing need restart."""
+        self.span_epochs = True
+        state = self.state
+        if isinstance(state, Profiling) and self.monitor.is_open(self._window(state.index)):
+            self.monitor.pause_window(self._window(state.index), at_mark=True)
 
     def on_eval_begin(self) -> None:
         state = self.state

@@ -152,10 +152,10 @@ class SimulatedGPU:
             for i, (seconds, joules) in enumerate(per_device):
                 self._energy[i] += (joules + self.model.overhead_w * (dt - seconds)) * steps
 
-    def account_epoch(self, batch_size: int) -> None:
-        """One epoch of a plain script that reports only epochs: `model.epoch_samples` samples in steps of
-        `batch_size` (see "Plain scripts" above)."""
-        full, rest = divmod(self.model.epoch_samples, batch_size)
+    def account_epoch(self, batch_size: int, fraction: float = 1.0) -> None:
+        """One epoch (or `fraction` of one) of a plain script that reports only epochs: `model.epoch_samples`
+        samples in steps of `batch_size` (see "Plain scripts" above)."""
+        full, rest = divmod(round(self.model.epoch_samples * fraction), batch_size)
         self.account_work(batch_size, steps=full)
         self.account_work(rest, steps=1 if rest else 0)
 

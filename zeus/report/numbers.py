@@ -15,7 +15,7 @@ import pandas as pd
 
 from zeus_kfp.job import JobSpec, TrialStatus
 from zeus_kfp.power.gpu import MEASURE_ONLY_NOTE
-from zeus_kfp.profiles import UNFINISHED_NOTE, UNPROFILED_NOTE
+from zeus_kfp.profiles import EARLIER_UNPROFILED_NOTE, UNFINISHED_NOTE, UNPROFILED_NOTE
 from zeus_kfp.simulate.engine import expected_figures
 from zeus_kfp.simulate.trace_trial import TraceBackend
 
@@ -47,13 +47,14 @@ UNPROFILED, MEASURE_ONLY = "unprofiled", "measure only"
 
 def limit_note(reason: object) -> str:
     """How a trial's power limit came about when profiling did not choose it, as every table and plot says it:
-    "unprofiled" (a plain script whose metrics carried no step or epoch counter: it trained at the limit in
-    force) or "measure only" (the GPU's limits could not be set); "" when the profiler chose it, or reused a
-    stored choice. Read off the trial's reason, where the trial says so."""
+    "unprofiled" (a plain script that reported nothing to pace the profiler, or, stored by an earlier version,
+    one whose metrics carried no counter: it trained at the limit in force) or "measure only" (the GPU's
+    limits could not be set); "" when the profiler chose it, or reused a stored choice. Read off the trial's
+    reason, where the trial says so."""
     text = "" if reason is None or (isinstance(reason, float) and pd.isna(reason)) else str(reason)
     if MEASURE_ONLY_NOTE in text:
         return MEASURE_ONLY
-    return UNPROFILED if UNPROFILED_NOTE in text else ""
+    return UNPROFILED if UNPROFILED_NOTE in text or EARLIER_UNPROFILED_NOTE in text else ""
 
 
 def profile_states(trials: pd.DataFrame, profiles: pd.DataFrame) -> dict[int, str]:

@@ -7,21 +7,30 @@ observations). The trial ends:
 - not reached: max_epochs evaluations passed without it, or the script ended;
 - cost exceeded (Zeus's early stop): the cost so far passes the threshold, or, at an epoch's
   end, the cost so far plus the price of one more epoch would pass it (Zeus's "would the next
-  epoch exceed" rule, priced by the last epoch). Zeus measures from the start of training, so an
-  epoch's price never holds the script's start-up: the trial is charged from its first report
-  where that marks the start of training (zeus_kfp.train.progress), and otherwise its first epoch,
-  which holds the start-up, is charged but never used as a price (the prediction starts with the
-  second). Cost is checked once it is known how the trial is charged (its first report); a
-  script that hangs before reporting anything is the timeout's to stop;
+  epoch exceed" rule, priced by the last epoch). An epoch's price never holds start-up: on a meter
+  the first epoch is charged but never a price, whatever marked the start of training (imports, data
+  loading, a compiler's slow first steps, the first evaluation's set-up all fall before the first
+  evaluation), so the prediction starts with the second epoch; on the simulated GPU's model clock an
+  epoch is the work it reported and nothing else, so the first prices the second, as in a Zeus-aware
+  trial. The trial is charged from its first report where that marks the start of training
+  (zeus_kfp.train.progress). Cost is checked once it is known how
+  the trial is charged (its first report); a script that hangs before reporting anything is the
+  timeout's to stop;
 - failed: the script crashed (oom when it ran out of memory), the collector could not read its
   source, or the script never reported the metric: found after two epochs of output without it where the
   output shows epoch numbers (zeus_kfp.train.metric_watch), else when the script ends. The reason names the
   collector and source, the metrics that were reported, and a pattern to try.
 Progress counters in the observations drive the external power profiler (zeus_kfp.train.progress).
+
+Lines the script prints are taken as they arrive, on the output pump's thread (`on_stdout_line`), not at
+the runner's next poll: a window opens and closes where the meter is read, so reading it 50 ms late (the
+poll) would move each window's edges by up to that much, 5 % of a 1 s window. A lock keeps the two threads'
+reads of the collector apart.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +41,7 @@ from zeus_kfp.power.monitor import EnergyMonitor
 from zeus_kfp.train.collectors import Collector, CollectorError, CollectorSpec, Observation, StdoutCollector
 from zeus_kfp.train.live_threshold import current_threshold
 from zeus_kfp.train.metric_watch import MetricWatch
-from zeus_kfp.train.progress import ProfilingOptions, ProgressProfiler
+from zeus_kfp.train.progress import ProfilingOptions, ProgressProfiler, Report, reports
 from zeus_kfp.train.session import TRIAL_WINDOW
 
 
@@ -64,6 +73,7 @@ class PlainTrial:
         self.status: TrialStatus | None = None
         self.reason = ""
         self._cost_at_last_epoch = 0.0
+        self._lock = threading.RLock()  # the output pump's thread and the runner's take observations
         self.watch = MetricWatch(spec.metric_name, collector_spec.describe())  # a metric that is not coming
         self.progress = ProgressProfiler(
             gpu,
@@ -87,9 +97,12 @@ class PlainTrial:
         self._cost_at_last_epoch = 0.0
 
     def on_stdout_line(self, line: str) -> None:
-        self.watch.on_line(line)
-        if isinstance(self.collector, StdoutCollector):
-            self.collector.feed(line)
+        """A line of output as it arrives (the pump's thread): taken at once (the module docstring)."""
+        with self._lock:
+            self.watch.on_line(line)
+            if isinstance(self.collector, StdoutCollector):
+                self.collector.feed(line)
+                self._take(self.collector.poll())
 
     def _cost(self) -> float:
         measured = self.monitor.peek(TRIAL_WINDOW)
@@ -102,26 +115,30 @@ class PlainTrial:
     # -- while the script runs ---------------------------------------------------------------------
     def poll(self) -> TrialStatus | None:
         """Take what the collector has; returns the status once the trial should end."""
-        try:
-            self._take(self.collector.poll())
-        except CollectorError as exc:
-            self.stop(TrialStatus.FAILED, str(exc))
-        settled = self.progress.settled  # before the first step or evaluation, startup is not yet charged
-        if self.status is None and self.threshold is not None and settled and self._cost() > self.threshold:
-            self.stop(
-                TrialStatus.COST_EXCEEDED, f"stopped: cost {self._cost():.1f} passed the threshold {self.threshold:.1f}"
-            )
-        return self.status
+        with self._lock:
+            try:
+                self._take(self.collector.poll())
+            except CollectorError as exc:
+                self.stop(TrialStatus.FAILED, str(exc))
+            settled = self.progress.settled  # before the first step or evaluation, startup is not yet charged
+            if self.status is None and self.threshold is not None and settled:
+                cost = self._cost()
+                if cost > self.threshold:
+                    self.stop(
+                        TrialStatus.COST_EXCEEDED, f"stopped: cost {cost:.1f} passed the threshold {self.threshold:.1f}"
+                    )
+            return self.status
 
     def _take(self, observations: list[Observation]) -> None:
-        for observation in observations:
+        for report in reports(observations):  # a line's observations together (zeus_kfp.train.progress)
             if self.status is not None:
                 return
-            self.watch.on_observation(observation)
-            is_target = observation.metric == self.spec.metric_name
-            self.progress.observe(observation, is_target=is_target)
-            if is_target:
-                self._on_metric(observation.value)
+            for observation in report:
+                self.watch.on_observation(observation)
+            self.progress.report(Report.of(report, self.spec.metric_name))
+            for observation in report:
+                if observation.metric == self.spec.metric_name and self.status is None:
+                    self._on_metric(observation.value)
         missing = self.watch.missing() if self.status is None and not self.metrics else None
         if missing:
             self.stop(TrialStatus.FAILED, missing)  # two epochs of output and no metric: not after the whole trial
@@ -134,7 +151,7 @@ class PlainTrial:
         cost = self._cost()
         self.epoch_costs.append(cost - self._cost_at_last_epoch)
         self._cost_at_last_epoch = cost
-        if len(self.metrics) > 1 or self.progress.from_training_start:  # else it holds the start-up too
+        if len(self.metrics) > 1 or self.progress.exact:  # on a meter the first holds what came before training
             self.epoch_prices.append(self.epoch_costs[-1])
         predicted = cost + self.epoch_prices[-1] if self.epoch_prices else None
         if self.spec.reached(value):
@@ -153,7 +170,8 @@ class PlainTrial:
         """The collector's last read, then the status of a script that ended by itself. Restores limits."""
         collector_error = ""
         try:
-            self._take(self.collector.finish())
+            with self._lock:
+                self._take(self.collector.finish())
         except CollectorError as exc:
             collector_error = str(exc)
         self.close()

@@ -1,21 +1,33 @@
-"""Power-limit profiling of a plain script from outside, driven by its collected progress counter.
+"""Power-limit profiling of a plain script from outside, driven by what it reports.
 
-A Zeus-aware script calls the JIT profiler's step hooks from ZeusDataLoader. A plain script
-cannot, but when its metrics carry a progress counter (a `step`, or an `epoch`), the runner can
-call the same hooks of the same state machine (zeus_kfp.power.profiler.PowerLimitProfiler) as the
-counter advances: set a limit, measure energy and progress over a window, move on, then hold
-the optimum. Nothing here is a second profiler; this module only turns observations into hooks.
+A Zeus-aware script calls the JIT profiler's step hooks from ZeusDataLoader. A plain script cannot, but
+the runner sees its reports as they arrive and can call the same hooks of the same state machine
+(zeus_kfp.power.profiler.PowerLimitProfiler) as the script progresses: set a limit, measure energy and
+progress over a window, move on, then hold the optimum. Nothing here is a second profiler; this module only
+turns observations into hooks. A plain trial is profiled whatever the script prints; it runs unprofiled
+only where limits cannot be set (measure-only), and its reason then says why and what to do.
 
-Rules, in the order they apply:
-- Step mode (the first observation carrying a step): each advance of the counter by k is k steps
-  of `batch_size` samples. A counter that goes back started again (a per-epoch counter).
-  Epoch boundaries are where the epoch counter changes, else (no epoch counter) where the job's
-  metric is reported (an evaluation ends an epoch), else where the step counter restarts.
-- Epoch mode (no step counter, but the job's metric arrives with an epoch counter): each change
-  of the epoch counter is one unit of work; each power limit is measured over one epoch
-  (0 warm-up + 1 profiled unit) and throughput is in epochs per second.
-- Neither: the trial runs unprofiled at the limit in force, and says so once; each report of the
-  job's metric is one epoch.
+The unit of work, by the first observation that tells one (the mode):
+- step: a step counter (`step=200`, a step in a line, a JSON key): each advance by k is k steps of
+  `batch_size` samples; a counter that goes back started again (a per-epoch counter). Epoch boundaries are
+  where the epoch counter changes, else (no epoch counter) where the job's metric is reported (an
+  evaluation ends an epoch), else where the step counter restarts.
+- epoch: an epoch counter on a line that reports a metric (`epoch=3 accuracy=..`, Keras's `Epoch 3/10`
+  before its metrics line, HuggingFace's `'epoch': 0.32`): the counter's advance is the work, in epochs (a
+  fraction where the script reports one); throughput is in epochs per second. Work is credited where a
+  metric is reported, never at a line that only names the epoch: Keras prints `Epoch 3/10` before it trains.
+- report: neither: each report of the job's metric is one unit (the script's epoch), and windows are the
+  time between its metric lines.
+
+Windows measure training, not what surrounds it (on a real meter; the model clock below measures only work):
+- at the trial's start the first limit's warm-up lasts a whole shortest window (zeus_kfp.power.profiler:
+  the first steps of a process are slow: caches, autotuning, workers), and no window holds the time before
+  the script's first report (its start-up);
+- after a limit change, warm-up steps absorb the change (the profiler's);
+- an evaluation: where the script reports training alone (lines of progress between its metric
+  reports), the interval that ends with the job's metric holds the evaluation, and is left out of the
+  open window (`PowerLimitProfiler.leave_out_interval`). Where the metric's reports are all it reports, an
+  evaluation is part of every unit, at every limit alike, and stays in.
 
 Where the trial is charged from (`on_training_start`, Zeus measures from the start of training):
 - On the simulated GPU: from the first report, any mode. The runner's simulated GPU then moves to
@@ -26,40 +38,41 @@ Where the trial is charged from (`on_training_start`, Zeus measures from the sta
   nothing that tells start-up from training, so it is charged from its start, and its first epoch
   is not a price of an epoch (zeus_kfp.train.plain never predicts with it); `from_training_start` says which.
 
-How a burst of k steps (or epochs) is fed:
+How a burst of work is fed:
 - On the simulated GPU's model clock: step by step, `on_step_begin`, `account_work(batch_size)`,
-  `on_step_end`, exactly the calls ZeusDataLoader makes per batch (an epoch: `account_epoch`). A
-  burst replays the same sequence however late the runner saw it, so the plain trial's profile, and
-  its chosen limit, are those of the Zeus-aware script.
+  `on_step_end`, exactly the calls ZeusDataLoader makes per batch (an epoch, or a fraction of one:
+  `account_epoch`). A burst replays the same sequence however late the runner saw it, so the plain trial's
+  profile, and its chosen limit, are those of the Zeus-aware script.
 - On a real meter: the runner only knows that k steps happened between two reports, so windows
-  open and close at reports: `on_step_end(k * batch_size, steps=k)`, then `on_step_begin()` for
-  what follows. The steps before the first report ran before profiling began and are not profiled.
-  A script should report its counter every few steps; the warm-up steps absorb the lag of a limit change.
+  open and close at reports: `on_step_end(k * batch_size, steps=k)`, a mark of where training was, then
+  `on_step_begin()` for what follows. The work before the first report ran before profiling began.
 
 A stored profile (zeus_kfp.power.reuse) is applied from the start: no counter is needed to hold
-the stored optimum. The profiler restores the limits from before the trial in `close()`.
+the stored optimum. The profiler puts the GPUs at their resting limit in `close()`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from zeus_kfp.power.gpu import GPU
+from zeus_kfp.power.gpu import GPU, measure_only_note
 from zeus_kfp.power.monitor import EnergyMonitor
 from zeus_kfp.power.profile_params import ProfileParams
 from zeus_kfp.power.profiler import PowerLimitProfiler
 from zeus_kfp.power.selection import CostRate
 from zeus_kfp.profiles import UNPROFILED_NOTE, PowerProfile
-from zeus_kfp.train.collectors.observation import Observation
+from zeus_kfp.train.collectors.observation import PROGRESS_NAMES, Observation
 
 log = logging.getLogger(__name__)
 
 UNIT_NOTES = {
     "step": "throughput from metric progress (step counter, {batch_size} samples a step)",
     "epoch": "throughput from metric progress (epoch counter; throughput in epochs/s)",
+    "report": "throughput from the metric's reports (one report a unit: the time between them; in reports/s)",
 }
+MODES = (*UNIT_NOTES, "unprofiled")  # unprofiled: nothing has reported yet (a trial that ends so stays it)
 
 
 @dataclass(frozen=True)
@@ -72,9 +85,43 @@ class ProfilingOptions:
 
 
 PROFILE_HINT = (
-    "to profile it, report a counter with the metric: print epoch=N or step=N, or give --metric-pattern an "
+    "report progress with the metric to profile it sooner: print step=N or epoch=N, or give --metric-pattern an "
     "(?P<epoch>...) or (?P<step>...) group"
 )
+
+
+@dataclass(frozen=True)
+class Report:
+    """What one line (or record, or scrape) of the script said, as the profiler reads it: the observations a
+    line holds are one report, so a line that ends with the job's metric is an evaluation whatever counters it
+    names first."""
+
+    step: int | None = None
+    epoch: float | None = None
+    counter_only: bool = True  # it names a counter and nothing else (Keras's `Epoch 3/10`)
+    is_target: bool = False  # it reports the job's metric
+
+    @classmethod
+    def of(cls, observations: Sequence[Observation], metric_name: str) -> Report:
+        steps = [o.step for o in observations if o.step is not None]
+        epochs = [o.epoch for o in observations if o.epoch is not None]
+        return cls(
+            step=max(steps) if steps else None,
+            epoch=max(epochs) if epochs else None,
+            counter_only=all(o.metric.lower() in PROGRESS_NAMES for o in observations),
+            is_target=any(o.metric == metric_name for o in observations),
+        )
+
+
+def reports(observations: Sequence[Observation]) -> list[list[Observation]]:
+    """Observations grouped into the reports they came in: a line's (or record's) observations share its time."""
+    groups: list[list[Observation]] = []
+    for observation in observations:
+        if groups and groups[-1][-1].time == observation.time and observation.time is not None:
+            groups[-1].append(observation)
+        else:
+            groups.append([observation])
+    return groups
 
 
 class ProgressProfiler:
@@ -101,8 +148,10 @@ class ProgressProfiler:
         # Before that, cost means nothing yet.
         self.settled = False
         self.from_training_start = False  # the trial's window began at the start of training
+        self.trains_between_reports = False  # progress came on lines that are not the job's metric
         self._last_step: int | None = None
-        self._last_epoch: int | None = None
+        self._last_epoch: float | None = None  # on the epoch counter's last change
+        self._credited_epoch: float | None = None  # where epoch mode last credited work
         self._reuse = reuse  # a stored profile: final (held from the start) or unfinished (continued once paced)
         if reuse is not None and reuse.is_usable():
             held = self._make(ProfileParams(options.warmup_iters, options.profile_iters), reuse)
@@ -116,48 +165,91 @@ class ProgressProfiler:
 
     # -- observations ----------------------------------------------------------------------------
     def observe(self, observation: Observation, *, is_target: bool) -> None:
-        """One collected observation, in the order the script reported them; `is_target`: the job's metric."""
-        if observation.step is not None and self.mode not in ("epoch", "unprofiled"):
-            self._on_step(observation.step)
-        epoch_changed = observation.epoch is not None and observation.epoch != self._last_epoch
-        if epoch_changed:
-            self._last_epoch = observation.epoch
-            if self.mode == "step":
-                self.profiler.on_epoch_end()  # type: ignore[union-attr]
-            elif self.mode == "epoch":
-                self._advance(1, samples=1)
-        if not is_target:
-            return
-        if self.mode == "step" and self._last_epoch is None:
-            self.profiler.on_epoch_end()  # type: ignore[union-attr]  (an evaluation ends an epoch)
-        elif self.mode is None and self._last_epoch is not None:
-            self._start("epoch")  # an epoch ended with this evaluation, and no step counter came first
-            self._advance(1 if self.exact else 0, samples=1)
-        elif self.mode is None:
-            self._start("unprofiled")
-            self._charge_epoch()
-            log.warning("zeus: %s; the trial is measured but not power-profiled (%s)", UNPROFILED_NOTE, PROFILE_HINT)
-        elif self.mode == "unprofiled":
-            self._charge_epoch()
+        """One observation as a report of its own (`report` takes a line's observations together)."""
+        counter_only = observation.metric.lower() in PROGRESS_NAMES
+        self.report(Report(observation.step, observation.epoch, counter_only, is_target))
 
-    def _charge_epoch(self) -> None:
-        """An epoch of a script that reports no counter, on the model clock (a real meter measures it)."""
-        if self.exact:
-            self.gpu.account_epoch(self.batch_size)  # type: ignore[attr-defined]
-
-    def _on_step(self, step: int) -> None:
+    def report(self, report: Report) -> None:
+        """One report of the script (a line, a record), in the order it reported them."""
         if self.mode is None:
-            self._start("step")
-        last, self._last_step = self._last_step, step
-        if last is None:
-            self._advance(step if self.exact else 0, samples=self.batch_size)
+            self._choose_mode(report)
             return
-        if step < last:  # the counter started again: a per-epoch step counter
-            if self._last_epoch is None:
-                self.profiler.on_epoch_end()  # type: ignore[union-attr]
-            self._advance(step, samples=self.batch_size)
-        elif step > last:
-            self._advance(step - last, samples=self.batch_size)
+        # An interval that ends at the job's metric, where the script also reports training alone, held the
+        # evaluation: it is left out of the open window (module docstring). On the model clock no
+        # evaluation is modelled.
+        evaluation = report.is_target and self.trains_between_reports and not self.exact
+        if self.mode == "step":
+            self._step_mode(report, evaluation)
+        elif self.mode == "epoch" and not report.counter_only:
+            self._epoch_mode(report, evaluation)
+        elif self.mode == "report" and report.is_target:
+            self._advance(1.0)
+
+    def _choose_mode(self, report: Report) -> None:
+        """The first report that tells the unit of work starts profiling (the module docstring's modes)."""
+        if report.step is not None:
+            self._start("step")
+            self._last_step, self._last_epoch = report.step, report.epoch
+            self._advance(report.step if self.exact else 0.0)  # the work before the first report
+        elif report.epoch is not None and not report.counter_only:
+            self._start("epoch")
+            first = report.epoch if 0 < report.epoch < 1 else 1.0  # the epoch just reported
+            self._last_epoch = self._credited_epoch = report.epoch
+            self.trains_between_reports = not report.is_target
+            self._advance(first if self.exact else 0.0)
+        elif report.epoch is not None:
+            self._last_epoch = report.epoch  # Keras's `Epoch 1/10`: it names the epoch about to train
+        elif report.is_target:
+            self._start("report")
+            self._advance(1.0 if self.exact else 0.0)
+
+    def _step_mode(self, report: Report, evaluation: bool) -> None:
+        profiler = self.profiler
+        assert profiler is not None
+        if not report.is_target and report.step is not None:
+            self.trains_between_reports = True
+        step, last = report.step, self._last_step
+        if evaluation:
+            profiler.leave_out_interval()
+        if step is not None:
+            self._last_step = step
+            if evaluation:
+                pass  # its steps ran before the evaluation, inside the interval left out
+            elif last is not None and step < last:  # a per-epoch step counter started again
+                if report.epoch is None and self._last_epoch is None:
+                    profiler.on_epoch_end()
+                self._advance(float(step))
+            elif last is not None and step > last:
+                self._advance(float(step - last))
+        if report.epoch is not None and report.epoch != self._last_epoch:
+            self._last_epoch = report.epoch
+            profiler.on_epoch_end()
+        elif report.is_target and self._last_epoch is None:
+            profiler.on_epoch_end()  # an evaluation ends an epoch
+        if evaluation:
+            profiler.on_step_begin()  # the next interval is training again
+
+    def _epoch_mode(self, report: Report, evaluation: bool) -> None:
+        """Work is credited where a metric is reported, by the epoch counter's advance since the last credit."""
+        profiler = self.profiler
+        assert profiler is not None
+        if not report.is_target:
+            self.trains_between_reports = True
+        epoch = report.epoch if report.epoch is not None else self._last_epoch  # the last one named
+        if epoch is None:
+            return
+        self._last_epoch = epoch
+        credited = self._credited_epoch
+        advance = epoch - credited if credited is not None else 0.0
+        if advance <= 0 and report.is_target and not self.trains_between_reports:
+            advance = 1.0  # a counter that did not move between evaluations: one epoch each
+        if evaluation:
+            self._credited_epoch = epoch
+            profiler.leave_out_interval()
+            profiler.on_step_begin()
+        elif advance > 0:
+            self._credited_epoch = epoch
+            self._advance(advance)
 
     def _start(self, mode: str) -> None:
         self.mode, self.settled = mode, True
@@ -169,30 +261,37 @@ class ProgressProfiler:
             if self.on_training_start is not None:
                 self.on_training_start()
         self.exact = getattr(self.gpu, "clock_kind", None) == "model"
-        if mode == "unprofiled":
-            return
         if self.profiler is None:
             params = ProfileParams(self.options.warmup_iters, self.options.profile_iters) if mode == "step" else (
                 ProfileParams(warmup_iters=0, profile_iters=1)
             )  # fmt: skip
             self.profiler = self._make(params, self._reuse)
-        log.info("zeus: profiling power limits from outside the script on its %s counter", mode)
+        if self.profiler.measure_only:
+            log.warning("zeus: %s; the trial is measured but not power-profiled", measure_only_note(self.gpu))
+        else:
+            log.info("zeus: profiling power limits from outside the script (%s)", UNIT_NOTES[mode].format(
+                batch_size=self.batch_size))  # fmt: skip
 
-    def _advance(self, units: int, samples: int) -> None:
-        """`units` steps (or epochs) of `samples` samples each happened since the last report."""
+    def _advance(self, units: float) -> None:
+        """`units` steps, epochs or reports of work happened since the last report."""
         profiler = self.profiler
         assert profiler is not None
+        samples = self.batch_size if self.mode == "step" else 1
         if self.exact:
-            for _ in range(units):
+            if self.mode == "step":
+                for _ in range(int(units)):
+                    profiler.on_step_begin()
+                    self.gpu.account_work(samples)
+                    profiler.on_step_end(samples)
+            elif units > 0:
                 profiler.on_step_begin()
-                if self.mode == "epoch":
-                    self.gpu.account_epoch(self.batch_size)  # type: ignore[attr-defined]
-                else:
-                    self.gpu.account_work(samples)  # type: ignore[attr-defined]
-                profiler.on_step_end(samples)
+                self.gpu.account_epoch(self.batch_size, fraction=units)  # type: ignore[attr-defined]
+                profiler.on_step_end(units)  # type: ignore[arg-type]  (epochs: throughput in epochs/s)
             return
         if units > 0:
-            profiler.on_step_end(units * samples, steps=units)
+            steps = int(units) if self.mode == "step" else 1
+            profiler.on_step_end(units * samples, steps=steps)  # type: ignore[arg-type]
+            profiler.mark()
         profiler.on_step_begin()
 
     # -- results ---------------------------------------------------------------------------------
@@ -209,10 +308,10 @@ class ProgressProfiler:
         return self.profiler.profile() if self.profiler is not None else PowerProfile.empty()
 
     def notes(self) -> list[str]:
-        """What the trial's reason says about profiling."""
-        if self.profiler is not None and self.profiler.reused:
+        """What the trial's reason says about profiling (measure-only: the plain trial's own note says why)."""
+        if self.profiler is not None and (self.profiler.reused or self.profiler.measure_only):
             return []
-        if self.mode in (None, "unprofiled"):
+        if self.mode is None:
             return [UNPROFILED_NOTE]
         notes = ["profiled from outside: " + UNIT_NOTES[self.mode].format(batch_size=self.batch_size)]
         partial = self.profiler.partial_note() if self.profiler is not None else ""

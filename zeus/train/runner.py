@@ -69,9 +69,10 @@ substitute_placeholders = _substitute
 
 
 def _open_parent_gpu(kind: str, num_gpus: int) -> GPU:
-    """The runner's own view of the GPUs; a simulated GPU here runs on wall time (it watches another process)."""
+    """The runner's own view of the GPUs; the simulated GPU here runs on wall time (it watches another process)
+    until the script's first report moves it to the model clock (zeus_kfp.power.simulated, "Plain scripts")."""
     gpu = open_gpu(kind)
-    if gpu.simulated:
+    if isinstance(gpu, SimulatedGPU):
         gpu.close()
         model = PowerModel(epoch_samples=epoch_samples_from_env())
         return SimulatedGPU(num_devices=num_gpus, model=model, clock="wall")
