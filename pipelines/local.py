@@ -259,7 +259,7 @@ def run_local(
         force=bool(force),
     )
     summaries: list[RecurrenceSummary] = []
-    with interruptible():
+    with interruptible(forward=True):  # its steps, told at once, end (zeus_kfp.signals.interruptible)
         for i in range(recurrences):
             recurrence_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
             reclaim_killed(opened, spec.job_id, runs / spec.job_id)  # a run killed here holds no slot
@@ -277,7 +277,7 @@ def run_local(
                         dispatched=functools.partial(_dispatched, opened, spec.job_id, recurrence_id),
                     )
             except Interrupted as sig:
-                stop_children()  # nothing may write to the store after this
+                stop_children(also=sig.processes)  # its steps record what they were doing; nothing writes after
                 abandoned = fail_interrupted(opened, spec.job_id, recurrence_id, sig.signal_name)
                 opened.set_phase(spec.job_id, "completed")  # no recurrence of it runs any more
                 raise RunInterrupted(sig.signum, spec.job_id, recurrence_id, abandoned) from None

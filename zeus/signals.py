@@ -23,10 +23,12 @@ CHILD_GRACE_S = 10.0  # how long children get to exit on SIGTERM before SIGKILL
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived inside an `interruptible()` block."""
+    """SIGINT or SIGTERM arrived inside an `interruptible()` block; `processes` were this process's descendants
+    then (`stop_children` stops them even once a parent between has died and left them to init)."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, processes: Sequence[psutil.Process] = ()) -> None:
         self.signum = int(signum)
+        self.processes = list(processes)
         super().__init__(f"interrupted by {self.signal_name}")
 
     @property
@@ -35,10 +37,15 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def interruptible(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+def interruptible(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM), forward: bool = False) -> Iterator[None]:
     """Inside the block, the first of `signals` raises Interrupted and later ones are ignored; the
     previous handlers come back when the block ends. Outside the main thread it does nothing
-    (Python delivers signals to the main thread only)."""
+    (Python delivers signals to the main thread only).
+
+    `forward`: the signal is passed on to every process this one started (SIGTERM), before Interrupted is raised.
+    Why: a signal sent to this process alone (`kill PID`, `timeout`, a container's PID 1) reaches none of its
+    children, and a library that waits for a child when an exception leaves its block (kfp.local's
+    `with Popen(...)`) would then wait for ever; told at once, the children end and the wait ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -47,7 +54,12 @@ def interruptible(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> I
     def handler(signum: int, frame: object) -> None:
         for s in signals:
             signal.signal(s, signal.SIG_IGN)
-        raise Interrupted(signum)
+        descendants = psutil.Process().children(recursive=True)
+        if forward:
+            for child in descendants:
+                with contextlib.suppress(psutil.Error):
+                    child.send_signal(signal.SIGTERM)
+        raise Interrupted(signum, descendants)
 
     for s in signals:
         signal.signal(s, handler)
@@ -58,12 +70,15 @@ def interruptible(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> I
             signal.signal(s, h)
 
 
-def stop_children(grace_s: float = CHILD_GRACE_S) -> int:
-    """SIGTERM every process this one started, directly or not; SIGKILL those still alive after
-    `grace_s`. Returns how many there were. (psutil follows parent links, so a child that started
-    its own session, as the training script does, is found too. A zombie counts as stopped: only its
-    parent, maybe already gone, can reap it.)"""
-    children = psutil.Process().children(recursive=True)
+def stop_children(grace_s: float = CHILD_GRACE_S, also: Sequence[psutil.Process] = ()) -> int:
+    """SIGTERM every process this one started, directly or not, and `also` (Interrupted.processes: descendants
+    whose parent has died since, as a shell between does, are no longer found by their parent links); SIGKILL
+    those still alive after `grace_s`. Returns how many there were. (psutil follows parent links, so a child
+    that started its own session, as the training script does, is found too. A zombie counts as stopped: only
+    its parent, maybe already gone, can reap it.) Why wait for them: a step that is stopping records what it
+    was doing (zeus_kfp.steps.train), and what the caller records next must come after it."""
+    found = psutil.Process().children(recursive=True)
+    children = found + [p for p in also if p not in found]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = _running(children)
         for child in alive:

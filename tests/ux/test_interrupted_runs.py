@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from ux.cli_process import run_cli, start_cli, wait_for
+from zeus_kfp.power import PowerModel
 from zeus_kfp.store import open_store
 
 HOLDING_SCRIPT = textwrap.dedent(
@@ -36,6 +37,7 @@ HOLDING_SCRIPT = textwrap.dedent(
     starts = int(count.read_text()) + 1 if count.exists() else 1
     count.write_text(str(starts))
     if starts == args.hold_on:
+        print("epoch=1 accuracy=0.5", flush=True)  # one epoch of work below the target, then it holds
         (here / "held.pid").write_text(str(os.getpid()))
         while True:
             time.sleep(0.2)
@@ -124,7 +126,14 @@ def test_ctrl_c_records_the_trial_in_flight_as_failed_and_the_next_run_goes_on(w
     )
     assert wait_for(lambda: gone(held_pid), "the training script to be stopped")  # it runs in its own session
     after = trials(workdir)
-    assert after.loc[held_trial, "status"] == "failed" and after.loc[held_trial, "reason"] == "interrupted by SIGINT"
+    assert after.loc[held_trial, "status"] == "failed"
+    assert after.loc[held_trial, "reason"].startswith("interrupted by SIGINT")
+    # What it spent up to the stop is measured and recorded (the train step's own record): the epoch it reported,
+    # on the simulated GPU's model clock, at the limit its profiler had set (the maximum: the first window)
+    seconds, joules = modelled_epoch(int(before.loc[held_trial, "batch_size"]), 250.0)
+    assert after.loc[held_trial, "energy_j"] == pytest.approx(joules)
+    assert after.loc[held_trial, "time_s"] == pytest.approx(seconds)
+    assert after.loc[held_trial, "source"] == "simulated (GPU model)"
     assert_only_the_held_trial_changed(before, after, held_trial)
     assert phase(workdir) == "completed"  # not stuck "running"
 
@@ -132,10 +141,22 @@ def test_ctrl_c_records_the_trial_in_flight_as_failed_and_the_next_run_goes_on(w
     assert again.returncode == 0, again.stderr
     final = trials(workdir)
     assert list(final["status"]) == ["reached", "failed", "reached"]
-    assert final.loc[held_trial, "reason"] == "interrupted by SIGINT"
+    assert final.loc[held_trial, "reason"].startswith("interrupted by SIGINT")
     assert phase(workdir) == "completed"
     shown = run_cli("show", JOB["job_id"], "--store", "store", cwd=workdir, COLUMNS="100")
     assert "recurrence 2 attempt 1 failed: interrupted by SIGINT" in shown.stdout
+    held_cost = float(final.loc[held_trial, "cost"])
+    assert held_cost > 0 and f"{held_cost:,.0f} J" in shown.stdout  # in the failed totals, as any failed trial
+
+
+def modelled_epoch(batch_size: int, limit_w: float) -> tuple[float, float]:
+    """(seconds, joules) of one epoch of a script that reports only epochs, on the simulated GPU: 50,000 samples in
+    steps of the batch size (the last one short), at `limit_w`, by the documented model."""
+    model = PowerModel()
+    full, rest = divmod(50_000, batch_size)
+    step_s, step_j = model.step(limit_w, batch_size)
+    rest_s, rest_j = model.step(limit_w, rest) if rest else (0.0, 0.0)
+    return full * step_s + rest_s, full * step_j + rest_j
 
 
 def kill_outright(workdir):

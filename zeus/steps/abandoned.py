@@ -29,7 +29,7 @@ from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
 from zeus_kfp.report.units import duration
 from zeus_kfp.run_settings import check_dispatch_timeout
 from zeus_kfp.store import EventConflictError
-from zeus_kfp.trials import Trial
+from zeus_kfp.trials import Trial, trials_of
 
 NO_FIGURES = "none (no result was reported)"
 
@@ -87,8 +87,12 @@ def fail_unfinished(store, job_id: str, recurrence_id: str, reason: str) -> list
 
 def fail_interrupted(store, job_id: str, recurrence_id: str, signal_name: str) -> list[Trial]:
     """Record the recurrence's unfinished trials as failed, "interrupted by <signal>" (zeus_kfp.signals.stop_children
-    first)."""
-    return fail_unfinished(store, job_id, recurrence_id, f"interrupted by {signal_name}")
+    first). Returns every trial of the recurrence the interruption ended: those recorded here, without figures,
+    and those the stopped train step recorded itself with what it measured (zeus_kfp.steps.train)."""
+    reason = f"interrupted by {signal_name}"
+    fail_unfinished(store, job_id, recurrence_id, reason)
+    ended = trials_of(store.trials(job_id))
+    return [t for t in ended if t.recurrence_id == str(recurrence_id) and str(t.reason).startswith(reason)]
 
 
 def fail_stale(

@@ -1,14 +1,19 @@
 """The train step: one trial of an attempt, what the KFP component of the same name calls (the attempt's
 bandit step before it, zeus_kfp.steps.bandit; its feedback step after it, zeus_kfp.steps.feedback).
 
-Train writes nothing to the store, and only reads it, for a script on its own machine, to follow the job's
-early stop while the trial runs (zeus_kfp.steps.threshold_feed: the mid-trial early stop, written for the
-script to read: a file, or for a cluster trial a ConfigMap its pods mount; a store it cannot read changes
-nothing). Its result goes to feedback through KFP, which records it.
+Train reads the store, for a script on its own machine, to follow the job's early stop while the trial runs
+(zeus_kfp.steps.threshold_feed: the mid-trial early stop, written for the script to read: a file, or for a
+cluster trial a ConfigMap its pods mount; a store it cannot read changes nothing). Its result goes to feedback
+through KFP, which records it. It writes the store once, only when it is stopped (SIGTERM, SIGINT: a run
+cancelled, a pod evicted, a Ctrl-C): the steps after it will not run then, so it records its own trial,
+failed, with the energy and time measured up to the stop and the profile measured so far, as feedback
+would (the same result twice is a no-op, so a feedback that does run changes nothing). A stopped run may have
+closed the step's output already: what it prints then is lost, and never fails the step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import shutil
@@ -40,6 +45,7 @@ from zeus_kfp.steps.request import TrialRequest
 from zeus_kfp.steps.step_events import reported
 from zeus_kfp.steps.threshold_feed import ThresholdFeed
 from zeus_kfp.steps.trial_files import TRIAL_OUTPUT_FILES, FileArtifact, finish_log, keep_trial_log, say_where
+from zeus_kfp.store import open_store
 from zeus_kfp.train.runner import LOG_SUBDIR, RUNNER_FILES
 
 
@@ -109,11 +115,17 @@ def train(
                 feed=_feed(runner, request, spec),
                 keep=request.keep,
             )
-    except Interrupted as sig:  # the pod or the local run is stopping: end the script, report the trial failed
+    except Interrupted as sig:  # the pod or the local run is stopping: end the script, record the trial failed
         stop_children()
-        result, measured = abandoned_result(spec, batch_size, f"interrupted by {sig.signal_name}"), None
+        outcome = getattr(sig, "outcome", None)  # the runner's, measured up to the stop (zeus_kfp.train.runner)
+        if outcome is None:
+            result, measured = abandoned_result(spec, batch_size, f"interrupted by {sig.signal_name}"), None
+        else:
+            result = outcome.result
+            measured = outcome.profile if _measured_more(outcome.profile, reuse) else None
+        _record_stopped(request, result, measured)
         _write_model(None, model)
-        print(f"train: interrupted by {sig.signal_name}: the script was stopped; the trial is reported failed")
+        _say(f"train: interrupted by {sig.signal_name}: the script was stopped; the trial is recorded failed")
     except FieldError as err:  # an input the step refuses: the trial fails with it, nothing ran
         result, measured = abandoned_result(spec, batch_size, f"invalid input, the trial did not run: {err}"), None
         _write_model(None, model)
@@ -140,6 +152,25 @@ def train(
     if result.power_limit_w is not None:
         metrics.log_metric("power_limit_w", float(result.power_limit_w))
     return result
+
+
+def _record_stopped(request: TrialRequest, result: TrialResult, measured: PowerProfile | None) -> None:
+    """The stopped trial's result (and the profile it measured) in the store, as feedback would record them (the
+    module docstring); a store that cannot take them is said, not raised: the step is stopping."""
+    try:
+        store = open_store(resolve_store_uri(request.store_uri))
+        job_id = JobSpec.from_dict(json.loads(request.spec_json)).job_id
+        store.finish_trial(job_id, request.recurrence_id, int(request.attempt), result)
+        if measured is not None and not measured.is_empty:
+            store.write_profile(job_id, request.recurrence_id, int(request.attempt), measured)
+    except Exception as exc:  # the step is stopping: what it could not record, the run's own cleanup does
+        _say(f"train: could not record the stopped trial in the store: {exc}")
+
+
+def _say(line: str) -> None:
+    """Print a line of a stopping step: a run that stopped may have closed the step's output (module docstring)."""
+    with contextlib.suppress(OSError):
+        print(line, flush=True)
 
 
 def _runner(request: TrialRequest, *, data_dir: str, gpu: str) -> TrialRunner:

@@ -253,10 +253,10 @@ class ProgressProfiler:
 
     def _start(self, mode: str) -> None:
         self.mode, self.settled = mode, True
-        on_model_clock = getattr(self.gpu, "clock_kind", None) == "wall"
-        if on_model_clock:
-            self.gpu.use_model_clock()  # type: ignore[attr-defined]  (the simulated GPU; see its docstring)
-        if on_model_clock or mode == "step":  # the start of training is known (module docstring)
+        simulated_model = getattr(self.gpu, "clock_kind", None) is not None  # the simulated GPU (its docstring)
+        if simulated_model:
+            self.gpu.use_model_clock()  # type: ignore[attr-defined]  (from here only reported work is charged)
+        if simulated_model or mode == "step":  # the start of training is known (module docstring)
             self.from_training_start = True
             if self.on_training_start is not None:
                 self.on_training_start()

@@ -69,13 +69,15 @@ substitute_placeholders = _substitute
 
 
 def _open_parent_gpu(kind: str, num_gpus: int) -> GPU:
-    """The runner's own view of the GPUs; the simulated GPU here runs on wall time (it watches another process)
-    until the script's first report moves it to the model clock (zeus_kfp.power.simulated, "Plain scripts")."""
+    """The runner's own view of the GPUs. The simulated GPU here runs its model clock: it charges the work a
+    plain script reports and nothing else (zeus_kfp.power.simulated, "Plain scripts"), so a script that never
+    reports is charged nothing on it, as start-up is not: the model has no meter to read (a real GPU's
+    counter measures such a trial whole)."""
     gpu = open_gpu(kind)
     if isinstance(gpu, SimulatedGPU):
         gpu.close()
         model = PowerModel(epoch_samples=epoch_samples_from_env())
-        return SimulatedGPU(num_devices=num_gpus, model=model, clock="wall")
+        return SimulatedGPU(num_devices=num_gpus, model=model, clock="model")
     return gpu
 
 
@@ -263,15 +265,25 @@ class _Run:
         except (OSError, CollectorError) as exc:
             measured = self.monitor.end_window(TRIAL_WINDOW)
             return self._outcome(TrialStatus.FAILED, f"could not start {argv[0]!r}: {exc}", measured, "")
-        while proc.poll() is None:
-            if self.plain is not None and self.plain.poll() is not None:
-                proc.stop(grace_s)
-                break
-            if timeout_s is not None and time.monotonic() - started > timeout_s:
-                self.status, self.reason = TrialStatus.FAILED, f"timed out after {timeout_s:g} s"
-                proc.stop(grace_s)
-                break
-            time.sleep(poll_s)
+        try:
+            while proc.poll() is None:
+                if self.plain is not None and self.plain.poll() is not None:
+                    proc.stop(grace_s)
+                    break
+                if timeout_s is not None and time.monotonic() - started > timeout_s:
+                    self.status, self.reason = TrialStatus.FAILED, f"timed out after {timeout_s:g} s"
+                    proc.stop(grace_s)
+                    break
+                time.sleep(poll_s)
+        except KeyboardInterrupt as stop:  # SIGINT or SIGTERM (zeus_kfp.signals.Interrupted): measured like any end
+            self.status, self.reason = TrialStatus.FAILED, f"interrupted by {getattr(stop, 'signal_name', 'SIGINT')}"
+            proc.stop(grace_s)
+            stop.outcome = self._end(proc)  # type: ignore[attr-defined]  (the caller records it)
+            raise
+        return self._end(proc)
+
+    def _end(self, proc: CapturedProcess) -> TrialOutcome:
+        """The script has ended (or been stopped): its outcome, measured up to its end."""
         if self.zeus_aware:
             measured = self.monitor.end_window(TRIAL_WINDOW)
         returncode = proc.wait()
@@ -291,12 +303,15 @@ class _Run:
         self, returncode: int, oom: bool, proc: CapturedProcess, measured: Measurement, tail: str
     ) -> TrialOutcome:
         data = artifacts.read_result_json(self.log_dir)
-        if data is None or self.status is not None:  # no result written, or we had to stop it (timeout)
+        if data is None:  # no result written: what the runner measured from outside
             status = self.status or (TrialStatus.OOM if oom else TrialStatus.FAILED)
             reason = self.reason or f"exit code {returncode}, no result.json: {proc.stderr_text()}"
             return self._outcome(status, reason, measured, tail)
         result = artifacts.result_from_json(self.spec, data)
-        if result.status is TrialStatus.FAILED or returncode != 0:
+        if self.status is not None:  # we stopped it (timeout, interrupted): its own figures, our reason
+            reason = "; ".join(part for part in (self.reason, result.reason) if part)
+            result = dataclasses.replace(result, status=self.status, reason=reason)
+        elif result.status is TrialStatus.FAILED or returncode != 0:
             status = TrialStatus.OOM if oom else TrialStatus.FAILED
             reason = f"{result.reason}; exit code {returncode}: {proc.stderr_text()}".strip("; ")
             result = dataclasses.replace(result, status=status, reason=reason)  # same time/energy, same cost
