@@ -50,7 +50,7 @@ def test_show_and_the_plot_say_which_latest_profiles_are_unfinished():
 def test_a_trial_that_ends_mid_search_is_reported_unfinished_from_its_own_reason():
     gpu = SimulatedH200(dataclasses.replace(fitted(), window_noise=0.0))
     profiler = PowerLimitProfiler(gpu, cost_rate=lambda power, throughput: (0.5 * power + 350.0) / throughput)
-    train_for(gpu, profiler, 5.0)  # one window (up to 4 s) and a bit: the search has more to measure
+    train_for(gpu, profiler, 6.0)  # a 1 s first warm-up, two windows and a bit: the search has more to measure
     assert not profiler.done
     measured = profiler.profile().rows.assign(batch_size=256, trial=1)
     trials = pd.DataFrame({"trial": [1], "reason": [profiler.partial_note()]})

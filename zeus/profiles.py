@@ -36,8 +36,10 @@ PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("average_power_w", "float64"),
     ("throughput", "float64"),
     ("simulated", "bool"),
+    ("gpu", "string"),  # the GPU model that measured the row (NVML's name); "" where not recorded (older profiles)
 )
 PROFILE_COLUMNS = tuple(name for name, _ in PROFILE_SCHEMA)
+MAX_GPU_NAME = 200  # characters of a GPU model's name
 PROFILE_PHASES = ("train", "eval")  # training steps at each limit; eval at the chosen one
 # In a trial's reason when it has no profile because its metrics could not pace the profiler (zeus_kfp.train.progress);
 # the report reads it back (zeus_kfp.report.numbers.limit_note), so it is declared here, below both.
@@ -72,8 +74,19 @@ PROFILE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         "finite numbers > 0 (work per second: a row that did no work measured nothing)",
     ),
     "simulated": (_is_flag, "true or false"),
+    "gpu": (
+        lambda value: isinstance(value, str) and len(value) <= MAX_GPU_NAME,
+        f'a GPU model\'s name of at most {MAX_GPU_NAME} characters ("" where not known)',
+    ),
 }
 assert set(PROFILE_RULES) == set(PROFILE_COLUMNS)
+# Columns a producer may leave out, and what they read as then: profiles written before the column existed.
+OPTIONAL_COLUMNS = {"gpu": ""}
+
+
+def _with_optional(frame: pd.DataFrame) -> pd.DataFrame:
+    missing = {name: value for name, value in OPTIONAL_COLUMNS.items() if name not in frame.columns}
+    return frame.assign(**missing) if missing else frame
 
 
 def check_profile(frame: Any) -> pd.DataFrame:
@@ -95,6 +108,7 @@ def check_profile(frame: Any) -> pd.DataFrame:
     columns = list(PROFILE_COLUMNS)
     if not isinstance(frame, pd.DataFrame):
         raise JobSpecError("profile", type(frame).__name__, f"a pandas DataFrame with columns {columns}")
+    frame = _with_optional(frame)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise JobSpecError("profile", list(frame.columns), f"columns {columns} (missing {missing})")
@@ -129,6 +143,8 @@ class PowerProfile:
     def of(cls, rows: Iterable[dict] | pd.DataFrame, **identity: int | None) -> PowerProfile:
         """Rows (dicts, or a frame with at least PROFILE_COLUMNS) as a profile, typed per PROFILE_SCHEMA."""
         frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=list(PROFILE_COLUMNS))
+        frame = _with_optional(frame)
+        frame = frame.assign(**{name: frame[name].fillna(value) for name, value in OPTIONAL_COLUMNS.items()})
         return cls(frame.loc[:, list(PROFILE_COLUMNS)].astype(dict(PROFILE_SCHEMA)).reset_index(drop=True), **identity)
 
     @classmethod
@@ -147,6 +163,12 @@ class PowerProfile:
     def simulated(self) -> bool:
         """Whether any figure came from no real GPU."""
         return bool(self.rows["simulated"].any())
+
+    @property
+    def gpu(self) -> str:
+        """The GPU model that measured it ("" where not recorded): it is reused only on that model."""
+        named = [str(name) for name in self.rows["gpu"].unique() if name]
+        return " + ".join(named)
 
     def train_rows(self) -> np.ndarray:
         """A mask of the valid training rows (power and throughput positive and finite): what a limit is
@@ -185,7 +207,7 @@ class PowerProfile:
     @classmethod
     def from_csv(cls, source: str | Path | Any) -> PowerProfile:
         """A profile from `to_csv`'s text (a path or a file object); ValueError naming missing columns."""
-        frame = pd.read_csv(source)
+        frame = _with_optional(pd.read_csv(source))
         missing = set(PROFILE_COLUMNS) - set(frame.columns)
         if missing:
             raise ValueError(f"{source}: profile lacks columns {sorted(missing)}")

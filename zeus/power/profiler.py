@@ -44,8 +44,10 @@ spanning covers it. Eval is profiled at the chosen limit over as many eval passe
 last `min_window_s`.
 
 Where limits may not be set (no SYS_ADMIN, no zeusd) the profiler measures one window at the limit
-in force and says so ("measure only"); a refusal met mid-way falls back the same way. `agree` makes
-a chosen limit the one every rank trains at (rank 0's, broadcast; zeus_kfp.train.distributed).
+in force and says so ("measure only"); a refusal met mid-way falls back the same way. A stored profile
+is reused or continued only on the GPU model that measured it (each row names it: `gpu`); on another
+model the trial profiles afresh. `agree` makes a chosen limit the one every rank trains at (rank 0's,
+broadcast; zeus_kfp.train.distributed).
 `restore()` puts every GPU at its resting limit (zeus_kfp.power.gpu.resting_limits: the device's default, or
 an administrator's stated cap), never the limit found at the trial's start, which a trial killed mid-profile may
 have left; callers run it in `finally` and on signals, and the next trial's start rests the GPU again
@@ -66,7 +68,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zeus_kfp.power.gpu import GPU, REAL_METER, resting_limits
+from zeus_kfp.power.gpu import GPU, REAL_METER, gpu_model, resting_limits
 from zeus_kfp.power.monitor import EnergyMonitor, Measurement
 from zeus_kfp.power.precision import WindowNoise
 from zeus_kfp.power.profile_params import ProfileParams, candidate_limits
@@ -182,6 +184,8 @@ class PowerLimitProfiler:
         self.search = LimitSearch(tuple(self.limits), self.selector, self.how, confirm=self.noisy)
         self.rows: list[dict] = []
         self.state: State = Ready(0)
+        self.model = gpu_model(gpu)  # every row says which GPU model measured it
+        self.other_model = ""  # the model a stored profile was measured on, where not this one (not reused)
         self.resumed_rows = 0  # rows of a stored unfinished profile this trial continues
         self.cancelled_windows = 0
         self.invalid_windows = 0  # reads that found the energy counter had not moved (void, re-measured)
@@ -194,7 +198,12 @@ class PowerLimitProfiler:
         self._warmed_up = False  # the trial's first warm-up has begun (the module docstring, "Warm-up")
         self._warned_void = False
         self._current: float | None = None
-        if reuse is not None and not reuse.is_empty:
+        if reuse is not None and not reuse.is_empty and reuse.gpu != self.model:
+            self.other_model = reuse.gpu or "a GPU it does not name (stored before profiles named theirs)"
+            log.info(
+                "the stored power profile was measured on %s, not %s: profiling again", self.other_model, self.model
+            )
+        elif reuse is not None and not reuse.is_empty:
             if not reuse.is_usable():
                 log.warning("the stored power profile has no valid train rows (zero power); profiling again")
             elif self.search.is_complete(reuse):
@@ -415,6 +424,7 @@ class PowerLimitProfiler:
             "average_power_w": float(power),
             "throughput": float(throughput),
             "simulated": bool(self.gpu.simulated),
+            "gpu": self.model,
         }
 
     # -- outputs -------------------------------------------------------------------------------
@@ -438,6 +448,12 @@ class PowerLimitProfiler:
         profile = self.profile()
         return choose_limit(profile, self.selector) if profile.is_usable() else None
 
+    def reuse_note(self) -> str:
+        """For a trial handed a profile another GPU model measured: why it profiled again ("" otherwise)."""
+        if not self.other_model:
+            return ""
+        return f"the stored profile was measured on {self.other_model}, not this {self.model}: profiled again"
+
     def partial_note(self) -> str:
         """For a trial that ended before profiling finished: what its limit was chosen among ("" otherwise)."""
         if self.done or self.best_limit() is None:
@@ -451,7 +467,7 @@ class PowerLimitProfiler:
         """How profiling went, for result.json and device checks (not part of the stored profile table)."""
         counts = (
             "min_window_s", "max_window_s", "invalid_windows", "cancelled_windows", "spanned_epochs", "profiling_s",
-            "gave_up", "resumed_rows",
+            "gave_up", "resumed_rows", "model", "other_model",
         )  # fmt: skip
         return {
             "done": self.done,

@@ -244,9 +244,12 @@ def _run(
 def _measured_more(measured: PowerProfile | None, reuse: PowerProfile | None) -> bool:
     """Whether the trial measured a profile to store: always when it reused none; when it continued an
     unfinished one (zeus_kfp.power.search), the grown profile (the stored rows and its own) is stored as its
-    own, so the next trial continues from there; a trial that trained at a final profile stores nothing."""
+    own, so the next trial continues from there; a trial that trained at a final profile stores nothing; one on
+    another GPU model than the stored profile's profiled afresh, and stores its own."""
     if measured is None or reuse is None:
         return measured is not None
+    if measured.gpu != reuse.gpu:  # measured on another GPU model than the stored one: a profile of its own
+        return not measured.is_empty
     return int(measured.train_rows().sum()) > int(reuse.train_rows().sum())
 
 

@@ -99,7 +99,14 @@ def table(found: list[dict[str, Any]]) -> pa.Table:
 
 
 def checked_table(key: str, arrow: pa.Table) -> pa.Table:
-    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types)."""
-    if arrow.schema.remove_metadata() != ROW_SCHEMA:
+    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types), or in the schema of this format
+    before the fields added since (fields_table.ADDED): then those columns are null, as in its entries."""
+    schema = arrow.schema.remove_metadata()
+    if schema == ROW_SCHEMA:
+        return arrow
+    earlier = pa.schema([f for f in ROW_SCHEMA if f.name not in fields_table.ADDED])
+    if schema != earlier:
         raise CorruptObjectError(key, "not in the log's row schema")
+    for name in fields_table.ADDED:
+        arrow = arrow.append_column(ROW_SCHEMA.field(name), pa.nulls(arrow.num_rows, ROW_SCHEMA.field(name).type))
     return arrow

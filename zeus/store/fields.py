@@ -138,9 +138,14 @@ FIELDS = (
     _text("drift_detector"),
     _float("drift_stat", -math.inf),
     _float("drift_threshold"),
+    # added within format 1, after its first release (ADDED): a snapshot written before lacks the column
+    _text("gpu"),  # a profile row's GPU model (zeus_kfp.profiles)
 )
 BY_NAME = {f.name: f for f in FIELDS}
-PROFILE_ROW_FIELDS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated")
+# Fields added to the row schema within this format, last in it: a snapshot written before them is read with the
+# column null in every row (entries.checked_table), as its entries were written without it.
+ADDED = ("gpu",)
+PROFILE_ROW_FIELDS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated", "gpu")
 GATE_FIELDS = tuple(f.name for f in dataclass_fields(GateRequest))
 GATE_NULLABLE = ("drift_stat", "drift_threshold")  # null where no drift detector ran
 TRIAL = ("recurrence_id", "attempt")

@@ -314,8 +314,9 @@ class ProgressProfiler:
         if self.mode is None:
             return [UNPROFILED_NOTE]
         notes = ["profiled from outside: " + UNIT_NOTES[self.mode].format(batch_size=self.batch_size)]
-        partial = self.profiler.partial_note() if self.profiler is not None else ""
-        return [*notes, partial] if partial else notes
+        if self.profiler is not None:
+            notes += [note for note in (self.profiler.reuse_note(), self.profiler.partial_note()) if note]
+        return notes
 
     def summary(self) -> dict[str, object] | None:
         """For result.json: how profiling went, and on which counter."""

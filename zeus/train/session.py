@@ -192,8 +192,8 @@ class ZeusTrial:
             if not self.gpu.can_set_limits:
                 notes.append(measure_only_note(self.gpu))
             limit = self.profiler.best_limit() if self.profiler is not None else None
-            if self.profiler is not None and self.profiler.partial_note():
-                notes.append(self.profiler.partial_note())
+            if self.profiler is not None:
+                notes += [note for note in (self.profiler.reuse_note(), self.profiler.partial_note()) if note]
             self.result = TrialResult.build(
                 self.env,
                 batch_size=self.env.batch_size,
