@@ -28,6 +28,7 @@ TABLE = {
     "peer_bso.py": "| decision (`bandit` vs `GET /jobs/batch_size`), median |",
     "pipeline.py": "worst orchestration overhead per attempt:",
     "policy.py": "perturbed jobs: 3 generated from seed 2",
+    "power_pipeline.py": "stand-in h200 pipeline: pick/optimum cost ratio by recurrence 1",
     "power_replay.py": "h200 resnet18 bs256: pick/optimum cost ratio",
     "noise_prior.py": "fitted noise prior: s0 (cv)",
     "overlap.py": "where the regret goes, turning-walk",
