@@ -18,8 +18,12 @@ Steps (each one's failure is caught, reported, and the next step still runs):
    so JIT profiling covers every limit. Reports the profile table, the chosen limit, how many
    windows were void (the energy counter had not moved) and the total profiling time. Pass
    --min-window-s 0 to see what windows shorter than the counter's ~100 ms steps read.
-Everything is written as JSON to --out. All figures here are MEASURED (simulated=False). What it
-measured on an H200: benchmarks/RESULTS.md, "On a real GPU".
+6. sweep (`--sweep`): benchmarks/gpu_sweep.py: a compute-bound plain script (examples/train_gpu_plain.py) swept
+   over every limit from outside, then run through `zeus-kfp run` for three recurrences: the pipeline's pick
+   against the sweep's optimum, and the profiling windows it spent. Built and tested on the stand-in H200
+   (`--sweep --standin`, every figure SIMULATED there).
+Everything is written as JSON to --out. All figures here are MEASURED (simulated=False), but those of
+`--standin`. What it measured on an H200: benchmarks/RESULTS.md, "On a real GPU".
 """
 
 from __future__ import annotations
@@ -288,6 +292,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--profile-epochs", type=int, default=PROFILE_EPOCHS)
     parser.add_argument("--profile-timeout", type=float, default=150.0)
     parser.add_argument("--min-window-s", type=float, default=None, help="override NVML's 1 s (0: Zeus's count-only)")
+    parser.add_argument("--sweep", action="store_true", help="also the sweep step (benchmarks/gpu_sweep.py)")
+    parser.add_argument("--standin", action="store_true", help="the sweep on the stand-in H200 (simulated)")
+    parser.add_argument("--sweep-args", default="", help="more options of gpu_sweep.py, e.g. '--passes 1'")
     parser.add_argument("--smoke", action="store_true", help="the smallest run (tests/test_benchmarks_smoke.py)")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -316,6 +323,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 max_w, args.batch_size, args.profile_timeout, epochs=args.profile_epochs, min_window_s=args.min_window_s
             ),
         )
+    if args.sweep:
+        import shlex
+
+        import gpu_sweep  # benchmarks/gpu_sweep.py, beside this script
+
+        extra = [*shlex.split(args.sweep_args), *(["--standin"] if args.standin else [])]
+        run_step(report, "sweep", lambda: gpu_sweep.main(["--out", str(Path(args.out).with_suffix(".sweep.json")),
+                                                          *extra]))  # fmt: skip
     report["ok"] = all(v.get("ok", True) for v in report.values() if isinstance(v, dict))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))

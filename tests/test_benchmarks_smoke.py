@@ -23,6 +23,7 @@ TABLE = {
     "drift.py": "drift: regret after the shift",
     "equivalence.py": "identical trial by trial:",
     "gpu_check.py": "all steps ok:",  # False without a GPU: each step reports its failure, the check still runs
+    "gpu_sweep.py": "gpu sweep (SIMULATED (stand-in H200)): pick/optimum cost ratio by recurrence 1",
     "hung_server.py": "failed after",
     "peer_ab.py": '"decision_ms":',
     "peer_bso.py": "| decision (`bandit` vs `GET /jobs/batch_size`), median |",

@@ -63,3 +63,28 @@ def test_the_profiling_step_runs_the_example_until_every_limit_is_profiled(fake_
     assert out["chosen_limit_w"] in [r["power_limit_w"] for r in out["profile"]] and out["profiling_s"] > 0
     assert out["result"]["status"] == "not_reached" and out["result"]["simulated"]
     assert out["limits_final_w"] == out["limits_before_w"] == [300.0, 300.0]
+
+
+@pytest.mark.slow
+def test_the_sweep_step_sweeps_every_limit_and_runs_the_pipeline_on_the_standin(gpu_check, tmp_path, monkeypatch):
+    """What a lent GPU needs only `gpu_check.py --sweep` for, run here on the stand-in H200 (every figure simulated):
+    each limit from 700 W down to 200 W in 25 W steps measured twice (down, then up), then `zeus-kfp run` at the
+    same batch size, its pick read against the sweep, and the GPU left at its default limit."""
+    import sys
+
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.chdir(tmp_path)
+    report = gpu_check.main(["--out", str(tmp_path / "c.json"), "--skip-trial", "--sweep", "--standin",
+                             "--sweep-args", "--recurrences 2 --window-s 1.5 --warmup-s 0.5"])  # fmt: skip
+    sweep = report["sweep"]
+    assert sweep["ok"], sweep.get("error")
+    found = sweep["result"]
+    limits = [row["power_limit_w"] for row in found["sweep"]]
+    ladder = [700.0 - 25.0 * i for i in range(21)]
+    assert limits == ladder + ladder[::-1] and found["simulated"]
+    assert 200.0 < found["optimum_w"] <= 325.0  # the stand-in's curve: its cost falls below the draw (about 307 W)
+    picks = found["picks"]
+    assert [p["recurrence"] for p in picks] == [1, 2] and all(p["status"] == "reached" for p in picks)
+    assert all(p["ratio"] >= 1.0 and p["windows"] >= 2 for p in picks)
+    assert found["left_at_w"] == [700.0]
