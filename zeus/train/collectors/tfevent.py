@@ -17,8 +17,14 @@ name in the directory and in every subdirectory, and a metric named with a direc
 name}}"); so name the directory when several hold the tag (`train/`, `test/`), as Katib's docs say.
 Other scalars are named by their tag, prefixed with the event file's directory relative to the
 collector's (`test/loss`). Unlike Katib, a tag must equal the name, not merely start with it
-(Katib's prefix test reads `accuracy_top5` as `accuracy`). Each scalar is one observation with the
-event's step and wall time; a tag named "epoch" or "step", in any directory, sets that counter.
+(Katib's prefix test reads `accuracy_top5` as `accuracy`). Each scalar is one observation at the
+event's wall time.
+
+Progress: only the job's metric's own tag carries its events' steps, and a tag named as a counter
+(`epoch`, `step`, `global_step`, ...; zeus_kfp.train.collectors.counters), in any directory, sets that
+counter (at its event's step). Other tags' observations carry no step: most scripts log `Loss/train`
+at the global step and `Accuracy/val` at the epoch index, and one counter fed from both would go
+back and forth between the two (a trial charged 4x the work it did).
 
 Event files already in the directory when the trial starts are not the trial's (`claim`): a
 SummaryWriter always writes a new file, so an earlier trial's files are left where they are and
@@ -31,7 +37,8 @@ import shutil
 from pathlib import Path
 
 from zeus_kfp.train.collectors.collector import CollectorError
-from zeus_kfp.train.collectors.observation import PROGRESS_NAMES, Observation, make_observations
+from zeus_kfp.train.collectors.counters import counter_kind
+from zeus_kfp.train.collectors.observation import Observation, make_observations
 
 EVENT_FILE_MARK = "tfevents"  # TensorBoard's own test for an event file name
 SCALARS_PLUGIN = "scalars"
@@ -41,7 +48,7 @@ KEPT_DIR = "collected/tfevents"  # where `keep` copies the event files in the tr
 def metric_name_of(relative_dir: str, tag: str, metric_name: str) -> str:
     """The name an observation of `tag` in `relative_dir` (POSIX, "." for the collector's own) gets
     (the module docstring's rules)."""
-    if tag in PROGRESS_NAMES or ("/" not in metric_name and tag == metric_name):
+    if counter_kind(tag) is not None or ("/" not in metric_name and tag == metric_name):
         return tag
     name = tag if relative_dir == "." else f"{relative_dir}/{tag}"
     if "/" in metric_name and (name == metric_name or name.endswith("/" + metric_name)):
@@ -112,7 +119,9 @@ class TFEventCollector:
                         if scalar is None:
                             continue
                         name = metric_name_of(relative, value.tag, self.metric_name)
-                        out += make_observations([(name, scalar)], step=int(event.step), at=float(event.wall_time))
+                        progress = name == self.metric_name or counter_kind(value.tag) is not None
+                        step = int(event.step) if progress else None  # the module docstring's "Progress"
+                        out += make_observations([(name, scalar)], step=step, at=float(event.wall_time))
             self.scalars_read += len(out)
             # In the order the script wrote them across its writers (train/, validation/ are two files), as far
             # as this read sees them: the stop rules and the cost replay read them in order.
