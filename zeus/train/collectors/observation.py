@@ -43,16 +43,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from zeus_kfp.train.collectors.counters import (
-    COUNTER_NAMES,
-    EPOCH,
-    STEP,
-    line_counters,
-    pair_counters,
-)
+from zeus_kfp.train.collectors.counters import EPOCH, STEP, line_counters, pair_counters
 from zeus_kfp.train.metrics import MAX_LINE_CHARS, finite_number, parse_line
 
-PROGRESS_NAMES = tuple(COUNTER_NAMES)  # the names that are counters (any case; see counters.py)
 KATIB_RECORD_KEYS = ("metric", "value")
 TIMESTAMP_KEY = "timestamp"  # Katib's JSON-file collector reads the time from this key
 _FRACTION = re.compile(r"(\.\d{6})\d+")  # RFC 3339 nanoseconds; datetime keeps microseconds
