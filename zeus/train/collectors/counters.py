@@ -39,8 +39,9 @@ EPOCH, STEP = "epoch", "step"
 COUNTER_NAMES = {"epoch": EPOCH, "global_step": STEP, "step": STEP, "iteration": STEP, "iter": STEP}
 _ORDER = tuple(COUNTER_NAMES)  # where a line names several step counters, the first of these wins
 
+_NAMES = "|".join(sorted(COUNTER_NAMES, key=len, reverse=True))
 NAMED_COUNTER = re.compile(
-    r"(?<![\w./-])(?P<name>global_step|epoch|step|iteration|iter)['\"]?"  # the name, a word of its own
+    rf"(?<![\w./-])(?P<name>{_NAMES})['\"]?"  # the name, a word of its own
     r"(?:\s*[=:]\s*|\s+)\[?"  # `=`, `:` or spaces between name and number
     r"(?P<value>\d+(?:\.\d+)?)(?!\w|\.\d)",  # the number, not the start of a longer word or number
     re.IGNORECASE,
@@ -48,7 +49,7 @@ NAMED_COUNTER = re.compile(
 
 
 def counter_kind(name: str) -> str | None:
-    """ "epoch" or "step" for a counter's name (any case), None for any other name."""
+    """The counter (EPOCH or STEP) a name (any case) is; None for any other name."""
     return COUNTER_NAMES.get(name.lower())
 
 
