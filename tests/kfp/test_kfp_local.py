@@ -76,7 +76,8 @@ def test_three_recurrences_retry_loop_and_store(s3_store_uri, tmp_path):
     from zeus_kfp.train.collectors.tfevent import TFEventCollector
 
     run_dir = sync_logs(store, SPEC.job_id, tmp_path / "tb")
-    costs = sorted((o.step, o.value) for o in TFEventCollector(run_dir).finish() if o.metric == "recurrence/cost")
+    cost_tag = "recurrence/cost"  # read as the job's metric: its own tag carries its steps
+    costs = sorted((o.step, o.value) for o in TFEventCollector(run_dir, cost_tag).finish() if o.metric == cost_tag)
     assert [step for step, _ in costs] == [1, 2, 3]
     assert [cost for _, cost in costs] == pytest.approx([s.cost for s in summaries], rel=1e-6)  # float32 in events
 

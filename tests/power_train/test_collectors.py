@@ -78,17 +78,42 @@ def test_stdout_collector_reads_katib_lines_json_records_and_only_rank_0(tmp_pat
         """,
     )
     collector = StdoutCollector(KATIB)
-    proc = CapturedProcess(command, cwd=tmp_path, env={}, on_stdout_line=collector.feed)
+    proc = CapturedProcess(command, cwd=tmp_path, env={}, on_line=collector.feed)
     assert proc.wait(HANG_S) == 0
     proc.join_output()
     got = collector.finish()
     assert keys(got) == [
         ("epoch", 1.0, 1, 10), ("step", 10.0, 1, 10), ("accuracy", 0.5, 1, 10),
         ("accuracy", 0.75, 2, 20),
-        ("loss", 0.25, None, None),
-        ("accuracy", 0.9, None, 30), ("step", 30.0, None, 30),
+        ("loss", 0.25, 2, 20),  # no counter of its own: the last ones the script named
+        ("accuracy", 0.9, 2, 30), ("step", 30.0, 2, 30),
     ]  # fmt: skip
     assert got[-1].time == 1700000000.5
+
+
+def test_stdout_collector_reads_stderr_too_as_one_source_in_arrival_order(tmp_path):
+    """Keras's epoch line on stdout, the metric through Python's logging on stderr (its default stream): one
+    source, so the epoch carries to the metric. The script waits for the test to have read the epoch line
+    before it logs, so the order the lines arrive in is the order they were written."""
+    command = write_script(
+        tmp_path,
+        "two_streams.py",
+        ACK_WAIT
+        + """
+        import logging
+        logging.basicConfig(level=logging.INFO)  # stderr, `INFO:root:...`
+        print("Epoch 1/2", flush=True)
+        wait_ack(0)
+        logging.info("val_acc=0.61")
+        """.replace("\n        ", "\n"),
+    )
+    collector = StdoutCollector(KATIB)
+    proc = CapturedProcess([*command, str(tmp_path)], cwd=tmp_path, env={}, on_line=collector.feed)
+    got = collect_with_acks(collector, proc, tmp_path, ack_after=[1])
+    assert keys(got) == [("epoch", 1.0, 1, None), ("val_acc", 0.61, 1, None)]
+    proc.join_output()
+    assert (tmp_path / "stderr.log").read_text() == "INFO:root:val_acc=0.61\n"  # each stream's log as it was
+    assert (tmp_path / "stdout.log").read_text() == "Epoch 1/2\n"
 
 
 def test_file_collector_tails_a_log_through_rotation(tmp_path):
@@ -180,13 +205,34 @@ def test_tfevent_collector_reads_scalars_written_by_torch_summary_writer(tmp_pat
         """.replace("\n        ", "\n"),
     )
     proc = CapturedProcess([*command, str(logdir), str(tmp_path)], cwd=tmp_path, env={})
-    got = collect_with_acks(TFEventCollector(logdir), proc, tmp_path, ack_after=[4])
-    assert sorted(keys(got), key=lambda k: (k[3], k[0])) == [
-        ("accuracy", 0.5, None, 1), ("train/loss", 0.5, None, 1),
-        ("accuracy", 0.625, None, 2), ("train/loss", 0.375, None, 2),
-        ("accuracy", 0.75, None, 3), ("epoch", 1.0, 1, 3),
+    got = collect_with_acks(TFEventCollector(logdir, "accuracy"), proc, tmp_path, ack_after=[4])
+    assert sorted(keys(got), key=lambda k: (k[0], k[1])) == [
+        ("accuracy", 0.5, None, 1), ("accuracy", 0.625, None, 2), ("accuracy", 0.75, None, 3),
+        ("epoch", 1.0, 1, 3),
+        ("train/loss", 0.375, None, None), ("train/loss", 0.5, None, None),  # not the job's metric: no step
     ]  # fmt: skip
     assert all(o.time is not None and o.time > 1.6e9 for o in got)  # the events' own wall times
+
+
+def test_tfevent_progress_comes_from_the_job_metrics_own_tag_only(tmp_path):
+    """As most scripts log: the loss at the global step, the validation accuracy at the epoch index. Only the
+    job's metric's steps are progress; the loss's steps would take one counter back and forth. They tell the
+    metric's axis: logged below a step the loss has reached, the metric is at the epoch index, read as epochs."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(tmp_path / "tb")) as writer:
+        for epoch in range(2):
+            for step in range(epoch * 3, epoch * 3 + 3):
+                writer.add_scalar("Loss/train", 1.0 / (step + 1), step)
+            writer.add_scalar("Accuracy/val", 0.5 + epoch / 4, epoch)
+    got = TFEventCollector(tmp_path / "tb", "Accuracy/val").finish()
+    assert [k for k in keys(got) if k[2] is not None or k[3] is not None] == [
+        ("Accuracy/val", 0.5, 0, None),
+        ("Accuracy/val", 0.75, 1, None),
+    ]
+    assert sorted(round(k[1], 4) for k in keys(got) if k[0] == "Loss/train") == [0.1667, 0.2, 0.25, 0.3333, 0.5, 1.0]
+    at_global_step = TFEventCollector(tmp_path / "tb", "Loss/train").finish()  # the same files, the loss the metric
+    assert sorted(o.step for o in at_global_step if o.step is not None) == [0, 1, 2, 3, 4, 5]
 
 
 def test_tfevent_metric_is_found_in_every_subdirectory_unless_named_with_one_as_in_katib(tmp_path):
@@ -273,7 +319,7 @@ def test_prometheus_collector_scrapes_a_prometheus_client_server(tmp_path):
         """,
     )
     ports: list[str] = []
-    proc = CapturedProcess(command, cwd=tmp_path, env={}, on_stdout_line=ports.append)
+    proc = CapturedProcess(command, cwd=tmp_path, env={}, on_line=ports.append)
     try:
         deadline = time.monotonic() + HANG_S
         while not ports and time.monotonic() < deadline:
@@ -302,7 +348,9 @@ def free_port() -> int:
 
 
 def test_bad_sources_name_the_collector_and_the_source(tmp_path):
-    with pytest.raises(CollectorSpecError, match=r"stdOut collector \(the script's stdout\).*metricsFormat.*'\(acc'"):
+    with pytest.raises(
+        CollectorSpecError, match=r"stdOut collector \(the script's stdout and stderr\).*metricsFormat.*'\(acc'"
+    ):
         CollectorSpec.parse({"source": {"filter": {"metricsFormat": ["(acc"]}}})
     with pytest.raises(CollectorError, match=r"file collector \(.*missing.log, text\): the file was never created"):
         FileCollector(tmp_path / "missing.log", "text", KATIB).finish()

@@ -51,7 +51,7 @@ def feed(plain: PlainTrial, gpu: MeterStandIn, lines: list[tuple[float, str]]) -
     """Each (seconds later, line) as the script prints it; the runner polls after every line."""
     for seconds, line in lines:
         gpu.now += seconds
-        plain.on_stdout_line(line)
+        plain.on_line(line)
         if plain.poll() is not None:
             return
 

@@ -241,6 +241,7 @@ def test_a_stored_profile_is_held_from_the_start_without_any_counter():
             "average_power_w": [200.0, 120.0, 99.0, 190.0, 180.0, 170.0, 110.0],
             "throughput": [1000.0, 900.0, 500.0, 300.0, 300.0, 300.0, 300.0],
             "simulated": [True] * 7,
+            "gpu": [PowerModel().name] * 7,  # measured on this model
         }
     )
     gpu = SimulatedGPU(clock="wall")
@@ -248,6 +249,11 @@ def test_a_stored_profile_is_held_from_the_start_without_any_counter():
     assert gpu.get_power_limit(0) == 150.0 == progress.power_limit()  # (0.5*120+125)/900 is the cheapest
     assert progress.notes() == []
     progress.close()
+    # The same profile measured on another GPU model is not reused: the trial profiles afresh, and says why
+    elsewhere = SimulatedGPU(clock="wall")
+    other = drive(elsewhere, [Observation("accuracy", 0.1)], reuse=PowerProfile.of(stored.assign(gpu="NVIDIA A100")))
+    assert not other.profiler.reused and other.profile().rows["power_limit_w"].tolist() == [250.0]
+    assert "measured on NVIDIA A100, not this Simulated V100" in " ".join(other.notes())
     assert gpu.get_power_limit(0) == 250.0
 
 

@@ -57,10 +57,13 @@ def three_reports(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def by_tag(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    out: dict[str, list[tuple[int, float]]] = {}
-    for obs in TFEventCollector(run_dir).finish():
-        out.setdefault(obs.metric, []).append((obs.step, obs.value))
-    return {tag: sorted(points) for tag, points in out.items()}
+    """Each tag's (step, value) points, read as Katib's collector reads a job's metric (only the job's metric's
+    own tag carries its steps)."""
+    tags = {obs.metric for obs in TFEventCollector(run_dir).finish()}
+    return {
+        tag: sorted((obs.step, obs.value) for obs in TFEventCollector(run_dir, tag).finish() if obs.metric == tag)
+        for tag in tags
+    }
 
 
 def test_three_recurrences_synced_by_zeus_kfp_tensorboard(three_reports, tmp_path):

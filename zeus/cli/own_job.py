@@ -28,13 +28,13 @@ from zeus_kfp.job import JobSpec
 from zeus_kfp.settings import settings_of
 
 PATTERN_HELP = (
-    "--plain: regex for the metric lines, with 2 groups (name, value) or named groups name, value and epoch or step "
-    "(the progress counter profiling needs), e.g. '[Ee]poch (?P<epoch>\\d+)/\\d+.*?(?P<name>val_acc): "
-    "(?P<value>[0-9.]+)'. Default: Katib's name=value."
+    "--plain: regex for the metric lines (stdout and stderr), with 2 groups (name, value), e.g. "
+    "'(val_acc)=([0-9.]+)', or named groups name and value. A counter the line names (Epoch 3/10, step=200, "
+    "'epoch': 1.0) is read whatever the pattern. Default: Katib's name=value."
 )
 COLLECTOR_HELP = (
     "A plain script's (--plain) metrics collector: Katib's metricsCollectorSpec as JSON or YAML, or @file.yaml "
-    "(default: stdout, Katib's name=value pattern)."
+    "(default: stdout and stderr, Katib's name=value pattern)."
 )
 KEEP_HELP = (
     "Files your script saves that each trial keeps as its model: comma-separated globs relative to the trial's "

@@ -5,9 +5,12 @@ ended, every epoch of the trial spent (79 s for 12 epochs in a user's trial), an
 named neither what the script did report nor the lines that held the metric. Here the trial fails as soon
 as the output shows two epochs without the job's metric, with what was seen and a pattern to try.
 
-"Two epochs of output": two different epoch numbers, read from the collected observations' counters or
-from stdout lines that say `epoch 3` / `Epoch 3/10` / `epoch=3` in any case. A script whose output shows
-no epoch number at all (a TensorBoard-only script, say) is judged when it ends, with the same message.
+"Two epochs of output": two different epochs, read from the collected observations' counters or from
+the lines the script prints (stdout and stderr) that name an epoch (`epoch 3`, `Epoch 3/10`, `epoch=3`,
+`'epoch': 0.32`; the rules of zeus_kfp.train.collectors.counters). A fractional epoch counts as the epoch
+it is part of (0.32 and 1.0 are the first; 1.32 is the second), so HuggingFace Trainer's loss lines within
+an epoch do not count as epochs. A script whose output shows no epoch number at all (a TensorBoard-only
+script, say) is judged when it ends, with the same message.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import re
 from collections import Counter
 
 from zeus_kfp.train.collectors import Observation
+from zeus_kfp.train.collectors.counters import EPOCH, counter_kind, epoch_index, line_counters
 
-EPOCH_WORD = re.compile(r"\bepoch\b\W{0,3}(\d+)", re.IGNORECASE)
-NUMBER_AFTER = r"\W{{1,4}}(?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)"
+NUMBER_AFTER = r"\W{1,4}(?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)"
 EPOCHS_BEFORE_FAILING = 2
 KEEP_LINES = 3  # the lines that mention the metric, shown in the error
 
@@ -30,12 +33,14 @@ class MetricWatch:
         self.metric_name, self.source = metric_name, source
         self.names: Counter[str] = Counter()  # the metric names the collector read, and how often
         self.epochs: set[int] = set()
-        self.mentions: list[str] = []  # stdout lines that hold the metric's name
+        self.mentions: list[str] = []  # printed lines that hold the metric's name
         self.seen_metric = False
 
     def on_line(self, line: str) -> None:
-        """A stdout line, as the script printed it."""
-        self.epochs.update(int(match) for match in EPOCH_WORD.findall(line))
+        """A line of the script's stdout or stderr, as the script printed it."""
+        epoch = line_counters(line).get(EPOCH)
+        if epoch is not None:
+            self.epochs.add(epoch_index(epoch))
         if self.metric_name in line and len(self.mentions) < KEEP_LINES:
             self.mentions.append(line.strip()[:200])
 
@@ -44,7 +49,7 @@ class MetricWatch:
             self.seen_metric = True
         self.names[observation.metric] += 1
         if observation.epoch is not None:
-            self.epochs.add(observation.epoch)
+            self.epochs.add(epoch_index(observation.epoch))
 
     def missing(self) -> str | None:
         """The failure reason once two epochs of output came without the metric; None until then."""
@@ -55,7 +60,7 @@ class MetricWatch:
     def reason(self, when: str = "") -> str:
         """Why the metric counts as not reported: what was seen instead, and a pattern to try."""
         parts = [f"{self.source}: the script never reported {self.metric_name!r}" + (f" {when}" if when else "")]
-        others = [name for name, _ in self.names.most_common(8) if name.lower() not in ("epoch", "step")]
+        others = [name for name, _ in self.names.most_common(8) if counter_kind(name) is None]
         parts.append(f"metrics it did report: {', '.join(others)}" if others else "no metric was read from it")
         if self.mentions:
             parts.append("lines that mention it: " + " | ".join(self.mentions))
@@ -64,11 +69,6 @@ class MetricWatch:
 
 
 def suggest_pattern(line: str, metric_name: str) -> str:
-    """A named-group pattern (zeus_kfp.train.metrics) that reads `metric_name` from a line like `line`, with the
-    line's epoch number as the progress counter when it shows one."""
-    pattern = f"(?P<name>{re.escape(metric_name)}){NUMBER_AFTER.format()}"
-    epoch = EPOCH_WORD.search(line)
-    if epoch and epoch.start() < line.find(metric_name):
-        word = line[epoch.start() : epoch.start() + len("epoch")]
-        pattern = f"{re.escape(word)}\\W{{0,3}}(?P<epoch>\\d+).*?" + pattern
-    return pattern
+    """A named-group pattern (zeus_kfp.train.metrics) that reads `metric_name` from a line like `line`. No
+    counter group: the counters a line names are read whatever the pattern (zeus_kfp.train.collectors.counters)."""
+    return f"(?P<name>{re.escape(metric_name)}){NUMBER_AFTER}"

@@ -22,7 +22,7 @@ NAMED = ("name", "value")  # a pattern's named groups: the metric and its value.
 COUNTERS = ("epoch", "step")  # ...and, optionally, the progress counter on the same line
 PATTERN_ALLOWED = (
     "a regex with 2 groups (name, value), or with named groups (?P<name>...) and (?P<value>...) and "
-    "optionally (?P<epoch>...) or (?P<step>...), the progress counter the power profiler needs"
+    "optionally (?P<epoch>...) or (?P<step>...) for a progress counter the line does not name as one"
 )
 
 
@@ -34,9 +34,9 @@ class MetricPatternError(ValueError):
 
 
 def compile_patterns(patterns: Sequence[str] | None) -> list[re.Pattern[str]]:
-    """Katib's two-group patterns, or named groups: `Epoch 3/10 - loss: 0.41 - val_acc: 0.912` is read by
-    `[Ee]poch (?P<epoch>\\d+)/\\d+.*?(?P<name>val_acc): (?P<value>[0-9.]+)`, its epoch a counter as Katib's
-    `epoch=3` is, so a script that prints as Keras does is power-profiled (zeus_kfp.train.progress)."""
+    """Katib's two-group patterns, or named groups. A counter the line names (`Epoch 3/10`, `step=200`) is read
+    whatever the pattern (zeus_kfp.train.collectors.counters); a named group `(?P<epoch>...)` or `(?P<step>...)`
+    makes a number the line does not name a counter: `ep(?P<epoch>\\d+) (?P<name>acc)=(?P<value>[0-9.]+)`."""
     compiled = []
     for p in patterns or [KATIB_PATTERN]:
         try:

@@ -22,7 +22,7 @@ observations). The trial ends:
   collector and source, the metrics that were reported, and a pattern to try.
 Progress counters in the observations drive the external power profiler (zeus_kfp.train.progress).
 
-Lines the script prints are taken as they arrive, on the output pump's thread (`on_stdout_line`), not at
+Lines the script prints are taken as they arrive, on the output pump's thread (`on_line`, stdout and stderr), not at
 the runner's next poll: a window opens and closes where the meter is read, so reading it 50 ms late (the
 poll) would move each window's edges by up to that much, 5 % of a 1 s window. A lock keeps the two threads'
 reads of the collector apart.
@@ -96,7 +96,7 @@ class PlainTrial:
         self.monitor.begin_window(TRIAL_WINDOW)
         self._cost_at_last_epoch = 0.0
 
-    def on_stdout_line(self, line: str) -> None:
+    def on_line(self, line: str) -> None:
         """A line of output as it arrives (the pump's thread): taken at once (the module docstring)."""
         with self._lock:
             self.watch.on_line(line)

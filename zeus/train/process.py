@@ -2,9 +2,10 @@
 
 Why its own module: the runner's policy (when to stop, what status) should not be tangled
 with pipes, threads and signals. Output goes to files in full (for people) and to bounded
-tails (for results); stdout lines are handed to a callback for metric parsing. The child gets
-its own process group so SIGTERM/SIGKILL reach its children too (a shell wrapper, DataLoader
-workers).
+tails (for results), each stream to its own; the lines of both streams are handed to one callback
+for metric parsing (a script's metrics are wherever it prints them: Python's `logging` writes to
+stderr), one line at a time, in the order the pumps read them. The child gets its own process group
+so SIGTERM/SIGKILL reach its children too (a shell wrapper, DataLoader workers).
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ def looks_like_oom(text: str, returncode: int | None, killed_by_us: bool) -> boo
 
 
 class CapturedProcess:
-    """Popen with stdout/stderr pumped by threads into log files, tails, and an optional line callback."""
+    """Popen with stdout/stderr pumped by threads into log files, tails, and an optional line callback.
+
+    `on_line` gets every line of stdout and of stderr (without its newline), never two at once: the two
+    pumps take turns under one lock, so a stateful parser sees one stream of lines in arrival order.
+    """
 
     def __init__(
         self,
@@ -46,12 +51,14 @@ class CapturedProcess:
         *,
         cwd: Path,
         env: Mapping[str, str],
-        on_stdout_line: Callable[[str], None] | None = None,
+        on_line: Callable[[str], None] | None = None,
     ) -> None:
         cwd.mkdir(parents=True, exist_ok=True)
         self.stdout_tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.stderr_tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.killed_by_us = False
+        self._on_line = on_line
+        self._line_lock = threading.Lock()
         self._proc = subprocess.Popen(
             list(command),
             cwd=cwd,
@@ -63,27 +70,25 @@ class CapturedProcess:
         )
         self._threads = [
             threading.Thread(
-                target=self._pump,
-                args=(self._proc.stdout, cwd / "stdout.log", self.stdout_tail, on_stdout_line),
-                daemon=True,
+                target=self._pump, args=(self._proc.stdout, cwd / "stdout.log", self.stdout_tail), daemon=True
             ),
             threading.Thread(
-                target=self._pump, args=(self._proc.stderr, cwd / "stderr.log", self.stderr_tail, None), daemon=True
+                target=self._pump, args=(self._proc.stderr, cwd / "stderr.log", self.stderr_tail), daemon=True
             ),
         ]
         for t in self._threads:
             t.start()
 
-    @staticmethod
-    def _pump(stream, log_path: Path, tail: deque[str], callback: Callable[[str], None] | None) -> None:
+    def _pump(self, stream, log_path: Path, tail: deque[str]) -> None:
         with log_path.open("wb") as log:
             for raw in stream:  # bytes lines; undecodable bytes are replaced, never raised
                 log.write(raw)
                 line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
                 tail.append(line[:1000])
-                if callback is not None:
+                if self._on_line is not None:
                     try:
-                        callback(line)
+                        with self._line_lock:
+                            self._on_line(line)
                     except Exception as exc:  # a parser bug must not stop the pump (the child would block)
                         tail.append(f"[zeus: metric parser error: {exc!r}]")
         stream.close()

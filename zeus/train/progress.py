@@ -63,7 +63,8 @@ from zeus_kfp.power.profile_params import ProfileParams
 from zeus_kfp.power.profiler import PowerLimitProfiler
 from zeus_kfp.power.selection import CostRate
 from zeus_kfp.profiles import UNPROFILED_NOTE, PowerProfile
-from zeus_kfp.train.collectors.observation import PROGRESS_NAMES, Observation
+from zeus_kfp.train.collectors.counters import counter_kind
+from zeus_kfp.train.collectors.observation import Observation
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class Report:
         return cls(
             step=max(steps) if steps else None,
             epoch=max(epochs) if epochs else None,
-            counter_only=all(o.metric.lower() in PROGRESS_NAMES for o in observations),
+            counter_only=all(counter_kind(o.metric) is not None for o in observations),
             is_target=any(o.metric == metric_name for o in observations),
         )
 
@@ -166,7 +167,7 @@ class ProgressProfiler:
     # -- observations ----------------------------------------------------------------------------
     def observe(self, observation: Observation, *, is_target: bool) -> None:
         """One observation as a report of its own (`report` takes a line's observations together)."""
-        counter_only = observation.metric.lower() in PROGRESS_NAMES
+        counter_only = counter_kind(observation.metric) is not None
         self.report(Report(observation.step, observation.epoch, counter_only, is_target))
 
     def report(self, report: Report) -> None:

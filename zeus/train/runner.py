@@ -5,7 +5,7 @@ Two kinds of script:
 - Zeus-aware (uses ZeusDataLoader): the runner sets the ZEUS_* environment, the script
   profiles power limits, stops itself on target / max epochs / cost, and leaves result.json
   and profile.csv in its log dir, which the runner reads back.
-- Plain (Katib-style): a collector (zeus_kfp.train.collectors: stdout, a file, TFEvent files or a
+- Plain (Katib-style): a collector (zeus_kfp.train.collectors: stdout and stderr, a file, TFEvent files or a
   Prometheus endpoint, in Katib's metricsCollectorSpec shape) reads its metrics; the runner
   measures energy from outside, profiles power limits from outside when the metrics carry a
   step or epoch counter (zeus_kfp.train.progress), and stops the process (SIGTERM, then SIGKILL)
@@ -51,6 +51,7 @@ LOG_SUBDIR = "logs"
 REUSE_PROFILE_FILE = "reuse_profile.csv"
 RUNNER_FILES = frozenset({LOG_SUBDIR, REUSE_PROFILE_FILE, LIVE_THRESHOLD_FILE})  # what the runner puts in work_dir
 METRICS_PORT_ENV = "ZEUS_METRICS_PORT"
+UNBUFFERED_ENV = "PYTHONUNBUFFERED"  # a plain Python script's stdout, line by line into the pipe
 PLAIN_KINDS_ALLOWED = "stdOut, file, tfEvent or prometheus for a plain script (none: a Zeus-aware script only)"
 COMMAND_PLACEHOLDERS = ("batch_size", "data_dir", "log_dir", "work_dir", "metrics_port")  # what run_trial fills
 
@@ -193,6 +194,8 @@ def run_trial(
     )
     port = _free_port() if collector_spec.kind == "prometheus" and collector_spec.http_port == AUTO_PORT else None
     child_env = {**os.environ, **trial_env.to_env(), **({METRICS_PORT_ENV: str(port)} if port else {}), **(env or {})}
+    if not zeus_aware:  # its metrics must arrive as it prints them, not when a pipe's buffer fills (8 KiB)
+        child_env.setdefault(UNBUFFERED_ENV, "1")
     placeholders = {"log_dir": str(log_dir), "work_dir": str(work_dir)}
     argv = _substitute(
         command,
@@ -244,8 +247,9 @@ class _Run:
         self.reason = ""
 
     def _on_line(self, line: str) -> None:
+        """A line of the script's stdout or stderr (both: zeus_kfp.train.collectors.stdout)."""
         if self.plain is not None:
-            self.plain.on_stdout_line(line)
+            self.plain.on_line(line)
 
     def run(
         self,
@@ -261,7 +265,7 @@ class _Run:
         try:
             if self.plain is not None:
                 self.plain.claim(self.log_dir)  # the collector's source becomes this trial's own
-            proc = CapturedProcess(argv, cwd=work_dir, env=child_env, on_stdout_line=self._on_line)
+            proc = CapturedProcess(argv, cwd=work_dir, env=child_env, on_line=self._on_line)
         except (OSError, CollectorError) as exc:
             measured = self.monitor.end_window(TRIAL_WINDOW)
             return self._outcome(TrialStatus.FAILED, f"could not start {argv[0]!r}: {exc}", measured, "")

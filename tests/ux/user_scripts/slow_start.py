@@ -1,5 +1,5 @@
-"""A plain script as people write them: argparse, a slow start (loading a dataset), and one line per epoch,
-`Epoch 3: train_loss=... val_acc=...` (no step or epoch counter Katib's pattern would read)."""
+"""A plain script as people write them: argparse, a slow start (loading a dataset), and one line of metrics per
+epoch, `train_loss=... val_acc=...`, that names no step or epoch counter."""
 
 import argparse
 import os
@@ -24,6 +24,6 @@ def train_one_epoch(epoch: int) -> tuple[float, float]:
 
 for epoch in range(1, args.epochs + 1):
     loss, accuracy = train_one_epoch(epoch)
-    print(f"Epoch {epoch}: train_loss={loss:.4f} val_acc={accuracy:.4f}", flush=True)
+    print(f"train_loss={loss:.4f} val_acc={accuracy:.4f}", flush=True)
     with open(os.path.join(args.out, "model.pt"), "wb") as f:
         pickle.dump({"epoch": epoch, "weights": [loss, accuracy]}, f)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from zeus_kfp.train.collectors.collector import CollectorError
-from zeus_kfp.train.collectors.observation import Observation, json_observations, text_observations
+from zeus_kfp.train.collectors.observation import LineReader, Observation, json_observations
 
 
 class FileTail:
@@ -100,6 +100,7 @@ class FileCollector:
         self.patterns = list(patterns)
         self.source = f"{path}, {file_format}"
         self._tail = FileTail(path)
+        self._reader = LineReader(self.patterns)  # counters carry from line to line (observation.py)
         self._lines_read = 0
 
     def claim(self, aside: Path) -> list[str]:
@@ -128,7 +129,7 @@ class FileCollector:
         for line in lines:
             self._lines_read += 1
             if self.file_format != "json":
-                out += text_observations(line, self.patterns)
+                out += self._reader.read(line)
                 continue
             if not line.strip():
                 continue
@@ -138,7 +139,7 @@ class FileCollector:
                 raise CollectorError(
                     self.kind, self.source, f"line {self._lines_read} is not a JSON object: {shown!r} (format json)"
                 )
-            out += found
+            out += self._reader.carry(found)
         return out
 
     def poll(self) -> list[Observation]:

@@ -25,7 +25,8 @@ import urllib.request
 from collections.abc import Callable
 
 from zeus_kfp.train.collectors.collector import CollectorError, OwnSource
-from zeus_kfp.train.collectors.observation import Observation, make_observations, progress_value
+from zeus_kfp.train.collectors.counters import epoch_value, step_value
+from zeus_kfp.train.collectors.observation import Observation, make_observations
 
 LOCALHOST = "127.0.0.1"
 SCRAPE_TIMEOUT_S = 2.0
@@ -96,7 +97,7 @@ class PrometheusCollector(OwnSource):
         except ValueError as exc:
             raise CollectorError(self.kind, self.source, f"not Prometheus text exposition: {exc}") from None
         self.scrapes += 1
-        epoch = progress_value(values.get("epoch"))
+        epoch = epoch_value(values.get("epoch"))
         changed = []
         for name, value in values.items():
             moved = epoch is not None and self._epoch_of.get(name) != epoch
@@ -106,7 +107,7 @@ class PrometheusCollector(OwnSource):
                 self._epoch_of[name] = epoch
         if not changed:
             return []
-        return make_observations(changed, epoch=epoch, step=progress_value(values.get("step")), at=time.time())
+        return make_observations(changed, epoch=epoch, step=step_value(values.get("step")), at=time.time())
 
     def finish(self) -> list[Observation]:
         found = self.scrape()  # the script has exited: its server is usually gone, but try once

@@ -136,7 +136,7 @@ class CollectorSpec:
     def describe(self) -> str:
         """ "<kind> collector (<source>)": how messages name it."""
         if self.kind == "stdOut":
-            source = "the script's stdout"
+            source = "the script's stdout and stderr"
         elif self.kind == "prometheus":
             port = "{metrics_port}" if self.http_port == AUTO_PORT else str(self.http_port)
             source = f"http://127.0.0.1:{port}{self.http_path}"

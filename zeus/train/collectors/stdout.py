@@ -1,7 +1,11 @@
 """The stdOut collector: observations from the lines a script prints, and the rank-0 rule.
 
-Lines arrive on the process pump's thread (zeus_kfp.train.process) and are parsed there; the runner
-takes the observations on its own thread through `poll`.
+Both streams, as Katib's StdOut collector and `kubectl logs` see a container's output: Python's
+`logging` writes to stderr by default, tqdm's bars and many launchers too. Lines arrive on the process
+pumps' threads (zeus_kfp.train.process), one at a time, stdout's and stderr's interleaved in the order
+they arrived, and are parsed there as one source (a counter named on either stream carries to the
+lines after it; zeus_kfp.train.collectors.observation); the runner takes the observations on its own
+thread through `poll`.
 
 Distributed trials (zeus_kfp.launch): only rank 0's observations count, as with Katib,
 whose collector is injected into the master pod only. Launchers interleave every rank's output
@@ -18,8 +22,9 @@ import re
 from collections.abc import Sequence
 
 from zeus_kfp.train.collectors.collector import OwnSource
-from zeus_kfp.train.collectors.observation import Observation, text_observations
+from zeus_kfp.train.collectors.observation import LineReader, Observation
 
+STDOUT_SOURCE = "the script's stdout and stderr"
 RANK_MARK = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*?)?(?P<rank>\d+)\]:")
 MASTER_RANK = 0
 
@@ -34,17 +39,19 @@ def master_line(line: str, rank: int = MASTER_RANK) -> str | None:
 
 class StdoutCollector(OwnSource):
     kind = "stdOut"
-    source = "the script's stdout"
+    source = STDOUT_SOURCE
 
     def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
         self.patterns = list(patterns)
+        self._reader = LineReader(self.patterns)
         self._queue: queue.SimpleQueue[Observation] = queue.SimpleQueue()
 
     def feed(self, line: str) -> None:
-        """One line of the script's stdout (called from the output pump's thread)."""
+        """One line of the script's stdout or stderr, in arrival order (called from an output pump's thread,
+        one line at a time: zeus_kfp.train.process.CapturedProcess serializes its callback)."""
         kept = master_line(line)
         if kept is not None:
-            for observation in text_observations(kept, self.patterns):
+            for observation in self._reader.read(kept):
                 self._queue.put(observation)
 
     def poll(self) -> list[Observation]:
