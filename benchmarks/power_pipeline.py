@@ -91,9 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     def run(seed: int) -> list[dict]:
         with tempfile.TemporaryDirectory(prefix="power-pipeline-") as tmp:
             out = Path(tmp) / "rows.json"
-            subprocess.run([sys.executable, __file__, "--one", str(seed), "--out", str(out), "--recurrences",
-                            str(args.recurrences), "--style", args.style], check=True, cwd=tmp,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            done = subprocess.run([sys.executable, __file__, "--one", str(seed), "--out", str(out), "--recurrences",
+                                   str(args.recurrences), "--style", args.style], cwd=tmp, capture_output=True,
+                                  text=True, check=False)  # fmt: skip
+            if done.returncode != 0:
+                raise RuntimeError(f"seed {seed} failed:\n{done.stderr[-3000:]}")
             return json.loads(out.read_text())
 
     print(f"SIMULATED: the stand-in NVML's H200 (fitted to a measured sweep), batch size 256, style {args.style}")
