@@ -144,7 +144,12 @@ class PowerProfile:
         """Rows (dicts, or a frame with at least PROFILE_COLUMNS) as a profile, typed per PROFILE_SCHEMA."""
         frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=list(PROFILE_COLUMNS))
         frame = _with_optional(frame)
-        frame = frame.assign(**{name: frame[name].fillna(value) for name, value in OPTIONAL_COLUMNS.items()})
+        frame = frame.assign(
+            **{
+                name: frame[name].astype(object).where(frame[name].notna(), value)
+                for name, value in OPTIONAL_COLUMNS.items()
+            }
+        )
         return cls(frame.loc[:, list(PROFILE_COLUMNS)].astype(dict(PROFILE_SCHEMA)).reset_index(drop=True), **identity)
 
     @classmethod

@@ -100,7 +100,7 @@ def test_zeus_early_stop_from_collected_values_is_exact_on_the_model_clock(tmp_p
     held = PowerProfile.of(  # complete (every limit of the simulated GPU), 250 W by far the cheapest
         [
             {"phase": "train", "power_limit_w": w, "average_power_w": 200.0, "throughput": 1e4 if w == 250 else 1.0,
-             "simulated": True}
+             "simulated": True, "gpu": PowerModel().name}
             for w in (250.0, 225.0, 200.0, 175.0, 150.0, 125.0, 100.0)
         ]
     )  # fmt: skip

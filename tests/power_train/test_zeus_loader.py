@@ -175,12 +175,15 @@ def test_plain_example_and_sigterm_to_a_zeus_aware_script(tmp_path):
 
 def test_a_stored_profile_is_reused_instead_of_profiled_again(tmp_path):
     stored = tmp_path / "profile.csv"
-    stored.write_text(
-        "phase,power_limit_w,average_power_w,throughput,simulated\n"
+    rows = (
         "train,250.0,200.0,1000.0,True\ntrain,150.0,120.0,900.0,True\ntrain,100.0,99.0,500.0,True\n"
         # complete: every limit of the simulated GPU (an unfinished profile is continued, not reused)
         "train,225.0,190.0,300.0,True\ntrain,200.0,180.0,300.0,True\ntrain,175.0,170.0,300.0,True\n"
         "train,125.0,110.0,300.0,True\n"
+    )
+    model = PowerModel().name  # measured on this GPU model (on another it is not reused)
+    stored.write_text(
+        "phase,power_limit_w,average_power_w,throughput,simulated,gpu\n" + rows.replace("\n", f",{model}\n")
     )
     env = TrialEnv(
         batch_size=16, target_metric=0.5, max_epochs=2, log_dir=str(tmp_path / "log"), profile_path=str(stored)

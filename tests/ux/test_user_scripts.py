@@ -113,10 +113,12 @@ def test_a_katib_file_collector_on_an_absolute_path_reads_only_its_own_trials_li
 
 
 @pytest.mark.slow
-def test_a_slow_start_is_never_charged_and_an_unprofiled_limit_says_so(tmp_path) -> None:
+def test_a_slow_start_is_never_charged_and_a_script_printing_no_counter_is_profiled(tmp_path) -> None:
     """The script sleeps 1.5 s before training (its dataset loading), longer than any of its epochs; its epochs
-    print `train_loss=... val_acc=...`, no counter. Every trial is charged exactly its modelled epochs
-    at the limit in force (250 W), nothing for the start-up, so no trial is stopped for what its start-up cost."""
+    print `train_loss=... val_acc=...`, no counter. Each report of the metric is then the unit of work: every
+    trial is profiled (one limit a report, Zeus's sweep from 250 W down on the exact simulated GPU) and charged
+    exactly its modelled epochs at the limits it trained at, nothing for the start-up, so no trial is stopped
+    for what its start-up cost."""
     work = user_dir(tmp_path, "slow_start.py", job="slow-start")
     command = "{python} slow_start.py --batch-size {batch_size} --out {log_dir}"
     proc = run(work, "--command", command, "--spec", "job.yaml", "-r", "2")  # the second under an early stop
@@ -125,18 +127,20 @@ def test_a_slow_start_is_never_charged_and_an_unprofiled_limit_says_so(tmp_path)
     assert list(trials["recurrence"]) == [1, 2] and pd.isna(trials["cost_threshold"].iloc[0])
     assert trials["cost_threshold"].iloc[1] == pytest.approx(2 * trials["cost"].iloc[0])  # beta 2 x recurrence 1
     assert "cost_exceeded" not in set(trials["status"]) and set(trials["status"]) == {"reached"}
+    profiles = open_store(str(work / "store")).profiles("slow-start")
+    sweep = [250.0 - 25.0 * k for k in range(7)]  # the simulated V100's limits, from the maximum down
     for row in trials.itertuples():
-        seconds, joules = modelled_epochs(row.batch_size, EPOCHS_TO_093[row.batch_size])
-        assert (row.num_epochs, row.power_limit_w) == (EPOCHS_TO_093[row.batch_size], 250.0)
-        assert row.time_s == pytest.approx(seconds) and row.energy_j == pytest.approx(joules)
-        assert "unprofiled: the collected metrics carried no step or epoch counter" in row.reason
-    # 6: the power limit was in force, not chosen: every table says so.
-    rows = [line for line in proc.stdout.splitlines() if re.match(r"^\s+1\s+(16|32|64|128)\s", line)]
-    assert len(rows) == 2 and all("250 W unprofiled" in line for line in rows)
-    shown = run_cli("show", "slow-start", "--store", "store", cwd=work, COLUMNS="120")
-    assert shown.stdout.count("250 W unprofiled") == 2
-    (report,) = (work / "runs" / "slow-start" / trials["recurrence_id"].iloc[-1]).glob("*/report-after-*/markdown")
-    assert "250 W unprofiled" in report.read_text()
+        epochs = EPOCHS_TO_093[row.batch_size]
+        measured = profiles.loc[profiles["trial"] == row.trial, "power_limit_w"].tolist()
+        assert measured == sweep[: min(epochs, 7)]  # one limit an epoch: the time between its metric lines
+        limits = [*sweep[:epochs], *[row.power_limit_w] * max(0, epochs - 7)]
+        seconds = sum(modelled_epochs(row.batch_size, 1, limit)[0] for limit in limits)
+        joules = sum(modelled_epochs(row.batch_size, 1, limit)[1] for limit in limits)
+        assert (
+            row.num_epochs == epochs and row.time_s == pytest.approx(seconds) and row.energy_j == pytest.approx(joules)
+        )
+        assert "throughput from the metric's reports" in row.reason and "unprofiled" not in row.reason
+    assert "unprofiled" not in proc.stdout
     # 3: every trial's log is kept (the script's own output among it) and the model's location is printed.
     for log in trial_logs(work, "slow-start"):
         assert "train_loss=" in (log / "stdout.log").read_text()

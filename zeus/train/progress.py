@@ -115,10 +115,10 @@ class Report:
 
 
 def reports(observations: Sequence[Observation]) -> list[list[Observation]]:
-    """Observations grouped into the reports they came in: a line's (or record's) observations share its time."""
+    """Observations grouped into the reports they came in (a line's, a record's: Observation.report)."""
     groups: list[list[Observation]] = []
     for observation in observations:
-        if groups and groups[-1][-1].time == observation.time and observation.time is not None:
+        if groups and groups[-1][-1].report == observation.report and observation.report:
             groups[-1].append(observation)
         else:
             groups.append([observation])

@@ -36,11 +36,12 @@ float is skipped.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from zeus_kfp.train.collectors.counters import EPOCH, STEP, line_counters, pair_counters
@@ -53,13 +54,19 @@ _FRACTION = re.compile(r"(\.\d{6})\d+")  # RFC 3339 nanoseconds; datetime keeps 
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
+_REPORTS = itertools.count(1)  # each make_observations call's number (Observation.report)
+
+
 @dataclass(frozen=True)
 class Observation:
     """One metric value and where in training the script was when it reported it.
 
     `step` is a whole number. `epoch` is an int where the script reports whole epochs, and a float where
     it reports a fraction (HuggingFace's Trainer: `'epoch': 0.32`, a third through the first epoch; its
-    `'epoch': 1.0` is the int 1): progress through the epochs, not an epoch's index.
+    `'epoch': 1.0` is the int 1): progress through the epochs, not an epoch's index. `report` numbers what the
+    script reported together (a line, a record, a scrape: one `make_observations` call), so a line that ends with
+    the job's metric is read as one report whatever counters it names first (zeus_kfp.train.progress); a time
+    cannot tell them apart, a timestamp of whole seconds being shared by many lines.
     """
 
     metric: str
@@ -67,6 +74,7 @@ class Observation:
     epoch: int | float | None = None
     step: int | None = None
     time: float | None = None
+    report: int = field(default=0, compare=False)
 
     def key(self) -> tuple[str, float, int | float | None, int | None]:
         """Everything but the time: what a test compares with what the producer emitted."""
@@ -90,7 +98,8 @@ def make_observations(
     own = pair_counters(pairs)
     epoch, step = own.get(EPOCH, epoch), own.get(STEP, step)  # type: ignore[assignment]
     when = time.time() if at is None else at
-    return [Observation(name, value, epoch, step, when) for name, value in pairs]
+    report = next(_REPORTS)
+    return [Observation(name, value, epoch, step, when, report) for name, value in pairs]
 
 
 def _timestamp(raw: object) -> float | None:
