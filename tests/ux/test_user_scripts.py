@@ -53,8 +53,10 @@ def katib_yaml(work: Path, collector: str, path: Path, **file_system: str) -> st
 
 
 def run(work: Path, *args: str):
+    """`zeus-kfp run` as the user types it; 10 minutes only guard against a hang (a 5-recurrence CNN run took
+    over 3 minutes at load 10)."""
     return run_cli("run", *args, "--store", "store", "--runs-dir", "runs", "--plots-dir", "plots", cwd=work,
-                   COLUMNS="120")  # fmt: skip
+                   COLUMNS="120", timeout=600)  # fmt: skip
 
 
 def stored(work: Path, job: str) -> pd.DataFrame:
