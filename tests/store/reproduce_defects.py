@@ -113,23 +113,20 @@ def lone_surrogate(root: Path) -> list[str]:
     return found
 
 
-class _BetweenReadAndStamp:
-    """A backend that runs `then` once, when a job's spec is listed after its log was: a compaction between its
-    read of the log and the incarnation it stamps the snapshot with."""
+class _BetweenReadAndStamp(LocalBackend):
+    """A local store that runs `then` once, when a job's spec is listed after its log was: a compaction between
+    its read of the log and the incarnation it stamps the snapshot with."""
 
-    def __init__(self, inner: LocalBackend, then: Callable[[], None]) -> None:
-        self.inner, self.then, self.read_log, self.fired = inner, then, False, False
-        self.uri, self.location, self.parallel = inner.uri, inner.location, inner.parallel
+    def __init__(self, root: Path, then: Callable[[], None]) -> None:
+        super().__init__(root)
+        self.then, self.read_log, self.fired = then, False, False
 
     def list(self, prefix: str, start_after: str | None = None) -> list[str]:
         if self.read_log and not self.fired and prefix == keys.spec_dir(SPEC.job_id):
             self.fired = True
             self.then()
         self.read_log = self.read_log or prefix == keys.log_dir(SPEC.job_id)
-        return self.inner.list(prefix, start_after)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
+        return super().list(prefix, start_after)
 
 
 def compaction_during_delete(root: Path) -> list[str]:
@@ -144,7 +141,7 @@ def compaction_during_delete(root: Path) -> list[str]:
         other.ensure_job(SPEC)
         trial(other, "new-1", 7.0)
 
-    Store(_BetweenReadAndStamp(LocalBackend(root), delete_and_make_again)).compact(SPEC.job_id)  # type: ignore[arg-type]
+    Store(_BetweenReadAndStamp(root, delete_and_make_again)).compact(SPEC.job_id)
     trial(open_store(store.uri), "new-2", 8.0)
     shown = seen(store.uri)
     expected = [("new-1", "reached", 7.0), ("new-2", "reached", 8.0)]
@@ -198,23 +195,20 @@ def planted_objects(root: Path) -> list[str]:
     return found
 
 
-class _ReadDuringDelete:
-    """A backend whose delete runs a fresh reader's read once, after half the job's log objects are gone."""
+class _ReadDuringDelete(LocalBackend):
+    """A local store whose delete runs a fresh reader's read once, after half the job's log objects are gone."""
 
-    def __init__(self, inner: LocalBackend, total: int) -> None:
-        self.inner, self.left, self.fired = inner, total // 2, False
-        self.uri, self.location, self.parallel = inner.uri, inner.location, inner.parallel
+    def __init__(self, root: Path, total: int) -> None:
+        super().__init__(root)
+        self.left, self.fired = total // 2, False
 
     def delete(self, key: str) -> None:
-        self.inner.delete(key)
+        super().delete(key)
         if "/log/" in key:
             self.left -= 1
         if self.left <= 0 and not self.fired:
             self.fired = True
-            raw(lambda: Store(self.inner).trials(SPEC.job_id))  # whatever it says: what it leaves is the question
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
+            raw(lambda: Store(LocalBackend(self.root)).trials(SPEC.job_id))  # what it leaves is the question
 
 
 def reader_during_delete(root: Path) -> list[str]:
@@ -223,7 +217,7 @@ def reader_during_delete(root: Path) -> list[str]:
     for n in (1, 2, 3):
         trial(store, f"run-{n}")
     logged = len(store.backend.list(keys.log_dir(SPEC.job_id)))
-    Store(_ReadDuringDelete(LocalBackend(root), logged)).delete_job(SPEC.job_id)  # type: ignore[arg-type]
+    Store(_ReadDuringDelete(root, logged)).delete_job(SPEC.job_id)
     left = store.backend.list(keys.job_dir(SPEC.job_id))
     found = [f"the delete left {len(left)} objects: {left[:3]}"] if left else []
     try:

@@ -8,7 +8,7 @@ which this script checks), through its public Store API only:
 - job `released` by c837984 (the release before the store's edge fixes): a gated begin with a drift statistic,
   a dispatch, a power profile, a result whose reason is not ASCII, a compaction (a snapshot and its entry), a
   plain begin with a failed trial and a trial left dispatched, an ended recurrence, a phase;
-- job `older` by e4ec5d2 (before the field table): a result whose reason is 12,000 characters, which
+- job `older` by e4ec5d2 (before the field table): a result whose reason is 11,735 characters, which
   c837984 reads as a noop, leaving its trial dispatched.
 
 Then MANIFEST lists each object's key and SHA-256, and each job's folder holds what the writer was told.
@@ -26,7 +26,7 @@ import json
 import sys
 from pathlib import Path
 
-TRACE = "Traceback (most recent call last):\n" + '  File "train.py", line 7, in <module>\n' * 300  # 12,035 chars
+TRACE = "Traceback (most recent call last):\n" + '  File "train.py", line 7, in <module>\n' * 300  # 11,735 chars
 
 
 def spec(job_id: str):  # the old release's JobSpec
