@@ -240,6 +240,33 @@ def test_a_forged_snapshots_rows_pass_the_field_table_or_the_log_is_read(store, 
     assert shown(store.uri, spec) == [("run-1", "reached", 1_000.0)]
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        b'{"created_at":1,"job_id":"resnet-nightly","owner":"x","spec":' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+        b'{"created_at":' + str(2**62).encode() + b',"job_id":"resnet-nightly","owner":"x","spec":SPEC}',
+        b'{"created_at":1,"job_id":"resnet-nightly","owner":7,"spec":SPEC}',
+    ],
+    ids=["nested 200,000 deep", "created after the year 9999", "an owner that is no text"],
+)
+def test_a_planted_spec_record_is_reported_never_a_raw_error(store, spec, record):
+    store.ensure_job(spec)
+    trial(store, spec, "run-1")
+    [value] = [k for k in store.backend.list(keys.spec_dir(spec.job_id)) if keys.basename(k).startswith("v.")]
+    record = record.replace(b"SPEC", json.dumps(spec.to_dict()).encode())
+    for key in store.backend.list(keys.spec_dir(spec.job_id)):
+        store.backend.delete(key)
+    planted = f"{keys.spec_dir(spec.job_id)}v.{keys.crc(record)}.json"
+    store.backend.put(planted, record)
+    with pytest.raises(CorruptObjectError, match="not a readable job spec"):
+        open_store(store.uri).get_job(spec.job_id)
+    reader = open_store(store.uri)
+    with pytest.warns(UserWarning, match="not a readable job spec"):
+        assert reader.list_jobs().empty
+    assert [p.key for p in reader.problems] == [planted] and value != planted
+    assert open_store(store.uri).delete_job(spec.job_id) > 0
+
+
 def test_a_snapshot_whose_spec_is_removed_is_not_called_an_earlier_jobs(store, spec):
     store.ensure_job(spec)
     trial(store, spec, "run-1")
