@@ -14,18 +14,14 @@ import copy
 from collections.abc import Callable
 
 import pytest
+from test_snapshot_identity import history
 
-from zeus_kfp.job import Decision, JobSpec, TrialResult
+from zeus_kfp.job import JobSpec
 from zeus_kfp.store import JobDeletedError, Store, keys, open_store
-
-EXPLORE = Decision(128, None, "exploration", "default batch size first")
 
 
 def trial(store, spec: JobSpec, rid: str, energy_j: float) -> None:
-    store.begin_recurrence(spec.job_id, rid)
-    store.dispatch_trial(spec.job_id, rid, 1, EXPLORE)
-    result = TrialResult.build(spec, batch_size=128, status="reached", time_s=9.0, energy_j=energy_j, num_epochs=3)
-    store.finish_trial(spec.job_id, rid, 1, result)
+    history(store, spec, (rid,), energy_j)
 
 
 def shown(uri: str, spec: JobSpec) -> list[tuple]:
