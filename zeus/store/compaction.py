@@ -42,8 +42,11 @@ def compact(backend: Backend, job_id: str) -> CompactResult:
     if result.written:
         named = {"kind": "snapshot", "snapshot": keys.basename(result.written), "upto": read.upto}
         writer = strays.Recording(backend)
-        log.append(writer, read, named | {"at": entries.now_us()})
-        if strays.undone_if_changed(backend, job_id, read.made, [*writer.written, result.written]):
+        try:
+            log.append(writer, read, named | {"at": entries.now_us()})
+        finally:  # (told an error after writing too: what it wrote into a job deleted meanwhile is undone)
+            gone = strays.undone_if_changed(backend, job_id, read.made, [*writer.written, result.written])
+        if gone:
             raise JobDeletedError(job_id, backend.location)
     elif strays.incarnation(backend, job_id) != read.made:
         return result  # the snapshots listed now are another making's: none is superseded by what was read

@@ -97,6 +97,11 @@ def read(backend: Backend, job_id: str, base: LogRead | None = None, until: int 
             if entry is None:
                 break  # a hole this reader may not close: the prefix ends before it
             passed.append((slot, entry))
+    except StoreError:  # cut short after writing: what it wrote into a job deleted meanwhile is still undone
+        if writer.written:
+            with contextlib.suppress(StoreError):
+                strays.undone_if_changed(backend, job_id, made, writer.written)
+        raise
     finally:
         # All or nothing per slot: the prefix's position and its rows move together, even when a later slot
         # raised (the store unavailable while closing a hole): a Store used again after the error must not
