@@ -7,7 +7,8 @@ seeds); then its owner deletes it and makes it again `cycles` times, each making
 read. All of it runs under the seed's interleaving and faults (interleave.py), real Store code throughout.
 Checked:
 - every read a reader was answered shows one making: its recurrence ids all `m{k}-` for one k (a compaction
-  that stamped one making's rows as another's, or a read that mixed two, shows both);
+  that stamped one making's rows as another's, or a read that mixed two, shows both), and none whose delete
+  had returned before the read began (a kept Store's view of a deleted making);
 - no two reads of one making number its trials differently;
 - after the run (no faults, every late PUT landed): if the owner ended with making K, a fresh read shows every
   trial of K its owner was told finished, reached, and no other making's; if it ended with a delete, nothing of
@@ -81,15 +82,17 @@ def lifecycle_run(seed: int, cycles: int = 2, readers: int = 2, trials: int = 2,
     scheduler = Scheduler(seed, LIFE_MIXES[seed % 3])
     end_deleted = plan.random() < 0.5
     acked: dict[int, set[str]] = {0: set()}  # per making, the trials its owner was told finished
-    reads: list[dict[int, str]] = []  # each read a reader was answered: trial number -> recurrence id
-    owner_did = {"making": 0, "all": False}  # the making it last made (None: deleted); whether every call answered
+    reads: list[tuple[int, dict[int, str]]] = []  # each read answered: the last making deleted as it began, and
+    # trial number -> recurrence id
+    owner_did = {"making": 0, "all": False, "deleted": -1}  # the making it last made (None: deleted), whether every
+    # call was answered, the last making whose delete returned
 
     def owner(backend: Backend) -> None:
         store = Store(backend)
         for making in range(1, cycles + 1):
             if not _answered(lambda: _delete(store), outcome):
                 return
-            owner_did["making"] = None
+            owner_did["making"], owner_did["deleted"] = None, making - 1
             outcome.counts["deletes"] += 1
             if making == cycles and end_deleted:
                 break
@@ -112,12 +115,13 @@ def lifecycle_run(seed: int, cycles: int = 2, readers: int = 2, trials: int = 2,
         def body(backend: Backend) -> None:
             store = Store(backend)
             for _ in range(rounds * cycles):
+                floor = owner_did["deleted"]
                 try:
                     frame = (store if keep else Store(backend)).trials(JOB)
                 except EXPECTED:
                     outcome.counts["reads told an error"] += 1
                     continue
-                reads.append(dict(zip(frame["trial"].tolist(), frame["recurrence_id"].tolist(), strict=True)))
+                reads.append((floor, dict(zip(frame["trial"].tolist(), frame["recurrence_id"].tolist(), strict=True))))
                 outcome.counts["reads answered"] += 1
 
         return body
@@ -178,15 +182,17 @@ def _delete_after(memory: Backend) -> int:
 
 
 def _violations(
-    reads: list[dict[int, str]], final_making: int | None, acked: dict[int, set[str]], final: dict[str, list]
+    reads: list[tuple[int, dict[int, str]]], final_making: int | None, acked: dict[int, set[str]], final: dict
 ) -> list[str]:
     found = []
     numbered: dict[tuple[str, int], str] = {}
-    for n, read in enumerate(reads):
+    for n, (floor, read) in enumerate(reads):
         makings = {rid.split("-")[0] for rid in read.values()}
         if len(makings) > 1:
             found.append(f"read {n} shows trials of several makings of the job: {sorted(read.items())}")
             continue
+        if makings and int(next(iter(makings))[1:]) <= floor:
+            found.append(f"read {n}, begun once making {floor} was deleted, shows {sorted(read.items())}")
         for trial, rid in read.items():
             making = rid.split("-")[0]
             if numbered.setdefault((making, trial), rid) != rid:

@@ -163,6 +163,20 @@ def test_a_store_kept_across_a_delete_and_re_create_reads_the_new_job(store, spe
     assert list(frame[["trial", "recurrence_id", "energy_j"]].itertuples(index=False, name=None)) == [(1, "new-1", 7.0)]
 
 
+def test_a_store_kept_across_a_re_create_of_as_many_slots_settles_and_specs_the_new_job(store, spec):
+    """The same number of slots in the new job: a settled view kept by slot count alone would be the old one."""
+    history(store, spec, ("old-1",), 500.0)
+    kept = open_store(store.uri)
+    assert kept.trials(spec.job_id)["energy_j"].tolist() == [500.0] and kept.get_job(spec.job_id) == spec
+    changed = spec.with_changes(batch_sizes=(64, 128))
+    other = open_store(store.uri)
+    other.delete_job(spec.job_id)
+    history(other, changed, ("new-1",), 7.0)
+    with pytest.warns(UserWarning, match="deleted and made again"):
+        assert kept.trials(spec.job_id)["energy_j"].tolist() == [7.0]
+    assert kept.get_job(spec.job_id) == changed
+
+
 def test_a_delete_removes_the_log_from_its_last_slot_back_and_the_spec_last(store, spec):
     store.ensure_job(spec)
     trial(store, spec, "run-1", 100.0)

@@ -69,7 +69,8 @@ class Store(Recurrences):
         # so a later read only lists and fetches the slots after it: a fact, not a cache that can go stale.
         self._prefixes: dict[str, log.LogRead] = {}
         self._specs: dict[str, JobSpec] = {}  # agreed specs, which never change either
-        self._views: dict[str, tuple[int, frames.Settled]] = {}  # each job's settled view, and of which prefix
+        # each job's settled view, and of which prefix (the read and how far it went)
+        self._views: dict[str, tuple[log.LogRead, int, frames.Settled]] = {}
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
@@ -140,19 +141,21 @@ class Store(Recurrences):
     def _read(self, job_id: str, base: log.LogRead | None = None, until: int | None = None) -> log.LogRead:
         base = base or self._prefixes.get(keys.check_job_id(job_id))
         found = log.read(self.backend, job_id, base, until)
+        if base is not None and found is not base:  # the job was deleted and made again: its spec may differ too
+            self._specs.pop(job_id, None)
         self._prefixes[job_id] = found
         self._report(found.problems)
         return found
 
     def _settled(self, read: log.LogRead) -> frames.Settled:
         """The settled view of `read`; the same prefix is settled once (a bandit step asks five times)."""
-        upto, settled = self._views.get(read.job_id, (-1, None))
-        if upto == read.upto and settled is not None:
+        of, upto, settled = self._views.get(read.job_id, (None, -1, None))
+        if of is read and upto == read.upto and settled is not None:  # (a read anew of a job made again: another)
             self._report(read.problems)
             return settled
         problems = list(read.problems)
         settled = frames.settle(read.job_id, read.table(), problems)
-        self._views[read.job_id] = (read.upto, settled)
+        self._views[read.job_id] = (read, read.upto, settled)
         self._report(problems)
         return settled
 
