@@ -264,29 +264,37 @@ def check_rows(rows: pa.Table) -> None:
     As lenient as a reader (text of any length): a snapshot holds what readers read. A column with no value
     costs nothing, and a passing one a reduction (a snapshot of 100,000 trials is read on every bandit step)."""
     kind = rows.column("kind")
-    unknown = pc.or_(pc.is_null(kind), pc.invert(pc.is_in(kind, value_set=pa.array(KINDS))))
-    _refuse_where(rows, "kind", unknown, f"one of {', '.join(KINDS)}")
+    codes = pc.index_in(kind, value_set=pa.array(KINDS))  # null: no kind, or an unknown one
+    _refuse_where(rows, "kind", pc.is_null(codes), f"one of {', '.join(KINDS)}")
     _refuse_where(rows, "slot", pc.is_null(rows.column("slot")), "an integer >= 1 (required)")
     for field in FIELDS:
         column = rows.column(field.name)
         if column.null_count < len(column) and (refused := _refused(field, column)) is not None:
             _refuse_where(rows, field.name, refused, field.allowed)
-    present = set(pc.unique(kind).to_pylist())
-    for name, (required, _optional) in KIND_FIELDS.items():
-        if name in present and required:
-            _require(rows.select(required).filter(pc.equal(kind, name)), required, f"(required in {name})")
-    if "begin" in present:
-        begins = rows.select(GATE_FIELDS).filter(pc.equal(kind, "begin"))
+    present = set(pc.unique(codes).to_pylist())
+    for code, (name, (required, _optional)) in enumerate(KIND_FIELDS.items()):
+        if code not in present:
+            continue
+        of_kind = pc.equal(codes, code)
+        for column in (c for c in required if rows.column(c).null_count):
+            missing = pc.and_(of_kind, pc.is_null(rows.column(column)))
+            _refuse_where(rows, column, missing, f"{_value(column)} (required in {name})")
+    if KINDS.index("begin") in present:
+        begins = rows.select(GATE_FIELDS).filter(pc.equal(codes, KINDS.index("begin")))
         gated = begins.filter(_any_valid(begins, GATE_FIELDS))
         _require(gated, tuple(n for n in GATE_FIELDS if n not in GATE_NULLABLE), "(every gated begin has one)")
         judged = gated.filter(pc.is_valid(gated.column("drift_stat")))
         _require(judged, ("drift_threshold",), "where a drift statistic is given")
 
 
+def _value(name: str) -> str:
+    return BY_NAME[name].allowed.removesuffix(", or null")
+
+
 def _require(rows: pa.Table, names: tuple[str, ...], why: str) -> None:
     for name in names:
         if rows.column(name).null_count:
-            raise EntryFieldError(name, None, f"{BY_NAME[name].allowed.removesuffix(', or null')} {why}")
+            raise EntryFieldError(name, None, f"{_value(name)} {why}")
 
 
 def _refused(field: Field, column: pa.ChunkedArray) -> pa.ChunkedArray | None:
