@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from zeus_kfp.job import Decision, JobSpec, TrialResult, TrialStatus
-from zeus_kfp.store import Store, StoreError, entries, keys, open_store, snapshot
+from zeus_kfp.store import Store, StoreError, entries, keys, open_store, snapshot, strays
 from zeus_kfp.trials import Trial, trial_columns
 
 SPEC = JobSpec(
@@ -168,7 +168,7 @@ def seed_job(store: Store, spec: JobSpec, trials: pd.DataFrame, at_us: int | Non
         raise SeedError(f"job {job_id!r} already has a log or snapshots in {backend.location}; seed only a new job")
     found = log_entries(spec, trials, at_us, profiled)
     rows = [row for slot, entry in enumerate(found, start=1) for row in entries.rows(slot, entries.checked(entry))]
-    key = snapshot.write(backend, job_id, len(found), entries.table(rows))
+    key = snapshot.write(backend, job_id, len(found), entries.table(rows), strays.incarnation(backend, job_id))
     assert key is not None  # the spec was just stored
     return key
 

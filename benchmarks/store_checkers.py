@@ -1,6 +1,6 @@
 """The store's randomized interleaving checkers at full size (the suite runs them small, with fixed seeds).
 
-Three checkers (tests/store/checkers.py), each run a function of its seed (tests/store/interleave.py: a
+Four checkers (tests/store/checkers.py), each run a function of its seed (tests/store/interleave.py: a
 seeded scheduler orders every request of real consensus, log and Store code over an in-memory object
 store, injecting lost answers, late PUTs, failed GETs and LISTs, slow LISTs and crashes):
 - consensus: 2-6 proposers (some learning, yielding, `fresh` or retrying) on one register: one value, a
@@ -10,6 +10,10 @@ store, injecting lost answers, late PUTs, failed GETs and LISTs, slow LISTs and 
 - store: 4 twin Stores dispatching and finishing the same 3 attempts with different batch sizes and results,
   a bystander beginning recurrences, a compactor on half the seeds: every caller told the decision the store
   keeps (store_workers.py's check), every result accepted stored and every one refused not, numbers dense.
+- lifecycle: a job deleted and made again 3 times (2 trials a making; on half the seeds it ends deleted) while a
+  compactor and 3 readers work on it (tests/store/lifecycle_checker.py; no late PUTs): every read of one
+  making, trials numbered alike by every read, the last making's trials all there, or nothing left of a
+  deleted job and its id made again.
 Printed: runs, requests, faults injected, violations (each with its seed) and the command that replays
 them. Seeds start at 1,000,000 so they are not the suite's.
 
@@ -31,9 +35,9 @@ sys.path[:0] = [str(TESTS), str(TESTS / "store")]
 from checkers import CHECKERS, SIZES, run  # noqa: E402
 
 COMMAND = ".venv/bin/python benchmarks/store_checkers.py"
-RUNS = {"consensus": 50_000, "log": 8_000, "store": 2_000}
+RUNS = {"consensus": 50_000, "log": 8_000, "store": 2_000, "lifecycle": 2_000}
 FIRST_SEED = 1_000_000
-SMOKE_RUNS = {"consensus": 20, "log": 5, "store": 2}
+SMOKE_RUNS = {"consensus": 20, "log": 5, "store": 2, "lifecycle": 2}
 FAULTS = ("lost answers", "late PUTs", "failed gets", "failed lists", "slow lists", "crashes")
 
 
@@ -65,7 +69,8 @@ def report(checker: str, seeds: list[int], counts: Counter[str], found: list[tup
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkers", nargs="+", default=list(CHECKERS), choices=list(CHECKERS))
-    parser.add_argument("--runs", type=int, help="runs per checker (default: consensus 50,000, log 8,000, store 2,000)")
+    parser.add_argument("--runs", type=int, help="runs per checker (default: consensus 50,000, log 8,000, store and "
+                        "lifecycle 2,000)")  # fmt: skip
     parser.add_argument("--first-seed", type=int, default=FIRST_SEED)
     parser.add_argument("--seeds", type=int, nargs="+", help="replay these seeds only")
     parser.add_argument("--size", choices=list(SIZES), default="full", help="small: the suite's size")

@@ -1,4 +1,4 @@
-"""Randomized checkers of the store's three layers, each run a function of its seed (interleave.py).
+"""Randomized checkers of the store's three layers and of a job's life, each run a function of its seed (interleave.py).
 
 - `consensus_run`: proposers (some only learning, some yielding, some `fresh`, some retrying after an error)
   race on one register. Checked: every non-None value any propose returned is the same and was proposed,
@@ -13,9 +13,10 @@
 - `store_run`: twin Stores dispatch the same attempts of one recurrence with different batch sizes while a
   bystander begins recurrences. Checked with the process-based races' own check (store_workers.py): every
   caller was told the trial and decision the store keeps; trial and recurrence numbers are dense.
+- `lifecycle` (lifecycle_checker.py): the job deleted and made again while a compactor and readers work on it.
 
-tests/store/test_randomized_checkers.py runs them small with fixed seeds; benchmarks/store_checkers.py at
-full size. A violation names its seed: `run(checker, seed)` replays it.
+tests/store/test_randomized_checkers.py runs them small with fixed seeds (test_lifecycle_checker.py the
+fourth); benchmarks/store_checkers.py at full size. A violation names its seed: `run(checker, seed)` replays it.
 """
 
 from __future__ import annotations
@@ -169,6 +170,8 @@ def log_run(seed: int, appenders: int = 3, appends: int = 3, readers: int = 2) -
 
     workers = [appender(i) for i in range(appenders)] + [reader(plan.random() < 0.5) for _ in range(readers)]
     with deterministic(seed):
+        # The job's spec, as every job has one: a reader closes holes only in a job whose spec is listed (log.py)
+        consensus.propose(scheduler.memory, keys.spec_dir(LOG_JOB), b'{"job_id":"checked-log"}')
         scheduler.run(workers)
         try:
             after = _view(log.read(scheduler.memory, LOG_JOB))  # closes what crashed writers left open
@@ -304,15 +307,26 @@ def store_run(seed: int, twins: int = 3, attempts: int = 2) -> Outcome:
     return _finish(outcome, scheduler)
 
 
-CHECKERS: dict[str, Callable[..., Outcome]] = {"consensus": consensus_run, "log": log_run, "store": store_run}
+def _lifecycle(seed: int, **size: int) -> Outcome:
+    from lifecycle_checker import lifecycle_run  # a module of its own, built on this one's Outcome and faults
+
+    return lifecycle_run(seed, **size)
+
+
+CHECKERS: dict[str, Callable[..., Outcome]] = {
+    "consensus": consensus_run,
+    "log": log_run,
+    "store": store_run,
+    "lifecycle": _lifecycle,
+}
 
 
 # The suite's size (tests/store/test_randomized_checkers.py) and the benchmark's (benchmarks/store_checkers.py).
 SIZES: dict[str, dict[str, dict[str, int]]] = {
     "small": {"consensus": {"proposers": 4}, "log": {"appenders": 3, "appends": 3, "readers": 2},
-              "store": {"twins": 3, "attempts": 2}},
+              "store": {"twins": 3, "attempts": 2}, "lifecycle": {"cycles": 2, "readers": 2, "trials": 2, "rounds": 3}},
     "full": {"consensus": {"proposers": 6}, "log": {"appenders": 4, "appends": 4, "readers": 2},
-             "store": {"twins": 4, "attempts": 3}},
+             "store": {"twins": 4, "attempts": 3}, "lifecycle": {"cycles": 3, "readers": 3, "trials": 2, "rounds": 3}},
 }  # fmt: skip
 
 

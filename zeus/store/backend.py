@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from zeus_kfp.store.errors import CorruptObjectError, StoreError
+from zeus_kfp.store.text import printable
 
 
 class ObjectNotFound(KeyError):
@@ -90,8 +91,8 @@ class LocalBackend:
         self.root = root.resolve()
         self._root = str(self.root)  # string forms: keys are joined and checked on every call
         self._inside = os.path.join(self._root, "")
-        self.uri = self.root.as_uri()
-        self.location = str(self.root)
+        self.uri = self.root.as_uri()  # percent-encodes the name's bytes: a name that is not UTF-8 round-trips
+        self.location = printable(str(self.root))  # for messages, which must print
 
     def _path(self, key: str) -> str:
         # Keys are built from validated segments (keys.py); this is the last line of defence. Lexical,
@@ -107,8 +108,15 @@ class LocalBackend:
         path = self._path(key)
         tmp = os.path.join(os.path.dirname(path), f"{TEMP_MARK}{uuid.uuid4().hex}")
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "wb") as handle:
+            for tries in range(3):  # a delete's clean-up may remove the folder between makedirs and open
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                try:
+                    handle = open(tmp, "wb")  # noqa: SIM115 (closed below; only the open is retried)
+                    break
+                except FileNotFoundError:
+                    if tries == 2:
+                        raise
+            with handle:
                 handle.write(data)
                 if data:
                     handle.flush()
@@ -154,6 +162,9 @@ class LocalBackend:
             entries = list(os.scandir(os.path.join(self._root, rel) if rel else self._root))
         except (FileNotFoundError, NotADirectoryError):
             return
+        # In name order, as S3 lists: a listing then passes keys in key order, so a delete that removes a job's
+        # log from its last slot back is never seen half-way as a hole (docs/STORE.md, "Deleting a job").
+        entries.sort(key=lambda entry: entry.name)
         for entry in entries:
             key = rel + entry.name
             if entry.is_dir(follow_symlinks=False):

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from zeus_kfp.job import JobSpec
+from zeus_kfp.settings import is_int
 from zeus_kfp.store import consensus, entries, keys
 from zeus_kfp.store.backend import Backend
 from zeus_kfp.store.errors import (
@@ -35,12 +36,21 @@ DEFAULT_PHASE = "running"
 FORMER_SPEC_FIELDS = ("period_s", "max_running", "drift_detector", "drift_threshold", "drift_data")
 
 
+LAST_US = 253_402_300_799_000_000  # 9999-12-31T23:59:59 in µs since the epoch: a created_at a datetime holds
+
+
+def _int(value: Any) -> int:
+    return value if is_int(value) else -1
+
+
 def _decode(job_id: str, key: str, data: bytes) -> dict[str, Any]:
     try:
         record = json.loads(data)
         fields = {name: value for name, value in record["spec"].items() if name not in FORMER_SPEC_FIELDS}
         record["spec"] = JobSpec.from_dict(fields)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # JSON, or JobSpec's own validation
+        if not isinstance(record.get("owner"), str) or not 0 <= _int(record.get("created_at")) < LAST_US:
+            raise ValueError("owner or created_at (µs since the epoch, before the year 10000) missing or wrong")
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:  # JSON, or JobSpec's checks
         raise CorruptObjectError(key, f"not a readable job spec ({str(exc)[:120]})") from None
     if record["spec"].job_id != job_id:
         raise CorruptObjectError(key, f"holds job {record['spec'].job_id!r}'s spec, not {job_id!r}'s")

@@ -4,7 +4,9 @@ What it writes and deletes is docs/STORE.md, "Snapshots". Why only the report st
 run it: readers never compact (a stampede of compacting readers was the old design's problem). Why no
 lease: a snapshot is a cache of slots that never change, so two compactors at once both write a correct
 one. Where the server refuses deletes (a Kubeflow 1.11 namespace key) nothing is wrong: superseded
-snapshots stay, and the store says so once per process.
+snapshots stay, and the store says so once per process. Why the job's incarnation is checked around each write:
+a job deleted (and made again) during a compaction must get neither the old job's rows as its snapshot nor a
+stray object that keeps its id from being made again (strays.py).
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from zeus_kfp.store import entries, keys, log, snapshot
+from zeus_kfp.store import entries, keys, log, snapshot, strays
 from zeus_kfp.store.backend import Backend, LocalBackend, ObjectNotFound
-from zeus_kfp.store.errors import DeleteRefusedError, ObjectProblem
+from zeus_kfp.store.errors import DeleteRefusedError, JobDeletedError, ObjectProblem
 
 logger = logging.getLogger(__name__)
 QUIET_KINDS = ("snapshot", "noop")  # entries that change nothing a reader settles
@@ -36,10 +38,18 @@ def compact(backend: Backend, job_id: str) -> CompactResult:
     result = CompactResult(job_id, read.upto, problems=read.problems)
     news = [e for slot, e in read.by_slot.items() if slot > read.snapshot_upto and e["kind"] not in QUIET_KINDS]
     if news:  # (a compaction's own `snapshot` entry is no reason for the next one)
-        result.written = snapshot.write(backend, job_id, read.upto, read.table())
+        result.written = snapshot.write(backend, job_id, read.upto, read.table(), read.made)
     if result.written:
         named = {"kind": "snapshot", "snapshot": keys.basename(result.written), "upto": read.upto}
-        log.append(backend, read, named | {"at": entries.now_us()})
+        writer = strays.Recording(backend)
+        try:
+            log.append(writer, read, named | {"at": entries.now_us()})
+        finally:  # (told an error after writing too: what it wrote into a job deleted meanwhile is undone)
+            gone = strays.undone_if_changed(backend, job_id, read.made, [*writer.written, result.written])
+        if gone:
+            raise JobDeletedError(job_id, backend.location)
+    elif strays.incarnation(backend, job_id) != read.made:
+        return result  # the snapshots listed now are another making's: none is superseded by what was read
     newest = read.upto if result.written else read.snapshot_upto
     for upto, key in snapshot.listed(backend, job_id):
         if upto >= newest:

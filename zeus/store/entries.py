@@ -47,7 +47,7 @@ def checked(entry: dict[str, Any]) -> dict[str, Any]:
     try:
         return fields_table.check(entry)
     except fields_table.EntryFieldError as exc:
-        raise StoreInputError(exc.field, exc.value, exc.allowed) from None
+        raise StoreInputError(exc.field, fields_table.printable(exc.value), exc.allowed) from None
 
 
 def encode(entry: dict[str, Any]) -> bytes:
@@ -62,12 +62,14 @@ def decode(key: str, data: bytes) -> dict[str, Any]:
         entry = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptObjectError(key, f"not JSON ({str(exc)[:80]})") from None
+    except RecursionError:  # nested deeper than the decoder goes: no entry nests beyond a profile's rows
+        raise CorruptObjectError(key, "not a log entry (JSON nested too deep)") from None
     if isinstance(entry, dict):
         written = entry.get("format", 1)
         if isinstance(written, int) and not isinstance(written, bool) and written > fields_table.FORMAT:
             raise StoreFormatError(key, written, fields_table.FORMAT)
     try:
-        return fields_table.check(entry)
+        return fields_table.check(entry, reading=True)
     except fields_table.EntryFieldError as exc:
         raise CorruptObjectError(key, f"not a valid log entry: {exc}") from None
 
@@ -100,13 +102,21 @@ def table(found: list[dict[str, Any]]) -> pa.Table:
 
 def checked_table(key: str, arrow: pa.Table) -> pa.Table:
     """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types), or in the schema of this format
-    before the fields added since (fields_table.ADDED): then those columns are null, as in its entries."""
+    before the fields added since (fields_table.ADDED: then those columns are null, as in its entries), its text
+    valid UTF-8 and every row one the field table allows (a snapshot is trusted no more than the entries it
+    stands for)."""
     schema = arrow.schema.remove_metadata()
-    if schema == ROW_SCHEMA:
-        return arrow
     earlier = pa.schema([f for f in ROW_SCHEMA if f.name not in fields_table.ADDED])
-    if schema != earlier:
+    if schema == earlier:
+        for name in fields_table.ADDED:
+            arrow = arrow.append_column(ROW_SCHEMA.field(name), pa.nulls(arrow.num_rows, ROW_SCHEMA.field(name).type))
+    elif schema != ROW_SCHEMA:
         raise CorruptObjectError(key, "not in the log's row schema")
-    for name in fields_table.ADDED:
-        arrow = arrow.append_column(ROW_SCHEMA.field(name), pa.nulls(arrow.num_rows, ROW_SCHEMA.field(name).type))
+    try:
+        arrow.validate(full=True)  # Parquet may hold text that is not UTF-8: Arrow checks it only here
+        fields_table.check_rows(arrow)
+    except pa.ArrowInvalid as exc:
+        raise CorruptObjectError(key, f"holds a value Arrow refuses ({str(exc)[:80]})") from None
+    except fields_table.EntryFieldError as exc:
+        raise CorruptObjectError(key, f"holds a row the field table refuses: {exc}") from None
     return arrow

@@ -163,3 +163,16 @@ class ObjectProblem:
 
     def __str__(self) -> str:
         return f"{self.key}: {self.reason}"
+
+
+class JobDeletedError(StoreError):
+    """A reader or compactor wrote into a job (a hole it closed, a snapshot) that was deleted, or deleted and
+    made again, while it read: what it wrote is undone, and it says so rather than answer from a job that is
+    gone. Reading again reads the job as it is now."""
+
+    def __init__(self, job_id: str, location: str) -> None:
+        self.job_id = job_id
+        super().__init__(
+            f"job {job_id!r} in {location} was deleted (or deleted and made again) while it was read; "
+            "what this read wrote into it is removed: read it again"
+        )

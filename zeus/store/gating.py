@@ -47,11 +47,18 @@ class GateRequest:
     def __post_init__(self) -> None:
         for name in ("period_s", "timeout_s", "drift_stat", "drift_threshold"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+            if value is not None and not (isinstance(value, (int, float)) and _finite(value)):
                 raise ValueError(f"invalid {name}={value!r}: allowed a finite number")
 
     def entry(self) -> dict:
         return asdict(self)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond a float's range: no float column holds it
+        return False
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from zeus_kfp.store import entries, frames, gating, keys, log
 from zeus_kfp.store.backend import ObjectNotFound
 from zeus_kfp.store.errors import UnknownTrialError
+from zeus_kfp.store.text import storable
 
 
 class Recurrences:
@@ -64,7 +65,7 @@ class Recurrences:
         so it holds no slot of the job's cap (gating.py)."""
         keys.check_recurrence_id(recurrence_id)
         read = self._read(job_id)
-        entry = {"kind": "end", "recurrence_id": recurrence_id, "at": entries.now_us(), "reason": reason[:500]}
+        entry = {"kind": "end", "recurrence_id": recurrence_id, "at": entries.now_us(), "reason": storable(reason, 500)}
         log.append(self.backend, read, entry)
 
     def recurrences(self, job_id: str) -> pd.DataFrame:

@@ -11,7 +11,8 @@ so what it tells its caller is what every reader reads from then on:
 - `finish_trial`: the first result of a trial stands; the same result again is a no-op, a different
   one is refused with EventConflictError. Results and profiles are checked where they enter (one line
   naming the field), and every entry against its kind's field table before it is proposed (fields.py), so
-  nothing malformed is ever stored.
+  nothing malformed is ever stored. The text a trial or its script hands in (a reason, a failure message) is
+  made storable (text.py: escaped or cut, saying so) rather than refused: its measured figures are stored.
 - `write_profile`: the first profile of a trial stands; a retried step's later one changes nothing.
 Reads derive everything from the log every time (frames.py): there is no kept state to go stale.
 """
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote_to_bytes, urlparse
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ import pyarrow.compute as pc
 
 from zeus_kfp.job import Decision, JobSpec, JobSpecError, TrialResult, check_result_for
 from zeus_kfp.profiles import PowerProfile, check_profile
-from zeus_kfp.store import catalog, entries, frames, keys, log
+from zeus_kfp.store import catalog, entries, frames, keys, log, strays
 from zeus_kfp.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus_kfp.store.compaction import CompactResult, compact
 from zeus_kfp.store.errors import (
@@ -46,6 +47,7 @@ from zeus_kfp.store.errors import (
     UnknownTrialError,
 )
 from zeus_kfp.store.recurrences import Recurrences
+from zeus_kfp.store.text import storable
 from zeus_kfp.trial_history import TrialHistory
 
 logger = logging.getLogger(__name__)
@@ -67,7 +69,8 @@ class Store(Recurrences):
         # so a later read only lists and fetches the slots after it: a fact, not a cache that can go stale.
         self._prefixes: dict[str, log.LogRead] = {}
         self._specs: dict[str, JobSpec] = {}  # agreed specs, which never change either
-        self._views: dict[str, tuple[int, frames.Settled]] = {}  # each job's settled view, and of which prefix
+        # each job's settled view, and of which prefix (the read and how far it went)
+        self._views: dict[str, tuple[log.LogRead, int, frames.Settled]] = {}
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
@@ -106,18 +109,28 @@ class Store(Recurrences):
         """Remove every object of the job (a junk job: its log, snapshots, phases, TensorBoard logs, hand-offs,
         its spec last, so a delete cut short leaves a listed job to delete again); returns how many objects.
         Reads nothing the job holds, so a job whose spec or log is damaged can always be deleted. UnknownJobError
-        for a job the store has no object of; DeleteRefusedError where the server refuses deletes."""
+        for a job the store has no object of; DeleteRefusedError where the server refuses deletes.
+
+        The order keeps readers at work meanwhile from writing into it (docs/STORE.md, "Deleting a job"): the
+        log from its last slot back, each slot's blocks before its value, so a listing shows a prefix of the log,
+        never a hole to close; then the spec. Once the spec is gone the job is listed again, and what a reader
+        or compactor wrote meanwhile is removed too (a write after that is its writer's to undo: strays.py)."""
         names = self.backend.list(keys.job_dir(job_id))
         if not names:
             raise UnknownJobError(f"no job {job_id!r} in {self.backend.location}")
-        spec = keys.spec_dir(job_id)
-        for key in sorted(names, key=lambda name: name.startswith(spec)):
-            self.backend.delete(key)
+        removed = 0
+        for _ in range(DELETE_PASSES):
+            for key in _deletion_order(job_id, names):
+                self.backend.delete(key)
+            removed += len(names)
+            names = self.backend.list(keys.job_dir(job_id))
+            if not names or strays.incarnation(self.backend, job_id) is not None:
+                break  # all gone, or the id made again meanwhile: what is there now is the new job's
         if isinstance(self.backend, LocalBackend):  # folders are not objects: left empty, they would still list
             self.backend.remove_empty_dirs(keys.job_dir(job_id))
         for cache in (self._specs, self._prefixes, self._views):
             cache.pop(job_id, None)
-        return len(names)
+        return removed
 
     def set_phase(self, job_id: str, phase: str) -> None:
         """Record the job as "running" or "completed" (an event; the latest wins)."""
@@ -128,19 +141,21 @@ class Store(Recurrences):
     def _read(self, job_id: str, base: log.LogRead | None = None, until: int | None = None) -> log.LogRead:
         base = base or self._prefixes.get(keys.check_job_id(job_id))
         found = log.read(self.backend, job_id, base, until)
+        if base is not None and found is not base:  # the job was deleted and made again: its spec may differ too
+            self._specs.pop(job_id, None)
         self._prefixes[job_id] = found
         self._report(found.problems)
         return found
 
     def _settled(self, read: log.LogRead) -> frames.Settled:
         """The settled view of `read`; the same prefix is settled once (a bandit step asks five times)."""
-        upto, settled = self._views.get(read.job_id, (-1, None))
-        if upto == read.upto and settled is not None:
+        of, upto, settled = self._views.get(read.job_id, (None, -1, None))
+        if of is read and upto == read.upto and settled is not None:  # (a read anew of a job made again: another)
             self._report(read.problems)
             return settled
         problems = list(read.problems)
         settled = frames.settle(read.job_id, read.table(), problems)
-        self._views[read.job_id] = (read.upto, settled)
+        self._views[read.job_id] = (read, read.upto, settled)
         self._report(problems)
         return settled
 
@@ -187,7 +202,8 @@ class Store(Recurrences):
         if row is None:
             entry = {"kind": "dispatched", "recurrence_id": recurrence_id, "attempt": attempt, "at": entries.now_us(),
                      "batch_size": decision.batch_size, "cost_threshold": decision.cost_threshold,
-                     "stage": decision.stage, "decision_reason": decision.reason, "kfp_run_id": kfp_run_id}  # fmt: skip
+                     "stage": decision.stage, "decision_reason": _storable(decision.reason),
+                     "kfp_run_id": kfp_run_id}  # fmt: skip
             row = self._dispatch(self._append(read, entry), recurrence_id, attempt)
             assert row is not None  # ours, or a twin's before it
         return self._decision(row)
@@ -211,6 +227,7 @@ class Store(Recurrences):
         if not isinstance(result, TrialResult):
             raise StoreInputError("result", type(result).__name__, "a zeus_kfp.job.TrialResult")
         check_result_for(self.get_job(job_id), result)
+        result = replace(result, reason=storable(result.reason), source=storable(result.source))
         read, settled, row = self._require_dispatch(job_id, recurrence_id, attempt)
         if result.batch_size != row["batch_size"]:
             raise StoreInputError(
@@ -221,7 +238,7 @@ class Store(Recurrences):
         if stored is None:
             entry = {"kind": "finished", "recurrence_id": recurrence_id, "attempt": attempt, "at": entries.now_us()}
             stored = _result_at(self._append(read, entry | given), row["_row"])
-        if stored != given:
+        if _as_written_now(stored) != given:  # (a result an older zeus-kfp stored may hold longer text)
             where = keys.log_dir(job_id) + f" ({recurrence_id} attempt {attempt})"
             raise EventConflictError(where, f"another result is stored: {entries.differences(stored, given)}")
 
@@ -296,6 +313,24 @@ class Store(Recurrences):
         return {keys.basename(key): data for key, data in found.items() if isinstance(data, bytes)}
 
 
+DELETE_PASSES = 3  # listings of a job being deleted: what readers wrote meanwhile is found by the next
+
+
+def _deletion_order(job_id: str, names: list[str]) -> list[str]:
+    """The job's objects in the order a delete removes them: all but the log and the spec, then the log from its
+    last slot back (each slot's blocks before its value), then the spec (its blocks before its value). A
+    listing, which runs in key order, then never shows a slot without its value before a slot with one."""
+    spec = keys.spec_dir(job_id)
+
+    def rank(key: str) -> tuple[int, int, str]:
+        slot = keys.slot_of(key)
+        if key.startswith(spec):
+            return (2, 0, key)
+        return (0, 0, key) if slot is None else (1, -slot, key)
+
+    return sorted(names, key=rank)
+
+
 def _check_trial(job_id: str, recurrence_id: str, attempt: int) -> None:
     keys.check_job_id(job_id)
     keys.check_recurrence_id(recurrence_id)
@@ -313,16 +348,34 @@ def _result_at(settled: frames.Settled, row: int) -> dict[str, Any] | None:
     return {name: settled.finished.column(name)[row].as_py() for name in entries.RESULT_FIELDS}
 
 
+def _storable(text: Any) -> Any:
+    return storable(text) if isinstance(text, str) else text  # anything else the field table refuses, naming it
+
+
+def _as_written_now(result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result's fields as a writer of this version would store them (its text made storable)."""
+    return result | {name: _storable(result[name]) for name in ("reason", "source")}
+
+
 def _local_path(uri: str) -> Path:
+    """The directory a local store's URI or path names. A file URI's path is percent-decoded to bytes and then to
+    the OS's name for them (os.fsdecode), the inverse of Path.as_uri: a directory name that is not UTF-8 comes
+    back as itself, never as another directory with U+FFFD in its name."""
     if "\x00" in uri:
         raise StoreInputError("store", uri.replace("\x00", "\\0"), STORE_FORMS + "; no NUL characters")
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise StoreInputError("store", uri, STORE_FORMS + "; file URIs name no host")
-        path = Path(unquote(parsed.path))
+        name = os.fsdecode(unquote_to_bytes(parsed.path))
+        if "\x00" in name:
+            raise StoreInputError("store", uri, STORE_FORMS + "; no NUL characters (%00)")
+        path = Path(name)
     else:
-        path = Path(uri).expanduser()
+        try:
+            path = Path(uri).expanduser()
+        except RuntimeError:  # ~name of no user on this machine
+            raise StoreInputError("store", uri, STORE_FORMS + f"; {uri.split('/')[0]} names no user here") from None
     if path.exists() and not path.is_dir():
         what = "is a file, not a directory" if path.is_file() else "exists and is not a directory"
         raise StoreInputError("store", uri, f"a directory ({path} {what})")
