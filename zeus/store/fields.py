@@ -260,7 +260,10 @@ def _format(value: Any) -> int:
 def _profile_rows(rows: Any, reading: bool) -> list[dict[str, Any]]:
     if not isinstance(rows, list) or not rows or not all(isinstance(row, dict) for row in rows):
         raise EntryFieldError("rows", rows, "a non-empty list of power-limit rows")
-    return [{name: _field(name, row.get(name), reading) for name in PROFILE_ROW_FIELDS} for row in rows]
+    return [
+        {name: _field(name, row.get(name), reading) for name in PROFILE_ROW_FIELDS if name in row or name not in ADDED}
+        for row in rows
+    ]  # a field added since (ADDED) is left out where an earlier writer left it out: the entry reads as written
 
 
 def check_rows(rows: pa.Table) -> None:
