@@ -170,13 +170,16 @@ def saved_rows(saved: Any) -> list[dict[str, Any]]:
 
 
 def failed_totals(saved: Any) -> dict[str, Any]:
-    """The job's failed trials, apart from the saving: their energy and cost, and the recurrences left out."""
+    """The job's failed trials, apart from the saving: how many, their energy, cost and time, and the recurrences
+    left out (every trial of them failed)."""
     from zeus_kfp.report.numbers import FAILED
 
     rec = saved.recurrences
     return {
+        "trials": int(rec["failed_trials"].sum()),
         "energy_j": float(rec["failed_energy_j"].sum()),
         "cost": float(rec["failed_cost"].sum()),
+        "time_s": float(rec["failed_time_s"].sum()),
         "recurrences_left_out": [int(r) for r in rec.loc[rec["outcome"] == FAILED, "recurrence"]],
     }
 
@@ -220,7 +223,7 @@ def show(
     which policy a run used (a run parameter)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus_kfp.report import arm_frame, per_recurrence, savings_of, write_plots
-    from zeus_kfp.report.numbers import profile_states
+    from zeus_kfp.report.numbers import profile_states, spent
     from zeus_kfp.store import UnknownJobError
 
     opened = open_for_reading(store)
@@ -243,10 +246,10 @@ def show(
         print_trials(out, _title("trials", len(trials), last), shown, SHOW_TRIAL_FIELDS, wide=wide)
         rec = per_recurrence(trials).tail(last)
         rows = [
-            [str(r["recurrence"]), OUTCOME_WORDS[r["outcome"]], r["batch_sizes"],
-             si(r["cost"] + r["failed_cost"], ""),
-             si(r["energy_j"], "J"), duration(r["time_s"]), r["recurrence_id"]]
+            [str(r["recurrence"]), OUTCOME_WORDS[r["outcome"]], r["batch_sizes"], si(cost, ""), si(energy, "J"),
+             duration(time_s), r["recurrence_id"]]
             for r in rec.to_dict("records")
+            for cost, energy, time_s in [spent(r)]  # the failed trials' too: what the trials table reads
         ]  # fmt: skip
         print_table(out, _title("recurrences", len(per_recurrence(trials)), last), RECURRENCE_COLUMNS, rows, wide=wide)
         for line in savings_of(trials, profiles, spec).lines():  # the lines `run` prints, from the same numbers

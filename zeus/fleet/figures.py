@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from zeus_kfp.job import JobSpec, TrialStatus
-from zeus_kfp.report.numbers import FAILED, finished_trials
+from zeus_kfp.report.numbers import FAILED, finished_trials, is_simulated
 from zeus_kfp.report.savings import Savings, savings_of
 
 DEFAULT_CARBON_INTENSITY = 480.0  # gCO2/kWh
@@ -56,6 +56,7 @@ class JobFigures:
     failed_recurrences: int
     failed_energy_j: float
     baseline: str
+    simulated: bool = False  # its figures came from a simulated GPU (a trace, the GPU model): no GPU was measured
 
     @property
     def exploring(self) -> bool:
@@ -178,6 +179,7 @@ def job_figures(
         failed_recurrences=int((rec["outcome"] == FAILED).sum()),
         failed_energy_j=float(rec["failed_energy_j"].sum()),
         baseline=saved.baseline.how,
+        simulated=is_simulated(in_window),
     )
     if totals is None or saved.baseline.energy_j is None:
         return figures, empty

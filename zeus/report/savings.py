@@ -26,7 +26,7 @@ import pandas as pd
 from zeus_kfp.cost import Figures
 from zeus_kfp.job import JobSpec
 from zeus_kfp.report.numbers import FAILED, Baseline, default_config_cost, per_recurrence
-from zeus_kfp.report.units import COST_UNIT, si
+from zeus_kfp.report.units import COST_UNIT, duration, si
 
 EXPLORING_NOTE = (
     "  (negative while the bandit is still exploring: each new batch size costs a profiling epoch, "
@@ -71,16 +71,25 @@ class Savings:
         )
 
     def waste_line(self) -> str:
-        """The failed trials' energy and cost, the whole job's, apart from the saving ("" when none failed)."""
-        wasted = self.recurrences[self.recurrences["failed_cost"] > 0]
+        """The failed trials' cost, energy and time, the whole job's, apart from the saving ("" when none failed):
+        how many trials in how many recurrences, and how many of those had no other trial (left out)."""
+        rec = self.recurrences
+        wasted = rec[rec["failed_trials"] > 0]
         if wasted.empty:
             return ""
-        left_out = int((self.recurrences["outcome"] == FAILED).sum())
+        left_out = int((wasted["outcome"] == FAILED).sum())
+        trials = int(wasted["failed_trials"].sum())
         return (
-            f"failed runs (no model; left out of the saving): {si(float(wasted['failed_energy_j'].sum()), 'J')}, "
-            f"cost {si(float(wasted['failed_cost'].sum()), COST_UNIT)}, in {len(wasted)} recurrence(s)"
+            f"failed runs (no model; left out of the saving): {trials} trial(s) in {len(wasted)} recurrence(s)"
             + (f", {left_out} of them with no other trial" if left_out else "")
+            + f": cost {si(float(wasted['failed_cost'].sum()), COST_UNIT)}, energy "
+            f"{si(float(wasted['failed_energy_j'].sum()), 'J')}, time {duration(float(wasted['failed_time_s'].sum()))}"
         )
+
+    def counted_text(self) -> str:
+        """The recurrences the cumulative saving is over, as every view says it: "3 counted, 1 failed and left out"."""
+        left_out = len(self.recurrences) - len(self.counted)
+        return f"{len(self.counted)} counted" + (f", {left_out} failed and left out" if left_out else "")
 
     def saving_of(self, recurrence: int) -> float | None:
         """The recurrence's saving; None without a baseline, or for a recurrence whose every trial failed."""
@@ -103,11 +112,9 @@ class Savings:
         if not self.baseline.cost or counted.empty:
             return ""
         latest = counted.iloc[-1]
-        left_out = len(self.recurrences) - len(counted)
-        over = f"{len(counted)} recurrence(s)" + (f" ({left_out} failed, left out)" if left_out else "")
         return (
             f"saving vs the default config: recurrence {int(latest['recurrence'])} {latest['saving']:+.1%}; "
-            f"cumulative over {over} {self.cumulative:+.1%}"
+            f"cumulative {self.cumulative:+.1%} over {self.counted_text()}"
         )
 
     def lines(self, recurrences: list[int] | None = None) -> list[str]:
@@ -128,9 +135,12 @@ def _recurrence_line(r: dict) -> str:
     """One recurrence's line under the baseline: its saving, or why it has none."""
     head = f"  recurrence {int(r['recurrence'])}: "
     if r["outcome"] == FAILED:
-        return head + f"failed, no model ({si(r['failed_energy_j'], 'J')} wasted; left out of the saving)"
+        wasted = f"cost {si(r['failed_cost'], COST_UNIT)}, energy {si(r['failed_energy_j'], 'J')}, time " + duration(
+            r["failed_time_s"]
+        )
+        return head + f"failed, no model ({wasted} wasted; left out of the saving)"
     line = head + f"cost {si(r['cost'], COST_UNIT)} -> saving {r['saving']:+.1%}"
-    return line + (f" (and {si(r['failed_energy_j'], 'J')} in failed trials)" if r["failed_cost"] > 0 else "")
+    return line + (f" (and {si(r['failed_energy_j'], 'J')} in failed trials)" if r["failed_trials"] else "")
 
 
 def savings_of(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSpec) -> Savings:
