@@ -42,7 +42,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         attempt = attempts[recurrence] = attempts.get(recurrence, 0) + 1
         store.dispatch_trial(JOB, rid, attempt, Decision(batch_size, None, "exploration", "by hand"))
         result = TrialResult.build(SPEC, batch_size=batch_size, status=status, time_s=time_s, energy_j=energy_j,
-                                   num_epochs=1, metric=0.95 if status == "reached" else None, simulated=True,
+                                   num_epochs=3, metric=0.95 if status == "reached" else None, simulated=True,
                                    source="simulated (GPU model)")  # fmt: skip
         store.finish_trial(JOB, rid, attempt, result)
     return work

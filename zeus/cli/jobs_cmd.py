@@ -169,6 +169,11 @@ def saved_rows(saved: Any) -> list[dict[str, Any]]:
     ]
 
 
+def saving_of_job(saved: Any) -> dict[str, Any]:
+    """The cumulative saving, each recurrence's, and how many trials met the target at once (then no saving)."""
+    return {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved), "met_at_once": saved.met_at_once}
+
+
 def failed_totals(saved: Any) -> dict[str, Any]:
     """The job's failed trials, apart from the saving: how many, their energy, cost and time, and the recurrences
     left out (every trial of them failed)."""
@@ -197,7 +202,7 @@ def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFr
         "recurrences": _json_records(per_recurrence(trials)) if not trials.empty else [],
         "runs": _json_records(opened.recurrences(spec.job_id)),  # the recurrence gate's answers, drift statistics
         "default_config_cost": None if baseline is None else {"cost": baseline.cost, "how": baseline.how},
-        "saving": None if saved is None else {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved)},
+        "saving": None if saved is None else saving_of_job(saved),
         "saved": None if saved is None or saved.saved() is None else saved.saved().to_dict(),  # J, J, s (as fleet)
         "failed": None if saved is None else failed_totals(saved),
         "cost_unit": COST_UNIT,

@@ -156,7 +156,9 @@ def _render(
                 else "."
             )
         )
-        if baseline.cost is None:
+        if saved.met_at_once:
+            parts.append(saved.met_at_once_line()[0].upper() + saved.met_at_once_line()[1:] + ".")
+        elif baseline.cost is None:
             parts.append(f"Default configuration cost: unknown ({baseline.how}).")
         else:
             saving = saved.saving_of(int(current["recurrence"]))
