@@ -33,6 +33,7 @@ PROFILE_FIELDS = fields_table.PROFILE_ROW_FIELDS
 GATE_FIELDS = fields_table.GATE_FIELDS
 ROW_SCHEMA = pa.schema([(f.name, f.type) for f in fields_table.FIELDS])  # the field table's, in its order
 COLUMNS = tuple(ROW_SCHEMA.names)
+FORMAT_1_COLUMNS = COLUMNS.index("drift_threshold") + 1  # the row schema before the begin's spec and reads
 SAID_APART = ("at", "format")  # when and by which format an entry was written: not what it says
 
 
@@ -99,7 +100,13 @@ def table(found: list[dict[str, Any]]) -> pa.Table:
 
 
 def checked_table(key: str, arrow: pa.Table) -> pa.Table:
-    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types)."""
-    if arrow.schema.remove_metadata() != ROW_SCHEMA:
-        raise CorruptObjectError(key, "not in the log's row schema")
-    return arrow
+    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types). A snapshot in the row schema of
+    store format 1 (ROW_SCHEMA's first columns) reads with the later ones null: its entries had none of them."""
+    schema = arrow.schema.remove_metadata()
+    if schema == ROW_SCHEMA:
+        return arrow
+    if len(schema) == FORMAT_1_COLUMNS and all(schema.field(i) == ROW_SCHEMA.field(i) for i in range(len(schema))):
+        for name in ROW_SCHEMA.names[len(schema) :]:
+            arrow = arrow.append_column(ROW_SCHEMA.field(name), pa.nulls(arrow.num_rows, ROW_SCHEMA.field(name).type))
+        return arrow.replace_schema_metadata(None)
+    raise CorruptObjectError(key, "not in the log's row schema")
