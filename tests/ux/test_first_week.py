@@ -48,3 +48,67 @@ def test_a_target_every_trial_meets_at_its_first_evaluation_is_said_and_reports_
     fleet = json.loads(run_cli("fleet", "--store", "store", "--json", cwd=work).stdout)
     (job,) = fleet["jobs"]
     assert job["saving"] is None and job["met_at_once"] and fleet["total"]["without_baseline"] == []
+
+
+# -- a first-run typo does not lock the job ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_typo_on_the_first_run_gives_way_to_the_fixed_spec_until_a_trial_reaches(tmp_path):
+    work = user_dir(tmp_path, "keras_style.py", job="typo-metric", metric="val_acc")
+    (work / "mode.txt").write_text("ok")
+    args = ("--command", COMMAND, "--spec", "job.yaml", "--metric-pattern", KERAS, "-r", "1")
+    typo = run(work, *args, "--metric-name", "val_accuracy")
+    assert typo.returncode == 1 and "never reported 'val_accuracy'" in typo.stderr
+    fixed = run(work, *args)
+    assert fixed.returncode == 0, fixed.stderr
+    (said,) = [line for line in fixed.stdout.splitlines() if "spec was replaced" in line]
+    assert said.startswith("job typo-metric's spec was replaced (metric_name: 'val_accuracy' -> 'val_acc'): no result")
+    trials = stored(work, "typo-metric")  # the job's history under its spec: the fixed run's trial alone
+    assert list(trials["recurrence"]) == [2] and list(trials["status"]) == ["reached"]
+    assert trials["batch_size"].iloc[0] == 64  # decided as for a new job: its default batch size first
+    text = run_cli("show", "typo-metric", "--store", "store", cwd=work, COLUMNS="300").stdout
+    assert "spec replaced at recurrence 2 (metric_name: 'val_accuracy' -> 'val_acc')" in text
+    assert "left out: the 1 trial(s) of 1 recurrence(s) under an earlier spec, none reached" in text
+    assert "opened: spec replaced" in text  # the gate's table
+    data = shown(work, "typo-metric")
+    assert [t["status"] for t in data["replaced_trials"]] == ["failed"] and len(data["trials"]) == 1
+
+    changed = run(work, *args, "--target-metric", "0.99")  # a trial has reached: the spec is settled
+    assert changed.returncode == 2 and changed.stdout.count("\n") <= 1  # only the header line, nothing ran
+    (error,) = changed.stderr.strip().splitlines()
+    assert "settled by its trial 2" in error and "target_metric: 0.93 -> 0.99" in error
+    assert "`zeus-kfp delete typo-metric`" in error and "new --job-id" in error
+    deleted = run_cli("delete", "typo-metric", "--store", "store", "--yes", cwd=work)
+    assert deleted.returncode == 0, deleted.stderr
+    afresh = run(work, *args, "--target-metric", "0.99")  # what the error said helps
+    assert afresh.returncode == 0, afresh.stderr
+    assert list(stored(work, "typo-metric")["recurrence"]) == [1]
+
+
+# -- how a script reports belongs to the job -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_how_the_script_reports_is_remembered_for_the_job_and_a_later_run_may_change_it(tmp_path):
+    work = user_dir(tmp_path, "keras_style.py", job="keras-job")
+    (work / "mode.txt").write_text("ok")
+    first = run(work, "--command", COMMAND, "--spec", "job.yaml", "--metric-pattern", KERAS, "-r", "1")
+    assert first.returncode == 0, first.stderr
+    again = run(work, "--command", COMMAND, "--spec", "job.yaml", "-r", "1")  # no --metric-pattern this time
+    assert again.returncode == 0, again.stderr
+    assert list(stored(work, "keras-job")["status"]) == ["reached", "reached"]  # not a failed recurrence
+    (said,) = [line for line in again.stdout.splitlines() if "the job's, from recurrence 1" in line]
+    assert said == (
+        f"job keras-job reads val_acc from the script's output with --metric-pattern {KERAS!r}; keeps "
+        f"{{log_dir}}/model.pt as the model (the job's, from recurrence 1: --metric-pattern {KERAS!r})"
+    )
+    changed = run(work, "--command", COMMAND, "--spec", "job.yaml", "--keep", "ck/*.pt", "-r", "1")
+    assert changed.returncode == 0, changed.stderr
+    assert (
+        f"job keras-job now reads val_acc from the script's output with --metric-pattern {KERAS!r}; keeps "
+        "--keep 'ck/*.pt' as the model (keep: '' -> 'ck/*.pt')" in changed.stdout
+    )
+    text = run_cli("show", "keras-job", "--store", "store", cwd=work, COLUMNS="300").stdout
+    assert f"reads val_acc from the script's output with --metric-pattern {KERAS!r}; keeps --keep 'ck/*.pt'" in text
+    assert shown(work, "keras-job")["reads"]["keep"] == "ck/*.pt"

@@ -8,6 +8,7 @@ column, --json prints the same data as one JSON document.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -91,7 +92,7 @@ def jobs(
     """List the jobs in the store. phase: running while a recurrence is in flight, completed when
     none is (also after one was interrupted)."""
     opened = open_for_reading(store)
-    frame = opened.list_jobs(phase=phase, owner=owner)
+    frame = opened.list_jobs(phase=phase, owner=owner, in_force=True)
     if as_json:
         typer.echo(json.dumps({"store": opened.uri, "jobs": _json_records(frame)}, indent=2))
         return
@@ -189,6 +190,33 @@ def failed_totals(saved: Any) -> dict[str, Any]:
     }
 
 
+def spec_lines(opened: Any, spec: Any) -> list[str]:
+    """What `show` says under the spec: each spec a run replaced and the trials left out with it, and how the job's
+    script reports (its latest recurrence's record)."""
+    from zeus_kfp.report.numbers import finished_trials
+    from zeus_kfp.steps.gate import describe_reads
+    from zeus_kfp.store.errors import changes_text
+
+    lines = []
+    history = opened.spec_history(spec.job_id)
+    if len(history) > 1:
+        left = opened.replaced_trials(spec.job_id)
+        done = finished_trials(left)
+        figures = f"cost {si(float(done['cost'].sum()), COST_UNIT)}, energy {si(float(done['energy_j'].sum()), 'J')}, "
+        figures += f"time {duration(float(done['time_s'].sum()))}"
+        for (_, old), (number, new) in itertools.pairwise(history):
+            lines.append(f"spec replaced at recurrence {number} ({changes_text(old.diff(new))})")
+        lines.append(
+            f"  left out: the {len(left)} trial(s) of {left['recurrence'].nunique()} recurrence(s) under an earlier "
+            f"spec, {int(left['reached'].sum()) or 'none'} reached ({figures}); `show --json` lists them as "
+            "replaced_trials"
+        )
+    reads = opened.reads(spec.job_id)
+    if reads is not None:
+        lines.append(f"{describe_reads(spec.metric_name, reads)} (as recurrence {reads['recurrence']} did)")
+    return lines
+
+
 def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFrame, state: pd.DataFrame) -> str:
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus_kfp.report import per_recurrence, savings_of
@@ -206,6 +234,9 @@ def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFr
         "saved": None if saved is None or saved.saved() is None else saved.saved().to_dict(),  # J, J, s (as fleet)
         "failed": None if saved is None else failed_totals(saved),
         "cost_unit": COST_UNIT,
+        "spec_history": [{"recurrence": n, "spec": s.to_dict()} for n, s in opened.spec_history(spec.job_id)],
+        "replaced_trials": _json_records(opened.replaced_trials(spec.job_id)),
+        "reads": opened.reads(spec.job_id),
         "profiles": _json_records(profiles),
         "bandit_state": _json_records(state),
     }
@@ -244,6 +275,8 @@ def show(
     out = console(wide=wide)
     out.print(f"[bold]{spec.job_id}[/bold] in {opened.uri}", soft_wrap=True)
     out.print(", ".join(f"{k}={_cell(v)}" for k, v in spec.to_dict().items() if k != "job_id"), markup=False)
+    for line in spec_lines(opened, spec):
+        out.print(line, markup=False, soft_wrap=True)
     if trials.empty:
         out.print("no trials yet")
     else:

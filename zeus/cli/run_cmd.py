@@ -62,6 +62,41 @@ CollectorOpt = text_option(COLLECTOR_HELP, OWN)
 KeepOpt = text_option(KEEP_HELP, OWN)
 
 
+def job_reads(store: str | None, job, said: dict) -> list[str]:
+    """How your job's script reports, settled for this run: what the options said, else the job's own from its last
+    run (`store.reads`), filled into `job.run_args`; the lines that say so (none for a new job or no change)."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
+    from zeus_kfp.steps.gate import describe_reads, reads_changes
+    from zeus_kfp.store import UnknownJobError, open_store
+    from zeus_kfp.store.errors import changes_text
+
+    spec, args = job.spec, job.run_args
+    try:
+        before = open_store(store, read_only=True).reads(spec.job_id)
+    except (UnknownJobError, FileNotFoundError):
+        before = None
+    if before is None:
+        return []
+    plain = not args.get("zeus_aware", True)
+    taken = [name for name, given in said.items() if given is None and before[name] and (plain or name == "keep")]
+    for name in taken:  # a run without them reads as the job does
+        args[name] = before[name]
+    now = {"zeus_aware": args.get("zeus_aware", True)} | {name: args.get(name) or "" for name in said}
+    if now["metrics_collector"]:  # as pipelines.local records it: the pattern folded in
+        from zeus_kfp.train.collectors import CollectorSpec
+
+        now["metrics_collector"] = CollectorSpec.from_params(now["metrics_collector"], now["metric_pattern"]).to_json()
+    lines = []
+    if taken:
+        given = ", ".join(f"--{name.replace('_', '-')} {before[name]!r}" for name in taken)
+        lines.append(f"job {spec.job_id} {describe_reads(spec.metric_name, now)} (the job's, from recurrence "
+                     f"{before['recurrence']}: {given})")  # fmt: skip
+    changed = reads_changes(before, now)
+    if changed:
+        lines.append(f"job {spec.job_id} now {describe_reads(spec.metric_name, now)} ({changes_text(changed)})")
+    return lines
+
+
 @app.command(help=RUN_HELP)
 @setting_options(OWN)
 @setting_options(RUN, RunSettings, param="run_settings")
@@ -168,6 +203,8 @@ def run(
         if job.backend is not None or "command" not in job.run_args:
             raise FieldError("keep", keep, "only with your own training command (--command)")
         job.run_args["keep"] = keep
+    said = {"metric_pattern": metric_pattern, "metrics_collector": metrics_collector, "keep": keep}
+    reads_lines = job_reads(store, job, said) if command is not None else []
     how = run_settings_from_params(**{name: value for name, value in (run_settings or {}).items() if value is not None})
     if job.backend is None and "command" in job.run_args:  # what the train step would refuse, before anything is stored
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
@@ -193,6 +230,8 @@ def run(
         soft_wrap=True,
         markup=False,
     )
+    for line in reads_lines:
+        out.print(line, soft_wrap=True, markup=False)
     status = out.status("starting")
     summaries = []
 
@@ -207,6 +246,11 @@ def run(
 
     def finished(summary) -> None:
         summaries.append(summary)
+        from zeus_kfp.steps.gate import took_line  # deferred with the steps (pandas)
+
+        outcome = None if summary.skipped else opened.gate_outcome(spec.job_id, summary.recurrence_id)
+        if outcome is not None and took_line(opened, spec.job_id, outcome):  # a changed spec the job took
+            out.print(took_line(opened, spec.job_id, outcome), markup=False, soft_wrap=True)
         print_recurrence(out, summary, wide=wide, script=job.backend is None)
 
     try:
