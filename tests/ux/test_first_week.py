@@ -112,3 +112,28 @@ def test_how_the_script_reports_is_remembered_for_the_job_and_a_later_run_may_ch
     text = run_cli("show", "keras-job", "--store", "store", cwd=work, COLUMNS="300").stdout
     assert f"reads val_acc from the script's output with --metric-pattern {KERAS!r}; keeps --keep 'ck/*.pt'" in text
     assert shown(work, "keras-job")["reads"]["keep"] == "ck/*.pt"
+
+
+# -- one path to a cluster: --keep on a cluster trial is refused with why ------------------------------------------
+
+
+def test_keep_with_a_cluster_launcher_is_refused_saying_what_a_cluster_trial_hands_back(tmp_path):
+    """The README's own-script compile line runs in tests/ux/test_readme.py and its cluster blocks in
+    test_readme_cluster.py; here, what a user who adds --keep to it is told, at compile time and, for a package
+    compiled with a local launcher, when a run asks for a cluster one."""
+    work = user_dir(tmp_path, "keeps_checkpoints.py", job="keeper")
+    own = ["--command", "{python} /opt/app/keeps_checkpoints.py --batch-size {batch_size}", "--spec", "job.yaml",
+           "--plain", "--image-repo", "registry.example.com/ml/zeus-kfp"]  # fmt: skip
+    refused = run_cli("compile", "-o", "p.yaml", "--launcher", "trainjob", "--keep", "checkpoints/*.pt", *own, cwd=work)
+    assert refused.returncode == 2 and not (work / "p.yaml").exists()
+    (line,) = refused.stderr.strip().splitlines()
+    assert "keep" in line and "cluster launcher (trainjob)" in line and "{log_dir}/model.pt" in line
+    assert "--launcher local or torchrun" in line
+    local = run_cli("compile", "-o", "p.yaml", "--keep", "checkpoints/*.pt", *own, cwd=work)
+    assert local.returncode == 0, local.stderr
+    dry = run_cli("dry-run", "--package", "p.yaml", "--param", "launcher=pytorchjob", cwd=work)
+    assert dry.returncode == 2 and "cluster launcher (pytorchjob)" in dry.stderr
+    submitted = run_cli(
+        "submit", "--package", "p.yaml", "--param", "launcher=trainjob", cwd=work, KFP_HOST="http://127.0.0.1:9"
+    )  # fmt: skip  (refused before any network call)
+    assert submitted.returncode == 2 and "cluster launcher (trainjob)" in submitted.stderr

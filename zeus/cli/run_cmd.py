@@ -27,7 +27,14 @@ import typer
 from zeus_kfp.cli.app import app
 from zeus_kfp.cli.exits import interrupted_code
 from zeus_kfp.cli.job_setup import choose_job
-from zeus_kfp.cli.own_job import COLLECTOR_HELP, KEEP_HELP, PATTERN_HELP, setting_options, text_option
+from zeus_kfp.cli.own_job import (
+    COLLECTOR_HELP,
+    KEEP_HELP,
+    PATTERN_HELP,
+    remembered,
+    setting_options,
+    text_option,
+)
 from zeus_kfp.cli.run_report import (
     EXIT_FAILED,
     epilogue,
@@ -57,9 +64,9 @@ RUN_HELP = (
 )
 OWN = "Your own job (with --command)"
 RUN = "How each run runs (any job: the recurrence gate, the dispatch timeout)"
-PatternOpt = text_option(PATTERN_HELP, OWN)
-CollectorOpt = text_option(COLLECTOR_HELP, OWN)
-KeepOpt = text_option(KEEP_HELP, OWN)
+PatternOpt = text_option(remembered(PATTERN_HELP), OWN)
+CollectorOpt = text_option(remembered(COLLECTOR_HELP), OWN)
+KeepOpt = text_option(remembered(KEEP_HELP), OWN)
 
 
 def job_reads(store: str | None, job, said: dict) -> list[str]:

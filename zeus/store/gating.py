@@ -168,7 +168,9 @@ def gate_outcomes(
         if gated[i]:
             req, s, a = request[i], int(slot[row]), int(at[row])
             running = [code for code in running if not ended(code, s, a, req)]
-            spec = None if presented[i] is None else spec_text(json.loads(presented[i]))
+            spec = presented[i]
+            if spec is not None and spec != specs[-1]:  # writers write spec_text; compare another's as the rule does
+                spec = spec_text(json.loads(spec))
             if spec is not None and spec != specs[-1]:
                 if settled(s) or running:
                     opened[i], why[i], epoch[i] = False, SPEC_SETTLED if settled(s) else SPEC_IN_USE, -1
