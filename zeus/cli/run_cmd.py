@@ -69,19 +69,16 @@ CollectorOpt = text_option(remembered(COLLECTOR_HELP), OWN)
 KeepOpt = text_option(remembered(KEEP_HELP), OWN)
 
 
-def job_reads(store: str | None, job, said: dict) -> list[str]:
+def job_reads(opened, job, said: dict) -> list[str]:
     """How your job's script reports, settled for this run: what the options said, else the job's own from its last
-    run (`store.reads`), filled into `job.run_args`; the lines that say so (none for a new job or no change)."""
+    run (`opened.reads`: the store), filled into `job.run_args`; the lines that say so (none for a new job or no
+    change)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus_kfp.steps.gate import describe_reads, reads_changes
-    from zeus_kfp.store import UnknownJobError, open_store
     from zeus_kfp.store.errors import changes_text
 
     spec, args = job.spec, job.run_args
-    try:
-        before = open_store(store, read_only=True).reads(spec.job_id)
-    except (UnknownJobError, FileNotFoundError):
-        before = None
+    before = opened.reads(spec.job_id)
     if before is None:
         return []
     plain = not args.get("zeus_aware", True)
@@ -210,8 +207,6 @@ def run(
         if job.backend is not None or "command" not in job.run_args:
             raise FieldError("keep", keep, "only with your own training command (--command)")
         job.run_args["keep"] = keep
-    said = {"metric_pattern": metric_pattern, "metrics_collector": metrics_collector, "keep": keep}
-    reads_lines = job_reads(store, job, said) if command is not None else []
     how = run_settings_from_params(**{name: value for name, value in (run_settings or {}).items() if value is not None})
     if job.backend is None and "command" in job.run_args:  # what the train step would refuse, before anything is stored
         # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
@@ -227,6 +222,8 @@ def run(
         )
     spec = job.spec
     opened = open_for_writing(store)
+    said = {"metric_pattern": metric_pattern, "metrics_collector": metrics_collector, "keep": keep}
+    reads_lines = job_reads(opened, job, said) if command is not None else []  # run_local checks what it fills in
     out = console(wide=wide)
     out.print(
         f"zeus-kfp run: {recurrences} recurrence(s) of job {spec.job_id} ({job.what}; batch sizes "
@@ -256,8 +253,9 @@ def run(
         from zeus_kfp.steps.gate import took_line  # deferred with the steps (pandas)
 
         outcome = None if summary.skipped else opened.gate_outcome(spec.job_id, summary.recurrence_id)
-        if outcome is not None and took_line(opened, spec.job_id, outcome):  # a changed spec the job took
-            out.print(took_line(opened, spec.job_id, outcome), markup=False, soft_wrap=True)
+        took = "" if outcome is None else took_line(opened, spec.job_id, outcome)
+        if took:  # a changed spec the job took
+            out.print(took, markup=False, soft_wrap=True)
         print_recurrence(out, summary, wide=wide, script=job.backend is None)
 
     try:

@@ -166,8 +166,9 @@ def gate(
     if error is not None:
         raise error
     print(GATE.say(outcome_line(outcome)))
-    if took_line(store, spec.job_id, outcome):
-        print(GATE.say(took_line(store, spec.job_id, outcome)))
+    took = took_line(store, spec.job_id, outcome)
+    if took:
+        print(GATE.say(took))
     changed = reads_changes(before, reads or {}) if outcome.opened else {}
     if changed:
         now = describe_reads(spec.metric_name, reads or {})
