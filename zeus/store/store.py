@@ -40,6 +40,7 @@ from zeus_kfp.store.compaction import CompactResult, compact
 from zeus_kfp.store.errors import (
     EventConflictError,
     ObjectProblem,
+    StoreError,
     StoreInputError,
     StoreWarning,
     UnknownJobError,
@@ -92,7 +93,10 @@ class Store(Recurrences, Specs):
             self._report(problems)
         if in_force:
             for i, job_id in enumerate(frame["job_id"]):
-                spec = self.get_job(job_id).to_dict()
+                try:
+                    spec = self.get_job(job_id).to_dict()
+                except (StoreError, UnknownJobError):  # a newer format, a job deleted meanwhile: as listed
+                    continue
                 for name in frame.columns.intersection(list(spec)).drop("job_id", errors="ignore"):
                     frame.at[i, name] = spec[name]
         return frame
