@@ -124,7 +124,7 @@ class JobSpecMismatchError(ValueError):
             message = (
                 f"job {job_id!r} has a spec settled by its trial {settled_by}, which reached the target under it, so "
                 f"a changed spec ({listed}) is refused: `zeus-kfp delete {job_id}` starts the job afresh, or run the "
-                "changed job under a new --job-id"
+                "changed job under a new --job-id (on a cluster: --param job_id=...)"
             )
         elif running is not None:
             message = (
