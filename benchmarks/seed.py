@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from zeus_kfp.job import Decision, JobSpec, TrialResult, TrialStatus
-from zeus_kfp.store import Store, StoreError, entries, keys, open_store, snapshot, strays
+from zeus_kfp.store import Store, StoreError, catalog, entries, keys, open_store, snapshot, strays
 from zeus_kfp.trials import Trial, trial_columns
 
 SPEC = JobSpec(
@@ -162,8 +162,8 @@ def log_entries(
 def seed_job(store: Store, spec: JobSpec, trials: pd.DataFrame, at_us: int | None = None, profiled: int = 0) -> str:
     """Store `spec` and write `trials` (the first `profiled` with a power profile) as the snapshot of the job's
     first slots; returns its key. SeedError if the job already has slots or snapshots (seed only a new job)."""
-    store.ensure_job(spec)
-    backend, job_id = store.backend, spec.job_id
+    catalog.register(store.backend, spec, "")  # not store.ensure_job: it reads the log, and `store` would keep the
+    backend, job_id = store.backend, spec.job_id  # empty prefix it read, blind to the snapshot written below
     if backend.list(keys.log_dir(job_id)) or snapshot.listed(backend, job_id):
         raise SeedError(f"job {job_id!r} already has a log or snapshots in {backend.location}; seed only a new job")
     found = log_entries(spec, trials, at_us, profiled)

@@ -174,9 +174,10 @@ def breakdown(uri: str, spec: JobSpec, runs: int) -> str:
 
     def parts() -> list[float]:
         marks = [time.perf_counter()]
-        read = log.read(open_store(uri).backend, spec.job_id)
+        opened = open_store(uri)
+        read = log.read(opened.backend, spec.job_id)
         marks.append(time.perf_counter())
-        settled = frames.settle(spec.job_id, read.table(), [])
+        settled = frames.settle(spec.job_id, read.table(), [], opened.first_spec_text(spec.job_id)).under(True)
         marks.append(time.perf_counter())
         history = frames.job_trials(settled).history
         marks.append(time.perf_counter())

@@ -4,7 +4,8 @@ opened one (its one output, pipelines/dag.py); a skipped run ends here, its reas
 
 Takes every job setting, written out like preprocess's (pipelines/sources.py), since it registers the job or
 checks its spec before it asks, and every run setting beside them (zeus_kfp.run_settings.RunSettings: the period,
-cap, drift detector and dispatch timeout this run runs under, which are no part of the job's spec).
+cap, drift detector and dispatch timeout this run runs under, which are no part of the job's spec), and how the
+script reports (train's inputs of those names), which its begin records for the job.
 
 One output, not a NamedTuple: kfp.local (2.17) cannot resolve a named output in a condition (it reads
 `gate-opened` as a parent input and skips the branch), while the single output `gate-Output` it resolves; the
@@ -43,6 +44,10 @@ def gate(
     drift_threshold: float,
     drift_data: str,
     dispatch_timeout_s: float,
+    zeus_aware: bool,
+    metric_pattern: str,
+    metrics_collector: str,
+    keep: str,
     store_uri: str,
     run_id: str,
     recurrence_id: str,
@@ -76,6 +81,10 @@ def gate(
         drift_threshold: The detector's statistic above which the data drifted (0: the detector's default: fingerprint 0.5, rows 0.1, psi 0.2, ks 0.1, a function 0).
         drift_data: The input data the drift detector reads: a Parquet or CSV file, or a directory of them.
         dispatch_timeout_s: Seconds after which a trial that never reported (its process was killed or lost) is recorded failed by the next bandit step, and its recurrence no longer holds a slot under max_running (default a day; 0 when nothing else runs the job).
+        zeus_aware: The script uses ZeusDataLoader (else a plain script whose metric train reads).
+        metric_pattern: The regex train reads a plain script's metric lines with ("" for Katib's name=value).
+        metrics_collector: A plain script's metrics collector, Katib's metricsCollectorSpec as JSON ("" for stdout).
+        keep: The files a trial keeps as its model, globs in its work directory ("" for {log_dir}/model.pt).
         store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
         run_id: The KFP run id, the recurrence's id unless recurrence_id is given.
         recurrence_id: The recurrence's id ("" for the KFP run id).
@@ -122,4 +131,7 @@ def gate(
         recurrence_id=recurrence_id,
         owner=owner,
         force=force,
+        reads=dict(
+            zeus_aware=zeus_aware, metric_pattern=metric_pattern, metrics_collector=metrics_collector, keep=keep
+        ),
     )

@@ -1,7 +1,7 @@
 """The KFP backends zeus-kfp compiles for, and what differs between them.
 
 The targets are the backends people have: Kubeflow 1.10 ships KFP 2.5.0, Kubeflow 1.11
-ships 2.15.0, kubeflow/manifests after 1.11 ships 2.16.0, and 2.17.0 is the latest standalone
+ships 2.15.0, Kubeflow 26.03 (the manifests after 1.11) ships 2.16.0, and 2.17.0 is the latest standalone
 backend. What differs between them, read from kubeflow/pipelines at each release tag (see
 pipelines/compat.py for the rules and their issues):
 
@@ -53,7 +53,7 @@ TARGETS: dict[str, Backend] = {
     for b in (
         Backend("2.5", (2, 5, 0), "Kubeflow 1.10", MINIO_ENDPOINT, False, False, False),
         Backend("2.15", (2, 15, 0), "Kubeflow 1.11", MINIO_ENDPOINT, True, True, False),
-        Backend("2.16", (2, 16, 0), "kubeflow/manifests after 1.11", SEAWEEDFS_ENDPOINT, True, True, False),
+        Backend("2.16", (2, 16, 0), "Kubeflow 26.03", SEAWEEDFS_ENDPOINT, True, True, False),
         Backend("2.17", (2, 17, 0), "standalone KFP (latest)", SEAWEEDFS_ENDPOINT, True, True, True),
     )
 }
@@ -83,7 +83,7 @@ def get_backend(name: str | None) -> Backend:
         raise BackendError(
             "kfp_backend",
             name,
-            f"one of {', '.join(TARGETS)} (KFP 2.5 = Kubeflow 1.10, 2.15 = Kubeflow 1.11, 2.16 = manifests after 1.11, "
+            f"one of {', '.join(TARGETS)} (KFP 2.5 = Kubeflow 1.10, 2.15 = Kubeflow 1.11, 2.16 = Kubeflow 26.03, "
             "2.17 = latest); "
             "older backends mishandle conditions, retries and placeholders (see pipelines/compat.py)",
         )

@@ -215,10 +215,12 @@ def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) 
     recurring run names.
     """
     from zeus_kfp.job import JobSpec
+    from zeus_kfp.launch.config import CLUSTER_LAUNCHERS
     from zeus_kfp.policy import ALLOWED_POLICIES, get_policy
     from zeus_kfp.run_settings import RunSettings
     from zeus_kfp.settings import settings_of
     from zeus_kfp.steps import run_settings_from_params, spec_from_params
+    from zeus_kfp.steps.keep import for_launcher
 
     declared = package.parameters
     fields = {f.name for f in settings_of(JobSpec)}
@@ -240,6 +242,9 @@ def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) 
             )
         merged.pop("max_power_w")  # whatever the GPU says is a valid figure: the rest is checked as preprocess will
     spec_from_params(**merged | _compiled_settings(package))
+    trial = merged_over_defaults({"launcher", "keep"})  # a cluster trial keeps no files by glob (steps.keep)
+    launcher = str(trial.get("launcher", "local"))
+    for_launcher(str(trial.get("keep") or ""), launcher, launcher in CLUSTER_LAUNCHERS)
     policy = arguments.get("policy", package.default("policy"))
     if policy is not None:
         try:

@@ -280,7 +280,8 @@ def build_pipeline(
         run_params = {name: given[name] for name in run_defaults}  # how this run runs: the gate's alone
         # The gate first (zeus_kfp.steps.gate): the rest runs only in a run that opened a recurrence. An If with no
         # Else: a skipped run has nothing left to do (its outcome is in the store).
-        opening = comps.gate(**job_settings, **fixed, **run_params, **run, force=given["force"])
+        reads = {name: given[name] for name in ("zeus_aware", "metric_pattern", "metrics_collector", "keep")}
+        opening = comps.gate(**job_settings, **fixed, **run_params, **reads, **run, force=given["force"])
         store_step(opening, "preprocess", opts, nested=False)  # the preprocess step's resources: it reads the data
         with dsl.If(opening.output == True):  # noqa: E712  (a KFP condition, not Python)
             prep = comps.preprocess(**job_settings, **fixed, **run, preprocess_ref=given["preprocess_ref"])

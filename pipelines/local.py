@@ -207,8 +207,9 @@ def run_local(
     Each recurrence's artifacts (data, profiles, models, trial logs, report) and kfp.local log are kept
     under runs_dir/<job_id>/ (default ./.zeus-kfp/runs). Every input is checked (zeus_kfp.steps.inputs) and
     the pipeline built before the job is registered (or its spec checked) in the store, so a bad input
-    stores nothing, and a changed spec fails here with the fields that changed. A failed trial stops the
-    run (TrialFailed); a failed step records its unfinished trial failed and raises LocalRunError.
+    stores nothing, and a changed spec the job has settled (a trial reached the target under its spec) fails here
+    with the fields that changed; one it has not, the recurrence gate takes (it says so in its log). A failed trial
+    stops the run (TrialFailed); a failed step records its unfinished trial failed and raises LocalRunError.
     """
     if isinstance(recurrences, bool) or not isinstance(recurrences, int) or recurrences < 1:
         raise ValueError(f"invalid recurrences={recurrences!r}: allowed a positive integer")
@@ -241,7 +242,9 @@ def run_local(
         trial_backend=trial_backend,
         options=LOCAL,
     )
-    opened.ensure_job(spec)  # the first write: fail fast, in this process, with the store's own message
+    # The first write: fail fast, in this process, with the store's own message (a changed spec the job has settled
+    # is refused here; one it has not, the gate's begin takes: zeus_kfp.store.gating).
+    opened.spec_change(spec)
     runs = Path(runs_dir) if runs_dir is not None else DEFAULT_RUNS_DIR
     runs = runs.resolve()
     base = dict(

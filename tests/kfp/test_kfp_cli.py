@@ -75,14 +75,23 @@ def test_run_prints_each_recurrence_and_the_job_against_default_oracle_and_simul
     assert sorted(p.name for p in (tmp_path / "plots" / "cli-run").glob("*.png"))
 
 
-def test_run_refuses_a_changed_job(tmp_path):
+def test_run_refuses_a_changed_job_once_a_trial_reached(tmp_path):
+    """A reached trial settles the job's spec: a changed one is refused, naming what helps (a job none of whose
+    trials reached takes a changed spec instead: tests/ux/test_first_week.py)."""
     store = str(tmp_path / "store")
+    from zeus_kfp.job import Decision, TrialResult
     from zeus_kfp.simulate.trace_trial import TraceBackend
 
-    open_store(store).ensure_job(TraceBackend("cifar100", "v100").spec("cli-changed", max_attempts=5))
+    spec = TraceBackend("cifar100", "v100").spec("cli-changed", max_attempts=5)
+    opened = open_store(store)
+    opened.ensure_job(spec)
+    opened.begin_recurrence(spec.job_id, "r1")
+    opened.dispatch_trial(spec.job_id, "r1", 1, Decision(spec.default_batch_size, None, "exploration", "test"))
+    opened.finish_trial(spec.job_id, "r1", 1, TrialResult.build(spec, batch_size=spec.default_batch_size,
+                        status="reached", time_s=1.0, energy_j=1.0, num_epochs=3))  # fmt: skip
     result = runner.invoke(app, ["run", "--store", store, "--job-id", "cli-changed", "--attempts", "3"])
     assert result.exit_code == 2
-    assert "max_attempts: 5 -> 3" in result.output
+    assert "max_attempts: 5 -> 3" in result.output and "zeus-kfp delete cli-changed" in result.output
 
 
 def test_run_refuses_an_unknown_trace(tmp_path):

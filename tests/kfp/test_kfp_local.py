@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.local import LocalRunError, TrialFailed, run_local
-from zeus_kfp.job import TrialStatus
+from zeus_kfp.job import Decision, TrialResult, TrialStatus
 from zeus_kfp.power import PowerModel, SimulatedGPU, candidate_limits
 from zeus_kfp.power.selection import choose_limit
 from zeus_kfp.profiles import PowerProfile
@@ -105,12 +105,20 @@ def test_failing_training_script_is_recorded_not_lost(tmp_path):
     assert list(trials["status"]) == ["failed"]
 
 
-def test_changed_spec_is_refused_before_any_step(tmp_path):
+def test_a_changed_spec_of_a_settled_job_is_refused_before_any_step(tmp_path):
+    """A trial reached the target under the stored spec: a changed one is refused in this process, before kfp.local
+    runs a step (a job whose trials never reached takes it instead: tests/ux/test_first_week.py)."""
     store_uri = str(tmp_path / "store")
-    open_store(store_uri).ensure_job(SPEC.with_changes(max_attempts=3))
-    with pytest.raises(JobSpecMismatchError, match=r"target_metric: 0\.85 -> 0\.9"):
+    stored = SPEC.with_changes(max_attempts=3)
+    store = open_store(store_uri)
+    store.ensure_job(stored)
+    store.begin_recurrence(SPEC.job_id, "r1")
+    store.dispatch_trial(SPEC.job_id, "r1", 1, Decision(128, None, "exploration", "test"))
+    store.finish_trial(SPEC.job_id, "r1", 1, TrialResult.build(stored, batch_size=128, status="reached", time_s=1.0,
+                                                               energy_j=1.0, num_epochs=2))  # fmt: skip
+    with pytest.raises(JobSpecMismatchError, match=r"target_metric: 0\.85 -> 0\.9.*zeus-kfp delete e2e-job"):
         run_local(SPEC.with_changes(target_metric=0.9), store=store_uri, attempts=3, runs_dir=tmp_path)
-    assert open_store(store_uri).trials(SPEC.job_id).empty
+    assert len(open_store(store_uri).trials(SPEC.job_id)) == 1 and not (tmp_path / SPEC.job_id).exists()
 
 
 def test_a_failing_step_raises_with_its_message(tmp_path):

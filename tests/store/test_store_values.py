@@ -16,7 +16,7 @@ import pytest
 
 from zeus_kfp.job import Decision, JobSpec, JobSpecError, TrialResult
 from zeus_kfp.run_settings import RunSettings
-from zeus_kfp.store import CorruptObjectError, GateRequest, StoreInputError, UnknownJobError, keys, open_store
+from zeus_kfp.store import CorruptObjectError, GateRequest, StoreInputError, UnknownJobError, fields, keys, open_store
 from zeus_kfp.store.errors import StoreFormatError
 
 EXPLORE = Decision(128, None, "exploration", "default batch size first")
@@ -141,7 +141,7 @@ def test_a_planted_entry_of_the_wrong_type_is_reported_by_key_and_skipped(store,
 
 def test_an_entry_of_a_newer_store_format_stops_the_read_and_says_to_upgrade(store, spec):
     good(store, spec)
-    key = plant(store, spec, {"kind": "retried", "format": 2, "recurrence_id": "run-1"})
+    key = plant(store, spec, {"kind": "retried", "format": fields.FORMAT + 1, "recurrence_id": "run-1"})
     with pytest.raises(StoreFormatError, match="newer zeus-kfp") as info:
         open_store(store.uri).trials(spec.job_id)
     assert info.value.key == key

@@ -53,7 +53,7 @@ def test_a_crash_and_a_sigterm_leave_the_cumulative_saving_as_it_was_and_their_e
     # and the people-facing views say it apart, in the same words
     text = run_cli("show", "nightly", "--store", "store", cwd=work, COLUMNS="160").stdout
     assert "failed runs (no model; left out of the saving):" in text
-    assert "cumulative over 2 recurrence(s) (2 failed, left out)" in text
+    assert "over 2 counted, 2 failed and left out" in text
     assert "recurrence 4: failed, no model" in drained.stdout
 
 

@@ -32,8 +32,10 @@ def test_keep_makes_the_scripts_own_checkpoint_the_model_and_without_it_the_dele
     assert saved["batch_size"] == trial["batch_size"] and trial["num_epochs"] <= saved["epoch"] <= 8
     assert saved["val_acc"] == round(1 - 0.5 ** (saved["epoch"] * 64 / trial["batch_size"]), 4)
 
-    plain = run(work, "--command", COMMAND, "--spec", "job.yaml", "-r", "1")
+    # The job remembers its keep globs (a run without --keep keeps as the last did): '' goes back to the default.
+    plain = run(work, "--command", COMMAND, "--spec", "job.yaml", "--keep", "", "-r", "1")
     assert plain.returncode == 0, plain.stderr
+    assert "keeps {log_dir}/model.pt as the model (keep: 'checkpoints/*.pt' -> '')" in plain.stdout
     (hint,) = models(plain.stdout)
     assert hint.startswith("none: the script wrote checkpoints/model.pt, deleted with the trial's work directory")
     assert "--keep" in hint

@@ -75,10 +75,11 @@ def test_the_own_script_section_runs_as_written(tmp_path, monkeypatch: pytest.Mo
     assert int(plain["num_epochs"].iloc[0]) == 4
     assert aware["reached"].any() and store.profiles("my-model-zeus")["phase"].eq("train").any()  # it profiled
     assert "my-model" in printed[3] and "trials" in printed[3]  # zeus-kfp show my-model
-    compiled = next(yaml.safe_load_all((tmp_path / "my_pipeline.yaml").read_text()))
+    compiled = next(yaml.safe_load_all((tmp_path / "zeus_pipeline.yaml").read_text()))
     defaults = {k: v.get("defaultValue") for k, v in compiled["root"]["inputDefinitions"]["parameters"].items()}
     assert defaults["train_command"] == ["{python}", "/opt/app/train.py", "--batch-size", "{batch_size}"]
     assert (defaults["job_id"], defaults["zeus_aware"], defaults["default_batch_size"]) == ("my-model", False, 64)
+    assert (defaults["launcher"], defaults["keep"]) == ("trainjob", "")  # a cluster trial: its pods hold the GPUs
 
 
 def test_the_docs_name_every_variable_a_trial_gets_and_the_image_make_builds() -> None:
@@ -87,7 +88,7 @@ def test_the_docs_name_every_variable_a_trial_gets_and_the_image_make_builds() -
     for placeholder in ("{python}", "{batch_size}", "{data_dir}", "{log_dir}", "{work_dir}"):
         assert f"| `{placeholder}` |" in reference  # a row of the placeholder table
     assert "docs/reference.md#your-training-script" in section("Use your own training script")
-    (repo,) = set(re.findall(r"--image-repo (\S+)", section("Use your own training script")))
-    bases = re.findall(r"^FROM (\S+)$", section("Your own job on the cluster", KUBEFLOW), re.M)
-    ours = [base for base in bases if not base.startswith("pytorch/pytorch:")]  # not the own-PyTorch-image one
-    assert ours == [image_tags(repo)[1]]  # the CUDA tag `make push-image IMAGE_REPO=<repo>` pushes (test_images.py)
+    blocks = section("From your laptop to a nightly run, per Kubeflow version", KUBEFLOW)
+    bases = set(re.findall(r"--build-arg BASE=(\S+)", blocks))
+    assert bases == {image_tags("$REGISTRY")[1]}  # the CUDA tag `make push-image IMAGE_REPO=$REGISTRY` pushes
+    assert "ARG BASE\nFROM ${BASE}\n" in blocks  # Dockerfile.train builds on it

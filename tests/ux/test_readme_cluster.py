@@ -1,9 +1,10 @@
-"""docs/kubeflow.md's "From your laptop to a nightly run" runs as a bash script, per Kubeflow version, as written.
+"""docs/kubeflow.md's "From your laptop to a nightly run" runs as a bash script, per Kubeflow version, as written:
+the README's own script from its compile line to a nightly run.
 
-For each of Kubeflow 1.10, Kubeflow 1.11 and standalone KFP 2.17, the page's two blocks run with
-`bash -euo pipefail` in a directory holding the repository's Makefile, images/ and deploy/, the page's
-settings replaced by the test's own (its servers' ports, a namespace of its own), and stand-ins for what
-they talk to (no cluster, no Docker engine here):
+For each of Kubeflow 1.10, 1.11, 26.03 and standalone KFP 2.17, the page's two blocks run with
+`bash -euo pipefail` in a directory holding the repository's Makefile, images/ and deploy/, the README's train.py
+and job.yaml and the page's Dockerfile.train, the page's settings replaced by the test's own (its servers' ports, a
+namespace of its own), and stand-ins for what they talk to (no cluster, no Docker engine here):
 
 - `docker` and `kubectl` on the PATH: a recorder, and tests/ux/standin_kubectl.py answering from a
   description of that version's cluster (Services, tokens, Secrets; a port-forward to a Service that
@@ -11,10 +12,13 @@ they talk to (no cluster, no Docker engine here):
 - the KFP API: ux/kfp_api_server.py, playing that version (healthz tag, multi-user, token, /pipeline
   behind the Istio gateway), reached by the real kfp.Client inside `zeus-kfp`;
 - the Kubernetes API: tests/launch/kube_api_server.py with that version's training CRD (PyTorchJob on
-  1.10, Trainer v2.1.0's TrainJob on 1.11, v2.3.0's on 2.17), which `kubectl apply --dry-run=server`
+  1.10, Trainer v2.1.0's TrainJob on 1.11 and 26.03, v2.3.0's on 2.17), which `kubectl apply --dry-run=server`
   and `zeus-kfp dry-run`'s Trainer detection reach through the kubeconfig;
 - the object store: moto behind that version's stand-in (tests/s3_standins.py: MinIO 2019 on 1.10, a
-  Kubeflow 1.11 namespace key, SeaweedFS on 2.17).
+  Kubeflow namespace key on 1.11 and 26.03, SeaweedFS on 2.17).
+
+The README's own-script compile line is the Kubeflow 1.11 block's, and every block's is that line with its
+version's backend and launcher: one sequence from the README to a nightly run.
 
 Between the blocks, "the nightly run": the package the first block compiled runs one recurrence through
 kfp.local with the parameters `zeus-kfp submit` sent (trace-backed trials, so it takes seconds), its steps
@@ -42,6 +46,7 @@ from s3_standins import KUBEFLOW_BUCKET, Upstream
 from pipelines.local import run_recurrence
 from ux.cli_process import cli_env
 from ux.kfp_api_server import API, KfpApiServer
+from ux.test_readme import MARKED, commands, section
 from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import spec_to_params
 from zeus_kfp.store import open_store
@@ -77,6 +82,8 @@ VERSIONS = [
             "ignored", ("PyTorchJob",), "v2.3.0", None),
     Version("kubeflow-1.11", "2.15.0", True, "istio-system/istio-ingressgateway", "/pipeline", "kubeflow/minio-service",
             "least-privilege", ("TrainJob", "PyTorchJob"), "v2.1.0", None),
+    Version("kubeflow-26.03", "2.16.0", True, "istio-system/istio-ingressgateway", "/pipeline", "kubeflow/seaweedfs",
+            "least-privilege", ("TrainJob", "PyTorchJob"), "v2.1.0", None),
     Version("kfp-2.17", "2.17.0", False, "kubeflow/ml-pipeline-ui", "", "kubeflow/seaweedfs", "racy",
             ("TrainJob",), "v2.3.0", "kubeflow"),
 ]  # fmt: skip
@@ -84,6 +91,38 @@ VERSIONS = [
 
 def blocks() -> dict[str, str]:
     return {m["what"]: m["body"] for m in BLOCK.finditer(KUBEFLOW.read_text(encoding="utf-8"))}
+
+
+def own_files() -> dict[str, str]:
+    """The files the blocks build and compile from: the README's train.py and job.yaml, the page's Dockerfile.train."""
+    written = {m["file"]: m["body"] for m in MARKED.finditer(section("Use your own training script")) if m["file"]}
+    page = {m["file"]: m["body"] for m in MARKED.finditer(KUBEFLOW.read_text(encoding="utf-8")) if m["file"]}
+    return {name: written[name] for name in ("train.py", "job.yaml")} | {"Dockerfile.train": page["Dockerfile.train"]}
+
+
+def compile_line(body: str) -> list[str]:
+    """A block's `zeus-kfp compile` command (continuations joined, its comment dropped) as argv."""
+    (line,) = [line for line in body.replace("\\\n", " ").splitlines() if line.startswith("zeus-kfp compile ")]
+    (argv,) = commands(line)
+    return argv
+
+
+def test_the_readmes_compile_line_is_every_blocks_but_for_its_version():
+    """The README's own-script line, with its registry as the page's $REGISTRY, is the Kubeflow 1.11 block's; the
+    other blocks' differ from it only in their backend and launcher (and 1.10's pull Secret)."""
+    readme = [arg.replace(REGISTRY, "$REGISTRY") for arg in compile_line(section("Use your own training script"))]
+    found = blocks()
+    assert compile_line(found["cluster kubeflow-1.11"]) == readme
+    version_of = {"kubeflow-1.10": ("2.5", "pytorchjob"), "kubeflow-26.03": ("2.16", "trainjob"),
+                  "kfp-2.17": ("2.17", "trainjob")}  # fmt: skip
+    for name, (backend, launcher) in version_of.items():
+        line = compile_line(found[f"cluster {name}"])
+        if "--image-pull-secret" in line:
+            del line[line.index("--image-pull-secret") : line.index("--image-pull-secret") + 2]
+        expected = list(readme)
+        expected[expected.index("--kfp-backend") + 1] = backend
+        expected[expected.index("--launcher") + 1] = launcher
+        assert line == expected, name
 
 
 def test_the_readme_has_a_settings_block_and_both_blocks_for_every_version():
@@ -116,7 +155,11 @@ def _nightly_run(package: Path, submitted: dict, namespace: str, s3_env: dict, t
     """What the cluster runs each night, stood in by kfp.local: the compiled package with the submitted
     parameters, trials replayed from the NSDI'23 trace (the job's settings the trace's), in the run's namespace."""
     trace = TraceBackend("cifar100", "v100")
-    settings = spec_to_params(trace.spec(submitted["job_id"]))
+    job_id = (
+        submitted.get("job_id")
+        or components.load_component_from_file(str(package)).component_spec.inputs["job_id"].default
+    )  # the package's: the README's job.yaml
+    settings = spec_to_params(trace.spec(job_id))
     for fixed in ("max_attempts", "max_power_w"):  # compiled in / read at run time by gpu-power
         settings.pop(fixed)
     arguments = submitted | settings | {"trial_backend": trace.name, "preprocess_ref": "", "recurrence_id": "night-1"}
@@ -155,6 +198,8 @@ def test_the_readme_cluster_section_runs_as_a_script(version, s3_server, s3_stan
     work.mkdir()
     for name in ("Makefile", "setup.cfg", "images", "deploy"):
         (work / name).symlink_to(ROOT / name)
+    for name, body in own_files().items():  # the README's script and job, the page's Dockerfile.train
+        (work / name).write_text(body + "\n")
     docker_log, kubectl_log = tmp_path / "docker.log", tmp_path / "kubectl.log"
 
     with KfpApiServer() as kfp_api, StandInServer() as kube:
@@ -205,14 +250,20 @@ def test_the_readme_cluster_section_runs_as_a_script(version, s3_server, s3_stan
     assert [c for c in kubectl_calls if "error" in c] == []
     forwarded = {c["argv"][c["argv"].index("port-forward") + 3] for c in kubectl_calls if "port-forward" in c["argv"]}
     assert forwarded == {f"svc/{version.kfp_service.split('/')[1]}", f"svc/{version.s3_service.split('/')[1]}"}
-    # The images: built and pushed under the registry the package names, nothing else.
-    pushed = re.findall(r"^push (\S+)$", docker_log.read_text(), re.M)
-    assert sorted(pushed) == [f"{REGISTRY}:0.1.0-cpu", f"{REGISTRY}:0.1.0-cuda"]
+    # The images: built and pushed under the registry the package names; the train image is the README's script on
+    # the CUDA image, whose tag make pushed.
+    docker = docker_log.read_text()
+    pushed = re.findall(r"^push (\S+)$", docker, re.M)
+    assert sorted(pushed) == [f"{REGISTRY}/my-model:1", f"{REGISTRY}:0.1.0-cpu", f"{REGISTRY}:0.1.0-cuda"]
+    assert f"build -f Dockerfile.train --build-arg BASE={REGISTRY}:0.1.0-cuda -t {REGISTRY}/my-model:1 ." in docker
     package = yaml.safe_load_all((work / "zeus_pipeline.yaml").read_text()).__next__()
     containers = [e["container"] for e in package["deploymentSpec"]["executors"].values()]
     images = {c["image"] for c in containers} | {e["value"] for c in containers for e in c.get("env", [])
                                                   if e["name"] == "ZEUS_LAUNCH_IMAGE"}  # fmt: skip
-    assert images == set(pushed)  # the steps' and a cluster trial's pods
+    assert images == {f"{REGISTRY}:0.1.0-cpu", f"{REGISTRY}/my-model:1"}  # the steps', train's and the trial pods'
+    defaults = {k: v.get("defaultValue") for k, v in package["root"]["inputDefinitions"]["parameters"].items()}
+    assert defaults["train_command"] == ["{python}", "/opt/app/train.py", "--batch-size", "{batch_size}"]
+    assert defaults["job_id"] == "my-model" and defaults["launcher"] in ("trainjob", "pytorchjob")  # the README's
     # The KFP API: the package compiled for this backend went up, one run, one nightly recurring run.
     requests = kfp_api.state.requests
     assert [r.path for r in requests if r.path.startswith(API) is False] == []

@@ -24,8 +24,8 @@ from zeus_kfp.run_settings import RunSettings
 
 COMPILE_HELP = (
     "Compile the recurrence pipeline to a YAML the Kubeflow UI and kfp.Client accept, for your KFP backend "
-    "(2.5 = Kubeflow 1.10, 2.15 = Kubeflow 1.11, 2.17 = latest standalone). The YAML is checked against that "
-    "backend's known hazards before it is written; no credential is ever written into it."
+    "(2.5 = Kubeflow 1.10, 2.15 = Kubeflow 1.11, 2.16 = Kubeflow 26.03, 2.17 = latest standalone). The YAML is "
+    "checked against that backend's known hazards before it is written; no credential is ever written into it."
 )
 Repeated = list[str] | None
 OWN = "Your own job"
@@ -44,6 +44,7 @@ def _own_job(
     settings: dict,
     metrics_collector: str | None = None,
     keep: str | None = None,
+    launcher: str = "local",
 ) -> dict:
     """compile_pipeline's job arguments: your command and spec (the file's settings, the options over
     them), or {} for the example job."""
@@ -70,6 +71,7 @@ def _own_job(
         metric_pattern=metric_pattern or "",
         metrics_collector=_collector_text(metrics_collector),
         keep=keep or "",
+        launcher=launcher,
     ).collector
     pinned = "max_power_w" in given or (spec_file is not None and "max_power_w" in load_spec_file(spec_file))
     return {
@@ -115,7 +117,11 @@ def compile_cmd(
         "zeus_pipeline.yaml"
     ),
     kfp_backend: Annotated[
-        str, typer.Option(help="KFP backend the cluster runs: 2.5 (Kubeflow 1.10), 2.15 (Kubeflow 1.11) or 2.17.")
+        str,
+        typer.Option(
+            help="KFP backend the cluster runs: 2.5 (Kubeflow 1.10), 2.15 (Kubeflow 1.11), 2.16 (Kubeflow 26.03) or "
+            "2.17 (standalone)."
+        ),
     ] = "2.17",
     attempts: Annotated[int, typer.Option(help="Trials per recurrence at most (fixed at compile time).")] = 5,
     gpus: Annotated[
@@ -268,7 +274,8 @@ def compile_cmd(
                    f"--package {path} --name zeus-kfp-fleet --cron '0 0 6 * * *')")  # fmt: skip
         return
 
-    job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {}, metrics_collector, keep)
+    job = _own_job(command, spec_file, zeus_aware, metric_pattern, preprocess, settings or {}, metrics_collector, keep,
+                   launcher)  # fmt: skip
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus_kfp.steps import run_settings_from_params
 

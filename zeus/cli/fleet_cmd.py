@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -57,7 +56,13 @@ def fleet(
         typer.Option(help="The namespace label of the Prometheus metrics. Default: read off the store (private/<ns>)."),
     ] = None,
     store: StoreOpt = None,
-    plot: Annotated[Path | None, typer.Option(help="Write the cumulative energy saved, per job, as PNG here.")] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            help="Write the cumulative energy saved, per job, as PNG: into a directory as fleet.png, or to a file "
+            "(.png added where its name lacks it)."
+        ),
+    ] = None,
     serve: Annotated[
         int | None,
         typer.Option(min=0, help="Serve Prometheus metrics on this port (/metrics) until stopped; 0: a free port."),

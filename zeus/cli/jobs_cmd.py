@@ -8,6 +8,7 @@ column, --json prints the same data as one JSON document.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -91,7 +92,7 @@ def jobs(
     """List the jobs in the store. phase: running while a recurrence is in flight, completed when
     none is (also after one was interrupted)."""
     opened = open_for_reading(store)
-    frame = opened.list_jobs(phase=phase, owner=owner)
+    frame = opened.list_jobs(phase=phase, owner=owner, in_force=True)
     if as_json:
         typer.echo(json.dumps({"store": opened.uri, "jobs": _json_records(frame)}, indent=2))
         return
@@ -169,16 +170,51 @@ def saved_rows(saved: Any) -> list[dict[str, Any]]:
     ]
 
 
+def saving_of_job(saved: Any) -> dict[str, Any]:
+    """The cumulative saving, each recurrence's, and how many trials met the target at once (then no saving)."""
+    return {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved), "met_at_once": saved.met_at_once}
+
+
 def failed_totals(saved: Any) -> dict[str, Any]:
-    """The job's failed trials, apart from the saving: their energy and cost, and the recurrences left out."""
+    """The job's failed trials, apart from the saving: how many, their energy, cost and time, and the recurrences
+    left out (every trial of them failed)."""
     from zeus_kfp.report.numbers import FAILED
 
     rec = saved.recurrences
     return {
+        "trials": int(rec["failed_trials"].sum()),
         "energy_j": float(rec["failed_energy_j"].sum()),
         "cost": float(rec["failed_cost"].sum()),
+        "time_s": float(rec["failed_time_s"].sum()),
         "recurrences_left_out": [int(r) for r in rec.loc[rec["outcome"] == FAILED, "recurrence"]],
     }
+
+
+def spec_lines(opened: Any, spec: Any) -> list[str]:
+    """What `show` says under the spec: each spec a run replaced and the trials left out with it, and how the job's
+    script reports (its latest recurrence's record)."""
+    from zeus_kfp.report.numbers import finished_trials
+    from zeus_kfp.steps.gate import describe_reads
+    from zeus_kfp.store.errors import changes_text
+
+    lines = []
+    history = opened.spec_history(spec.job_id)
+    if len(history) > 1:
+        left = opened.replaced_trials(spec.job_id)
+        done = finished_trials(left)
+        figures = f"cost {si(float(done['cost'].sum()), COST_UNIT)}, energy {si(float(done['energy_j'].sum()), 'J')}, "
+        figures += f"time {duration(float(done['time_s'].sum()))}"
+        for (_, old), (number, new) in itertools.pairwise(history):
+            lines.append(f"spec replaced at recurrence {number} ({changes_text(old.diff(new))})")
+        lines.append(
+            f"  left out: the {len(left)} trial(s) of {left['recurrence'].nunique()} recurrence(s) under an earlier "
+            f"spec, {int(left['reached'].sum()) or 'none'} reached ({figures}); `show --json` lists them as "
+            "replaced_trials"
+        )
+    reads = opened.reads(spec.job_id)
+    if reads is not None:
+        lines.append(f"{describe_reads(spec.metric_name, reads)} (as recurrence {reads['recurrence']} did)")
+    return lines
 
 
 def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFrame, state: pd.DataFrame) -> str:
@@ -194,10 +230,13 @@ def _show_json(opened: Any, spec: Any, trials: pd.DataFrame, profiles: pd.DataFr
         "recurrences": _json_records(per_recurrence(trials)) if not trials.empty else [],
         "runs": _json_records(opened.recurrences(spec.job_id)),  # the recurrence gate's answers, drift statistics
         "default_config_cost": None if baseline is None else {"cost": baseline.cost, "how": baseline.how},
-        "saving": None if saved is None else {"cumulative": saved.cumulative, "per_recurrence": saved_rows(saved)},
+        "saving": None if saved is None else saving_of_job(saved),
         "saved": None if saved is None or saved.saved() is None else saved.saved().to_dict(),  # J, J, s (as fleet)
         "failed": None if saved is None else failed_totals(saved),
         "cost_unit": COST_UNIT,
+        "spec_history": [{"recurrence": n, "spec": s.to_dict()} for n, s in opened.spec_history(spec.job_id)],
+        "replaced_trials": _json_records(opened.replaced_trials(spec.job_id)),
+        "reads": opened.reads(spec.job_id),
         "profiles": _json_records(profiles),
         "bandit_state": _json_records(state),
     }
@@ -220,7 +259,7 @@ def show(
     which policy a run used (a run parameter)."""
     # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
     from zeus_kfp.report import arm_frame, per_recurrence, savings_of, write_plots
-    from zeus_kfp.report.numbers import profile_states
+    from zeus_kfp.report.numbers import profile_states, spent
     from zeus_kfp.store import UnknownJobError
 
     opened = open_for_reading(store)
@@ -236,6 +275,8 @@ def show(
     out = console(wide=wide)
     out.print(f"[bold]{spec.job_id}[/bold] in {opened.uri}", soft_wrap=True)
     out.print(", ".join(f"{k}={_cell(v)}" for k, v in spec.to_dict().items() if k != "job_id"), markup=False)
+    for line in spec_lines(opened, spec):
+        out.print(line, markup=False, soft_wrap=True)
     if trials.empty:
         out.print("no trials yet")
     else:
@@ -243,10 +284,10 @@ def show(
         print_trials(out, _title("trials", len(trials), last), shown, SHOW_TRIAL_FIELDS, wide=wide)
         rec = per_recurrence(trials).tail(last)
         rows = [
-            [str(r["recurrence"]), OUTCOME_WORDS[r["outcome"]], r["batch_sizes"],
-             si(r["cost"] + r["failed_cost"], ""),
-             si(r["energy_j"], "J"), duration(r["time_s"]), r["recurrence_id"]]
+            [str(r["recurrence"]), OUTCOME_WORDS[r["outcome"]], r["batch_sizes"], si(cost, ""), si(energy, "J"),
+             duration(time_s), r["recurrence_id"]]
             for r in rec.to_dict("records")
+            for cost, energy, time_s in [spent(r)]  # the failed trials' too: what the trials table reads
         ]  # fmt: skip
         print_table(out, _title("recurrences", len(per_recurrence(trials)), last), RECURRENCE_COLUMNS, rows, wide=wide)
         for line in savings_of(trials, profiles, spec).lines():  # the lines `run` prints, from the same numbers

@@ -38,8 +38,14 @@ COLLECTOR_HELP = (
 )
 KEEP_HELP = (
     "Files your script saves that each trial keeps as its model: comma-separated globs relative to the trial's "
-    "work directory, e.g. 'checkpoints/*.pt' (a local or torchrun trial). Default: {log_dir}/model.pt."
+    "work directory, e.g. 'checkpoints/*.pt' (a local or torchrun trial; a cluster trial's pods hand back only "
+    "{log_dir}/model.pt, so a cluster launcher refuses it). Default: {log_dir}/model.pt."
 )
+
+
+def remembered(help: str) -> str:
+    """An option's help as `run` gives it: the job remembers what its last run was given (zeus_kfp.store.specs)."""
+    return help.replace("Default: ", "Default: the job's (what its last run was given), else ", 1)
 
 
 def text_option(help: str, panel: str) -> Any:

@@ -27,7 +27,14 @@ import typer
 from zeus_kfp.cli.app import app
 from zeus_kfp.cli.exits import interrupted_code
 from zeus_kfp.cli.job_setup import choose_job
-from zeus_kfp.cli.own_job import COLLECTOR_HELP, KEEP_HELP, PATTERN_HELP, setting_options, text_option
+from zeus_kfp.cli.own_job import (
+    COLLECTOR_HELP,
+    KEEP_HELP,
+    PATTERN_HELP,
+    remembered,
+    setting_options,
+    text_option,
+)
 from zeus_kfp.cli.run_report import (
     EXIT_FAILED,
     epilogue,
@@ -57,9 +64,41 @@ RUN_HELP = (
 )
 OWN = "Your own job (with --command)"
 RUN = "How each run runs (any job: the recurrence gate, the dispatch timeout)"
-PatternOpt = text_option(PATTERN_HELP, OWN)
-CollectorOpt = text_option(COLLECTOR_HELP, OWN)
-KeepOpt = text_option(KEEP_HELP, OWN)
+PatternOpt = text_option(remembered(PATTERN_HELP), OWN)
+CollectorOpt = text_option(remembered(COLLECTOR_HELP), OWN)
+KeepOpt = text_option(remembered(KEEP_HELP), OWN)
+
+
+def job_reads(opened, job, said: dict) -> list[str]:
+    """How your job's script reports, settled for this run: what the options said, else the job's own from its last
+    run (`opened.reads`: the store), filled into `job.run_args`; the lines that say so (none for a new job or no
+    change)."""
+    # deferred: loads pandas and pyarrow (about 1 s), which `zeus-kfp --help` must not pay for
+    from zeus_kfp.steps.gate import describe_reads, reads_changes
+    from zeus_kfp.store.errors import changes_text
+
+    spec, args = job.spec, job.run_args
+    before = opened.reads(spec.job_id)
+    if before is None:
+        return []
+    plain = not args.get("zeus_aware", True)
+    taken = [name for name, given in said.items() if given is None and before[name] and (plain or name == "keep")]
+    for name in taken:  # a run without them reads as the job does
+        args[name] = before[name]
+    now = {"zeus_aware": args.get("zeus_aware", True)} | {name: args.get(name) or "" for name in said}
+    if now["metrics_collector"]:  # as pipelines.local records it: the pattern folded in
+        from zeus_kfp.train.collectors import CollectorSpec
+
+        now["metrics_collector"] = CollectorSpec.from_params(now["metrics_collector"], now["metric_pattern"]).to_json()
+    lines = []
+    if taken:
+        given = ", ".join(f"--{name.replace('_', '-')} {before[name]!r}" for name in taken)
+        lines.append(f"job {spec.job_id} {describe_reads(spec.metric_name, now)} (the job's, from recurrence "
+                     f"{before['recurrence']}: {given})")  # fmt: skip
+    changed = reads_changes(before, now)
+    if changed:
+        lines.append(f"job {spec.job_id} now {describe_reads(spec.metric_name, now)} ({changes_text(changed)})")
+    return lines
 
 
 @app.command(help=RUN_HELP)
@@ -183,6 +222,8 @@ def run(
         )
     spec = job.spec
     opened = open_for_writing(store)
+    said = {"metric_pattern": metric_pattern, "metrics_collector": metrics_collector, "keep": keep}
+    reads_lines = job_reads(opened, job, said) if command is not None else []  # run_local checks what it fills in
     out = console(wide=wide)
     out.print(
         f"zeus-kfp run: {recurrences} recurrence(s) of job {spec.job_id} ({job.what}; batch sizes "
@@ -193,6 +234,8 @@ def run(
         soft_wrap=True,
         markup=False,
     )
+    for line in reads_lines:
+        out.print(line, soft_wrap=True, markup=False)
     status = out.status("starting")
     summaries = []
 
@@ -207,6 +250,12 @@ def run(
 
     def finished(summary) -> None:
         summaries.append(summary)
+        from zeus_kfp.steps.gate import took_line  # deferred with the steps (pandas)
+
+        outcome = None if summary.skipped else opened.gate_outcome(spec.job_id, summary.recurrence_id)
+        took = "" if outcome is None else took_line(opened, spec.job_id, outcome)
+        if took:  # a changed spec the job took
+            out.print(took, markup=False, soft_wrap=True)
         print_recurrence(out, summary, wide=wide, script=job.backend is None)
 
     try:

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from zeus_kfp.job import JobSpec, TrialStatus
-from zeus_kfp.report.numbers import FAILED, finished_trials
+from zeus_kfp.report.numbers import FAILED, finished_trials, is_simulated
 from zeus_kfp.report.savings import Savings, savings_of
 
 DEFAULT_CARBON_INTENSITY = 480.0  # gCO2/kWh
@@ -56,6 +56,8 @@ class JobFigures:
     failed_recurrences: int
     failed_energy_j: float
     baseline: str
+    simulated: bool = False  # its figures came from a simulated GPU (a trace, the GPU model): no GPU was measured
+    met_at_once: bool = False  # every trial met the target at its first evaluation: no saving (report.savings)
 
     @property
     def exploring(self) -> bool:
@@ -87,7 +89,8 @@ class Fleet:
             out[name] = sum(known) if known else None
         # per job, cost_saved / default_cost is `show`'s cumulative saving; summed first, it weighs each job by cost
         out["saving"] = out["cost_saved_j"] / out["default_cost_j"] if out["default_cost_j"] else None
-        out["without_baseline"] = [j.job_id for j in self.jobs if j.saving is None]
+        out["without_baseline"] = [j.job_id for j in self.jobs if j.saving is None and not j.met_at_once]
+        out["met_at_once"] = [j.job_id for j in self.jobs if j.met_at_once]
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,7 +138,7 @@ def windowed(saved: Savings, ends: pd.Series, since: datetime | None, until: dat
     if until is not None:
         keep &= ends < pd.Timestamp(until)
     rec = saved.recurrences
-    return Savings(saved.spec, saved.baseline, rec[rec["recurrence"].isin(ends.index[keep])])
+    return Savings(saved.spec, saved.baseline, rec[rec["recurrence"].isin(ends.index[keep])], saved.met_at_once)
 
 
 def job_figures(
@@ -177,7 +180,9 @@ def job_figures(
         failed_trials=int((in_window["status"] == TrialStatus.FAILED.value).sum()),
         failed_recurrences=int((rec["outcome"] == FAILED).sum()),
         failed_energy_j=float(rec["failed_energy_j"].sum()),
-        baseline=saved.baseline.how,
+        baseline=saved.met_at_once_line() or saved.baseline.how,
+        simulated=is_simulated(in_window),
+        met_at_once=bool(saved.met_at_once),
     )
     if totals is None or saved.baseline.energy_j is None:
         return figures, empty

@@ -39,7 +39,8 @@ def rows(fleet: Fleet) -> list[list[str]]:
     """One row of cells per job (HEADERS' order), then the total row."""
     out = []
     for j in fleet.jobs:
-        stage = j.stage + (" (no baseline yet)" if j.saving is None and j.recurrences else "")
+        why = " (target met at once)" if j.met_at_once else " (no baseline yet)"
+        stage = j.stage + (why if j.saving is None and j.recurrences else "")
         out.append([j.job_id, stage, f"{j.recurrences}", si(j.energy_used_j, "J"), _percent(j.saving),
                     si(j.energy_saved_j, "J"), si(j.cost_saved_j, COST_UNIT), _hours(j.gpu_hours_saved),
                     _grams(j.co2_avoided_g), f"{j.failed_trials}", si(j.failed_energy_j, "J")])  # fmt: skip
@@ -60,6 +61,12 @@ def notes(fleet: Fleet) -> list[str]:
     without = fleet.total()["without_baseline"]
     if without:
         out.append(f"no saving yet (no trial at the default batch size has reached the target): {', '.join(without)}")
+    at_once = fleet.total()["met_at_once"]
+    if at_once:
+        out.append(
+            "no saving: every trial met the target at its first evaluation, before any training tells the batch "
+            f"sizes apart (check target_metric and higher_is_better): {', '.join(at_once)}"
+        )
     wasted = [j for j in fleet.jobs if j.failed_trials]
     if wasted:
         out.append(

@@ -10,6 +10,7 @@ hides another.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,32 @@ from matplotlib.figure import Figure
 from zeus_kfp.fleet.figures import J_PER_KWH, Fleet
 
 PLOT_NAME = "fleet_energy_saved.png"
+DIRECTORY_PLOT = "fleet.png"  # what `fleet --plot DIR` writes into DIR
+
+
+def png_path(target: str | Path) -> Path:
+    """Where `fleet --plot TARGET` writes: into a directory (one that exists, or a path ending in a separator) as
+    fleet.png; else the file, with ".png" added where its name does not end so (a PNG named like one)."""
+    text = str(target)
+    path = Path(text)
+    if path.is_dir() or text.endswith((os.sep, "/")):
+        return path / DIRECTORY_PLOT
+    return path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
+
+
+def title_of(fleet: Fleet) -> str:
+    """The plot's title: what it shows, the namespace, and whether its figures are simulated (every job's, or
+    which jobs'), as every other figure says it in its title: a reader must never take a simulation for a
+    measurement."""
+    where = f" ({fleet.namespace})" if fleet.namespace else ""
+    title = f"Energy saved against the default configuration, per job{where}"
+    simulated = [j.job_id for j in fleet.jobs if j.simulated and j.energy_saved_j is not None]
+    counted = [j for j in fleet.jobs if j.energy_saved_j is not None]
+    if simulated and len(simulated) == len(counted):
+        return title + "\nsimulated: no GPU was measured"
+    if simulated:
+        return title + f"\nsimulated: {', '.join(simulated)}"
+    return title
 
 
 def cumulative_by_job(timeline: pd.DataFrame) -> pd.DataFrame:
@@ -31,8 +58,9 @@ def cumulative_by_job(timeline: pd.DataFrame) -> pd.DataFrame:
     return steps.cumsum() / J_PER_KWH
 
 
-def plot_fleet(fleet: Fleet, path: Path) -> Path | None:
-    """Write the stacked plot of `fleet` as PNG at `path`; None (nothing written) when no job has a saving yet."""
+def plot_fleet(fleet: Fleet, path: str | Path) -> Path | None:
+    """Write the stacked plot of `fleet` as PNG at `path` (png_path: a directory or a file); None (nothing written)
+    when no job has a saving yet."""
     cumulative = cumulative_by_job(fleet.timeline)
     if cumulative.empty:
         return None
@@ -51,15 +79,14 @@ def plot_fleet(fleet: Fleet, path: Path) -> Path | None:
     ax.axhline(0.0, color="grey", linewidth=0.8)
     ax.set_xlabel("time (UTC)")
     ax.set_ylabel("energy saved, cumulative (kWh)")
-    where = f" ({fleet.namespace})" if fleet.namespace else ""
-    title = f"Energy saved against the default configuration, per job{where}"
+    title = title_of(fleet)
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
-    path = Path(path)
+    path = png_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     description = f"total {cumulative.sum(axis=1).iloc[-1]:.6g} kWh"  # what a test (or a tool) reads off the PNG
-    metadata = {"Title": title, "Software": "zeus-kfp", "Description": description}
+    metadata = {"Title": title.replace("\n", "; "), "Software": "zeus-kfp", "Description": description}
     fig.savefig(path, format="png", dpi=100, metadata=metadata)
     return path

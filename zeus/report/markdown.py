@@ -14,7 +14,16 @@ import pandas as pd
 from PIL import Image
 
 from zeus_kfp.job import JobSpec
-from zeus_kfp.report.numbers import FAILED, MISSED, REACHED, finished_trials, is_simulated, limit_text, per_recurrence
+from zeus_kfp.report.numbers import (
+    FAILED,
+    MISSED,
+    REACHED,
+    finished_trials,
+    is_simulated,
+    limit_text,
+    per_recurrence,
+    spent,
+)
 from zeus_kfp.report.plots import PLOT_NAMES
 from zeus_kfp.report.savings import savings_of
 from zeus_kfp.trials import trial_columns
@@ -131,6 +140,7 @@ def _render(
         saved = savings_of(trials, profiles, spec)
         baseline = saved.baseline
         parts.append(f"## Recurrence {int(current['recurrence'])} (`{current['recurrence_id']}`)")
+        cost, energy, time_s = spent(current)
         verdict = {
             REACHED: "reached the target",
             MISSED: "did NOT reach the target",
@@ -138,10 +148,17 @@ def _render(
         }[current["outcome"]]
         parts.append(
             f"Batch sizes tried: {current['batch_sizes']}; {verdict}. "
-            f"Energy {current['energy_j']:,.0f} J, time {current['time_s']:,.1f} s, cost {current['cost']:,.1f}"
-            + (f"; failed trials {current['failed_energy_j']:,.0f} J." if current["failed_cost"] > 0 else ".")
+            f"Spent: energy {energy:,.0f} J, time {time_s:,.1f} s, cost {cost:,.1f}"
+            + (
+                f" (of which {int(current['failed_trials'])} failed trial(s): energy {current['failed_energy_j']:,.0f}"
+                f" J, time {current['failed_time_s']:,.1f} s, cost {current['failed_cost']:,.1f})."
+                if current["failed_trials"]
+                else "."
+            )
         )
-        if baseline.cost is None:
+        if saved.met_at_once:
+            parts.append(saved.met_at_once_line()[0].upper() + saved.met_at_once_line()[1:] + ".")
+        elif baseline.cost is None:
             parts.append(f"Default configuration cost: unknown ({baseline.how}).")
         else:
             saving = saved.saving_of(int(current["recurrence"]))
@@ -150,7 +167,7 @@ def _render(
             parts.append(
                 f"Default configuration (batch size {spec.default_batch_size}, max power) would cost about "
                 f"{baseline.cost:,.1f} ({baseline.how}): {this}; "
-                f"cumulative over {len(saved.counted)} recurrence(s) {cumulative}."
+                f"cumulative {cumulative} over {saved.counted_text()}."
             )
             if saved.waste_line():
                 parts.append(saved.waste_line()[0].upper() + saved.waste_line()[1:] + ".")

@@ -24,7 +24,7 @@ TRACE_SOURCE = re.compile(
 )  # zeus_kfp.simulate.trace_trial.TraceBackend.source
 RECURRENCE_COLUMNS = [
     "recurrence", "recurrence_id", "trials", "reached", "batch_sizes", "energy_j", "time_s", "cost", "outcome",
-    "failed_energy_j", "failed_cost",
+    "failed_energy_j", "failed_cost", "failed_time_s", "failed_trials",
 ]  # fmt: skip
 # A recurrence's outcome (per_recurrence): a trial reached the target; every trial ended honestly short of it
 # (missed the target, stopped by the early stop, out of memory); or every trial failed (no model at all).
@@ -96,10 +96,11 @@ def per_recurrence(trials: pd.DataFrame) -> pd.DataFrame:
     made them end (reached, missed, stopped by the early stop, out of memory). Exploring a size that misses
     the target is part of what the recurrence cost (Zeus, NSDI'23), so a recurrence whose every attempt
     missed still counts, at its full cost: hiding it would flatter the policy. `failed_energy_j` and
-    `failed_cost` are the trials that failed for reasons of their own (the script crashed, was
-    interrupted, was lost: TrialStatus.FAILED says nothing about the batch size): no model and no
-    measurement of the policy, so they are waste, reported apart and left out of the saving
-    (zeus_kfp.report.savings). `outcome` is REACHED, MISSED, or FAILED when every trial failed.
+    `failed_cost` (and `failed_time_s`, `failed_trials`: how many) are the trials that failed for reasons of
+    their own (the script crashed, was interrupted, was lost: TrialStatus.FAILED says nothing about the batch
+    size): no model and no measurement of the policy, so they are waste, reported apart and left out of the
+    saving (zeus_kfp.report.savings). A row's spending, as people read it, is the two added up (`spent`).
+    `outcome` is REACHED, MISSED, or FAILED when every trial failed.
     """
     done = finished_trials(trials)
     if done.empty:
@@ -113,6 +114,8 @@ def per_recurrence(trials: pd.DataFrame) -> pd.DataFrame:
         done[f"policy_{column}"] = done[column].where(~failed, 0.0)
     done["failed_energy_j"] = done["energy_j"].where(failed, 0.0)
     done["failed_cost"] = done["cost"].where(failed, 0.0)
+    done["failed_time_s"] = done["time_s"].where(failed, 0.0)
+    done["failed"] = failed
     done["honest"] = ~failed
     grouped = done.groupby("recurrence", sort=True)
     reached, honest = grouped["reached"].any(), grouped["honest"].any()
@@ -128,9 +131,21 @@ def per_recurrence(trials: pd.DataFrame) -> pd.DataFrame:
             "outcome": [REACHED if r else MISSED if h else FAILED for r, h in zip(reached, honest, strict=True)],
             "failed_energy_j": grouped["failed_energy_j"].sum(),
             "failed_cost": grouped["failed_cost"].sum(),
+            "failed_time_s": grouped["failed_time_s"].sum(),
+            "failed_trials": grouped["failed"].sum().astype(int),
         }
     ).reset_index()
     return out[RECURRENCE_COLUMNS]
+
+
+def spent(row: dict) -> tuple[float, float, float]:
+    """(cost, energy_j, time_s) a per_recurrence row spent in all: its policy's trials and its failed ones, so a
+    recurrence whose every trial failed reads what its trials read, never a cost beside 0 J in 0 s."""
+    return (
+        float(row["cost"]) + float(row["failed_cost"]),
+        float(row["energy_j"]) + float(row["failed_energy_j"]),
+        float(row["time_s"]) + float(row["failed_time_s"]),
+    )
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from zeus_kfp.report.arms import DEFAULT_POLICY, arm_frame
 from zeus_kfp.report.markdown import markdown_report
 from zeus_kfp.report.numbers import FAILED, default_config_cost, per_recurrence, select_recurrence
 from zeus_kfp.report.plots import write_plots
+from zeus_kfp.report.savings import met_at_first_evaluation
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def recurrence_metrics(
         "failed_energy_j": float(row["failed_energy_j"]),  # waste: trials that failed for their own reasons
     }
     baseline = default_config_cost(trials, profiles, spec)
-    if baseline.cost:
+    if baseline.cost and not met_at_first_evaluation(trials):  # a target met at once has no saving (report.savings)
         metrics["default_cost"] = baseline.cost
         if row["outcome"] != FAILED:  # a recurrence whose every trial failed has no saving (zeus_kfp.report.savings)
             metrics["saving_percent"] = 100.0 * (1.0 - metrics["cost"] / baseline.cost)

@@ -13,9 +13,16 @@ A skipped run trains nothing: the pipeline's steps after the gate sit in a condi
 (pipelines/dag.py), and the store records why ("not due", "no drift", "no free slot"), which `show` lists.
 `force` (`zeus-kfp run --force`, `submit --force`) opens a recurrence that is not due; it still takes a slot,
 so no run exceeds the cap.
+
+The begin also carries the spec the run presents, and how its script reports (zeus_kfp.store.gating). A changed
+spec takes the job's place while none of its trials has reached the target and no recurrence runs ("spec
+replaced": the step says so in one line); otherwise the step fails with one line naming what helps. How the
+script reports is the job's until a run says otherwise: a run that changes it says so too.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from zeus_kfp.job import JobSpec
 from zeus_kfp.run_settings import NO_DRIFT, RunSettings
@@ -23,7 +30,42 @@ from zeus_kfp.steps import drift_detectors as drift
 from zeus_kfp.steps.params import open_step_store, run_settings_from_params, spec_from_params
 from zeus_kfp.steps.step_events import reported
 from zeus_kfp.steps.step_lines import GATE
-from zeus_kfp.store import GateOutcome, GateRequest, Store
+from zeus_kfp.store import GateOutcome, GateRequest, JobSpecMismatchError, Store
+from zeus_kfp.store.errors import changes_text
+from zeus_kfp.store.gating import SPEC_IN_USE, SPEC_REPLACED, SPEC_SETTLED, spec_text
+from zeus_kfp.store.specs import READS
+
+
+def replaced_line(job_id: str, changes: dict[str, tuple[Any, Any]]) -> str:
+    """What a run that took a changed spec says, in one line (the gate step, `zeus-kfp run`)."""
+    return (
+        f"job {job_id}'s spec was replaced ({changes_text(changes)}): no result is lost, none of its trials had "
+        "reached the target; the trials under the old spec are left out of its history (`zeus-kfp show` lists them)"
+    )
+
+
+def describe_reads(metric_name: str, reads: dict[str, Any]) -> str:
+    """How a job's script reports, for people: where its metric comes from and which files a trial keeps."""
+    if reads.get("zeus_aware"):
+        source = f"{metric_name} as the script reports it to ZeusDataLoader (Zeus-aware)"
+    elif reads.get("metrics_collector"):
+        from zeus_kfp.train.collectors import CollectorSpec  # deferred: pandas
+
+        collector = CollectorSpec.from_params(reads["metrics_collector"], reads.get("metric_pattern", ""))
+        source = f"{metric_name} through the {collector.describe()}"
+    elif reads.get("metric_pattern"):
+        source = f"{metric_name} from the script's output with --metric-pattern {reads['metric_pattern']!r}"
+    else:
+        source = f"{metric_name} from the script's output as Katib's name=value lines"
+    keeps = f"--keep {reads['keep']!r}" if reads.get("keep") else "{log_dir}/model.pt"
+    return f"reads {source}; keeps {keeps} as the model"
+
+
+def reads_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """What a run changes of how the job's script reports ({} for a new job, or none)."""
+    if before is None:
+        return {}
+    return {n: (before.get(n), now.get(n)) for n in READS if (before.get(n) or "") != (now.get(n) or "")}
 
 
 def outcome_line(outcome: GateOutcome) -> str:
@@ -41,10 +83,19 @@ def last_recurrence_id(store: Store, job_id: str) -> str | None:
     return None if opened.empty else str(opened["recurrence_id"].iloc[-1])
 
 
-def open_gate(spec: JobSpec, run: RunSettings, *, store: Store, recurrence_id: str, force: bool = False) -> GateOutcome:
-    """Ask the store to open recurrence `recurrence_id` of the (registered) job under `run`'s settings: measure
-    drift against the last recurrence's data, store this data's summary, append the request; the log's answer.
-    A retried gate of the same run is told the first one's outcome and measures nothing."""
+def open_gate(
+    spec: JobSpec,
+    run: RunSettings,
+    *,
+    store: Store,
+    recurrence_id: str,
+    force: bool = False,
+    reads: dict[str, Any] | None = None,
+) -> GateOutcome:
+    """Ask the store to open recurrence `recurrence_id` of the (registered) job under `run`'s settings, presenting
+    `spec` (which may replace the job's: zeus_kfp.store.gating) and how the script reports (`reads`: READS, None:
+    unsaid): measure drift against the last recurrence's data, store this data's summary, append the request; the
+    log's answer. A retried gate of the same run is told the first one's outcome and measures nothing."""
     found = store.gate_outcome(spec.job_id, recurrence_id)
     if found is not None:
         return found
@@ -62,8 +113,31 @@ def open_gate(spec: JobSpec, run: RunSettings, *, store: Store, recurrence_id: s
         drift_detector=run.drift_detector,
         drift_stat=stat,
         drift_threshold=run.gate_threshold if run.drift_detector != NO_DRIFT else None,
+        spec=spec_text(spec.to_dict()),
+        **(reads or {}),
     )
     return store.open_recurrence(spec.job_id, recurrence_id, request)
+
+
+def refused(store: Store, spec: JobSpec, outcome: GateOutcome) -> JobSpecMismatchError | None:
+    """The error of a begin the log refused a changed spec to (a run that raced another), else None."""
+    if outcome.why not in (SPEC_SETTLED, SPEC_IN_USE):
+        return None
+    changes = store.get_job(spec.job_id).diff(spec)
+    if outcome.why == SPEC_SETTLED:
+        return JobSpecMismatchError(spec.job_id, changes, settled_by=store.reached_trial(spec.job_id))
+    runs = store.recurrences(spec.job_id)  # in slot order: the latest opened before this begin runs
+    before = runs.iloc[: int(runs.index[runs["recurrence_id"] == outcome.recurrence_id][0])]
+    return JobSpecMismatchError(spec.job_id, changes, running=int(before.loc[before["opened"], "recurrence"].iloc[-1]))
+
+
+def took_line(store: Store, job_id: str, outcome: GateOutcome) -> str:
+    """The replaced line of a recurrence that took a changed spec ("" for any other), from the store's record."""
+    if outcome.why != SPEC_REPLACED:
+        return ""
+    history = store.spec_history(job_id)
+    at = next(i for i, (number, _) in enumerate(history) if number == outcome.recurrence)
+    return replaced_line(job_id, history[at - 1][1].diff(history[at][1]))
 
 
 @reported("gate")
@@ -76,14 +150,27 @@ def gate(
     recurrence_id: str,
     owner: str,
     force: bool,
+    reads: dict[str, Any] | None = None,
 ) -> bool:
     """The gate step: the job's settings and the run's (pipeline parameters) in, whether it opened a recurrence
-    out (the store records why). Registers the job (or checks its spec: a bad or changed field, or a bad run
-    setting, fails the run here, before anything is asked) and asks to open the recurrence."""
+    out (the store records why). Registers the job (or checks its spec: a bad field, a changed spec the job has
+    settled, or a bad run setting fails the run here, before anything is asked) and asks to open the recurrence,
+    presenting its spec and how its script reports (`reads`)."""
     spec = spec_from_params(**params)
     run = run_settings_from_params(**run_params)
     store = open_step_store(store_uri)
-    spec = store.ensure_job(spec, owner=owner)
-    outcome = open_gate(spec, run, store=store, recurrence_id=recurrence_id or run_id, force=force)
+    store.spec_change(spec, owner=owner)  # registers a new job; a change of a settled spec is refused here
+    before = store.reads(spec.job_id)
+    outcome = open_gate(spec, run, store=store, recurrence_id=recurrence_id or run_id, force=force, reads=reads)
+    error = refused(store, spec, outcome)
+    if error is not None:
+        raise error
     print(GATE.say(outcome_line(outcome)))
+    took = took_line(store, spec.job_id, outcome)
+    if took:
+        print(GATE.say(took))
+    changed = reads_changes(before, reads or {}) if outcome.opened else {}
+    if changed:
+        now = describe_reads(spec.metric_name, reads or {})
+        print(GATE.say(f"job {spec.job_id} now {now} ({changes_text(changed)})"))
     return outcome.opened

@@ -19,7 +19,7 @@ from typing import Any
 from zeus_kfp.errors import FieldError
 from zeus_kfp.launch.config import DEFAULT_RUNTIME, LaunchConfig
 from zeus_kfp.simulate.trace_trial import TraceBackend
-from zeus_kfp.steps.keep import keep_globs
+from zeus_kfp.steps.keep import for_launcher, keep_globs
 from zeus_kfp.steps.params import PYTHON_TOKEN
 from zeus_kfp.train.collectors import CollectorSpec
 from zeus_kfp.train.collectors.spec import PATH_KIND_OF
@@ -89,6 +89,8 @@ def check_trial_inputs(
     keep_globs(keep)
     backend = TraceBackend.parse(trial_backend)
     launch = LaunchConfig.from_params(launcher, num_nodes, gpus_per_node, runtime)
+    if backend is None:
+        for_launcher(keep, launcher, launch.cluster)
     check_metric_pattern(metric_pattern)
     collector = CollectorSpec.from_params(metrics_collector, metric_pattern)
     if backend is None:

@@ -8,8 +8,10 @@ Model artifact: one file as that file, several as a directory that keeps their r
 trial that kept no model names the files its script wrote that are about to go, so the next run can keep
 them.
 
-Where: on the train step's machine (a local or torchrun trial). A cluster trial's pods hand back
-`{log_dir}/model.pt` as before; their work directories are theirs.
+Where: on the train step's machine (a local or torchrun trial). A cluster trial's pods (launcher trainjob or
+pytorchjob) hand back through the store only its result, its power profile and rank 0's `{log_dir}/model.pt`;
+their work directories are theirs and go with them, so `keep` with a cluster launcher is refused (`for_launcher`),
+naming what to do instead, rather than accepted and matching nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,22 @@ def keep_globs(keep: str) -> list[str]:
         path = PurePosixPath(glob)
         if path.is_absolute() or ".." in path.parts:
             raise FieldError("keep", keep, KEEP_ALLOWED + f" ({glob!r} is not inside it)")
+    return globs
+
+
+CLUSTER_KEEP_ALLOWED = (
+    "no --keep with a cluster launcher ({launcher}): its pods hand back through the store only the trial's result, "
+    "power profile and rank 0's {{log_dir}}/model.pt, the Model artifact (save the model there), or compile with "
+    "--launcher local or torchrun, whose trials keep what the globs match"
+)
+
+
+def for_launcher(keep: str, launcher: str, cluster: bool) -> list[str]:
+    """keep_globs(keep), refused (FieldError naming `keep`) for a cluster trial, whose pods' files never reach the
+    train step."""
+    globs = keep_globs(keep)
+    if globs and cluster:
+        raise FieldError("keep", keep, CLUSTER_KEEP_ALLOWED.format(launcher=launcher))
     return globs
 
 

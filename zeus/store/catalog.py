@@ -1,10 +1,10 @@
 """The jobs: each job's spec record (agreed once, in a register), owner, and phase events.
 
 The spec record, the phases and deleting a job are docs/STORE.md, "The job's other objects". Why the spec
-guard never fails open: the first spec proposed for a job is its spec for good, a later, different one is
-refused with JobSpecMismatchError naming every changed field, and a spec that is gone, damaged or another
-job's is reported, never replaced, while the job's log exists: a new spec over an old history would make the
-bandit learn across two jobs.
+guard never fails open: the first spec proposed for a job is its first spec for good (a later one is compared
+with the spec in force, which only a run's gated begin may replace, by the log's rule: zeus_kfp.store.gating),
+and a spec that is gone, damaged or another job's is reported, never replaced, while the job's log exists: a new
+spec over an old history would make the bandit learn across two jobs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from zeus_kfp.store import consensus, entries, keys
 from zeus_kfp.store.backend import Backend
 from zeus_kfp.store.errors import (
     CorruptObjectError,
-    JobSpecMismatchError,
     ObjectProblem,
     StoreInputError,
     UnknownJobError,
@@ -69,7 +68,9 @@ def stored(backend: Backend, job_id: str) -> dict[str, Any] | None:
     return None
 
 
-def ensure_job(backend: Backend, spec: JobSpec, owner: str) -> JobSpec:
+def register(backend: Backend, spec: JobSpec, owner: str) -> JobSpec:
+    """The job's first spec: the one agreed in its spec register, proposing `spec` for a new job (of two first
+    runs at once, one spec is agreed; the caller compares its own with the spec in force, zeus_kfp.store.Store)."""
     if not isinstance(spec, JobSpec):
         raise StoreInputError("spec", type(spec).__name__, "a zeus_kfp.job.JobSpec")
     if not isinstance(owner, str):
@@ -81,9 +82,6 @@ def ensure_job(backend: Backend, spec: JobSpec, owner: str) -> JobSpec:
         data = consensus.propose(backend, directory, entries.encode(mine))
         assert data is not None
         record = _decode(spec.job_id, consensus.value_key(directory, data), data)
-    changes = record["spec"].diff(spec)  # the whole spec: it is the job's identity
-    if changes:
-        raise JobSpecMismatchError(spec.job_id, changes)
     return record["spec"]
 
 

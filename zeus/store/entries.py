@@ -33,6 +33,7 @@ PROFILE_FIELDS = fields_table.PROFILE_ROW_FIELDS
 GATE_FIELDS = fields_table.GATE_FIELDS
 ROW_SCHEMA = pa.schema([(f.name, f.type) for f in fields_table.FIELDS])  # the field table's, in its order
 COLUMNS = tuple(ROW_SCHEMA.names)
+FORMAT_1_COLUMNS = COLUMNS.index("drift_threshold") + 1  # the row schema before the begin's spec and reads
 SAID_APART = ("at", "format")  # when and by which format an entry was written: not what it says
 
 
@@ -101,15 +102,18 @@ def table(found: list[dict[str, Any]]) -> pa.Table:
 
 
 def checked_table(key: str, arrow: pa.Table) -> pa.Table:
-    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types), or in the schema of this format
-    before the fields added since (fields_table.ADDED: then those columns are null, as in its entries), its text
-    valid UTF-8 and every row one the field table allows (a snapshot is trusted no more than the entries it
-    stands for)."""
+    """A snapshot's table, if it is in ROW_SCHEMA (the same columns and types), or in an earlier row schema of
+    the store's formats (ROW_SCHEMA's first columns, at least format 1's: the later ones read null, as its
+    entries had none of them), its text valid UTF-8 and every row one the field table allows (a snapshot is
+    trusted no more than the entries it stands for)."""
     schema = arrow.schema.remove_metadata()
-    earlier = pa.schema([f for f in ROW_SCHEMA if f.name not in fields_table.ADDED])
-    if schema == earlier:
-        for name in fields_table.ADDED:
+    earlier = FORMAT_1_COLUMNS <= len(schema) < len(ROW_SCHEMA) and all(
+        schema.field(i) == ROW_SCHEMA.field(i) for i in range(len(schema))
+    )
+    if earlier:
+        for name in ROW_SCHEMA.names[len(schema) :]:
             arrow = arrow.append_column(ROW_SCHEMA.field(name), pa.nulls(arrow.num_rows, ROW_SCHEMA.field(name).type))
+        arrow = arrow.replace_schema_metadata(None)
     elif schema != ROW_SCHEMA:
         raise CorruptObjectError(key, "not in the log's row schema")
     try:

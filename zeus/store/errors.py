@@ -94,20 +94,49 @@ class DeleteRefusedError(StoreError):
         )
 
 
-class JobSpecMismatchError(ValueError):
-    """A recurrence presented a spec that differs from the one stored with the job.
+def changes_text(changes: dict[str, tuple[Any, Any]]) -> str:
+    """Changed fields as people read them: "metric_name: 'acuracy' -> 'accuracy'; max_epochs: 5 -> 8"."""
+    return "; ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in sorted(changes.items()))
 
-    The bandit's history is only comparable under one spec, so this is refused; the message
-    lists every changed field as stored -> given.
+
+class JobSpecMismatchError(ValueError):
+    """A run presented a spec that differs from the job's spec in force, and it cannot take its place.
+
+    The bandit's history is only comparable under one spec: a run's gate replaces the spec while none of the job's
+    trials under it has reached the target and no recurrence runs (zeus_kfp.store.gating), and refuses it after. The
+    message, one line, lists every changed field as stored -> given and says what helps: `settled_by` the trial
+    that reached (then `zeus-kfp delete` or a new job id), `running` the recurrence in flight (then wait).
     """
 
-    def __init__(self, job_id: str, changes: dict[str, tuple[Any, Any]]) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        changes: dict[str, tuple[Any, Any]],
+        *,
+        settled_by: int | None = None,
+        running: int | None = None,
+    ) -> None:
         self.job_id = job_id
         self.changes = changes
-        listed = "; ".join(f"{name}: {old!r} -> {new!r}" for name, (old, new) in sorted(changes.items()))
-        super().__init__(
-            f"job {job_id!r} is stored with a different spec ({listed}). Use a new job_id for a changed job."
-        )
+        self.settled_by = settled_by
+        listed = changes_text(changes)
+        if settled_by is not None:
+            message = (
+                f"job {job_id!r} has a spec settled by its trial {settled_by}, which reached the target under it, so "
+                f"a changed spec ({listed}) is refused: `zeus-kfp delete {job_id}` starts the job afresh, or run the "
+                "changed job under a new --job-id (on a cluster: --param job_id=...)"
+            )
+        elif running is not None:
+            message = (
+                f"job {job_id!r} is running recurrence {running} under its spec, so a changed spec ({listed}) is "
+                "refused for now: a run takes it once none runs (and none of its trials has reached the target)"
+            )
+        else:
+            message = (
+                f"job {job_id!r} is stored with a different spec ({listed}); a run of it takes a changed spec through "
+                "its recurrence gate while none of its trials has reached the target"
+            )
+        super().__init__(message)
 
 
 class EventConflictError(ValueError):

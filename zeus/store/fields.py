@@ -14,6 +14,7 @@ disagree.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import re
@@ -24,14 +25,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zeus_kfp.job import MAX_ATTEMPTS, TrialStatus
+from zeus_kfp.job import MAX_ATTEMPTS, JobSpec, TrialStatus
 from zeus_kfp.settings import INT64_MAX
 from zeus_kfp.store.gating import GateRequest
 from zeus_kfp.store.keys import MAX_ATTEMPT, RECURRENCE_ID_PATTERN
 from zeus_kfp.store.text import MAX_TEXT, escaped, is_utf8
 from zeus_kfp.trials import trial_columns
 
-FORMAT = 1  # the store format this code reads and writes; an entry says its own in `format` (absent: 1)
+# The store format this code reads and writes; an entry says its own in `format` (absent: 1). Format 2: a gated begin
+# whose `spec` differs from the job's spec in force (gating.py: it may replace it), which a format-1 reader, blind
+# to `spec`, would read as a recurrence of the old spec.
+FORMAT = 2
+BEGIN_SPEC_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -158,16 +163,24 @@ FIELDS = (
     _text("drift_detector"),
     _float("drift_stat", -math.inf),
     _float("drift_threshold"),
-    # added within format 1, after its first release (ADDED): a snapshot written before lacks the column
-    _text("gpu"),  # a profile row's GPU model (zeus_kfp.profiles)
+    # Added later, at the end (a snapshot written before them has the columns above, and reads with these null:
+    # entries.checked_table). A profile row's GPU model (zeus_kfp.profiles; ADDED below); a gated begin's spec
+    # (gating.spec_text of the JobSpec its run presents) and how its script reports (the train step's inputs of
+    # those names), which the job remembers.
+    _text("gpu"),
+    _text("spec"),
+    Field("zeus_aware", pa.bool_()),
+    _text("metric_pattern"),
+    _text("metrics_collector"),
+    _text("keep"),
 )
 BY_NAME = {f.name: f for f in FIELDS}
-# Fields added to the row schema within this format, last in it: a snapshot written before them is read with the
-# column null in every row (entries.checked_table), as its entries were written without it.
+# Profile-row fields added after a format's first writers: where an entry leaves one out, it reads as written.
 ADDED = ("gpu",)
 PROFILE_ROW_FIELDS = ("phase", "power_limit_w", "average_power_w", "throughput", "simulated", "gpu")
 GATE_FIELDS = tuple(f.name for f in dataclass_fields(GateRequest))
-GATE_NULLABLE = ("drift_stat", "drift_threshold")  # null where no drift detector ran
+# null where no drift detector ran; the rest: absent in a begin written before they were
+GATE_NULLABLE = ("drift_stat", "drift_threshold", "spec", "zeus_aware", "metric_pattern", "metrics_collector", "keep")
 TRIAL = ("recurrence_id", "attempt")
 # Each kind's fields: (required, optional). `at` and `format` may be in any entry; other fields are ignored by
 # readers (a later format may add fields whose absence changes nothing) and never written.
@@ -246,9 +259,18 @@ def check(entry: Any, reading: bool = False) -> dict[str, Any]:
                 raise EntryFieldError(name, clean.get(name), f"{BY_NAME[name].allowed} (every gated begin has one)")
         if clean.get("drift_stat") is not None and clean.get("drift_threshold") is None:  # the gate compares them
             raise EntryFieldError("drift_threshold", None, "a finite number >= 0 where a drift statistic is given")
+        if clean.get("spec") is not None:  # the gate's rule compares it: it must read as a spec
+            _spec(clean["spec"])
     if kind == "profile":
         clean["rows"] = _profile_rows(entry.get("rows"), reading)
     return clean
+
+
+def _spec(text: str) -> None:
+    try:
+        JobSpec.from_dict(json.loads(text))
+    except (ValueError, TypeError, AttributeError) as exc:  # JSON, or JobSpec's own validation
+        raise EntryFieldError("spec", text, f"a job spec as JSON ({str(exc)[:80]})") from None
 
 
 def _format(value: Any) -> int:

@@ -68,15 +68,37 @@ class Settled:
     """The job's entries as the rules above settle them."""
 
     begins: pa.Table  # first begin per recurrence that opened one, in slot order: recurrence n is row n - 1
-    dispatched: pa.Table  # first dispatch per trial, in trial order, with `recurrence` and `trial` columns
+    dispatched: pa.Table  # first dispatch per trial, in trial order, with `recurrence`, `trial` and `epoch` columns
     finished: pa.Table  # first result per trial, aligned with `dispatched` (nulls where none)
     profiles: pa.Table  # the rows of each trial's first profile
-    requests: pa.Table  # every first begin, opened or skipped, with `opened`, `why`, `recurrence` (gating.py)
+    requests: pa.Table  # every first begin, opened or skipped, with `opened`, `why`, `recurrence`, `epoch` (gating.py)
+    specs: tuple[str, ...] = ()  # the job's specs in the order they were in force (gating.Outcomes); the last: now
 
     def recurrence(self, recurrence_id: str) -> int | None:
         """The number of the recurrence `recurrence_id`, None if it never began."""
         found = pc.index(self.begins.column("recurrence_id"), recurrence_id).as_py()
         return None if found < 0 else found + 1
+
+    @property
+    def epoch(self) -> int:
+        """The index of the spec in force in `specs`: 0 until a run replaced the first one."""
+        return len(self.specs) - 1
+
+    def epoch_of(self, recurrence_id: str) -> int | None:
+        """The epoch recurrence `recurrence_id` opened under, None if it never began."""
+        found = self.requests.filter(pc.equal(self.requests.column("recurrence_id"), recurrence_id))
+        return None if found.num_rows == 0 else found.column("epoch")[0].as_py()
+
+    def under(self, current: bool = True) -> Settled:
+        """The trials (and their results and profiles) of the recurrences opened under the spec in force, or
+        (`current` False) under the specs it replaced: the bandit's history, and every figure of the job, is only
+        comparable under one spec (gating.py). Numbers stay as they are: a job's numbers never change."""
+        epochs = pc.fill_null(self.dispatched.column("epoch"), -1)
+        keep = pc.equal(epochs, self.epoch) if current else pc.less(epochs, self.epoch)
+        dispatched, finished = self.dispatched.filter(keep), self.finished.filter(keep)
+        kept = _trial_key(dispatched).combine_chunks()
+        profiles = self.profiles.filter(pc.is_in(_trial_key(self.profiles), value_set=kept))
+        return replace(self, dispatched=dispatched, finished=finished, profiles=profiles)
 
 
 KIND_NAMES = pa.array(KINDS)
@@ -89,7 +111,9 @@ KIND_COLUMNS = {
 }
 
 
-def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem]) -> Settled:
+def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem], first_spec: str) -> Settled:
+    """The settled view of the log's `rows`; `first_spec`: the spec register's (gating.spec_text), the spec in
+    force until a run replaces it."""
     kind = pc.index_in(rows.column("kind"), value_set=KIND_NAMES).to_numpy(zero_copy_only=False)
     slot = rows.column("slot").to_numpy()
     recurrence_ids = pc.dictionary_encode(rows.column("recurrence_id").combine_chunks())
@@ -102,9 +126,12 @@ def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem]) -> Settle
 
     begun, started = first("begin", rid), first("dispatched", trial_key)
     ended = first("finished", trial_key)
-    opened, why = gating.gate_outcomes(rows, rid, slot, _ints(rows.column("at")), begun, ended)
+    outcomes = gating.gate_outcomes(rows, rid, slot, _ints(rows.column("at")), begun, ended, first_spec)
+    opened = outcomes.opened
     number = np.zeros(len(recurrence_ids.dictionary) + 1, dtype=np.int64)  # by rid code; 0: never began
     number[rid[begun[opened]]] = np.arange(1, int(opened.sum()) + 1)
+    epoch = np.full(len(recurrence_ids.dictionary) + 1, -1, dtype=np.int64)  # by rid code; -1: never began
+    epoch[rid[begun[opened]]] = outcomes.epoch[opened]
     recurrence = number[rid[started]]
     for code in sorted(set(rid[started][recurrence == 0].tolist())):
         where = f"trials of recurrence {recurrence_ids.dictionary[code].as_py()!r}, which never began"
@@ -126,9 +153,11 @@ def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem]) -> Settle
     dispatched = table("dispatched", started)
     dispatched = dispatched.append_column("recurrence", pa.array(recurrence, pa.int64()))
     dispatched = dispatched.append_column("trial", pa.array(np.arange(1, len(started) + 1), pa.int64()))
-    requests = gating.outcomes_table(table("begin", begun), opened, why)
+    dispatched = dispatched.append_column("epoch", pa.array(epoch[rid[started]], pa.int64()))
+    requests = gating.outcomes_table(table("begin", begun), outcomes)
     finished = table("finished", result_rows)
-    return Settled(table("begin", begun[opened]), dispatched, finished, table("profile", profiled), requests)
+    begins = table("begin", begun[opened])
+    return Settled(begins, dispatched, finished, table("profile", profiled), requests, outcomes.specs)
 
 
 def _isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

@@ -6,10 +6,18 @@ entry itself, so every reader agrees, and two schedules and a manual submit raci
 exceed its cap: the slot order is agreed (log.py), and the begin that would exceed the cap at its slot is
 skipped, wherever its writer thought it stood. No conditional write, no lock. The begin carries its writer's
 `at` (and its period, cap, attempts and timeout), so the rule reads no clock and no setting of its own.
+
+The same rule settles the job's spec. A gated begin carries the spec its run presents; one that differs from the
+spec in force takes its place ("spec replaced": a new epoch of the job, whose history starts empty) only while no
+trial of the spec in force has reached the target before its slot ("spec settled" otherwise) and no recurrence
+runs ("spec in use"). So two first runs with different specs still settle on one (the second finds the first
+running), a typo'd first run's spec gives way to the fixed one, and no reached result is ever set aside: every
+reader decides each of these from the log before the begin's slot, as it decides the cap.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -20,9 +28,11 @@ import pyarrow.compute as pc
 from zeus_kfp.job import TrialStatus
 from zeus_kfp.run_settings import NO_DRIFT
 
-OPENED_BY = ("first", "time", "drift", "forced", "plain")  # why a begin opened a recurrence
-SKIPPED_BY = ("not due", "no drift", "no free slot")  # why a gated begin did not
+SPEC_REPLACED, SPEC_SETTLED, SPEC_IN_USE = "spec replaced", "spec settled", "spec in use"
+OPENED_BY = ("first", "time", "drift", "forced", "plain", SPEC_REPLACED)  # why a begin opened a recurrence
+SKIPPED_BY = ("not due", "no drift", "no free slot", SPEC_SETTLED, SPEC_IN_USE)  # why a gated begin did not
 DRIFT_COLUMNS = ["drift_detector", "drift_stat", "drift_threshold"]
+PRESENTED = ("spec", "zeus_aware", "metric_pattern", "metrics_collector", "keep")  # GateRequest's, beside the gate's
 # A trial that reached the target or failed ends its recurrence, as the pipeline's feedback step decides
 # (zeus_kfp.steps.feedback.ends_recurrence): the store imports no step, so the rule is stated here too.
 ENDING_STATUSES = pa.array([TrialStatus.REACHED.value, TrialStatus.FAILED.value])
@@ -43,6 +53,13 @@ class GateRequest:
     drift_detector: str = NO_DRIFT
     drift_stat: float | None = None
     drift_threshold: float | None = None
+    # What the run presents beside its settings (None: it did not say, as a begin written before them): the job's
+    # spec (spec_text), which the rule above settles, and how its script reports, which the job remembers.
+    spec: str | None = None
+    zeus_aware: bool | None = None
+    metric_pattern: str | None = None
+    metrics_collector: str | None = None
+    keep: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("period_s", "timeout_s", "drift_stat", "drift_threshold"):
@@ -51,7 +68,13 @@ class GateRequest:
                 raise ValueError(f"invalid {name}={value!r}: allowed a finite number")
 
     def entry(self) -> dict:
-        return asdict(self)
+        """The begin's fields; what the run did not present is left out (as a begin written before them)."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in PRESENTED}
+
+
+def spec_text(spec: dict) -> str:
+    """A spec's fields (JobSpec.to_dict) as the canonical JSON the rule compares: keys sorted, no spaces."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def _finite(value: float) -> bool:
@@ -89,17 +112,41 @@ class _Groups:
         return self.values[lo:cut]
 
 
+@dataclass(frozen=True)
+class Outcomes:
+    """What the rule made of the first begins (slot order): `opened`, `why`, each begin's `epoch` (the index in
+    `specs` of the spec in force when it opened; -1 for a skipped one), and `specs`, the job's specs in the order
+    they were in force (the first: the spec register's)."""
+
+    opened: np.ndarray
+    why: list[str]
+    epoch: np.ndarray
+    specs: tuple[str, ...]
+
+
 def gate_outcomes(
-    rows: pa.Table, rid: np.ndarray, slot: np.ndarray, at: np.ndarray, begun: np.ndarray, finished: np.ndarray
-) -> tuple[np.ndarray, list[str]]:
-    """For the first begins `begun` (row numbers, slot order): whether each opened a recurrence, and why.
-    `rid`: each row's recurrence code (-1: none); `finished`: the rows of each trial's first result."""
+    rows: pa.Table,
+    rid: np.ndarray,
+    slot: np.ndarray,
+    at: np.ndarray,
+    begun: np.ndarray,
+    finished: np.ndarray,
+    first_spec: str,
+) -> Outcomes:
+    """For the first begins `begun` (row numbers, slot order): whether each opened a recurrence, why, and under
+    which spec. `rid`: each row's recurrence code (-1: none); `finished`: the rows of each trial's first result;
+    `first_spec`: the spec register's (spec_text)."""
     why = ["plain"] * len(begun)
     opened = np.ones(len(begun), dtype=bool)
+    epoch = np.zeros(len(begun), dtype=np.int64)
+    specs = [first_spec]
     requests = rows.select(["max_running", "period_s", "max_attempts", "timeout_s", "forced"]).take(begun)
     gated = pc.is_valid(requests.column("max_running")).to_numpy(zero_copy_only=False)
     if not gated.any():
-        return opened, why
+        return Outcomes(opened, why, epoch, tuple(specs))
+    presented = rows.column("spec").take(begun).to_pylist()
+    reached = finished[pc.equal(rows.column("status").take(finished), TrialStatus.REACHED.value).to_numpy(False)]
+    epoch_of: dict[int, int] = {}  # recurrence code -> the epoch it opened in
     detectors = rows.column("drift_detector").take(begun).to_pylist()
     stats = rows.column("drift_stat").take(begun).to_pylist()
     thresholds = rows.column("drift_threshold").take(begun).to_pylist()
@@ -118,12 +165,29 @@ def gate_outcomes(
             return True
         return int(activity.before(code, s).max(initial=0)) < a - req["timeout_s"] * 1e6
 
+    def settled(s: int) -> bool:
+        """Whether a trial of a recurrence opened under the spec in force reached the target before slot `s`."""
+        return any(epoch_of.get(int(rid[r])) == len(specs) - 1 for r in reached[slot[reached] < s])
+
     running: list[int] = []
     last_at: int | None = None
     for i, row in enumerate(begun.tolist()):
         if gated[i]:
             req, s, a = request[i], int(slot[row]), int(at[row])
             running = [code for code in running if not ended(code, s, a, req)]
+            spec = presented[i]
+            if spec is not None and spec != specs[-1]:  # writers write spec_text; compare another's as the rule does
+                spec = spec_text(json.loads(spec))
+            if spec is not None and spec != specs[-1]:
+                if settled(s) or running:
+                    opened[i], why[i], epoch[i] = False, SPEC_SETTLED if settled(s) else SPEC_IN_USE, -1
+                    continue
+                specs.append(spec)  # a new epoch: the changed spec is the job's from here on
+                why[i] = SPEC_REPLACED
+                running.append(int(rid[row]))
+                last_at = int(at[row])
+                epoch[i] = epoch_of[int(rid[row])] = len(specs) - 1
+                continue
             detector = detectors[i] or NO_DRIFT
             drifted = detector != NO_DRIFT and stats[i] is not None and stats[i] > thresholds[i]
             first = last_at is None
@@ -131,22 +195,27 @@ def gate_outcomes(
             # slot may carry an earlier time)
             time_due = first or req["period_s"] == 0 or a - last_at >= req["period_s"] * 1e6
             if not (time_due or drifted or req["forced"]):
-                opened[i], why[i] = False, "not due" if detector == NO_DRIFT else "no drift"
+                opened[i], why[i], epoch[i] = False, "not due" if detector == NO_DRIFT else "no drift", -1
                 continue
             if 0 < req["max_running"] <= len(running):
-                opened[i], why[i] = False, "no free slot"
+                opened[i], why[i], epoch[i] = False, "no free slot", -1
                 continue
             why[i] = "first" if first else "drift" if drifted else "time" if time_due else "forced"
         running.append(int(rid[row]))
         last_at = int(at[row])
-    return opened, why
+        epoch[i] = epoch_of[int(rid[row])] = len(specs) - 1
+    return Outcomes(opened, why, epoch, tuple(specs))
 
 
-def outcomes_table(requests: pa.Table, opened: np.ndarray, why: list[str]) -> pa.Table:
-    """Every first begin (`requests`, slot order) with its outcome and the number of the recurrence it opened."""
+def outcomes_table(requests: pa.Table, outcomes: Outcomes) -> pa.Table:
+    """Every first begin (`requests`, slot order) with its outcome, the number of the recurrence it opened and
+    the epoch (the job's spec) it opened under."""
+    opened = outcomes.opened
     number = np.where(opened, np.cumsum(opened), 0)
-    return requests.append_column("opened", pa.array(opened)).append_column("why", pa.array(why, pa.string()))\
-        .append_column("recurrence", pa.array(number, pa.int64(), mask=~opened))  # fmt: skip
+    return requests.append_column("opened", pa.array(opened))\
+        .append_column("why", pa.array(outcomes.why, pa.string()))\
+        .append_column("recurrence", pa.array(number, pa.int64(), mask=~opened))\
+        .append_column("epoch", pa.array(outcomes.epoch, pa.int64(), mask=~opened))  # fmt: skip
 
 
 def outcome_of(table: pa.Table, i: int) -> GateOutcome:

@@ -8,12 +8,14 @@ appends (`_read`, `_settled`, `_append`) and its backend. Also here: `begin_recu
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 import pyarrow.compute as pc
 
-from zeus_kfp.store import entries, frames, gating, keys, log
+from zeus_kfp.store import entries, fields, frames, gating, keys, log
 from zeus_kfp.store.backend import ObjectNotFound
 from zeus_kfp.store.errors import UnknownTrialError
 from zeus_kfp.store.text import storable
@@ -46,6 +48,10 @@ class Recurrences:
         settled = self._settled(read)
         if self._outcome(settled, recurrence_id) is None:
             entry = {"kind": "begin", "recurrence_id": recurrence_id, "at": entries.now_us()}
+            if request is not None and request.spec is not None:
+                request = replace(request, spec=gating.spec_text(json.loads(request.spec)))  # as the rule compares it
+                if request.spec != settled.specs[-1]:  # it may replace the spec in force: a blind reader must stop
+                    entry["format"] = fields.BEGIN_SPEC_FORMAT
             settled = self._append(read, entry | (request.entry() if request is not None else {}))
         outcome = self._outcome(settled, recurrence_id)
         assert outcome is not None  # ours, or a twin's before it

@@ -41,12 +41,14 @@ from zeus_kfp.store.compaction import CompactResult, compact
 from zeus_kfp.store.errors import (
     EventConflictError,
     ObjectProblem,
+    StoreError,
     StoreInputError,
     StoreWarning,
     UnknownJobError,
     UnknownTrialError,
 )
 from zeus_kfp.store.recurrences import Recurrences
+from zeus_kfp.store.specs import Specs
 from zeus_kfp.store.text import storable
 from zeus_kfp.trial_history import TrialHistory
 
@@ -58,7 +60,7 @@ STORE_FORMS = "a directory path, file:///absolute/path, or s3://bucket[/prefix] 
 BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
-class Store(Recurrences):
+class Store(Recurrences, Specs):
     """Jobs, trials and power profiles of zeus-kfp, in a directory or a bucket."""
 
     def __init__(self, backend: Backend) -> None:
@@ -68,7 +70,8 @@ class Store(Recurrences):
         # The decided prefix of each job's log this Store has read. Decided slots never change (log.py),
         # so a later read only lists and fetches the slots after it: a fact, not a cache that can go stale.
         self._prefixes: dict[str, log.LogRead] = {}
-        self._specs: dict[str, JobSpec] = {}  # agreed specs, which never change either
+        self._first: dict[str, JobSpec] = {}  # each job's first spec (specs.py has the spec in force)
+        self._parsed: dict[str, JobSpec] = {}
         # each job's settled view, and of which prefix (the read and how far it went)
         self._views: dict[str, tuple[log.LogRead, int, frames.Settled]] = {}
 
@@ -83,27 +86,23 @@ class Store(Recurrences):
 
     # -- jobs ---------------------------------------------------------------------------------
 
-    def ensure_job(self, spec: JobSpec, owner: str = "") -> JobSpec:
-        """Store the spec on first use; afterwards the same spec must come back, field for field
-        (JobSpecMismatchError naming each changed one): the spec is the job's identity. How a run runs (the
-        recurrence gate's period and cap, zeus_kfp.run_settings) is no part of it: each gated begin carries the
-        settings it ran under."""
-        stored = catalog.ensure_job(self.backend, spec, owner)
-        self._specs[stored.job_id] = stored
-        return stored
-
-    def get_job(self, job_id: str) -> JobSpec:
-        if job_id not in self._specs:
-            self._specs[job_id] = catalog.get_job(self.backend, job_id)
-        return self._specs[job_id]
-
-    def list_jobs(self, phase: str | None = None, owner: str | None = None) -> pd.DataFrame:
-        """Jobs with their phase and spec fields, filtered like GET /jobs?phase=completed."""
+    def list_jobs(self, phase: str | None = None, owner: str | None = None, in_force: bool = False) -> pd.DataFrame:
+        """Jobs with their phase and spec fields, filtered like GET /jobs?phase=completed: their first spec's, or
+        (`in_force`, which reads each job's log) the spec a run replaced it with (specs.py)."""
         problems: list[ObjectProblem] = []
         try:
-            return catalog.list_jobs(self.backend, phase, owner, problems)
+            frame = catalog.list_jobs(self.backend, phase, owner, problems)
         finally:
             self._report(problems)
+        if in_force:
+            for i, job_id in enumerate(frame["job_id"]):
+                try:
+                    spec = self.get_job(job_id).to_dict()
+                except (StoreError, UnknownJobError):  # a newer format, a job deleted meanwhile: as listed
+                    continue
+                for name in frame.columns.intersection(list(spec)).drop("job_id", errors="ignore"):
+                    frame.at[i, name] = spec[name]
+        return frame
 
     def delete_job(self, job_id: str) -> int:
         """Remove every object of the job (a junk job: its log, snapshots, phases, TensorBoard logs, hand-offs,
@@ -128,7 +127,7 @@ class Store(Recurrences):
                 break  # all gone, or the id made again meanwhile: what is there now is the new job's
         if isinstance(self.backend, LocalBackend):  # folders are not objects: left empty, they would still list
             self.backend.remove_empty_dirs(keys.job_dir(job_id))
-        for cache in (self._specs, self._prefixes, self._views):
+        for cache in (self._first, self._prefixes, self._views):
             cache.pop(job_id, None)
         return removed
 
@@ -142,7 +141,7 @@ class Store(Recurrences):
         base = base or self._prefixes.get(keys.check_job_id(job_id))
         found = log.read(self.backend, job_id, base, until)
         if base is not None and found is not base:  # the job was deleted and made again: its spec may differ too
-            self._specs.pop(job_id, None)
+            self._first.pop(job_id, None)
         self._prefixes[job_id] = found
         self._report(found.problems)
         return found
@@ -154,7 +153,7 @@ class Store(Recurrences):
             self._report(read.problems)
             return settled
         problems = list(read.problems)
-        settled = frames.settle(read.job_id, read.table(), problems)
+        settled = frames.settle(read.job_id, read.table(), problems, self.first_spec_text(read.job_id))
         self._views[read.job_id] = (read, read.upto, settled)
         self._report(problems)
         return settled
@@ -199,6 +198,11 @@ class Store(Recurrences):
         if settled.recurrence(recurrence_id) is None:
             raise UnknownTrialError(f"recurrence {recurrence_id!r} of job {job_id!r} was never begun")
         row = self._dispatch(settled, recurrence_id, attempt)
+        if row is None and settled.epoch_of(recurrence_id) != settled.epoch:
+            raise UnknownTrialError(
+                f"recurrence {recurrence_id!r} of job {job_id!r} opened under a spec a later run replaced (`zeus-kfp "
+                "show` says which): its trials are left out of the job's history, so no trial of it is dispatched"
+            )
         if row is None:
             entry = {"kind": "dispatched", "recurrence_id": recurrence_id, "attempt": attempt, "at": entries.now_us(),
                      "batch_size": decision.batch_size, "cost_threshold": decision.cost_threshold,
@@ -226,7 +230,8 @@ class Store(Recurrences):
         """Record a trial's result. The same result twice is a no-op; a different one is refused."""
         if not isinstance(result, TrialResult):
             raise StoreInputError("result", type(result).__name__, "a zeus_kfp.job.TrialResult")
-        check_result_for(self.get_job(job_id), result)
+        # priced as its recurrence's spec prices it (the spec in force, unless a run replaced it since)
+        check_result_for(self.spec_of(self._settled(self._read(job_id)), recurrence_id), result)
         result = replace(result, reason=storable(result.reason), source=storable(result.source))
         read, settled, row = self._require_dispatch(job_id, recurrence_id, attempt)
         if result.batch_size != row["batch_size"]:
@@ -258,20 +263,25 @@ class Store(Recurrences):
 
     # -- reading ------------------------------------------------------------------------------
 
+    def _current(self, job_id: str) -> frames.Settled:
+        """The settled view of the recurrences under the job's spec in force (a replaced spec's: specs.py)."""
+        return self._settled(self._read(job_id)).under(True)
+
     def read_trials(self, job_id: str) -> frames.JobTrials:
         """One read of the job: its history as policies take it, and the trials dispatched and not finished."""
-        return frames.job_trials(self._settled(self._read(job_id)))
+        return frames.job_trials(self._current(job_id))
 
     def history(self, job_id: str) -> TrialHistory:
         """The job's trials as policies take them, in trial order: columns whose rows are Trials."""
         return self.read_trials(job_id).history
 
     def trials(self, job_id: str) -> pd.DataFrame:
-        """Every trial of the job, dispatched-but-unfinished ones included (status "dispatched")."""
-        return frames.trials_frame(job_id, self._settled(self._read(job_id)))
+        """Every trial of the job under its spec in force, dispatched-but-unfinished ones included (status
+        "dispatched"); those under a spec a run replaced: replaced_trials."""
+        return frames.trials_frame(job_id, self._current(job_id))
 
     def profiles(self, job_id: str) -> pd.DataFrame:
-        return frames.profiles_frame(job_id, self._settled(self._read(job_id)))
+        return frames.profiles_frame(job_id, self._current(job_id))
 
     def compact(self, job_id: str) -> CompactResult:
         """Write the job's log as one snapshot so reads stay fast (the report step and `zeus-kfp compact`)."""
