@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from zeus_kfp.job import Decision, TrialResult
-from zeus_kfp.store import GateRequest, JobSpecMismatchError, UnknownTrialError, fields, keys, open_store
+from zeus_kfp.store import GateRequest, JobSpecMismatchError, UnknownTrialError, fields, keys, open_store, strays
 from zeus_kfp.store import snapshot as snapshots
 from zeus_kfp.store.entries import FORMAT_1_COLUMNS, ROW_SCHEMA
 from zeus_kfp.store.errors import StoreFormatError
@@ -138,7 +138,7 @@ def test_a_snapshot_in_store_format_1_reads_with_the_new_columns_null(store, spe
     store.compact(spec.job_id)
     (key,) = store.backend.list(keys.snapshots_dir(spec.job_id))
     upto = keys.parse_snapshot_key(key)[0]
-    made = snapshots.incarnation(store.backend, spec.job_id)
+    made = strays.incarnation(store.backend, spec.job_id)
     table = snapshots.decode(key, store.backend.get(key), spec.job_id, made)
     old = table.select(ROW_SCHEMA.names[:FORMAT_1_COLUMNS]).cast(pa.schema(list(ROW_SCHEMA)[:FORMAT_1_COLUMNS]))
     data = snapshots.encode(old, spec.job_id, upto, made)

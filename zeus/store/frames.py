@@ -111,7 +111,7 @@ KIND_COLUMNS = {
 }
 
 
-def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem], first_spec: str) -> Settled:
+def settle(job_id: str, rows: pa.Table, problems: list[ObjectProblem], first_spec: str | None) -> Settled:
     """The settled view of the log's `rows`; `first_spec`: the spec register's (gating.spec_text), the spec in
     force until a run replaces it."""
     kind = pc.index_in(rows.column("kind"), value_set=KIND_NAMES).to_numpy(zero_copy_only=False)

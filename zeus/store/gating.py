@@ -131,11 +131,12 @@ def gate_outcomes(
     at: np.ndarray,
     begun: np.ndarray,
     finished: np.ndarray,
-    first_spec: str,
+    first_spec: str | None,
 ) -> Outcomes:
     """For the first begins `begun` (row numbers, slot order): whether each opened a recurrence, why, and under
     which spec. `rid`: each row's recurrence code (-1: none); `finished`: the rows of each trial's first result;
-    `first_spec`: the spec register's (spec_text)."""
+    `first_spec`: the spec register's (spec_text); None where it cannot be read (a damaged job), and then the
+    first spec a begin presents stands for it."""
     why = ["plain"] * len(begun)
     opened = np.ones(len(begun), dtype=bool)
     epoch = np.zeros(len(begun), dtype=np.int64)
@@ -178,6 +179,8 @@ def gate_outcomes(
             spec = presented[i]
             if spec is not None and spec != specs[-1]:  # writers write spec_text; compare another's as the rule does
                 spec = spec_text(json.loads(spec))
+            if specs == [None]:
+                specs[0] = spec
             if spec is not None and spec != specs[-1]:
                 if settled(s) or running:
                     opened[i], why[i], epoch[i] = False, SPEC_SETTLED if settled(s) else SPEC_IN_USE, -1

@@ -39,6 +39,7 @@ from zeus_kfp.store import catalog, entries, frames, keys, log, strays
 from zeus_kfp.store.backend import Backend, LocalBackend, ObjectNotFound, get_many
 from zeus_kfp.store.compaction import CompactResult, compact
 from zeus_kfp.store.errors import (
+    CorruptObjectError,
     EventConflictError,
     ObjectProblem,
     StoreError,
@@ -153,7 +154,12 @@ class Store(Recurrences, Specs):
             self._report(read.problems)
             return settled
         problems = list(read.problems)
-        settled = frames.settle(read.job_id, read.table(), problems, self.first_spec_text(read.job_id))
+        try:
+            first: str | None = self.first_spec_text(read.job_id)
+        except CorruptObjectError as exc:  # its spec record gone or unreadable: the log still reads (and deletes)
+            problems.append(ObjectProblem(exc.key, exc.reason))
+            first = None  # the first spec a begin presents stands for it (gating.gate_outcomes)
+        settled = frames.settle(read.job_id, read.table(), problems, first)
         self._views[read.job_id] = (read, read.upto, settled)
         self._report(problems)
         return settled
