@@ -164,6 +164,7 @@ def good_profile() -> pd.DataFrame:
             "average_power_w": [280.0, 251.5, 240.0],
             "throughput": [900.0, 880.0, 2400.0],
             "simulated": [True, True, True],
+            "gpu": ["NVIDIA H200"] * 3,
         }
     )
 
@@ -220,7 +221,10 @@ def test_a_clean_profile_has_the_schema_columns_in_order_and_types():
     assert clean["power_limit_w"].tolist() == [300.0, 275.0, 275.0] and list(clean.index) == [0, 1, 2]
     assert clean.to_dict("records")[2] == {
         "phase": "eval", "power_limit_w": 275.0, "average_power_w": 240.0, "throughput": 2400.0, "simulated": True,
+        "gpu": "NVIDIA H200",
     }  # fmt: skip
+    # the GPU model is optional: rows written before profiles named theirs read with gpu ""
+    assert check_profile(good_profile().drop(columns="gpu"))["gpu"].tolist() == ["", "", ""]
     assert check_profile(clean).equals(clean)
     zero_power = with_value("average_power_w", 0.0)  # a window whose clock did not move: kept, skipped by choices
     assert check_profile(zero_power)["average_power_w"].tolist()[1] == 0.0
