@@ -24,9 +24,10 @@ SPEC = JobSpec(
 )
 NAMESPACE = "team-a"
 COMMAND = ("{python}", "train.py", "--batch-size", "{batch_size}", "--out", "{log_dir}")
+GPU = "NVIDIA H100 80GB HBM3"  # the model rank 0's profiler names in each row
 PROFILE_ROWS = [
-    {"phase": "train", "power_limit_w": 700.0, "average_power_w": 2400.0, "throughput": 9000.0, "simulated": False},
-    {"phase": "train", "power_limit_w": 500.0, "average_power_w": 1900.0, "throughput": 8600.0, "simulated": False},
+    {"phase": "train", "power_limit_w": 700.0, "average_power_w": 2400.0, "throughput": 9000.0, "simulated": False, "gpu": GPU},
+    {"phase": "train", "power_limit_w": 500.0, "average_power_w": 1900.0, "throughput": 8600.0, "simulated": False, "gpu": GPU},
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -161,6 +162,18 @@ def test_a_store_kept_across_a_delete_and_re_create_reads_the_new_job(store, spe
     with pytest.warns(UserWarning, match="deleted and made again since this Store read it"):
         frame = kept.trials(spec.job_id)
     assert list(frame[["trial", "recurrence_id", "energy_j"]].itertuples(index=False, name=None)) == [(1, "new-1", 7.0)]
+
+
+def test_a_store_that_read_a_job_before_it_was_made_reads_it_made_without_a_warning(store, spec):
+    """Reading a job id before it exists (a run asks first, then registers) is no read of an earlier making:
+    seen as one, every run said the job was deleted and made again."""
+    early = open_store(store.uri)
+    assert early.trials(spec.job_id).empty
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        early.ensure_job(spec)
+        trial(early, spec, "run-1", 100.0)
+        assert early.trials(spec.job_id)["energy_j"].tolist() == [100.0]
 
 
 def test_a_store_kept_across_a_re_create_of_as_many_slots_settles_and_specs_the_new_job(store, spec):

@@ -60,7 +60,8 @@ def read(backend: Backend, job_id: str, base: LogRead | None = None, until: int 
     if base is not None and base.made == made:
         base.problems = []  # what this read finds: the prefix's own problems were reported when it was read
     else:
-        dropped, base = base is not None, LogRead(job_id, made=made)
+        # Said only where the Store had read a making: a read before the job was made (none listed) is no news
+        dropped, base = base is not None and base.made is not None, LogRead(job_id, made=made)
         if dropped:
             base.problems.append(ObjectProblem(keys.spec_dir(job_id), DROPPED))
         found = snapshot.read_snapshot(backend, job_id, base.problems, made)
