@@ -26,9 +26,10 @@ NAMESPACE = "team-a"
 COMMAND = ("{python}", "train.py", "--batch-size", "{batch_size}", "--out", "{log_dir}")
 GPU = "NVIDIA H100 80GB HBM3"  # the model rank 0's profiler names in each row
 PROFILE_ROWS = [
-    {"phase": "train", "power_limit_w": 700.0, "average_power_w": 2400.0, "throughput": 9000.0, "simulated": False, "gpu": GPU},
-    {"phase": "train", "power_limit_w": 500.0, "average_power_w": 1900.0, "throughput": 8600.0, "simulated": False, "gpu": GPU},
-]
+    {"phase": "train", "power_limit_w": limit, "average_power_w": power, "throughput": throughput,
+     "simulated": False, "gpu": GPU}
+    for limit, power, throughput in ((700.0, 2400.0, 9000.0), (500.0, 1900.0, 8600.0))
+]  # fmt: skip
 
 
 def launch_config(launcher: str, **changes: Any) -> LaunchConfig:
