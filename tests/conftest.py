@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 import pytest
 from s3_standins import KUBEFLOW_BUCKET, StandIn, StartStandIn, Upstream, start_standin
 
-# The cost markers and the tiers they make (make check: `pytest -m fast`), and the tripwire that keeps them honest.
-pytest_plugins = ("tiers",)
+# The cost markers and the tiers they make (make check: `pytest -m fast`), the tripwire that keeps them honest,
+# and how the tests spread over pytest-xdist's workers.
+pytest_plugins = ("tiers", "scheduling")
 
 # The registry the tests' compiled pipelines name, as a user who pushed the images there exports it
 # (components/image.py: compile refuses to guess one). Tests of that refusal unset it; CLI subprocesses

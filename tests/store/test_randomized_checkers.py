@@ -26,8 +26,7 @@ FAULT_KINDS = ("lost answers", "late PUTs", "late PUTs landed", "failed lists", 
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, list[Outcome]]:
-    """Each checker's runs, made when a test first asks for that checker: a worker of `pytest -n` that runs the
-    tests of one checker makes that checker's runs only."""
+    """Each checker's runs, made when a test first asks for that checker (`-k log` makes the log checker's only)."""
 
     class Lazy(dict):
         def __missing__(self, name: str) -> list[Outcome]:
