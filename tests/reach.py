@@ -41,10 +41,11 @@ def qualified(obj: object) -> str:
     return f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else ""
 
 
-def is_ours(obj: object) -> bool:
-    """Defined in a module of this repository."""
+def is_ours(obj: object, roots: tuple[str, ...] = OURS) -> bool:
+    """Defined in a module under one of `roots` (this repository's folders), not an installed one."""
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
-    return module is not None and str(getattr(module, "__file__", "") or "").startswith(OURS)
+    path = str(getattr(module, "__file__", "") or "")
+    return path.startswith(roots) and "site-packages" not in path
 
 
 def merge(into: Found, found: Mapping[str, str], via: str = "") -> None:
@@ -56,8 +57,9 @@ def merge(into: Found, found: Mapping[str, str], via: str = "") -> None:
 class Reach:
     """What code reaches, memoized per object: one instance for a collection."""
 
-    def __init__(self, costs: Mapping[str, tuple[str, ...]]) -> None:
+    def __init__(self, costs: Mapping[str, tuple[str, ...]], roots: tuple[str, ...] = OURS) -> None:
         self.costs = costs
+        self.roots = roots  # where the code it follows lives
         self._done: dict[int, Found] = {}
         self._busy: set[int] = set()
         self._keep: list[object] = []  # what is memoized by id stays alive
@@ -79,8 +81,8 @@ class Reach:
             return found
         if not (isinstance(obj, type) or inspect.isfunction(obj) or inspect.ismethod(obj)):
             kind = type(obj)  # an instance: of a class of ours, its class; otherwise nothing
-            return self.of(kind) if is_ours(kind) else {}
-        if not is_ours(obj):
+            return self.of(kind) if is_ours(kind, self.roots) else {}
+        if not is_ours(obj, self.roots):
             return {}
         key = id(obj)
         if key in self._done:
@@ -100,7 +102,7 @@ class Reach:
         found: Found = {}
         for klass in cls.__mro__:
             merge(found, self.direct(qualified(klass)))
-            if klass is cls or is_ours(klass):
+            if klass is cls or is_ours(klass, self.roots):
                 for attribute, member in vars(klass).items():
                     inner = member.fget if isinstance(member, property) else member
                     if isinstance(inner, staticmethod | classmethod | type) or inspect.isfunction(inner):

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from reach import Found, Reach, merge
+from reach import OURS, Found, Reach, merge
 
 # A qualified name (module.qualname) reached, or any name under it, and the markers it gives.
 COSTS: dict[str, tuple[str, ...]] = {
@@ -132,7 +132,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reach = Reach(COSTS)
+    reach = Reach(COSTS, (*OURS, f"{config.rootpath}{os.sep}"))  # the rootdir: another project's tests, too
     for item in items:
         found = classify(item, reach)
         if item.get_closest_marker("pipeline"):  # a pipeline marked by hand: its steps are processes too
