@@ -1,4 +1,5 @@
-# Two entry points (README Quickstart): `make run` and `make test`. Both set up .venv from scratch.
+# Two entry points (README Quickstart): `make run` and `make test`; `make check` is the loop while working.
+# All three set up .venv from scratch.
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -20,7 +21,7 @@ IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 ZEUSD_COMMIT := 859a60159fcb3ceb7d0d4535b6e0689df97b2944
 IMAGE_ZEUSD  := $(IMAGE_REPO)-zeusd:$(shell echo $(ZEUSD_COMMIT) | cut -c1-12)
 
-.PHONY: setup run test test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus sources
+.PHONY: setup run check test test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus sources
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -45,9 +46,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 -q
+# The fast tier: ruff and every test tests/tiers.py marks `fast` (no process, pipeline run, S3 server or other
+# server, not slow), in under 2 minutes at low load; the tier's slowest tests are listed, so it stays fast.
+check: lint
+	$(BIN)/python -m pytest -n 2 -q -m fast --durations=10
+
+# Everything, what CI runs (.ci/run): ruff, every tier, then the environments; the 25 slowest tests are listed.
+test: lint
+	$(BIN)/python -m pytest -n 2 -q --durations=25
 	$(MAKE) test-envs
 
 # Issue 43: the environments users already have. .venv-lowest holds every dependency at the floor setup.cfg

@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 import pytest
 from s3_standins import KUBEFLOW_BUCKET, StandIn, StartStandIn, Upstream, start_standin
 
+# The cost markers and the tiers they make (make check: `pytest -m fast`), the tripwire that keeps them honest,
+# how the tests spread over pytest-xdist's workers, and pytester (tests/test_tiers.py runs small suites of its own).
+pytest_plugins = ("tiers", "scheduling", "pytester")
+
 # The registry the tests' compiled pipelines name, as a user who pushed the images there exports it
 # (components/image.py: compile refuses to guess one). Tests of that refusal unset it; CLI subprocesses
 # (ux/cli_process.py) start without it, as a fresh shell does.

@@ -1,4 +1,4 @@
-"""Bodies of the concurrency tests' clients (importable by spawned processes, so not in a test module).
+"""Bodies of the concurrency tests' clients (importable by the processes run_clients starts, so not in a test module).
 
 benchmarks/store_races.py runs the same bodies at full size (300 attempts) on every stand-in.
 """
@@ -15,6 +15,14 @@ from typing import Any
 from zeus_kfp.job import Decision, JobSpec, TrialResult
 
 
+def use_env(env: dict[str, str]) -> None:
+    """The test's ZEUS_S3_* variables, exactly: a client forked from the fork server (run_clients) starts with
+    the environment the server started with, which an earlier test may have set differently."""
+    for key in [key for key in os.environ if key.startswith("ZEUS_S3_")]:
+        del os.environ[key]
+    os.environ.update(env)
+
+
 def job_spec(job_id: str) -> JobSpec:
     return JobSpec(job_id=job_id, batch_sizes=(16, 32, 64), default_batch_size=32, target_metric=0.5, max_epochs=5)
 
@@ -25,7 +33,7 @@ def cycle_trials(
     """A client's whole cycles (dispatch, read the history, finish), its own recurrence in each job, round
     after round (one job a round); any StoreWarning is an error. Reports the trials it was given per job."""
     try:
-        os.environ.update(env)
+        use_env(env)
         from zeus_kfp.store import StoreWarning, open_store
 
         warnings.simplefilter("error", StoreWarning)
@@ -57,7 +65,7 @@ def dispatch_same_attempts(
     first pod still runs, multiplied), reading the history after each. Odd and even workers decide
     different batch sizes: each must be told the stored trial and decision. Any StoreWarning is an error."""
     try:
-        os.environ.update(env)
+        use_env(env)
         from zeus_kfp.store import StoreWarning, open_store
 
         warnings.simplefilter("error", StoreWarning)
@@ -82,7 +90,7 @@ def compact_until_stopped(uri: str, env: dict[str, str], job_ids: list[str], rea
     """Compact the jobs round-robin until told to stop (at least once each); says `ready` first, and the
     clients start only then, so the loop overlaps them however slow the start. Reports snapshots written."""
     try:
-        os.environ.update(env)
+        use_env(env)
         from zeus_kfp.store import StoreWarning, open_store
 
         warnings.simplefilter("error", StoreWarning)
@@ -127,7 +135,11 @@ def run_clients(
 
     env = {k: v for k, v in os.environ.items() if k.startswith("ZEUS_S3_")}
     if processes:
-        context = multiprocessing.get_context("spawn")  # no fork of a process that runs the S3 server threads
+        # Forked from a fork server: a fresh process (none of the S3 server's threads, which a plain fork would
+        # copy mid-request) that imported the clients' modules once, instead of each spawned client importing
+        # them again (about a second of CPU each, 17 clients a test).
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["store_workers", "zeus_kfp.store", "zeus_kfp.steps.gate"])
         make, start, stop, out = context.Process, context.Barrier(len(client_args)), context.Event(), context.Queue()
         ready = context.Barrier(compactors + 1)
     else:
@@ -162,7 +174,7 @@ def gate_run(uri: str, env: dict[str, str], job_ids: list[str], worker: int, pla
     that opened a recurrence finishes it (a trial that reached), so the next round has free slots again.
     Reports, per round, what its gate step returned and the outcome the store holds for its run."""
     try:
-        os.environ.update(env)
+        use_env(env)
         from zeus_kfp.steps import spec_to_params
         from zeus_kfp.steps.gate import gate
         from zeus_kfp.store import StoreWarning, open_store

@@ -56,9 +56,14 @@ def cli_json(work: Path, *args: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.fixture(scope="module")
+def fleet(work: Path) -> dict:
+    """`zeus-kfp fleet --json` of the three jobs, read by two tests."""
+    return cli_json(work, "fleet")
+
+
 @pytest.mark.slow
-def test_fleet_json_gives_each_job_the_saving_show_gives_it_and_totals_that_are_the_sums(work):
-    fleet = cli_json(work, "fleet")
+def test_fleet_json_gives_each_job_the_saving_show_gives_it_and_totals_that_are_the_sums(work, fleet):
     jobs = {j["job_id"]: j for j in fleet["jobs"]}
     assert sorted(jobs) == list(JOBS)
     for job_id, job in jobs.items():
@@ -81,13 +86,13 @@ def test_fleet_json_gives_each_job_the_saving_show_gives_it_and_totals_that_are_
 
 
 @pytest.mark.slow
-def test_a_trace_jobs_energy_saved_is_the_traces_default_energy_less_what_its_trials_used(work):
+def test_a_trace_jobs_energy_saved_is_the_traces_default_energy_less_what_its_trials_used(work, fleet):
     """Worked out apart from zeus_kfp.report: the trace's expected energy of the default configuration per
     recurrence (the simulator's), times the recurrences, less the energy of every trial the store holds."""
     store = open_store(str(work / "store"))
     spec, trials = store.get_job("saver"), store.trials("saver")
     default, _ = expected_figures(spec, TraceBackend.parse("trace:cifar100/v100").trace())
-    job = next(j for j in cli_json(work, "fleet")["jobs"] if j["job_id"] == "saver")
+    job = next(j for j in fleet["jobs"] if j["job_id"] == "saver")
     assert job["energy_saved_j"] == pytest.approx(3 * default.energy_j - trials["energy_j"].sum())
     assert job["energy_used_j"] == pytest.approx(trials["energy_j"].sum())
 

@@ -26,13 +26,15 @@ def test_a_short_trace_run_reads_well_piped_and_at_80_columns(tmp_path) -> None:
     args = ["run", "--trace", "squad/v100", "-r", "2", "--store", "store", "--runs-dir", "runs", "--plots-dir", "plots"]
     proc = run_cli(*args, cwd=tmp_path, COLUMNS="80")
     assert proc.returncode == 0, proc.stderr
+    shown = run_cli("show", "example", "--store", "store", "--json", cwd=tmp_path)  # read by two checks
+    assert shown.returncode == 0, shown.stderr
     check_the_piped_run(proc)
     check_show_at_80_columns(tmp_path)
-    check_jobs_at_80_columns_and_the_machine_forms(tmp_path)
-    check_one_baseline_everywhere(proc, tmp_path)
+    check_jobs_at_80_columns_and_the_machine_forms(tmp_path, json.loads(shown.stdout))
+    check_one_baseline_everywhere(proc, tmp_path, json.loads(shown.stdout))
 
 
-def check_one_baseline_everywhere(proc, work) -> None:
+def check_one_baseline_everywhere(proc, work, data: dict) -> None:
     """run, show (text and JSON), the plot's dashed line and the KFP report all use one default configuration
     cost, the trace's expectation for a trace-backed job (the simulator's "default config" row over 2
     recurrences), and say the same savings."""
@@ -49,7 +51,6 @@ def check_one_baseline_everywhere(proc, work) -> None:
     shown = run_cli("show", "example", "--store", "store", cwd=work, COLUMNS="200")
     saving = [line for line in proc.stdout.splitlines() if line.startswith("saving vs the default config: ")]
     assert len(saving) == 1 and saving[0] in shown.stdout and baseline.group(0) in shown.stdout
-    data = json.loads(run_cli("show", "example", "--store", "store", "--json", cwd=work).stdout)
     assert data["default_config_cost"]["cost"] == expected
     assert f"{data['saving']['cumulative']:+.1%}" in saving[0]
     table = re.search(r"^\s+default config\s+(\S+ \S+)\s", proc.stdout, re.M)  # the simulator's row, 2 recurrences
@@ -115,13 +116,12 @@ def check_show_at_80_columns(work) -> None:
             assert len(line) <= 80, line
 
 
-def check_jobs_at_80_columns_and_the_machine_forms(work) -> None:
+def check_jobs_at_80_columns_and_the_machine_forms(work, data: dict) -> None:
     listed = run_cli("jobs", "--store", "store", cwd=work, COLUMNS="80")
     assert listed.returncode == 0 and re.search(r"^example\s+completed\s+32\s", listed.stdout, re.M)
     assert max(len(line) for line in listed.stdout.splitlines()[1:]) <= 80
     wide = run_cli("show", "example", "--store", "store", "--wide", cwd=work, COLUMNS="80")
     assert "recurrence id" in wide.stdout and max(len(line) for line in wide.stdout.splitlines()) > 80
-    data = json.loads(run_cli("show", "example", "--store", "store", "--json", cwd=work).stdout)
     stored = open_store(str(work / "store")).trials("example")
     assert [t["status"] for t in data["trials"]] == list(stored["status"])
     assert data["cost_unit"] == "J" and data["job"]["job_id"] == "example"
