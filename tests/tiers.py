@@ -89,7 +89,8 @@ def classify(item: pytest.Item, reach: Reach) -> Found:
     params = getattr(getattr(item, "callspec", None), "params", {})
     seen: set[str] = set()
     for name in getattr(item, "fixturenames", ()):
-        if str(params.get(name)) not in FREE_PARAMS.get(name, ()):
+        free = FREE_PARAMS.get(name, frozenset())  # (a parameter is looked at only where it can be free: some
+        if not (isinstance(params.get(name), str) and params[name] in free):  # are ints too long to print)
             definitions = info.name2fixturedefs.get(name, ()) if info is not None else ()
             merge(found, _fixture(name, definitions, item, reach, seen))
     if "pipeline" in found:
