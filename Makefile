@@ -40,7 +40,7 @@ run: $(STAMP)
 # declarations (zeus/job.py, zeus/steps/request.py): run after adding a setting (pipelines/sources.py says why;
 # tests/test_sources.py fails until it has run).
 sources: $(STAMP)
-	$(BIN)/python -m pipelines.sources
+	$(BIN)/python -m zeus_kfp.pipelines.sources
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipelines.local import run_local
+from zeus_kfp.pipelines.local import run_local
 from zeus_kfp.report.units import duration, si
 from zeus_kfp.simulate.replay import compare, live_rows, simulated_rows
 from zeus_kfp.simulate.trace_trial import TraceBackend

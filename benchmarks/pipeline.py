@@ -96,7 +96,7 @@ def main() -> None:
     if args.smoke:
         vars(args).update(SMOKE)
 
-    from pipelines.local import run_local
+    from zeus_kfp.pipelines.local import run_local
     from zeus_kfp.train import example_spec
 
     spec = example_spec("bench-pipeline").with_changes(batch_sizes=(128, 1024), default_batch_size=1024, max_epochs=3)

@@ -44,7 +44,7 @@ def one_seed(seed: int, recurrences: int, style: str, workdir: Path) -> list[dic
 
     state = nvml_standin.create(workdir / "node.json", seed=seed, speedup=20.0)
     os.environ.update(nvml_standin.shim_env(state, workdir / "shim"))
-    from pipelines.local import run_local  # after the environment: its steps start with it
+    from zeus_kfp.pipelines.local import run_local  # after the environment: its steps start with it
 
     spec = JobSpec(job_id=f"standin-{seed}", batch_sizes=(256,), default_batch_size=256, target_metric=0.95,
                    max_epochs=20, metric_name=METRIC[style], max_power_w=700.0, eta_knob=ETA)  # fmt: skip

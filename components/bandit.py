@@ -7,7 +7,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Output
 
-from components.image import LOCAL_IMAGE
+from zeus_kfp.components.image import LOCAL_IMAGE
 
 
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
@@ -43,9 +43,9 @@ def bandit(
         trial: The trial's number within the job.
         trial_seed: The seed of the trial's own randomness (zeus_kfp.seeds).
     """
-    from zeus_kfp import steps
+    from zeus_kfp.steps.bandit import bandit as step
 
-    choice = steps.bandit(
+    choice = step(
         store_uri=store_uri,
         job_id=job_id,
         recurrence_id=recurrence_id,

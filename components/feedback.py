@@ -4,8 +4,8 @@ object it writes is keyed by (recurrence, attempt)."""
 from kfp import dsl
 from kfp.dsl import Input
 
-from components.artifacts import PowerProfile
-from components.image import LOCAL_IMAGE
+from zeus_kfp.components.artifacts import PowerProfile
+from zeus_kfp.components.image import LOCAL_IMAGE
 
 
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
@@ -31,9 +31,9 @@ def feedback(
         Whether the recurrence ends with this trial (it reached the target, or the script failed): the next
         attempt runs only if not.
     """
-    from zeus_kfp import steps
+    from zeus_kfp.steps.feedback import feedback as step
 
-    return steps.feedback(
+    return step(
         store_uri=store_uri,
         job_id=job_id,
         recurrence_id=recurrence_id,

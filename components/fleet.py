@@ -4,7 +4,7 @@ schedule: Markdown with every job's saving and the cumulative plot, Metrics with
 from kfp import dsl
 from kfp.dsl import Markdown, Metrics, Output
 
-from components.image import LOCAL_IMAGE
+from zeus_kfp.components.image import LOCAL_IMAGE
 
 
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)

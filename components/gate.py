@@ -16,7 +16,7 @@ reason a run was skipped is in the store, not an output.
 # Edit those and run it, never this file by hand: tests/test_sources.py fails while the two differ.
 from kfp import dsl
 
-from components.image import LOCAL_IMAGE
+from zeus_kfp.components.image import LOCAL_IMAGE
 
 
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
@@ -94,7 +94,7 @@ def gate(
     Returns:
         Whether this run is a recurrence (false: it ends here and trains nothing; the store says why).
     """
-    from zeus_kfp import steps
+    from zeus_kfp.steps.gate import gate as step
 
     settings = dict(
         job_id=job_id,
@@ -123,7 +123,7 @@ def gate(
         drift_data=drift_data,
         dispatch_timeout_s=dispatch_timeout_s,
     )
-    return steps.gate(
+    return step(
         settings,
         run_settings,
         store_uri=store_uri,

@@ -3,7 +3,7 @@ Runs first, on a GPU like the trials', unless the run pins max_power_w."""
 
 from kfp import dsl
 
-from components.image import LOCAL_TRAIN_IMAGE
+from zeus_kfp.components.image import LOCAL_TRAIN_IMAGE
 
 
 @dsl.component(base_image=LOCAL_TRAIN_IMAGE, install_kfp_package=False)
@@ -16,8 +16,8 @@ def gpu_power(max_power_w: float) -> float:
     Returns:
         The maximum power limit in watts that the run's cost function prices time at.
     """
-    from zeus_kfp import steps
+    from zeus_kfp.steps.gpu_power import gpu_power as step
 
-    found = steps.gpu_power(max_power_w)
+    found = step(max_power_w)
     print(f"gpu-power: time is priced at {found.watts:g} W, {found.source}")
     return found.watts

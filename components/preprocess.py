@@ -13,7 +13,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Output
 
-from components.image import LOCAL_IMAGE
+from zeus_kfp.components.image import LOCAL_IMAGE
 
 
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
@@ -75,7 +75,7 @@ def preprocess(
         recurrence_id: The recurrence's id.
         recurrence: The recurrence's number within the job.
     """
-    from zeus_kfp import steps
+    from zeus_kfp.steps.preprocess import preprocess as step
 
     settings = dict(
         job_id=job_id,
@@ -96,7 +96,7 @@ def preprocess(
         reprofile_after=reprofile_after,
         drift_reaction=drift_reaction,
     )
-    return steps.preprocess(
+    return step(
         settings,
         store_uri=store_uri,
         run_id=run_id,

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from kfp import dsl
 from kfp.dsl.python_component import PythonComponent
 
-from components.bandit import bandit
-from components.feedback import feedback
-from components.gate import gate
-from components.gpu_power import gpu_power
-from components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
-from components.preprocess import preprocess
-from components.report import report
-from components.train import train
+from zeus_kfp.components.bandit import bandit
+from zeus_kfp.components.feedback import feedback
+from zeus_kfp.components.gate import gate
+from zeus_kfp.components.gpu_power import gpu_power
+from zeus_kfp.components.image import LOCAL_IMAGE, LOCAL_TRAIN_IMAGE
+from zeus_kfp.components.preprocess import preprocess
+from zeus_kfp.components.report import report
+from zeus_kfp.components.train import train
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ profile) and Metrics with the recurrence's energy, time and cost."""
 from kfp import dsl
 from kfp.dsl import Markdown, Metrics, Output
 
-from components.image import LOCAL_IMAGE
+from zeus_kfp.components.image import LOCAL_IMAGE
 
 
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
@@ -30,9 +30,9 @@ def report(
         markdown: The report for the KFP UI: Markdown with its plots embedded.
         metrics: The recurrence's energy, time and cost (and whether it reached).
     """
-    from zeus_kfp import steps
+    from zeus_kfp.steps.report import report as step
 
-    steps.report(
+    step(
         store_uri=store_uri,
         job_id=job_id,
         recurrence_id=recurrence_id,

@@ -19,8 +19,8 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
-from components.artifacts import PowerProfile
-from components.image import LOCAL_TRAIN_IMAGE
+from zeus_kfp.components.artifacts import PowerProfile
+from zeus_kfp.components.image import LOCAL_TRAIN_IMAGE
 
 
 @dsl.component(base_image=LOCAL_TRAIN_IMAGE, install_kfp_package=False)
@@ -84,8 +84,8 @@ def train(
     Returns:
         result_json: The trial's zeus_kfp.job.TrialResult as JSON, for feedback.
     """
-    from zeus_kfp import steps
     from zeus_kfp.steps.request import TrialRequest
+    from zeus_kfp.steps.train import train as step
 
     request = TrialRequest(
         spec_json=spec_json,
@@ -107,7 +107,7 @@ def train(
         recurrence_id=recurrence_id,
         attempt=attempt,
     )
-    result = steps.train(
+    result = step(
         request,
         data_dir=data.path,
         reuse_profile_path=reuse_profile.path,

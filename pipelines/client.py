@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from pipelines.backends import closest_target, get_backend, parse_version
-from pipelines.package import CompiledPackage
 from zeus_kfp.errors import FieldError
+from zeus_kfp.pipelines.backends import closest_target, get_backend, parse_version
+from zeus_kfp.pipelines.package import CompiledPackage
 
 CRON_EXAMPLE = "0 0 2 * * *"
 TOKEN_ENV = "KFP_TOKEN"

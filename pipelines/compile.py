@@ -12,19 +12,7 @@ from pathlib import Path
 import yaml
 from kfp import compiler
 
-from components.image import IMAGE_EXAMPLES_DIR, resolve_images
-from pipelines.backends import Backend, BackendError, get_backend
-from pipelines.compat import Violation, check
-from pipelines.dag import DEFAULT_ATTEMPTS, EXAMPLE_PREPROCESS, build_pipeline
-from pipelines.platform import (
-    DEFAULT_RESOURCES,
-    GPU_RESOURCE,
-    GPU_TOLERATION,
-    STORE_RETRIES,
-    ClusterOptions,
-    Resources,
-    Toleration,
-)
+from zeus_kfp.components.image import IMAGE_EXAMPLES_DIR, resolve_images
 from zeus_kfp.errors import FieldError
 from zeus_kfp.job import JobSpec
 from zeus_kfp.launch.config import (
@@ -33,6 +21,18 @@ from zeus_kfp.launch.config import (
     DEFAULT_TRIAL_TIMEOUT_S,
     DNS_SUBDOMAIN,
     LAUNCHERS,
+)
+from zeus_kfp.pipelines.backends import Backend, BackendError, get_backend
+from zeus_kfp.pipelines.compat import Violation, check
+from zeus_kfp.pipelines.dag import DEFAULT_ATTEMPTS, EXAMPLE_PREPROCESS, build_pipeline
+from zeus_kfp.pipelines.platform import (
+    DEFAULT_RESOURCES,
+    GPU_RESOURCE,
+    GPU_TOLERATION,
+    STORE_RETRIES,
+    ClusterOptions,
+    Resources,
+    Toleration,
 )
 from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.steps import PYTHON_TOKEN

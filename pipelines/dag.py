@@ -53,10 +53,10 @@ from typing import Any
 from kfp import dsl
 from kfp.dsl.pipeline_task import PipelineTask
 
-from components.registry import ZeusComponents, components_for, renamed
-from pipelines.platform import LOCAL, ClusterOptions, cluster_launch, gpu_power_step, store_step, train_step
-from pipelines.recurrence import recurrence_function
+from zeus_kfp.components.registry import ZeusComponents, components_for, renamed
 from zeus_kfp.job import JobSpec
+from zeus_kfp.pipelines.platform import LOCAL, ClusterOptions, cluster_launch, gpu_power_step, store_step, train_step
+from zeus_kfp.pipelines.recurrence import recurrence_function
 from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.settings import SettingField, settings_of
 from zeus_kfp.steps import spec_to_params

@@ -19,9 +19,9 @@ from typing import Any
 
 import requests
 
-from pipelines.backends import TARGETS, closest_target, get_backend, parse_version
-from pipelines.compat import check
-from pipelines.package import CompiledPackage
+from zeus_kfp.pipelines.backends import TARGETS, closest_target, get_backend, parse_version
+from zeus_kfp.pipelines.compat import check
+from zeus_kfp.pipelines.package import CompiledPackage
 from zeus_kfp.steps.params import NAMESPACE_TOKEN
 from zeus_kfp.store.errors import MULTI_USER_KEY_PREFIXES
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipelines.client import ClusterInputError, validate_run_arguments
-from pipelines.package import CompiledPackage
-from pipelines.platform import ZEUSD_HOST_ENV
 from zeus_kfp.launch.config import CLUSTER_LAUNCHERS, LaunchConfig
 from zeus_kfp.launch.manifests import job_name, manifest
+from zeus_kfp.pipelines.client import ClusterInputError, validate_run_arguments
+from zeus_kfp.pipelines.package import CompiledPackage
+from zeus_kfp.pipelines.platform import ZEUSD_HOST_ENV
 from zeus_kfp.steps.params import NAMESPACE_TOKEN, PYTHON_TOKEN
 
 TRAIN_TASK = "attempt-1-train"
@@ -104,7 +104,7 @@ def dry_run(
 
 def trainer_api_of(version: str) -> str:
     """ "v2.1" / "v2.2" for a Kubeflow Trainer release as users name it (2.1, v2.2.0, 2.3)."""
-    from pipelines.backends import parse_version
+    from zeus_kfp.pipelines.backends import parse_version
 
     try:
         major, minor, _ = parse_version(version)

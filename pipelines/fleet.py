@@ -10,12 +10,12 @@ from pathlib import Path
 
 from kfp import dsl
 
-from components.fleet import fleet_report
-from components.image import resolve_images
-from pipelines.backends import get_backend
-from pipelines.compile import DEFAULT_STORE_URI, cluster_options, write_checked
-from pipelines.platform import ClusterOptions, store_step
+from zeus_kfp.components.fleet import fleet_report
+from zeus_kfp.components.image import resolve_images
 from zeus_kfp.fleet.figures import DEFAULT_CARBON_INTENSITY
+from zeus_kfp.pipelines.backends import get_backend
+from zeus_kfp.pipelines.compile import DEFAULT_STORE_URI, cluster_options, write_checked
+from zeus_kfp.pipelines.platform import ClusterOptions, store_step
 
 FLEET_PIPELINE_NAME = "zeus-kfp-fleet"
 

@@ -32,10 +32,10 @@ from pathlib import Path
 from kfp import local
 from kfp.local.config import LocalExecutionConfig
 
-from pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
-from pipelines.local_owner import claim, reclaim_killed
-from pipelines.step_watcher import StepWatcher, error_lines
 from zeus_kfp.job import Decision, JobSpec
+from zeus_kfp.pipelines.dag import EXAMPLE_PREPROCESS, LOCAL, build_pipeline
+from zeus_kfp.pipelines.local_owner import claim, reclaim_killed
+from zeus_kfp.pipelines.step_watcher import StepWatcher, error_lines
 from zeus_kfp.policy import get_policy
 from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.signals import Interrupted, interruptible, stop_children

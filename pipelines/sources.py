@@ -59,7 +59,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Dataset, Output
 
-from components.image import LOCAL_IMAGE
+from zeus_kfp.components.image import LOCAL_IMAGE
 
 
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
@@ -89,12 +89,12 @@ $settings_help
         recurrence_id: The recurrence's id.
         recurrence: The recurrence's number within the job.
     """
-    from zeus_kfp import steps
+    from zeus_kfp.steps.preprocess import preprocess as step
 
     settings = dict(
 $settings_args
     )
-    return steps.preprocess(
+    return step(
         settings,
         store_uri=store_uri,
         run_id=run_id,
@@ -123,7 +123,7 @@ reason a run was skipped is in the store, not an output.
 $header
 from kfp import dsl
 
-from components.image import LOCAL_IMAGE
+from zeus_kfp.components.image import LOCAL_IMAGE
 
 
 @dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
@@ -159,7 +159,7 @@ $run_settings_help
     Returns:
         Whether this run is a recurrence (false: it ends here and trains nothing; the store says why).
     """
-    from zeus_kfp import steps
+    from zeus_kfp.steps.gate import gate as step
 
     settings = dict(
 $settings_args
@@ -167,7 +167,7 @@ $settings_args
     run_settings = dict(
 $run_settings_args
     )
-    return steps.gate(
+    return step(
         settings,
         run_settings,
         store_uri=store_uri,
@@ -204,8 +204,8 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
-from components.artifacts import PowerProfile
-from components.image import LOCAL_TRAIN_IMAGE
+from zeus_kfp.components.artifacts import PowerProfile
+from zeus_kfp.components.image import LOCAL_TRAIN_IMAGE
 
 
 @dsl.component(base_image=LOCAL_TRAIN_IMAGE, install_kfp_package=False)
@@ -236,13 +236,13 @@ $fields_help
     Returns:
         result_json: The trial's zeus_kfp.job.TrialResult as JSON, for feedback.
     """
-    from zeus_kfp import steps
     from $request_module import $request_name
+    from zeus_kfp.steps.train import train as step
 
     request = $request_name(
 $fields_args
     )
-    result = steps.train(
+    result = step(
         request,
         data_dir=data.path,
         reuse_profile_path=reuse_profile.path,

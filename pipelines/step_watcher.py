@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from pipelines.dag import attempt_task_name
 from zeus_kfp.job import Decision
+from zeus_kfp.pipelines.dag import attempt_task_name
 from zeus_kfp.steps.step_events import STARTED, EventReader, StepEvent
 from zeus_kfp.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
 from zeus_kfp.summaries import TrialFiles

@@ -12,13 +12,13 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from zeus_kfp.job import JobSpec
-from zeus_kfp.steps import bandit
+from zeus_kfp.steps.bandit import bandit
 from zeus_kfp.store import open_store
 
 STEP = """
 import json, sys
 from datetime import datetime
-from zeus_kfp.steps import bandit
+from zeus_kfp.steps.bandit import bandit
 store_uri, job_id, now = sys.argv[1:4]
 choice = bandit(store_uri=store_uri, job_id=job_id, recurrence_id="run-b", attempt=1, policy="default",
                 dispatch_timeout_s=3600, now=datetime.fromisoformat(now))
@@ -44,6 +44,7 @@ def test_a_bandit_step_that_finds_a_lost_trial_loads_no_plotting_library(tmp_pat
 def test_the_cli_loads_no_data_library_before_a_command_needs_one():
     """`zeus-kfp --help` (and every command's start) imports the CLI's modules: they name trials and their
     columns (zeus_kfp.trials) without numpy, pandas or pyarrow, which load only where a command reads data."""
-    probe = "import sys, zeus_kfp.cli.app; print(sorted(m for m in ('numpy', 'pandas', 'pyarrow') if m in sys.modules))"
+    heavy = "('numpy', 'pandas', 'pyarrow')"
+    probe = f"import sys, zeus_kfp.cli.application; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -74,8 +74,8 @@ def test_the_preprocess_component_takes_every_setting_with_its_type_and_descript
     """The checked-in component, and the one `make sources` writes for a JobSpec with one more setting."""
     from written import load_written
 
-    from components.preprocess import preprocess
-    from pipelines.sources import preprocess_source
+    from zeus_kfp.components.preprocess import preprocess
+    from zeus_kfp.pipelines.sources import preprocess_source
 
     warmup = load_written(preprocess_source(WithWarmup), tmp_path, "preprocess_with_warmup").preprocess
     for cls, component in ((JobSpec, preprocess), (WithWarmup, warmup)):
@@ -93,7 +93,7 @@ def test_the_pipeline_function_written_for_a_new_setting_takes_it(tmp_path) -> N
     import docstring_parser
     from written import load_written
 
-    from pipelines.sources import recurrence_source
+    from zeus_kfp.pipelines.sources import recurrence_source
 
     function = load_written(recurrence_source(WithWarmup), tmp_path, "recurrence_with_warmup").recurrence_function(
         lambda given: None
@@ -107,7 +107,7 @@ def test_the_pipeline_function_written_for_a_new_setting_takes_it(tmp_path) -> N
 def test_the_pipeline_is_built_for_a_job_spec_only() -> None:
     """A JobSpec with one more setting is a JobSpec field and `make sources`, not a subclass handed over at run
     time: the written-out components would not take its setting."""
-    from pipelines.dag import build_pipeline
+    from zeus_kfp.pipelines.dag import build_pipeline
 
     with pytest.raises(TypeError, match=r"not a WithWarmup.*make sources"):
         build_pipeline(WithWarmup(**SPEC.to_dict(), lr_warmup_epochs=2), ["true"])
@@ -116,7 +116,7 @@ def test_the_pipeline_is_built_for_a_job_spec_only() -> None:
 def compiled(spec: JobSpec, tmp_path, attempts: int = 3, run: RunSettings | None = None) -> dict:
     from kfp import compiler
 
-    from pipelines.dag import build_pipeline
+    from zeus_kfp.pipelines.dag import build_pipeline
 
     path = tmp_path / "p.yaml"
     compiler.Compiler().compile(build_pipeline(spec, ["true"], attempts=attempts, run_settings=run), str(path))
@@ -197,7 +197,7 @@ def test_the_env_check_fails_on_a_setting_marked_for_the_script_that_trial_env_l
 
 
 def cli_options(command_name: str) -> set[str]:
-    from zeus_kfp.cli.app import app
+    from zeus_kfp.cli.application import app
 
     command = typer.main.get_command(app).commands[command_name]
     return {opt for param in command.params for opt in param.opts + param.secondary_opts}
@@ -213,7 +213,7 @@ def test_run_and_compile_have_an_option_per_setting(command) -> None:
 
 
 def test_compile_builds_the_job_from_the_setting_options(tmp_path) -> None:
-    from zeus_kfp.cli.app import app
+    from zeus_kfp.cli.application import app
 
     out = tmp_path / "own.yaml"
     args = ["compile", "-o", str(out), "--gpus", "0", "--command", "{python} train.py", "--job-id", "own",

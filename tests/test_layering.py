@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-UPPER = ("kfp", "kfp_server_api", "kfp_kubernetes", "pipelines", "components", "zeus_kfp.cli")
+UPPER = ("kfp", "kfp_server_api", "kfp_kubernetes", "zeus_kfp.pipelines", "zeus_kfp.components", "zeus_kfp.cli")
 
 
 def _imports(tree: ast.AST, top_level_only: bool) -> list[tuple[int, str]]:
@@ -45,10 +45,10 @@ def _upper(module: str) -> bool:
 
 def violations(root: Path) -> list[str]:
     out = []
-    for path in sorted((root / "zeus").rglob("*.py")):
+    for path in sorted((root / "zeus" / "zeus_kfp").rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         tree = ast.parse(path.read_text(), filename=rel)
-        in_cli = rel.startswith("zeus/cli/")
+        in_cli = rel.startswith("zeus/zeus_kfp/cli/")
         for line, module in _imports(tree, top_level_only=in_cli):
             if _upper(module) and not (in_cli and module.startswith("zeus_kfp.cli")):
                 out.append(f"{rel}:{line} imports {module}")
@@ -62,18 +62,22 @@ def test_nothing_under_zeus_imports_kfp_or_the_layers_above():
 @pytest.mark.parametrize(
     ("where", "source", "found"),
     [
-        ("zeus/policy/planted.py", "import kfp\n", "zeus/policy/planted.py:1 imports kfp"),
-        ("zeus/store/planted.py", "from kfp import dsl\n", "zeus/store/planted.py:1 imports kfp"),
-        ("zeus/planted.py", "from pipelines.dag import build_pipeline\n", "zeus/planted.py:1 imports pipelines.dag"),
+        ("zeus/zeus_kfp/policy/planted.py", "import kfp\n", "zeus/zeus_kfp/policy/planted.py:1 imports kfp"),
+        ("zeus/zeus_kfp/store/planted.py", "from kfp import dsl\n", "zeus/zeus_kfp/store/planted.py:1 imports kfp"),
         (
-            "zeus/steps/planted.py",
-            "def f():\n    from components.train import train\n",
-            "zeus/steps/planted.py:2 imports components.train",
+            "zeus/zeus_kfp/planted.py",
+            "from zeus_kfp.pipelines.dag import build_pipeline\n",
+            "zeus/zeus_kfp/planted.py:1 imports zeus_kfp.pipelines.dag",
         ),
         (
-            "zeus/cli/planted.py",
-            "from pipelines.local import run_local\n",
-            "zeus/cli/planted.py:1 imports pipelines.local",
+            "zeus/zeus_kfp/steps/planted.py",
+            "def f():\n    from zeus_kfp.components.train import train\n",
+            "zeus/zeus_kfp/steps/planted.py:2 imports zeus_kfp.components.train",
+        ),
+        (
+            "zeus/zeus_kfp/cli/planted.py",
+            "from zeus_kfp.pipelines.local import run_local\n",
+            "zeus/zeus_kfp/cli/planted.py:1 imports zeus_kfp.pipelines.local",
         ),
     ],
 )
@@ -84,8 +88,9 @@ def test_a_planted_import_is_caught(tmp_path, where, source, found):
 
 
 def test_the_cli_may_import_kfp_inside_a_command(tmp_path):
-    (tmp_path / "zeus/cli").mkdir(parents=True)
-    (tmp_path / "zeus/cli/ok.py").write_text("def run():\n    from pipelines.local import run_local\n")
+    (tmp_path / "zeus/zeus_kfp/cli").mkdir(parents=True)
+    deferred = "def run():\n    from zeus_kfp.pipelines.local import run_local\n"
+    (tmp_path / "zeus/zeus_kfp/cli/ok.py").write_text(deferred)
     assert violations(tmp_path) == []
 
 
@@ -163,9 +168,8 @@ ALLOWED["zeus_kfp.cli"] = set(ALLOWED) - {"zeus_kfp.cli"}
 
 
 def module_name(root: Path, path: Path) -> str:
-    """The import name of a file under zeus/: the folder is installed as the package zeus_kfp (setup.cfg)."""
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    parts[0] = "zeus_kfp"
+    """The import name of a file under zeus/: zeus/zeus_kfp/store/keys.py is zeus_kfp.store.keys (setup.cfg)."""
+    parts = list(path.relative_to(root / "zeus").with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -180,7 +184,7 @@ def module_graph(root: Path) -> dict[str, dict[str, int]]:
     import of zeus_kfp.store.keys when that is a module, of zeus_kfp.store (its __init__) otherwise; relative imports
     are resolved. The implicit import of a module's parent packages is not an arrow (Python runs them first
     whatever the module says)."""
-    paths = sorted((root / "zeus").rglob("*.py"))
+    paths = sorted((root / "zeus" / "zeus_kfp").rglob("*.py"))
     modules = {module_name(root, path): path for path in paths}
     graph: dict[str, dict[str, int]] = {}
     for name, path in modules.items():
@@ -292,9 +296,10 @@ def test_every_layer_in_the_table_exists_and_the_table_has_no_circle():
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A checkout of `files`, each named under the library folder zeus/zeus_kfp/."""
     for where, source in files.items():
-        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / where).write_text(source)
+        (tmp_path / "zeus" / "zeus_kfp" / where).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "zeus" / "zeus_kfp" / where).write_text(source)
     return tmp_path
 
 
@@ -302,14 +307,14 @@ def test_a_planted_circle_is_caught_however_it_is_imported(tmp_path):
     root = _tree(
         tmp_path,
         {
-            "zeus/__init__.py": "",
-            "zeus/power/__init__.py": "",
-            "zeus/power/gpu.py": "def open_gpu():\n    from zeus_kfp.power import nvml\n",  # deferred: still an arrow
-            "zeus/power/nvml.py": "from zeus_kfp.power.gpu import GPUError\n",
-            "zeus/policy/__init__.py": "",
-            "zeus/policy/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import View\n",
-            "zeus/policy/b.py": "import zeus_kfp.policy.a\n",
-            "zeus/policy/c.py": "from zeus_kfp.policy import a\n",  # into the circle, not part of it
+            "__init__.py": "",
+            "power/__init__.py": "",
+            "power/gpu.py": "def open_gpu():\n    from zeus_kfp.power import nvml\n",  # deferred: still an arrow
+            "power/nvml.py": "from zeus_kfp.power.gpu import GPUError\n",
+            "policy/__init__.py": "",
+            "policy/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import View\n",
+            "policy/b.py": "import zeus_kfp.policy.a\n",
+            "policy/c.py": "from zeus_kfp.policy import a\n",  # into the circle, not part of it
         },
     )
     graph = module_graph(root)
@@ -321,15 +326,15 @@ def test_a_planted_forbidden_arrow_and_an_unplaced_module_are_caught(tmp_path):
     root = _tree(
         tmp_path,
         {
-            "zeus/__init__.py": "",
-            "zeus/report/__init__.py": "",
-            "zeus/report/numbers.py": "import pandas\n\n\ndef read(uri):\n    from zeus_kfp.store import open_store\n",
-            "zeus/store/__init__.py": "from zeus_kfp.store.store import open_store\n",
-            "zeus/store/store.py": "from zeus_kfp.policy.history import HistoryView\n",
-            "zeus/policy/__init__.py": "",
-            "zeus/policy/history.py": "from zeus_kfp.job import JobSpec\n",
-            "zeus/job.py": "",
-            "zeus/planted.py": "",
+            "__init__.py": "",
+            "report/__init__.py": "",
+            "report/numbers.py": "import pandas\n\n\ndef read(uri):\n    from zeus_kfp.store import open_store\n",
+            "store/__init__.py": "from zeus_kfp.store.store import open_store\n",
+            "store/store.py": "from zeus_kfp.policy.history import HistoryView\n",
+            "policy/__init__.py": "",
+            "policy/history.py": "from zeus_kfp.job import JobSpec\n",
+            "job.py": "",
+            "planted.py": "",
         },
     )
     assert forbidden_arrows(module_graph(root)) == [

@@ -4,12 +4,14 @@ KEPT says why; and zeus/ explains itself without pointing at an issue or a bench
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# A file name more than one package under zeus/ uses, and why it stays.
+# A file name more than one package of the library (zeus/zeus_kfp/, "zeus/" below) uses, and why it stays.
 KEPT = {
     "errors.py": "zeus/errors.py is the one input error every layer raises; zeus/store/errors.py the store's own "
     "failures; zeus/store/ was being reworked elsewhere when the others were renamed (issue 41), so it keeps its name",
@@ -20,7 +22,7 @@ KEPT = {
 
 def repeated_basenames(root: Path) -> dict[str, list[str]]:
     seen: dict[str, list[str]] = defaultdict(list)
-    for path in sorted((root / "zeus").rglob("*.py")):
+    for path in sorted((root / "zeus" / "zeus_kfp").rglob("*.py")):
         if path.name != "__init__.py":
             seen[path.name].append(path.relative_to(root).as_posix())
     return {name: paths for name, paths in seen.items() if len(paths) > 1}
@@ -31,10 +33,13 @@ def test_no_module_basename_repeats_under_zeus_without_a_reason() -> None:
 
 
 def test_a_planted_second_trial_py_is_caught(tmp_path) -> None:
-    for where in ("zeus/steps/trial.py", "zeus/launch/trial.py", "zeus/steps/__init__.py", "zeus/__init__.py"):
-        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / where).write_text("")
-    assert repeated_basenames(tmp_path) == {"trial.py": ["zeus/launch/trial.py", "zeus/steps/trial.py"]}
+    library = tmp_path / "zeus" / "zeus_kfp"
+    for where in ("steps/trial.py", "launch/trial.py", "steps/__init__.py", "__init__.py"):
+        (library / where).parent.mkdir(parents=True, exist_ok=True)
+        (library / where).write_text("")
+    assert repeated_basenames(tmp_path) == {
+        "trial.py": ["zeus/zeus_kfp/launch/trial.py", "zeus/zeus_kfp/steps/trial.py"]
+    }
 
 
 def test_each_step_of_the_dag_has_its_module_and_function() -> None:
@@ -42,10 +47,10 @@ def test_each_step_of_the_dag_has_its_module_and_function() -> None:
     which the step's component calls."""
     import importlib
 
-    from components.registry import STEP_NAMES
+    from zeus_kfp.components.registry import STEP_NAMES
 
     for step in STEP_NAMES:
-        assert (ROOT / "zeus" / "steps" / f"{step}.py").is_file(), step
+        assert (ROOT / "zeus" / "zeus_kfp" / "steps" / f"{step}.py").is_file(), step
         module = importlib.import_module(f"zeus_kfp.steps.{step}")
         assert callable(getattr(module, step)), step
 
@@ -58,7 +63,7 @@ def issue_citations(root: Path) -> list[str]:
     """`path:line` of every place under zeus/ that cites one of our issues or a benchmark's job number: the library
     says why in its own words, and an issue's figures live in benchmarks/RESULTS.md."""
     found = []
-    for path in sorted((root / "zeus").rglob("*")):
+    for path in sorted((root / "zeus" / "zeus_kfp").rglob("*")):
         if path.suffix in (".py", ".md", ".txt") and path.is_file():
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
                 if ISSUE_CITATION.search(line):
@@ -71,8 +76,36 @@ def test_the_library_cites_no_issue_or_benchmark_job() -> None:
 
 
 def test_a_planted_issue_citation_is_caught(tmp_path) -> None:
-    (tmp_path / "zeus" / "policy").mkdir(parents=True)
-    (tmp_path / "zeus" / "policy" / "walk.py").write_text(
+    (tmp_path / "zeus" / "zeus_kfp" / "policy").mkdir(parents=True)
+    (tmp_path / "zeus" / "zeus_kfp" / "policy" / "walk.py").write_text(
         '"""Turns (issue 25)."""\nx = 1  # job #154\nml-energy/zeus#252\n'
     )
-    assert issue_citations(tmp_path) == ["zeus/policy/walk.py:1", "zeus/policy/walk.py:2"]
+    assert issue_citations(tmp_path) == ["zeus/zeus_kfp/policy/walk.py:1", "zeus/zeus_kfp/policy/walk.py:2"]
+
+
+def shadowed_modules(package_names: list[str]) -> list[str]:
+    """Modules whose package's attribute of their name is something else (a function the package re-exports
+    under the module's name): `mock.patch("pkg.mod.x")` and `importlib` by that name would reach the function."""
+    found = []
+    for package_name in package_names:
+        package = importlib.import_module(package_name)
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package_name}.{info.name}")
+            if getattr(package, info.name) is not module:
+                found.append(f"{package_name}.{info.name}")
+    return found
+
+
+def test_no_module_is_shadowed_by_a_name_its_package_exports() -> None:
+    import zeus_kfp
+
+    packages = ["zeus_kfp", *(f"zeus_kfp.{i.name}" for i in pkgutil.walk_packages(zeus_kfp.__path__) if i.ispkg)]
+    assert shadowed_modules(packages) == []
+
+
+def test_a_planted_shadowing_function_is_caught(tmp_path, monkeypatch) -> None:
+    (tmp_path / "planted").mkdir()
+    (tmp_path / "planted" / "__init__.py").write_text("from planted.step import step\n")
+    (tmp_path / "planted" / "step.py").write_text("def step():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert shadowed_modules(["planted"]) == ["planted.step"]

@@ -18,16 +18,19 @@ SCANNED = ("zeus", "components", "pipelines", "benchmarks")
 # What makes a class trial-shaped: two of a trial's identifying fields.
 IDENTITY = {"recurrence", "trial", "attempt", "batch_size", "status"}
 TRIAL_SHAPED_CLASSES = {
-    "zeus/trials.py:Trial": "the trial",
-    "zeus/trial_history.py:TrialHistory": "the same trials as numpy columns, for the policies (its rows are Trials)",
-    "zeus/job.py:TrialResult": "what a runner reports, checked at entry: a trial has it once the store numbers it",
-    "zeus/profiles.py:PowerProfile": "a power profile: its rows, and the size, recurrence and trial that measured it",
-    "zeus/steps/request.py:TrialRequest": "what the pipeline asks the train step for (its KFP parameters), before "
-    "the trial has run: the request issue 26 asks for, declared once, not a trial",
+    "zeus/zeus_kfp/trials.py:Trial": "the trial",
+    "zeus/zeus_kfp/trial_history.py:TrialHistory": "the same trials as numpy columns, for the policies "
+    "(its rows are Trials)",
+    "zeus/zeus_kfp/job.py:TrialResult": "what a runner reports, checked at entry: a trial has it once the store "
+    "numbers it",
+    "zeus/zeus_kfp/profiles.py:PowerProfile": "a power profile: its rows, and the size, recurrence and trial that "
+    "measured it",
+    "zeus/zeus_kfp/steps/request.py:TrialRequest": "what the pipeline asks the train step for (its KFP parameters), "
+    "before the trial has run: the request issue 26 asks for, declared once, not a trial",
 }
 # Lists of string literals naming four or more trial columns that are not trial_columns(...) calls.
 OTHER_COLUMN_LISTS = {
-    "zeus/report/numbers.py:RECURRENCE_COLUMNS": "a recurrence's row (its trials summed), not a trial's",
+    "zeus/zeus_kfp/report/numbers.py:RECURRENCE_COLUMNS": "a recurrence's row (its trials summed), not a trial's",
 }
 
 
@@ -92,5 +95,5 @@ def test_the_checks_catch_a_second_trial_type_and_a_hand_written_column_list():
         "SHOWN = ['recurrence', 'attempt', 'batch_size', 'status', 'cost']\n"
         "OK = trial_columns('recurrence', 'attempt', 'batch_size', 'status', 'cost')\n"
     )
-    assert trial_shaped_classes([("zeus/planted.py", planted)]) == {"zeus/planted.py:Row"}
-    assert hand_written_column_lists([("zeus/planted.py", planted)]) == {"zeus/planted.py:SHOWN"}
+    assert trial_shaped_classes([("zeus/zeus_kfp/planted.py", planted)]) == {"zeus/zeus_kfp/planted.py:Row"}
+    assert hand_written_column_lists([("zeus/zeus_kfp/planted.py", planted)]) == {"zeus/zeus_kfp/planted.py:SHOWN"}

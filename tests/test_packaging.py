@@ -1,17 +1,24 @@
-"""What the package declares: the import name it installs under, and the floors that the lowest-versions
-environment installs (issue 43).
+"""What the package declares: the one import name it installs under, and the floors that the lowest-versions
+environment installs.
 
-The folder zeus/ installs as `zeus_kfp` (setup.cfg's package_dir), because ml-energy's Zeus owns the import
-name `zeus`. The source tree would hide a stray `import zeus` (run from the repository root, the folder
-itself is importable under that name), so this test reads every import instead.
+The library lives in zeus/zeus_kfp and installs as `zeus_kfp`, because ml-energy's Zeus owns the import name
+`zeus`; the components and the pipeline install under it (zeus_kfp.components, zeus_kfp.pipelines), their
+sources in the top-level folders that zeus/zeus_kfp links to. The source tree would hide a stray `import zeus`
+(run from the repository root, the folder itself is importable under that name), so a test reads every import.
 """
 
 from __future__ import annotations
 
 import ast
 import configparser
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
+import jedi
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -30,15 +37,49 @@ def _lines(value: str) -> list[str]:
     return [line.strip() for line in value.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def test_every_package_folder_under_zeus_is_installed_as_zeus_kfp() -> None:
+LIBRARY = ROOT / "zeus" / "zeus_kfp"
+LINKED = {"components": "../../components", "pipelines": "../../pipelines"}  # sources kept at the top level
+
+
+def test_every_package_folder_is_installed_under_zeus_kfp_and_nothing_else() -> None:
     config = _setup_cfg()
     declared = set(_lines(config["options"]["packages"]))
-    folders = {
-        ".".join(["zeus_kfp", *init.parent.relative_to(ROOT / "zeus").parts])
-        for init in (ROOT / "zeus").rglob("__init__.py")
-    }
-    assert folders - declared == set(), "add these to setup.cfg's packages"
-    assert config["options"]["package_dir"].split() == ["zeus_kfp", "=", "zeus"]
+    folders = {".".join(["zeus_kfp", *init.parent.relative_to(LIBRARY).parts]) for init in LIBRARY.rglob("__init__.py")}
+    assert {os.readlink(LIBRARY / name) for name in LINKED} == set(LINKED.values())
+    assert declared == folders | {f"zeus_kfp.{name}" for name in LINKED}, "setup.cfg's packages: one per folder"
+    assert config["options"]["package_dir"].split() == ["=", "zeus"]  # a src layout: the folder named as imported
+
+
+def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
+    """What `pip install zeus-kfp` puts at the top of site-packages: zeus_kfp, with the linked components and
+    pipeline inside it (a wheel holds files, not links), and its metadata; no `components` or `pipelines`."""
+    source = tmp_path / "source"  # a copy, links as links: setuptools builds in the tree it is given
+    source.mkdir()
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("zeus", *LINKED):
+        shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    wheel_command = ["pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)]
+    built = subprocess.run([sys.executable, "-m", *wheel_command], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("zeus_kfp-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {"zeus_kfp", f"{wheel.name.rsplit('-', 3)[0]}.dist-info"}
+    for name in LINKED:
+        sources = sorted(p.name for p in (ROOT / name).glob("*.py"))
+        assert sorted(n.split("/")[-1] for n in names if n.startswith(f"zeus_kfp/{name}/")) == sources
+
+
+def test_an_editor_follows_an_import_to_its_file() -> None:
+    """Static analysis (jedi, as editors run it, in this environment: `make` installs the checkout editable,
+    a path entry to zeus/) resolves the library's and a component's imports to their files in the checkout."""
+    source = "from zeus_kfp.store import open_store\nfrom zeus_kfp.components.gate import gate\n"
+    script = jedi.Script(source, path=ROOT / "notebooks" / "probe.py", environment=jedi.InterpreterEnvironment())
+    found = [script.goto(line, len(text), follow_imports=True) for line, text in enumerate(source.splitlines(), 1)]
+    assert [[(Path(d.module_path), d.name) for d in names] for names in found] == [
+        [(LIBRARY / "store" / "store.py", "open_store")],
+        [(LIBRARY / "components" / "gate.py", "gate")],
+    ]
 
 
 def _bare_zeus_imports(path: Path, root: Path = ROOT) -> list[str]:

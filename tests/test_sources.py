@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import sources
+from zeus_kfp.pipelines import sources
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITTEN = ["components/gate.py", "components/preprocess.py", "components/train.py", "pipelines/recurrence.py"]
@@ -40,13 +40,15 @@ def test_the_check_names_a_stale_file(monkeypatch, tmp_path, capsys) -> None:
 
 
 def test_make_sources_runs_the_generator_and_finds_nothing_to_write() -> None:
-    """`make sources` is `python -m pipelines.sources`; here --check, which writes nothing."""
-    done = subprocess.run([sys.executable, "-m", "pipelines.sources", "--check"], cwd=ROOT, capture_output=True)
+    """`make sources` is `python -m zeus_kfp.pipelines.sources`; here --check, which writes nothing."""
+    done = subprocess.run(
+        [sys.executable, "-m", "zeus_kfp.pipelines.sources", "--check"], cwd=ROOT, capture_output=True
+    )
     assert (done.returncode, done.stdout) == (0, b""), done.stdout
 
 
 def test_the_pipeline_function_takes_the_declared_parameters_in_order() -> None:
-    from pipelines.recurrence import recurrence_function
+    from zeus_kfp.pipelines.recurrence import recurrence_function
 
     seen = {}
     function = recurrence_function(seen.update)

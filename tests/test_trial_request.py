@@ -15,10 +15,10 @@ import pytest
 import yaml
 from kfp import compiler
 
-from components.train import train
-from pipelines.dag import build_pipeline
-from pipelines.sources import recurrence_source, train_source
+from zeus_kfp.components.train import train
 from zeus_kfp.job import JobSpec
+from zeus_kfp.pipelines.dag import build_pipeline
+from zeus_kfp.pipelines.sources import recurrence_source, train_source
 from zeus_kfp.settings import SETTING
 from zeus_kfp.steps.request import WIRED, Source, TrialRequest, request_field, request_fields
 

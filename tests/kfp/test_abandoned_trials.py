@@ -22,7 +22,8 @@ from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
 from zeus_kfp.policy import POLICY_NAMES, get_policy
 from zeus_kfp.policy.base import Decision
 from zeus_kfp.signals import Interrupted, interruptible
-from zeus_kfp.steps import DEFAULT_DISPATCH_TIMEOUT_S, bandit, fail_interrupted
+from zeus_kfp.steps import DEFAULT_DISPATCH_TIMEOUT_S, fail_interrupted
+from zeus_kfp.steps.bandit import bandit
 from zeus_kfp.store import open_store
 
 SPEC = JobSpec(job_id="lost-job", batch_sizes=(8, 16, 32, 64), default_batch_size=16, target_metric=0.9, max_epochs=4)
@@ -142,7 +143,7 @@ def test_the_policies_forget_an_abandoned_trial_as_they_forget_a_crashed_one(sto
 def test_the_component_default_timeout_is_the_steps_default() -> None:
     import inspect
 
-    from components.bandit import bandit
+    from zeus_kfp.components.bandit import bandit
 
     assert inspect.signature(bandit.python_func).parameters["dispatch_timeout_s"].default == DEFAULT_DISPATCH_TIMEOUT_S
 
@@ -160,7 +161,7 @@ TRAIN_STEP = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from zeus_kfp.steps import train
+    from zeus_kfp.steps.train import train
     from zeus_kfp.steps.request import TrialRequest
 
     class Sink:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.kfp.test_kfp_steps import POLICY, SPEC, _finish, _prepare
 from zeus_kfp.job import JobSpec, TrialStatus
-from zeus_kfp.steps import bandit
+from zeus_kfp.steps.bandit import bandit
 from zeus_kfp.store import open_store
 from zeus_kfp.store.gating import GateRequest
 

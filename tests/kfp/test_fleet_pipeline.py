@@ -12,9 +12,9 @@ from backend_protos import load_schema
 from typer.testing import CliRunner
 from ux.conftest import kfp_client  # noqa: F401  (the recorded kfp.Client fixture)
 
-from pipelines.backends import TARGETS
-from pipelines.compat import check
 from zeus_kfp.cli import app
+from zeus_kfp.pipelines.backends import TARGETS
+from zeus_kfp.pipelines.compat import check
 
 SECRET = "mlpipeline-minio-artifact"
 CASES = [(target, secret) for target in TARGETS for secret in (None, SECRET)]

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from backend_protos import load_schema
 
-from pipelines.backends import TARGETS
-from pipelines.compat import Pipeline, check
-from pipelines.compile import compile_pipeline
+from zeus_kfp.pipelines.backends import TARGETS
+from zeus_kfp.pipelines.compat import Pipeline, check
+from zeus_kfp.pipelines.compile import compile_pipeline
 
 # Each attempt count once, each GPU count and Secret setting several times (9 variants, not 48), and a cluster launcher.
 VARIANTS = (

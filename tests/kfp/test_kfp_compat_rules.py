@@ -10,9 +10,9 @@ import pytest
 import yaml
 from kfp import compiler, dsl
 
-from pipelines import backends
-from pipelines.compat import RULES, check
-from pipelines.compile import IncompatiblePipelineError, compile_pipeline
+from zeus_kfp.pipelines import backends
+from zeus_kfp.pipelines.compat import RULES, check
+from zeus_kfp.pipelines.compile import IncompatiblePipelineError, compile_pipeline
 
 IMAGE = "python:3.11-slim"
 

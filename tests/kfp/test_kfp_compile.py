@@ -7,8 +7,8 @@ import pytest
 import yaml
 from kfp import components
 
-from pipelines.compile import compile_pipeline
 from zeus_kfp.job import JobSpec
+from zeus_kfp.pipelines.compile import compile_pipeline
 
 SPEC = JobSpec(job_id="yaml-job", batch_sizes=(8, 16, 32), default_batch_size=16, target_metric=0.9, max_epochs=3)
 COMMAND = ["python", "/opt/train.py"]
@@ -157,7 +157,7 @@ def test_bad_compile_options_name_the_field(tmp_path, kwargs, field):
 
 def test_default_job_compiles_portably(tmp_path, monkeypatch):
     """The example job's YAML names the image's copy of the script, not a path on this machine."""
-    from components.image import IMAGE_EXAMPLES_DIR
+    from zeus_kfp.components.image import IMAGE_EXAMPLES_DIR
     from zeus_kfp.train import example_spec
 
     path = compile_pipeline(tmp_path / "default.yaml", gpus=1)

@@ -6,11 +6,11 @@ import json
 import pandas as pd
 from kfp import dsl
 
-from components.artifacts import PowerProfile
-from components.bandit import bandit
-from components.feedback import feedback
-from components.preprocess import preprocess
-from components.train import train
+from zeus_kfp.components.artifacts import PowerProfile
+from zeus_kfp.components.bandit import bandit
+from zeus_kfp.components.feedback import feedback
+from zeus_kfp.components.preprocess import preprocess
+from zeus_kfp.components.train import train
 from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
 from zeus_kfp.steps import NO_THRESHOLD, spec_to_params
 from zeus_kfp.store import open_store

@@ -15,9 +15,9 @@ import yaml
 from kfp import components
 from typer.testing import CliRunner
 
-from pipelines.local import run_recurrence
 from zeus_kfp.cli import app
 from zeus_kfp.job import TrialStatus
+from zeus_kfp.pipelines.local import run_recurrence
 from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import spec_to_params
 from zeus_kfp.store import open_store

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.local import run_local
 from zeus_kfp.job import Decision, TrialResult
+from zeus_kfp.pipelines.local import run_local
 from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import spec_to_params

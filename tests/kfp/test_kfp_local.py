@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.local import LocalRunError, TrialFailed, run_local
 from zeus_kfp.job import Decision, TrialResult, TrialStatus
+from zeus_kfp.pipelines.local import LocalRunError, TrialFailed, run_local
 from zeus_kfp.power import PowerModel, SimulatedGPU, candidate_limits
 from zeus_kfp.power.selection import choose_limit
 from zeus_kfp.profiles import PowerProfile
@@ -143,7 +143,7 @@ def test_bad_arguments_name_the_field(tmp_path):
 
 def test_interpreter_path_travels_as_a_token():
     """kfp.local rewrites 'python3' inside step arguments; our own interpreter becomes {python}."""
-    from pipelines.local import portable_command
+    from zeus_kfp.pipelines.local import portable_command
 
     assert portable_command([sys.executable, "/opt/train.py", "--x"]) == ["{python}", "/opt/train.py", "--x"]
     with pytest.raises(ValueError, match=r"invalid command=.*'python3'"):

@@ -16,14 +16,15 @@ import pytest
 from kfp import components
 from typer.testing import CliRunner
 
-from pipelines.compile import compile_pipeline
-from pipelines.dag import MAX_POWER_READ_HELP
-from pipelines.local import LocalRunError, run_recurrence
-from pipelines.package import CompiledPackage
 from zeus_kfp.cli import app
 from zeus_kfp.errors import FieldError
+from zeus_kfp.pipelines.compile import compile_pipeline
+from zeus_kfp.pipelines.dag import MAX_POWER_READ_HELP
+from zeus_kfp.pipelines.local import LocalRunError, run_recurrence
+from zeus_kfp.pipelines.package import CompiledPackage
 from zeus_kfp.simulate.trace_trial import TraceBackend
-from zeus_kfp.steps import gpu_power, spec_to_params
+from zeus_kfp.steps import spec_to_params
+from zeus_kfp.steps.gpu_power import gpu_power
 from zeus_kfp.store import open_store
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from kfp import components
 
-from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
-from pipelines.local import run_recurrence
-from pipelines.package import CompiledPackage
 from zeus_kfp.job import JobSpecError
+from zeus_kfp.pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
+from zeus_kfp.pipelines.local import run_recurrence
+from zeus_kfp.pipelines.package import CompiledPackage
 from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import spec_to_params
 from zeus_kfp.steps.params import resolve_store_uri

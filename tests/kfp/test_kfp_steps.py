@@ -13,15 +13,15 @@ from zeus_kfp.steps import (
     NO_THRESHOLD,
     PASS_THROUGH_NOTE,
     StepError,
-    bandit,
-    feedback,
-    preprocess,
     run_preprocess,
     spec_from_params,
     spec_to_params,
     summarize,
     threshold_from_param,
 )
+from zeus_kfp.steps.bandit import bandit
+from zeus_kfp.steps.feedback import feedback
+from zeus_kfp.steps.preprocess import preprocess
 from zeus_kfp.store import JobSpecMismatchError, open_store
 
 POLICY = "zeus-nsdi23"

@@ -13,9 +13,9 @@ import io
 
 import pytest
 
-from pipelines.local import _dispatched
-from pipelines.step_watcher import StepWatcher
 from zeus_kfp.job import Decision, JobSpec
+from zeus_kfp.pipelines.local import _dispatched
+from zeus_kfp.pipelines.step_watcher import StepWatcher
 from zeus_kfp.steps.step_events import EVENTS_ENV, FAILED, FINISHED, STARTED, StepEvent, reported, tell
 from zeus_kfp.steps.step_lines import LOST_TRIAL, MODEL, NO_MODEL, RECURRENCE, TRIAL_LOG
 from zeus_kfp.store import open_store

@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from pipelines.compile import compile_pipeline
-from pipelines.package import CompiledPackage
 from zeus_kfp.errors import FieldError
 from zeus_kfp.launch import LaunchConfig, LaunchError
 from zeus_kfp.launch.manifests import TrialJob, manifest
+from zeus_kfp.pipelines.compile import compile_pipeline
+from zeus_kfp.pipelines.package import CompiledPackage
 
 from .cluster_fixtures import COMMAND
 from .test_manifests import HANDOFF, STEP_ENV, TRIAL_ENV, effective_pod

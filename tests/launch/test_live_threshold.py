@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from zeus_kfp.job import Decision, JobSpec, TrialResult, TrialStatus
-from zeus_kfp.steps import train
 from zeus_kfp.steps.request import TrialRequest
 from zeus_kfp.steps.threshold_feed import ThresholdFeed
+from zeus_kfp.steps.train import train
 from zeus_kfp.store import open_store
 from zeus_kfp.train.live_threshold import current_threshold, read_live_threshold, write_live_threshold
 

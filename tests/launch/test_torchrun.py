@@ -22,7 +22,9 @@ from zeus_kfp.launch import LaunchConfig
 from zeus_kfp.launch.trial_runner import launch_runner
 from zeus_kfp.power.profile_params import candidate_limits
 from zeus_kfp.power.simulated import SimulatedGPU
-from zeus_kfp.steps import bandit, feedback, prepare
+from zeus_kfp.steps import prepare
+from zeus_kfp.steps.bandit import bandit
+from zeus_kfp.steps.feedback import feedback
 from zeus_kfp.store import open_store
 from zeus_kfp.train.artifacts import read_result_json
 from zeus_kfp.train.distributed import read_rank_records

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.compile import compile_pipeline
-from zeus_kfp.steps import train
+from zeus_kfp.pipelines.compile import compile_pipeline
 from zeus_kfp.steps.request import TrialRequest
+from zeus_kfp.steps.train import train
 
 from .cluster_fixtures import COMMAND, NAMESPACE, PROFILE_ROWS, SPEC, rank0_hands_over
 from .kube_api_server import Scenario, StandInServer

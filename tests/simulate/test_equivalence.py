@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.local import run_local
+from zeus_kfp.pipelines.local import run_local
 from zeus_kfp.policy import get_policy
 from zeus_kfp.simulate.engine import Simulator
 from zeus_kfp.simulate.replay import live_rows, simulated_rows

@@ -465,7 +465,7 @@ def test_a_bandit_step_on_a_half_hung_server_fails_within_the_budget_naming_the_
     """Reads answered, PUTs held: the step's first write (its dispatch) fails after one try of the budget,
     and nothing in the step waits out another budget on top (no best-effort work follows a failure)."""
     from zeus_kfp.job import JobSpec
-    from zeus_kfp.steps import bandit
+    from zeus_kfp.steps.bandit import bandit
     from zeus_kfp.store.store import _S3_BACKENDS, open_store
 
     bucket = new_bucket(s3_server)

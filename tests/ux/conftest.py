@@ -14,7 +14,7 @@ from ux.frames import SPEC
 @pytest.fixture(scope="session")
 def pipeline_yaml(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's pipeline, compiled once per test session (about 1 s)."""
-    from pipelines.compile import compile_pipeline
+    from zeus_kfp.pipelines.compile import compile_pipeline
 
     path = tmp_path_factory.mktemp("package") / "zeus_pipeline.yaml"
     return compile_pipeline(path, spec=SPEC, command=["python", "train.py"], minio_secret="zeus-minio")

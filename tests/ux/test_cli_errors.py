@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from ux.cli_process import ZEUS_KFP, cli_env, run_cli
 from zeus_kfp.cli import app
-from zeus_kfp.cli.app import ZeusGroup
+from zeus_kfp.cli.application import ZeusGroup
 
 HOST = "http://kfp.example:8080"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.client import ClusterInputError, parse_arguments, validate_cron
 from ux.fake_kfp import Recorder
 from zeus_kfp.cli import app
+from zeus_kfp.pipelines.client import ClusterInputError, parse_arguments, validate_cron
 
 HOST = "http://kfp.example:8080"
 runner = CliRunner()
@@ -138,7 +138,7 @@ def test_schedule_an_uploaded_pipeline_checks_params_against_that_pipeline(
     """--pipeline-id without --version-id schedules the newest version (kfp.Client itself refuses a pipeline id
     alone), and --param is checked against that version's own parameters, not against any other package:
     default_batch_size=512 is one of the example job's batch sizes and not the newest version's (ux.frames.SPEC)."""
-    from pipelines.compile import compile_pipeline
+    from zeus_kfp.pipelines.compile import compile_pipeline
 
     example = compile_pipeline(tmp_path / "example.yaml", attempts=2)
     kfp_client.add_version("pipe-1", "ver-old", example)
@@ -163,7 +163,7 @@ def test_schedule_an_uploaded_pipeline_checks_params_against_that_pipeline(
 def test_a_package_compiled_for_another_backend_is_refused(kfp_client: Recorder, tmp_path: Path) -> None:
     """The cluster's healthz says KFP 2.15.0 (Kubeflow 1.11); a package compiled for 2.17 names SeaweedFS'
     endpoint, which 1.11 does not have: refused before anything is created, saying what to compile."""
-    from pipelines.compile import compile_pipeline
+    from zeus_kfp.pipelines.compile import compile_pipeline
 
     package = compile_pipeline(tmp_path / "p.yaml", kfp_backend="2.17", attempts=1)
     kfp_client.tag_name = "2.15.0"
@@ -228,10 +228,10 @@ def test_without_package_the_compiled_default_is_sent_as_it_is_and_nothing_is_co
 ) -> None:
     """upload/submit/schedule send the file `zeus-kfp compile` wrote (./zeus_pipeline.yaml by default), byte
     for byte; without one they refuse, naming --package, and never compile a pipeline of their own."""
-    import pipelines.compile
+    from zeus_kfp.pipelines import compile as compile_module
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(pipelines.compile, "compile_pipeline", None)  # whoever compiles now fails loudly
+    monkeypatch.setattr(compile_module, "compile_pipeline", None)  # whoever compiles now fails loudly
     for command in (["upload"], ["submit"], ["schedule", "--cron", "0 0 2 * * *"]):
         result = runner.invoke(app, [*command, "--host", HOST])
         assert result.exit_code == 2, result.output

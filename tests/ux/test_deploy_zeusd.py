@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient
 
-from pipelines.platform import ZEUSD_HOST_ENV
+from zeus_kfp.pipelines.platform import ZEUSD_HOST_ENV
 from zeus_kfp.power.zeusd import DEFAULT_PORT
 
 ROOT = Path(__file__).resolve().parents[2] / "deploy" / "zeusd"
@@ -84,7 +84,7 @@ def test_daemonset_runs_on_gpu_nodes_with_the_port_the_train_step_calls(tmp_path
     assert not pod.automount_service_account_token
 
     # ... and the compiled train step gets the node's IP under the name zeus_kfp.power.zeusd reads
-    from pipelines.compile import compile_pipeline
+    from zeus_kfp.pipelines.compile import compile_pipeline
 
     path = compile_pipeline(tmp_path / "p.yaml", attempts=1, gpus=1)
     executors = list(yaml.safe_load_all(path.read_text()))[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]

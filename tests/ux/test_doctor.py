@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.compile import compile_pipeline
 from ux.kfp_api_server import KfpApiServer
 from zeus_kfp.cli import app
+from zeus_kfp.pipelines.compile import compile_pipeline
 
 TOKEN = "tok-doctor-secret-7"
 
@@ -66,7 +66,7 @@ def test_a_package_for_another_backend_fails_saying_what_to_compile(kfp_api, pac
 def test_a_2_16_backend_is_told_to_compile_for_2_16_whose_store_is_seaweedfs(kfp_api, packages, tag, target):
     """KFP 2.16's manifests have no minio-service any more: the 2.15 YAML's store endpoint would not resolve
     there, so doctor names 2.16 (SeaweedFS), never 2.15, for it."""
-    from pipelines.backends import SEAWEEDFS_ENDPOINT, TARGETS, closest_target, parse_version
+    from zeus_kfp.pipelines.backends import SEAWEEDFS_ENDPOINT, TARGETS, closest_target, parse_version
 
     kfp_api.state.tag_name = tag
     result = doctor("--host", kfp_api.url, "--package", str(packages["2.15"]))

@@ -169,7 +169,7 @@ def test_the_fleet_report_component_writes_the_report_and_the_totals_for_the_kfp
     from kfp import local
     from kfp.local.config import LocalExecutionConfig
 
-    from components.fleet import fleet_report
+    from zeus_kfp.components.fleet import fleet_report
 
     expected = cli_json(work, "fleet")["total"]
     LocalExecutionConfig.instance = None

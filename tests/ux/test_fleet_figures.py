@@ -200,8 +200,8 @@ def test_when_and_which_jobs_are_read_as_people_type_them():
 def test_every_default_carbon_intensity_is_the_cited_one():
     """The CLI, the component and the pipeline cannot import zeus_kfp.fleet.figures' constant at their definition
     (pandas at `--help`; a component's source stands alone): each states it, and this keeps them one."""
-    from components.fleet import fleet_report
     from zeus_kfp.cli import fleet_cmd
+    from zeus_kfp.components.fleet import fleet_report
 
     assert fleet_cmd.DEFAULT_CARBON_INTENSITY == DEFAULT_CARBON_INTENSITY
     default = fleet_report.component_spec.inputs["carbon_intensity"].default

@@ -105,16 +105,21 @@ def test_dockerfile_copies_what_setup_cfg_packages_and_the_examples(flavour: str
         for src in srcs
     }
     cfg = setup_cfg()
-    # The folder each top-level package comes from: zeus_kfp from zeus/ (package_dir), the others their own.
-    renamed = dict(line.replace(" ", "").split("=") for line in cfg["options"]["package_dir"].split("\n") if line)
-    folders = {renamed.get(name.split(".")[0], name.split(".")[0]) for name in cfg["options"]["packages"].split()}
+    # The folders the package is built from: the src folder (package_dir's "= zeus") and the folders its
+    # linked packages point to (zeus/zeus_kfp/components -> ../../components): a link copied without its
+    # target is a dangling link in the image.
+    source_root = cfg["options"]["package_dir"].replace("=", "").strip()
+    library = ROOT / source_root / "zeus_kfp"
+    linked = {Path(os.readlink(p)).name for p in library.iterdir() if p.is_symlink()}
+    folders = {source_root, *linked}
+    assert linked == {"components", "pipelines"}
     assert folders <= copied, f"setup.cfg's package folders {folders} not all copied: {copied}"
     long_description = cfg["metadata"]["long_description"].removeprefix("file:").strip()
     assert {"setup.cfg", "pyproject.toml", "constraints.txt", long_description, "examples"} <= copied
     assert any(dest == "./examples" for _, dest in copies(DOCKERFILES[flavour]))
     assert next(r for i, r in instructions(DOCKERFILES[flavour]) if i == "WORKDIR") == WORKDIR
     # The compiled pipeline runs the example from there (components/image.py says where).
-    from components.image import IMAGE_EXAMPLES_DIR
+    from zeus_kfp.components.image import IMAGE_EXAMPLES_DIR
 
     assert f"{WORKDIR}/examples" == IMAGE_EXAMPLES_DIR
     # ...and zeus_kfp.train.example finds the scripts there through the image's environment.
@@ -131,9 +136,9 @@ def test_dockerfile_runs_as_a_non_root_user(flavour: str) -> None:
 
 
 def component_calls() -> dict[str, list[tuple[str, str]]]:
-    """Per component, every zeus name its source imports or calls (`steps.x` counts as zeus_kfp.steps.x). Parsed
+    """Per component, every zeus name its source imports or calls (`m.x` counts as zeus_kfp...m.x). Parsed
     from the function source KFP embeds in the component (inspect.getsource), which is what runs in the image."""
-    from components.registry import DEFAULT_COMPONENTS, STEP_NAMES
+    from zeus_kfp.components.registry import DEFAULT_COMPONENTS, STEP_NAMES
 
     found: dict[str, list[tuple[str, str]]] = {}
     for step in STEP_NAMES:
@@ -156,7 +161,9 @@ def component_imports() -> list[tuple[str, str]]:
 
 def test_each_component_calls_the_step_function_of_its_name_and_everything_it_calls_exists() -> None:
     for step, calls in component_calls().items():
-        assert [name for module, name in calls if module == "zeus_kfp.steps"] == [step], calls
+        # `from zeus_kfp.steps.train import train as step`: the function, imported from its module
+        from_steps = [(module, name) for module, name in calls if module.startswith("zeus_kfp.steps")]
+        assert from_steps[-1] == (f"zeus_kfp.steps.{step}", step), calls
     for module, name in component_imports():
         found = hasattr(importlib.import_module(module), name) or importlib.util.find_spec(f"{module}.{name}")
         assert found, f"components import {module}.{name}, which is missing"
@@ -171,7 +178,8 @@ def test_the_package_builds_and_installs_from_the_copied_files(tmp_path: Path) -
         for src in sources:
             origin = ROOT / src
             if origin.is_dir():
-                shutil.copytree(origin, ctx / src, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                ignored = shutil.ignore_patterns("__pycache__", "*.pyc")  # links as links, as docker's COPY
+                shutil.copytree(origin, ctx / src, symlinks=True, ignore=ignored)
             else:
                 ctx.mkdir(exist_ok=True)
                 shutil.copy2(origin, ctx / src)
@@ -182,9 +190,9 @@ def test_the_package_builds_and_installs_from_the_copied_files(tmp_path: Path) -
     subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", site, wheel], check=True)
     check = f"""
 import importlib, importlib.util, json, pathlib
-import zeus_kfp, components, pipelines
+import zeus_kfp, zeus_kfp.components, zeus_kfp.pipelines
 from zeus_kfp.train import example_command
-mods = [zeus_kfp, components, pipelines]
+mods = [zeus_kfp, zeus_kfp.components, zeus_kfp.pipelines]
 calls = {json.dumps(component_imports())}
 missing = [f"{{m}}.{{n}}" for m, n in calls
            if not (hasattr(importlib.import_module(m), n) or importlib.util.find_spec(f"{{m}}.{{n}}"))]
@@ -219,9 +227,9 @@ def pushed_tags(repo: str) -> dict[str, str]:
 def test_compile_names_exactly_the_images_make_push_image_pushes(tmp_path: Path) -> None:
     """`make push-image IMAGE_REPO=R` and `zeus-kfp compile --image-repo R` agree: the CPU image for the store
     steps, the CUDA image for train and a cluster trial's pods (from images/Dockerfile and Dockerfile.cuda)."""
-    from components.image import image_tags
-    from pipelines.compile import compile_pipeline
-    from pipelines.package import CompiledPackage
+    from zeus_kfp.components.image import image_tags
+    from zeus_kfp.pipelines.compile import compile_pipeline
+    from zeus_kfp.pipelines.package import CompiledPackage
 
     repo = "registry.example.com/ml/zeus-kfp"
     tags = pushed_tags(repo)
@@ -250,9 +258,9 @@ def test_make_push_image_refuses_a_repo_no_cluster_can_pull_from() -> None:
     ],
 )
 def test_the_images_a_compile_names_come_from_what_the_user_said(tmp_path, monkeypatch, given, steps, train) -> None:
-    from pipelines.compile import compile_pipeline
-    from pipelines.package import CompiledPackage
     from zeus_kfp import __version__
+    from zeus_kfp.pipelines.compile import compile_pipeline
+    from zeus_kfp.pipelines.package import CompiledPackage
 
     monkeypatch.delenv("ZEUS_KFP_IMAGE_REPO", raising=False)
     package = CompiledPackage.read(compile_pipeline(tmp_path / "p.yaml", attempts=1, **given))
@@ -263,8 +271,8 @@ def test_the_images_a_compile_names_come_from_what_the_user_said(tmp_path, monke
 @pytest.mark.parametrize(("given", "field"), [({}, "image"), ({"image": "r.io/cpu:1"}, "train_image")])
 def test_a_compile_without_images_it_can_name_is_refused(tmp_path, monkeypatch, given, field) -> None:
     """No default registry: the old default tags were pushed nowhere, so every pod hung in ImagePullBackOff."""
-    from pipelines.compile import compile_pipeline
     from zeus_kfp.errors import FieldError
+    from zeus_kfp.pipelines.compile import compile_pipeline
 
     for name in ("ZEUS_KFP_IMAGE_REPO", "ZEUS_KFP_IMAGE", "ZEUS_KFP_TRAIN_IMAGE"):
         monkeypatch.delenv(name, raising=False)

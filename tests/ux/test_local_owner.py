@@ -15,8 +15,8 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from pipelines.local_owner import OWNER_FILE, Owner, claim, read_owner, reclaim_killed
 from zeus_kfp.job import Decision, JobSpec
+from zeus_kfp.pipelines.local_owner import OWNER_FILE, Owner, claim, read_owner, reclaim_killed
 from zeus_kfp.store import open_store
 from zeus_kfp.store.gating import GateRequest
 

@@ -104,8 +104,8 @@ def test_quickstart_cluster_cell_submits_and_schedules(tmp_path, monkeypatch: py
 def assert_the_package_is_the_notebooks_job(path: Path) -> None:
     """The compiled package's run defaults are the job the notebook defines, not the example job: its job id
     and settings, its script as the image holds it, and the GPU's own maximum power (read at run time)."""
-    from components.image import IMAGE_EXAMPLES_DIR
-    from pipelines.package import CompiledPackage
+    from zeus_kfp.components.image import IMAGE_EXAMPLES_DIR
+    from zeus_kfp.pipelines.package import CompiledPackage
     from zeus_kfp.train import example_spec
 
     package = CompiledPackage.read(path)

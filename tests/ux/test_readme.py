@@ -19,8 +19,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.image import image_tags
 from zeus_kfp.cli import app
+from zeus_kfp.components.image import image_tags
 from zeus_kfp.store import open_store
 from zeus_kfp.train.env import ENV_VARS
 

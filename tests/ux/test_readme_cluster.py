@@ -43,10 +43,10 @@ import yaml
 from kfp import components
 from s3_standins import KUBEFLOW_BUCKET, Upstream
 
-from pipelines.local import run_recurrence
 from ux.cli_process import cli_env
 from ux.kfp_api_server import API, KfpApiServer
 from ux.test_readme import MARKED, commands, section
+from zeus_kfp.pipelines.local import run_recurrence
 from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.steps import spec_to_params
 from zeus_kfp.store import open_store

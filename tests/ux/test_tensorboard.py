@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from ux.frames import SPEC
 from ux.store_data import populate
-from zeus_kfp.cli.app import app
-from zeus_kfp.steps import report
+from zeus_kfp.cli.application import app
+from zeus_kfp.steps.report import report
 from zeus_kfp.store import keys, open_store
 from zeus_kfp.train.collectors.tfevent import TFEventCollector
 

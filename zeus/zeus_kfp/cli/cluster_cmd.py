@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 from zeus_kfp.cli.exits import one_line
 from zeus_kfp.cli.own_job import setting_options
 from zeus_kfp.run_settings import RunSettings
@@ -39,7 +39,7 @@ ServiceAccount = Annotated[str | None, typer.Option(help="Kubernetes service acc
 def _connection(host: str | None, namespace: str | None, token_env: str) -> Any:
     """Where the KFP API is (checked first: the host is every cluster command's first need)."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.client import Connection
+    from zeus_kfp.pipelines.client import Connection
 
     return Connection.from_env(host, namespace, token_env)
 
@@ -54,7 +54,7 @@ def _cluster(conn: Any) -> Iterator[Any]:
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    from pipelines import client as kfp_client
+    from zeus_kfp.pipelines import client as kfp_client
 
     token_env = conn.token_env
     try:
@@ -75,7 +75,7 @@ def _run_arguments(pairs: list[str] | None, package: Any) -> dict[str, Any]:
     """The --param pairs as the package's run arguments, checked against it: submit and schedule both
     call this before they send anything."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.client import parse_arguments, validate_run_arguments
+    from zeus_kfp.pipelines.client import parse_arguments, validate_run_arguments
     from zeus_kfp.train.collectors import PARAM, CollectorSpec
 
     arguments = parse_arguments(pairs or [], package.parameters)
@@ -101,8 +101,8 @@ def upload(
 ) -> None:
     """Upload the compiled pipeline to KFP (a new version if a pipeline with that name exists)."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.client import read_package
-    from pipelines.client import upload as do_upload
+    from zeus_kfp.pipelines.client import read_package
+    from zeus_kfp.pipelines.client import upload as do_upload
 
     conn = _connection(host, namespace, token_env)
     compiled = read_package(package)
@@ -153,8 +153,8 @@ def submit(
     """Start one recurrence of the compiled pipeline on the cluster now (if the recurrence gate opens one: the
     period or drift, and a free slot under max_running; --force for the first)."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.client import read_package
-    from pipelines.client import submit as do_submit
+    from zeus_kfp.pipelines.client import read_package
+    from zeus_kfp.pipelines.client import submit as do_submit
 
     conn = _connection(host, namespace, token_env)
     compiled = read_package(package)
@@ -201,7 +201,7 @@ def schedule(
     period has passed or its data drifted, and a slot under max_running is free (kfp recurring run). Schedule
     often (hourly) with a longer --period-s, or a drift detector, to train only when needed."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.client import (
+    from zeus_kfp.pipelines.client import (
         ClusterInputError,
         latest_version,
         read_package,
@@ -209,7 +209,7 @@ def schedule(
         validate_cron,
         validate_max_concurrency,
     )
-    from pipelines.client import schedule as do_schedule
+    from zeus_kfp.pipelines.client import schedule as do_schedule
 
     validate_cron(cron)  # the cheap checks before reading anything
     validate_max_concurrency(max_concurrency)

@@ -69,7 +69,7 @@ def choose_job(
 
 def _example_job(script: str, job_id: str, changes: dict[str, Any]) -> LocalJob:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.dag import EXAMPLE_PREPROCESS
+    from zeus_kfp.pipelines.dag import EXAMPLE_PREPROCESS
     from zeus_kfp.power import max_power_limit_w
     from zeus_kfp.train import example_command, example_spec
 

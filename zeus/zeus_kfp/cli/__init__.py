@@ -16,7 +16,7 @@ from zeus_kfp.cli import (  # noqa: F401  (register commands)
     simulate_cmd,
     tensorboard_cmd,
 )
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 
 
 def main() -> None:

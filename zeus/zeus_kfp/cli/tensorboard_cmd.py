@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 from zeus_kfp.cli.jobs_cmd import StoreOpt
 from zeus_kfp.cli.stores import open_for_reading
 

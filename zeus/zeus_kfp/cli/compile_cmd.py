@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 from zeus_kfp.cli.own_job import (
     COLLECTOR_HELP,
     KEEP_HELP,
@@ -98,7 +98,7 @@ def _collector_text(value: str | None) -> str:
 def _images_line(path: Path) -> str:
     """The images the package names, read back from it: what the cluster must be able to pull."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.package import CompiledPackage
+    from zeus_kfp.pipelines.package import CompiledPackage
 
     package = CompiledPackage.read(path)
     train = package.image("attempt-1-train")
@@ -261,11 +261,11 @@ def compile_cmd(
     run_settings: dict | None = None,  # one option per run setting (zeus_kfp.run_settings), for any job
 ) -> None:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
-    from pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
+    from zeus_kfp.pipelines.compile import DEFAULT_STORE_URI, compile_pipeline
+    from zeus_kfp.pipelines.platform import parse_node_selector, parse_resources, parse_tolerations
 
     if fleet:
-        from pipelines.fleet import compile_fleet_pipeline
+        from zeus_kfp.pipelines.fleet import compile_fleet_pipeline
 
         path = compile_fleet_pipeline(output, kfp_backend=kfp_backend, image=image, image_repo=image_repo,
                                       store_uri=store, minio_secret=minio_secret, s3_endpoint=s3_endpoint,

@@ -24,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 from zeus_kfp.cli.exits import interrupted_code
 from zeus_kfp.cli.job_setup import choose_job
 from zeus_kfp.cli.own_job import (
@@ -187,7 +187,7 @@ def run(
     run_settings: dict | None = None,  # one option per run setting (zeus_kfp.run_settings), for any job
 ) -> None:
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.local import RunInterrupted, TrialFailed, run_local
+    from zeus_kfp.pipelines.local import RunInterrupted, TrialFailed, run_local
     from zeus_kfp.policy import policy_label
     from zeus_kfp.steps import run_settings_from_params
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 import yaml
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 from zeus_kfp.errors import FieldError
 
 
@@ -41,8 +41,8 @@ def dry_run_cmd(
 ) -> None:
     """Print the exact manifest one trial would create, as YAML (kubectl apply --dry-run=server -f - takes it)."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.client import parse_arguments, read_package
-    from pipelines.dry_run import dry_run, trainer_api_of
+    from zeus_kfp.pipelines.client import parse_arguments, read_package
+    from zeus_kfp.pipelines.dry_run import dry_run, trainer_api_of
 
     compiled = read_package(package)
     arguments = parse_arguments(param or [], compiled.parameters)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 from zeus_kfp.cli.tables import Column, console, print_table
 from zeus_kfp.cli.trial_view import print_trials
 from zeus_kfp.errors import FieldError

@@ -17,7 +17,7 @@ from pathlib import Path
 from zeus_kfp.job import JobSpec
 
 EXAMPLES_DIR_ENV = "ZEUS_KFP_EXAMPLES_DIR"
-REPO_EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+REPO_EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 EXAMPLE_KINDS = ("zeus", "plain")
 EXAMPLE_MAX_POWER_W = 250.0  # the simulated V100's maximum limit
 

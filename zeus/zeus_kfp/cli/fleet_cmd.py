@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 from zeus_kfp.cli.jobs_cmd import JsonOpt, StoreOpt, WideOpt
 from zeus_kfp.cli.stores import open_for_reading
 from zeus_kfp.cli.tables import Column, console, print_table

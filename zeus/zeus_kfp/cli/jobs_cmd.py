@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 from zeus_kfp.cli.stores import open_for_reading
 from zeus_kfp.cli.tables import Column, console, print_table
 from zeus_kfp.cli.trial_view import missing, print_bandit_state, print_trials

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from zeus_kfp.cli.app import app
+from zeus_kfp.cli.application import app
 
 
 @app.command()
@@ -32,8 +32,8 @@ def doctor(
     compiled target and its hazards, the namespace with the token, and the store from here. Prints
     what it could not check. Exit 1 when a check fails."""
     # deferred: kfp takes seconds to import, and `zeus-kfp --help` loads every command module
-    from pipelines.client import ClusterInputError, Connection
-    from pipelines.doctor import FAIL, run_doctor
+    from zeus_kfp.pipelines.client import ClusterInputError, Connection
+    from zeus_kfp.pipelines.doctor import FAIL, run_doctor
 
     conn = Connection.from_env(host, namespace, token_env)
     if package is not None and not package.is_file():
