@@ -1,5 +1,5 @@
 """What the package declares: the import name it installs under, and the floors that the lowest-versions
-environment installs (issue 43).
+environment installs.
 
 The folder zeus/ installs as `zeus_kfp` (setup.cfg's package_dir), because ml-energy's Zeus owns the import
 name `zeus`. The source tree would hide a stray `import zeus` (run from the repository root, the folder
