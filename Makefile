@@ -15,8 +15,8 @@ IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 
 # zeusd (deploy/zeusd), built from ml-energy/zeus at a fixed commit: no zeusd release after v0.5.0 exists, and
 # v0.5.0's /discover names no PCI address, by which the train step tells its GPUs from the node's others.
-# mlenergy/zeusd:latest is pushed only on a zeusd-v* release tag; the images built since (#255, 2026-08-03)
-# carry the moving tag `master` only. This commit is #257, the newest zeusd change read; a git build context at a
+# mlenergy/zeusd:latest is pushed only on a zeusd-v* release tag; the images built since (ml-energy/zeus#255, 2026-08-03)
+# carry the moving tag `master` only. This commit is ml-energy/zeus#257, the newest zeusd change read; a git build context at a
 # commit is immutable, so the tag below always means the same daemon.
 ZEUSD_COMMIT := 859a60159fcb3ceb7d0d4535b6e0689df97b2944
 IMAGE_ZEUSD  := $(IMAGE_REPO)-zeusd:$(shell echo $(ZEUSD_COMMIT) | cut -c1-12)
@@ -56,7 +56,7 @@ test: lint
 	$(BIN)/python -m pytest -n 2 -q --durations=25
 	$(MAKE) test-envs
 
-# Issue 43: the environments users already have. .venv-lowest holds every dependency at the floor setup.cfg
+# The environments users already have. .venv-lowest holds every dependency at the floor setup.cfg
 # declares (constraints-lowest.txt; torch stays at the CPU build on disk); .venv-beside-zeus holds zeus-kfp's
 # wheel beside ml-energy's zeus==0.16.0, both non-editable as in an image. Each is built once and kept; the
 # wheel is rebuilt every time, so the tests see the sources as they are.

@@ -1,5 +1,5 @@
 """Benchmark: `default` against `zeus-nsdi23` in the trace simulator, beside the policy as it stood on 2026-12-03
-(a frozen copy, benchmarks/frozen/), on the cells it was tuned on and on cells and jobs it was not fitted to.
+(read from git history: FROZEN_COMMIT), on the cells it was tuned on and on cells and jobs it was not fitted to.
 
 Tuned cells: 6 workloads x the V100 and A40 traces x eta 0.25, 0.5, 0.75, Zeus's number of recurrences.
 Per cell, cumulative cost / oracle cost for each policy (mean over seeds), the ratio ours / zeus-nsdi23,
@@ -29,14 +29,17 @@ What cannot be fitted:
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from functools import cache
 from itertools import product
+from pathlib import Path
 
 import numpy as np
-from frozen.turning_walk_2026_12_03 import TurningWalkPolicy as FrozenTurningWalk
 
 from zeus_kfp.job import TrialStatus
 from zeus_kfp.policy import POLICY_NAMES, get_policy
@@ -51,10 +54,52 @@ from zeus_kfp.simulate.workloads import WORKLOADS
 from zeus_kfp.trials import Trial
 
 BASELINE, OURS = "zeus-nsdi23", "turning-walk"  # "default" is an alias of turning-walk
-FROZEN = "turning-walk 2026-12-03"  # the policy before issue 40's rewrite, frozen in benchmarks/frozen/
+FROZEN = "turning-walk 2026-12-03"  # the policy before it was rewritten from its model
+# The commit whose benchmarks/frozen/ holds that policy: zeus/policy/turning_walk.py and walk.py as of e4ec5d2,
+# with only the walk's import changed. The files are read from git history, not kept in the tree.
+FROZEN_COMMIT = "e6fad9395cc36add1a90d9a6f5f7a7049180ba82"
+FROZEN_FILES = {  # module name (as the two import each other) -> file under benchmarks/frozen/ at FROZEN_COMMIT
+    "frozen.walk_2026_12_03": "walk_2026_12_03.py",
+    "frozen.turning_walk_2026_12_03": "turning_walk_2026_12_03.py",
+}
+REPO = Path(__file__).resolve().parents[1]
 ETAS = (0.25, 0.5, 0.75)
+
+
+def git_source(commit: str, path: str) -> str:
+    """A file's text at `commit`, from this checkout's git history; a clear error where the history lacks it
+    (a shallow clone, a source archive)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{commit}:{path}"], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        done = None
+    if done is None or done.returncode != 0:
+        why = "git is not installed" if done is None else done.stderr.strip()
+        raise SystemExit(
+            f"{FROZEN!r} is read from git history ({commit[:7]}:{path}), which this checkout lacks ({why}). "
+            f"In a shallow clone run `git fetch --unshallow`; or leave it out: --candidates {OURS}"
+        )
+    return done.stdout
+
+
+@cache
+def frozen_policy() -> type[Policy]:
+    """The policy of 2026-12-03 as a class, its two modules loaded from FROZEN_COMMIT into sys.modules under
+    the names they import each other by (once a process: a worker of the pool loads it again)."""
+    sys.modules.setdefault("frozen", types.ModuleType("frozen"))
+    for name, file in FROZEN_FILES.items():
+        module = types.ModuleType(name)
+        module.__file__ = f"{FROZEN_COMMIT[:7]}:benchmarks/frozen/{file}"
+        sys.modules[name] = module  # before exec: its dataclasses look their module up by name
+        code = compile(git_source(FROZEN_COMMIT, f"benchmarks/frozen/{file}"), module.__file__, "exec")
+        exec(code, module.__dict__)
+    return sys.modules["frozen.turning_walk_2026_12_03"].TurningWalkPolicy
+
+
 # The policies leave-one-GPU-out chooses among: each a whole policy (rules and constants), named.
-CANDIDATES: dict[str, Callable[[], Policy]] = {OURS: lambda: get_policy(OURS), FROZEN: FrozenTurningWalk}
+CANDIDATES: dict[str, Callable[[], Policy]] = {OURS: lambda: get_policy(OURS), FROZEN: lambda: frozen_policy()()}
 
 
 def keep_candidates(names: list[str] | None) -> None:
@@ -370,6 +415,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     keep_candidates(args.candidates)
+    if FROZEN in CANDIDATES:
+        frozen_policy()  # here, before the pool: a history that lacks it fails once, with its reason
     seeds, check = tuple(parse_seeds(args.seeds)), tuple(parse_seeds(args.check_seeds))
     cells = [("cell", w, g, e) for e in args.etas for g in args.gpus for w in args.workloads]
     half = [c for c in cells if c[3] == 0.5] or cells

@@ -34,7 +34,6 @@ class ZeusComponents:
 
 
 DEFAULT_COMPONENTS = ZeusComponents(gate, preprocess, bandit, train, feedback, report, gpu_power)
-ON_TRAIN_IMAGE = ("train",)
 STEP_NAMES = tuple(ZeusComponents.__dataclass_fields__)
 
 

@@ -152,7 +152,7 @@ ALLOWED: dict[str, set[str]] = {
     "zeus_kfp.train": FOUNDATION | {"zeus_kfp.power", "zeus_kfp.signals"},
     # launchers start a trial (local, torchrun, a cluster) and hand its result over through the store
     "zeus_kfp.launch": FOUNDATION | {"zeus_kfp.power", "zeus_kfp.store", "zeus_kfp.train", "zeus_kfp.signals"},
-    # the fleet view reads every job of a store and says it with the report's one saving (issue 42)
+    # the fleet view reads every job of a store and says it with the report's one saving
     "zeus_kfp.fleet": FOUNDATION
     | {"zeus_kfp.policy", "zeus_kfp.power", "zeus_kfp.simulate", "zeus_kfp.report", "zeus_kfp.store"},
     # the pipeline's steps: each step wires the layers below for one KFP component

@@ -1,6 +1,7 @@
 """Names a newcomer can follow: zeus/steps/ has a module per step of the pipeline's DAG, named after it, and no two
 modules under zeus/ share a file name (a traceback or an editor tab says which is which), but for the ones
-KEPT says why; and zeus/ explains itself without pointing at an issue or a benchmark's job."""
+KEPT says why; and the project (zeus/, docs/, tests/, the README and build files) explains itself without pointing at
+an issue or a benchmark's job."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # A file name more than one package of the library (zeus/zeus_kfp/, "zeus/" below) uses, and why it stays.
 KEPT = {
     "errors.py": "zeus/errors.py is the one input error every layer raises; zeus/store/errors.py the store's own "
-    "failures; zeus/store/ was being reworked elsewhere when the others were renamed (issue 41), so it keeps its name",
+    "failures; zeus/store/ was being reworked elsewhere when the others were renamed, so it keeps its name",
     "recurrences.py": "zeus/policy/recurrences.py and zeus/store/recurrences.py: both packages were being reworked "
-    "elsewhere when the others were renamed (issue 41); their owners rename one",
+    "elsewhere when the others were renamed; their owners rename one",
 }
 
 
@@ -55,32 +56,62 @@ def test_each_step_of_the_dag_has_its_module_and_function() -> None:
         assert callable(getattr(module, step)), step
 
 
-# "issue 25", "issues 24 and 25", a generated job's "#154"; not an upstream project's "ml-energy/zeus#252".
-ISSUE_CITATION = re.compile(r"\bissues? #?\d+|(?<![\w/&])#\d+\b", re.IGNORECASE)
+# One of our issues cited by its number: the word and a number, or a hash and a number (a generated job's number
+# too). A hash and a number on a line that names an upstream repository's ("ml-energy/zeus#252",
+# "kubeflow/pipelines#11288 -> #11908") is that project's and stays.
+ISSUE_CITATION = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+HASH_NUMBER = re.compile(r"(?<![\w/&])#\d+\b")
+UPSTREAM = re.compile(r"[\w.-]+/[\w.-]+#\d+")
+# Where the project speaks for itself: the library, its docs and tests, the README and the build's comments.
+SCANNED = ("zeus", "docs", "tests", "README.md", "Makefile", "setup.cfg")
+SUFFIXES = (".py", ".md", ".txt")
 
 
-def issue_citations(root: Path) -> list[str]:
-    """`path:line` of every place under zeus/ that cites one of our issues or a benchmark's job number: the library
-    says why in its own words, and an issue's figures live in benchmarks/RESULTS.md."""
+def cites_an_issue(line: str) -> bool:
+    return bool(ISSUE_CITATION.search(line) or (HASH_NUMBER.search(line) and not UPSTREAM.search(line)))
+
+
+def scanned_files(root: Path) -> list[Path]:
     found = []
-    for path in sorted((root / "zeus" / "zeus_kfp").rglob("*")):
-        if path.suffix in (".py", ".md", ".txt") and path.is_file():
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                if ISSUE_CITATION.search(line):
-                    found.append(f"{path.relative_to(root).as_posix()}:{number}")
+    for name in SCANNED:
+        top = root / name
+        if top.is_file():
+            found.append(top)
+        elif top.is_dir():
+            found += [p for p in sorted(top.rglob("*")) if p.suffix in SUFFIXES and p.is_file()]
     return found
 
 
-def test_the_library_cites_no_issue_or_benchmark_job() -> None:
+def issue_citations(root: Path) -> list[str]:
+    """`path:line` of every place in SCANNED that cites one of our issues or a benchmark's job number: the code,
+    its docs and its tests say why in their own words, and the figures live in benchmarks/RESULTS.md."""
+    found = []
+    for path in scanned_files(root):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if cites_an_issue(line):
+                found.append(f"{path.relative_to(root).as_posix()}:{number}")
+    return found
+
+
+def test_the_project_cites_no_issue_or_benchmark_job() -> None:
     assert issue_citations(ROOT) == []
 
 
 def test_a_planted_issue_citation_is_caught(tmp_path) -> None:
-    (tmp_path / "zeus" / "zeus_kfp" / "policy").mkdir(parents=True)
-    (tmp_path / "zeus" / "zeus_kfp" / "policy" / "walk.py").write_text(
-        '"""Turns (issue 25)."""\nx = 1  # job #154\nml-energy/zeus#252\n'
+    (tmp_path / "zeus" / "policy").mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    issue, job = "issue" + " 25", "#" + "154"  # spelled apart, so that this file passes its own scan
+    (tmp_path / "zeus" / "policy" / "walk.py").write_text(
+        f'"""Turns ({issue})."""\nx = 1  # job {job}\nml-energy/zeus#252\n'
     )
-    assert issue_citations(tmp_path) == ["zeus/zeus_kfp/policy/walk.py:1", "zeus/zeus_kfp/policy/walk.py:2"]
+    (tmp_path / "docs" / "STORE.md").write_text(f"fine\nsee {issue.title()}\nkubeflow/pipelines#11288 -> #11908\n")
+    (tmp_path / "Makefile").write_text(f"# {job}: a test\n")
+    assert issue_citations(tmp_path) == [
+        "zeus/policy/walk.py:1",
+        "zeus/policy/walk.py:2",
+        "docs/STORE.md:2",
+        "Makefile:1",
+    ]
 
 
 def shadowed_modules(package_names: list[str]) -> list[str]:

@@ -26,7 +26,7 @@ TRIAL_SHAPED_CLASSES = {
     "zeus/zeus_kfp/profiles.py:PowerProfile": "a power profile: its rows, and the size, recurrence and trial that "
     "measured it",
     "zeus/zeus_kfp/steps/request.py:TrialRequest": "what the pipeline asks the train step for (its KFP parameters), "
-    "before the trial has run: the request issue 26 asks for, declared once, not a trial",
+    "before the trial has run: the request, declared once, not a trial",
 }
 # Lists of string literals naming four or more trial columns that are not trial_columns(...) calls.
 OTHER_COLUMN_LISTS = {

@@ -1,6 +1,6 @@
 """zeus-kfp installed beside ml-energy's Zeus (`pip install zeus`), both non-editable as in a user's image
 (.venv-beside-zeus): each keeps its own import name, a training script may use both, and uninstalling either
-leaves the other whole (issue 43)."""
+leaves the other whole."""
 
 from __future__ import annotations
 

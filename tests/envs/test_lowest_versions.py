@@ -1,5 +1,5 @@
 """zeus-kfp with every dependency at the floor setup.cfg declares (.venv-lowest), beside the newest
-versions (this suite's own .venv): the same job, the same seed, the same savings (issue 43)."""
+versions (this suite's own .venv): the same job, the same seed, the same savings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers for the tests marked `envs`: the environments `make test` builds beside .venv (issue 43):
+"""Helpers for the tests marked `envs`: the environments users already have, which `make test` builds beside .venv:
 
 - .venv-lowest: every dependency at the floor setup.cfg declares (constraints-lowest.txt), zeus-kfp editable;
 - .venv-beside-zeus: zeus-kfp's wheel and ml-energy's zeus==0.16.0, both installed non-editable, as in an image.

@@ -1,4 +1,4 @@
-"""The bandit step reacts to a drift the store records (issue 24), against a real local store and policy.
+"""The bandit step reacts to a drift the store records, against a real local store and policy.
 
 Recurrence 2 is opened by the real gate's rule (`Store.open_recurrence` with a drift statistic above its
 threshold), so `Store.drift_recurrences` lists it as the store records it.

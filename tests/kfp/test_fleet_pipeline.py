@@ -1,6 +1,7 @@
-"""The fleet pipeline (issue 42) on the KFP backends people have: compiled through `zeus-kfp compile --fleet` for
-every target, with and without the store's Secret, it parses strictly against that backend's protos and trips
-none of its hazards, as the recurrence pipeline does (test_kfp_backends.py); and it can be scheduled."""
+"""The fleet pipeline (every job of a store in one report) on the KFP backends people have: compiled through
+`zeus-kfp compile --fleet` for every target, with and without the store's Secret, it parses strictly against that
+backend's protos and trips none of its hazards, as the recurrence pipeline does (test_kfp_backends.py); and it can
+be scheduled."""
 
 from __future__ import annotations
 

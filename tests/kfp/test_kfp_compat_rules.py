@@ -105,7 +105,7 @@ def test_hazard_4_display_name_on_a_consumed_task(tmp_path, consumed):
 
     docs = compiled(pipeline, tmp_path)
     assert hazards(docs, (2, 5, 0)) == ([(4, "step")] if consumed else [])
-    assert hazards(docs, (2, 15, 0)) == [], "fixed by #11938 and #12061 after 2.5.0"
+    assert hazards(docs, (2, 15, 0)) == [], "fixed by kubeflow/pipelines#11938 and #12061 after 2.5.0"
 
 
 def test_hazard_4_if_name_on_a_condition_whose_output_is_consumed(tmp_path):
@@ -183,7 +183,7 @@ def test_compile_refuses_a_pipeline_that_trips_a_hazard_of_its_target(tmp_path, 
     with pytest.raises(IncompatiblePipelineError, match=r"would not run on KFP 2\.5\.0") as info:
         compile_pipeline(out, kfp_backend="2.5", attempts=2)
     assert {v.hazard for v in info.value.violations} == {6}
-    assert "set_retry on a nested task" in str(info.value) and "#11908" in str(info.value)
+    assert "set_retry on a nested task" in str(info.value) and "kubeflow/pipelines#11288 -> #11908" in str(info.value)
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 

@@ -91,7 +91,7 @@ def test_a_launcher_that_creates_no_job_is_refused(package):
 
 
 def test_without_a_kubeconfig_a_trainjob_dry_run_says_to_give_the_trainer_version(package, tmp_path, monkeypatch):
-    """A laptop with no cluster configured (issue 38: 'unexpected ConfigException'): one line, the fix in it."""
+    """A laptop with no cluster configured (a newcomer saw 'unexpected ConfigException'): one line, the fix in it."""
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config either
     result = runner.invoke(app, ["dry-run", "--package", package])

@@ -4,7 +4,7 @@ policy. The truth is the job's trace (`run_costs`: each size's expected run cost
 
 Bounds are in oracle recurrences (regret) and trial counts, wide enough that a change elsewhere in the policy
 does not trip them, far below what each trap cost a walk without probes or an early stop at beta x the
-cheapest single run (300 to 1,600 recurrences of regret; benchmarks/RESULTS.md has the traced runs).
+cheapest single run (300 to 1,600 recurrences of regret; benchmarks/HISTORY.md has the traced runs).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def test_a_job_costing_half_again_as_much_is_costlier_and_a_tie_is_neither() -> 
 
 
 def test_one_trapped_run_in_ten_raises_the_mean_but_is_not_a_significant_loss() -> None:
-    """The heavy tail seen on generated jobs (benchmarks/RESULTS.md): cheaper in nine runs, trapped in one."""
+    """The heavy tail seen on generated jobs (benchmarks/HISTORY.md): cheaper in nine runs, trapped in one."""
     base = [np.full(10, 100.0)]
     ours = [np.array([90.0] * 9 + [400.0])]
     assert np.mean(ours[0]) > np.mean(base[0])

@@ -54,7 +54,7 @@ def test_the_profile_the_bandit_step_hands_train_is_the_stored_one_with_its_recu
 
 
 def test_the_book_holds_each_sizes_latest_usable_profile_and_skips_a_void_one():
-    """ProfileBook.from_frame builds only the profiles it keeps (issue 39: every one took 3.5 ms): each batch
+    """ProfileBook.from_frame builds only the profiles it keeps (it once built every one, 3.5 ms each): each batch
     size's latest trial with a valid training row; a later trial whose rows are all void (the meter never
     ticked: zero power) does not displace it."""
 

@@ -104,7 +104,7 @@ def test_recurrence_numbers_are_idempotent_and_unique_when_started_together(stor
 
 def test_dispatch_is_idempotent_and_hands_out_the_recorded_decision(store, spec):
     """The first get_dispatch reads a job with nothing dispatched: columns without a chunk, on which pyarrow
-    15-25's indices_nonzero crashed the interpreter (issue 43). make test runs this file with pyarrow 15."""
+    15-25's indices_nonzero crashed the interpreter. make test runs this file with pyarrow 15."""
     store.ensure_job(spec)
     with pytest.raises(UnknownTrialError):
         store.dispatch_trial(spec.job_id, "run-a", 1, EXPLORE)  # recurrence not begun

@@ -294,7 +294,7 @@ class FlakyPuts:
 
 
 def test_a_read_cut_short_by_an_error_keeps_every_row_it_passed(tmp_path, spec):
-    """issue 39: the read advanced its prefix slot by slot but added the rows only after its loop, so an error
+    """The read once advanced its prefix slot by slot but added the rows only after its loop, so an error
     on a later slot (closing a crashed writer's hole, the store not answering) left a Store that never saw the
     slots before it again: a trial shown dispatched for ever while a fresh read shows it finished."""
     writer = open_store(str(tmp_path / "store"))
@@ -319,7 +319,7 @@ def test_a_read_cut_short_by_an_error_keeps_every_row_it_passed(tmp_path, spec):
 
 
 def test_a_named_pipe_at_a_values_key_is_reported_not_waited_on(tmp_path, spec):
-    """issue 39: opening a FIFO for reading waits for a writer for ever, so one planted at a decided value's key
+    """Opening a FIFO for reading waits for a writer for ever, so one planted at a decided value's key once
     blocked every reader of the job. It is a damaged value like any other: reported, read from its block."""
     store = open_store(str(tmp_path / "store"))
     filled(store, spec)

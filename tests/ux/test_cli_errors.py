@@ -1,6 +1,6 @@
 """Every error is one line on stderr, exit 2 (bad input) or 1 (environment), never a traceback.
 
-Each case the newcomer's report (issue 10) ran into has its own test; every command's bad input
+Each case a newcomer's first session ran into has its own test; every command's bad input
 is checked the same way; the handler's own behaviour (unexpected errors, --debug) is checked on a
 small app that uses it. The read-only and immutable store cases run the real console script.
 """

@@ -1,5 +1,5 @@
-"""Issue 42, end to end: three jobs made by real `zeus-kfp run`s in one store, seen through `zeus-kfp fleet`, a real
-Prometheus server scraping `fleet --serve`, and the fleet-report component under kfp.local.
+"""The fleet view, end to end: three jobs made by real `zeus-kfp run`s in one store, seen through `zeus-kfp fleet`,
+a real Prometheus server scraping `fleet --serve`, and the fleet-report component under kfp.local.
 
 The jobs (built once for the module, about two minutes): `saver` replays the cifar100/v100 trace for three
 recurrences (its saving is positive), `explorer` for one (it has paid for trying the default batch size and

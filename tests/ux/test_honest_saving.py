@@ -1,4 +1,4 @@
-"""Issue 38: a Keras-style script from the first try, and a headline saving that failures do not move.
+"""A Keras-style script from the first try, and a headline saving that failures do not move.
 
 Scripts written as people write them (tests/ux/user_scripts/keras_style.py: argparse, `logging`, Keras's
 `Epoch 3/10 - loss: 0.41 - val_acc: 0.912` lines), run through the `zeus-kfp` console script: kfp.local, the

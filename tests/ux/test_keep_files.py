@@ -1,4 +1,4 @@
-"""Issue 38: the model stays where the script put it (`--keep`), and a trial that kept none names what was
+"""The model stays where the script put it (`--keep`), and a trial that kept none names what was
 deleted. Through the `zeus-kfp` console script, kfp.local, the real components and store."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Inputs that would burn or fake a job, refused before anything is stored; commands that only read create
-nothing; and the small things a person runs into (issue 23, items 4, 9 and 10). The console script as a real
+nothing; and the small things a person runs into. The console script as a real
 process where the process matters (pipes, terminal width), in this process (CliRunner) elsewhere."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A user's own training script, right the first time (issue 23).
+"""A user's own training script, right the first time.
 
 Each test runs scripts written the way people write them (tests/ux/user_scripts/: argparse, Katib's file
 logging, `Epoch 3: ... val_acc=...` lines, TensorBoard's SummaryWriter) through the `zeus-kfp` console

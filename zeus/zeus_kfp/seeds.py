@@ -37,10 +37,6 @@ def trial_seed(job_seed: int, recurrence: int, attempt: int) -> int:
     return _derive(job_seed, recurrence, attempt, _TRIAL)
 
 
-def trial_rng(seed: int) -> np.random.Generator:
-    return np.random.default_rng(seed)
-
-
 def seed_list(words: Iterable[str]) -> list[int]:
     """Job seeds from words, each a non-negative integer or an inclusive range A-B (numpy refuses negative
     seeds): what `zeus-kfp simulate --seeds` and the benchmarks' `--seeds` take."""

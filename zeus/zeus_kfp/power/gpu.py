@@ -26,7 +26,6 @@ MEASURE_ONLY_NOTE = "measure-only: power limits could not be set"  # in a trial'
 # What a backend's energy readings are (GPU.meter), which decides how the JIT profiler searches the limits:
 REAL_METER = "real"  # a hardware counter (or a model of one) read in coarse steps: windows are noisy
 EXACT_METER = "exact"  # a model's exact integral: any window is exact (the simulated V100)
-METERS = (REAL_METER, EXACT_METER)
 POWER_CAP_ENV = "ZEUS_POWER_LIMIT_CAP_W"  # an administrator's cap: limits above it are never set
 POWER_CAP_ALLOWED = "a number of watts > 0 (the highest limit zeus-kfp may set, and the one it leaves), or unset"
 

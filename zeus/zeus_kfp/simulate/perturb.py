@@ -88,11 +88,6 @@ def perturbed_job(seed: int, index: int, kind: str | None = None) -> PerturbedJo
     return PerturbedJob(index, workload, gpu, kind, spec, trace)
 
 
-def perturbed_jobs(seed: int, count: int) -> list[PerturbedJob]:
-    """The first `count` jobs generated from `seed`."""
-    return [perturbed_job(seed, i) for i in range(count)]
-
-
 def perturb(spec: JobSpec, trace: WorkloadTrace, rng: np.random.Generator, kind: str) -> tuple[JobSpec, WorkloadTrace]:
     """`spec` and `trace` changed as the module docstring says, with randomness from `rng`."""
     scale = math.exp(rng.uniform(math.log(EPOCH_SCALE[0]), math.log(EPOCH_SCALE[1])))

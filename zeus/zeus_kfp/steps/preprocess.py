@@ -1,5 +1,5 @@
-"""The first step of a recurrence: register or check the job in the store, open the
-recurrence, and run the user's preprocessing once (not once per trial)."""
+"""The step after the gate, in a run the gate let through: register or check the job in the store, begin
+the recurrence (the store hands back its number), and run the user's preprocessing once (not once per trial)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ from zeus_kfp.store.errors import CorruptObjectError, StoreFormatError, StoreInp
 from zeus_kfp.trials import trial_columns
 
 KINDS = fields_table.KINDS
-TRIAL_KINDS = ("dispatched", "finished", "profile")  # about one (recurrence_id, attempt)
 # A dispatched entry holds the decision and where it runs, a finished entry the TrialResult: under the names
 # of zeus_kfp.trials.Trial's fields, so the settled log reads straight into trials (frames.py).
 DECISION_FIELDS = tuple(trial_columns("batch_size", "cost_threshold", "stage", "decision_reason", "kfp_run_id"))
@@ -73,13 +72,6 @@ def decode(key: str, data: bytes) -> dict[str, Any]:
         return fields_table.check(entry, reading=True)
     except fields_table.EntryFieldError as exc:
         raise CorruptObjectError(key, f"not a valid log entry: {exc}") from None
-
-
-def same_event(stored: dict[str, Any], given: dict[str, Any]) -> bool:
-    """Whether two entries say the same thing (when they were written aside)."""
-    return {k: v for k, v in stored.items() if k not in SAID_APART} == {
-        k: v for k, v in given.items() if k not in SAID_APART
-    }
 
 
 def differences(stored: dict[str, Any], given: dict[str, Any]) -> str:

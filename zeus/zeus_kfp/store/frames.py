@@ -27,12 +27,8 @@ from zeus_kfp.store.errors import ObjectProblem
 from zeus_kfp.trial_history import STATUSES, TrialHistory
 from zeus_kfp.trials import FRAME_COLUMNS, Trial, trial_columns
 
-TRIAL_BY = ["recurrence_id", "attempt"]
-
 if TYPE_CHECKING:  # pandas only for the frames people read
     import pandas as pd
-
-PROFILE_FRAME_COLUMNS = ["job_id", "recurrence_id", "attempt", "recurrence", "trial", "batch_size", *PROFILE_COLUMNS]
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,6 @@ UNIT_NOTES = {
     "epoch": "throughput from metric progress (epoch counter; throughput in epochs/s)",
     "report": "throughput from the metric's reports (one report a unit: the time between them; in reports/s)",
 }
-MODES = (*UNIT_NOTES, "unprofiled")  # unprofiled: nothing has reported yet (a trial that ends so stays it)
 
 
 @dataclass(frozen=True)
@@ -83,12 +82,6 @@ class ProfilingOptions:
     warmup_iters: int = 10
     profile_iters: int = 40
     min_window_s: float | None = None
-
-
-PROFILE_HINT = (
-    "report progress with the metric to profile it sooner: print step=N or epoch=N, or give --metric-pattern an "
-    "(?P<epoch>...) or (?P<step>...) group"
-)
 
 
 @dataclass(frozen=True)
