@@ -37,8 +37,8 @@ run: $(STAMP)
 	$(BIN)/zeus-kfp run
 
 # The gate, preprocess and train components and the pipeline function's parameters, written out from the
-# declarations (zeus/job.py, zeus/steps/request.py): run after adding a setting (pipelines/sources.py says why;
-# tests/test_sources.py fails until it has run).
+# declarations (zeus/zeus_kfp/job.py, zeus/zeus_kfp/steps/request.py): run after adding a setting
+# (pipelines/sources.py says why; tests/test_sources.py fails until it has run).
 sources: $(STAMP)
 	$(BIN)/python -m zeus_kfp.pipelines.sources
 

@@ -55,7 +55,7 @@ from zeus_kfp.trials import Trial
 
 BASELINE, OURS = "zeus-nsdi23", "turning-walk"  # "default" is an alias of turning-walk
 FROZEN = "turning-walk 2026-12-03"  # the policy before it was rewritten from its model
-# The commit whose benchmarks/frozen/ holds that policy: zeus/policy/turning_walk.py and walk.py as of e4ec5d2,
+# The commit whose benchmarks/frozen/ holds that policy: zeus/zeus_kfp/policy/turning_walk.py and walk.py as of e4ec5d2,
 # with only the walk's import changed. The files are read from git history, not kept in the tree.
 FROZEN_COMMIT = "e6fad9395cc36add1a90d9a6f5f7a7049180ba82"
 FROZEN_FILES = {  # module name (as the two import each other) -> file under benchmarks/frozen/ at FROZEN_COMMIT

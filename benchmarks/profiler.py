@@ -7,7 +7,7 @@ Two questions:
 2. Does it choose well? The chosen limit against the exhaustive optimum of the simulated
    model, for several eta, with the model's per-sample cost regret of the choice.
 
-All GPU figures are SIMULATED (the V100-shaped model in zeus/power/simulated.py).
+All GPU figures are SIMULATED (the V100-shaped model in zeus/zeus_kfp/power/simulated.py).
 
     .venv/bin/python benchmarks/profiler.py [--repeats 5] [--batch-size 32] [--profile-iters 40] [--out FILE.json]
 """

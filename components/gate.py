@@ -12,7 +12,7 @@ One output, not a NamedTuple: kfp.local (2.17) cannot resolve a named output in 
 reason a run was skipped is in the store, not an output.
 """
 
-# Written out by `make sources` (pipelines/sources.py) from the job's and the run's settings (zeus/job.py, zeus/run_settings.py).
+# Written out by `make sources` (pipelines/sources.py) from the job's and the run's settings (zeus/zeus_kfp/job.py, zeus/zeus_kfp/run_settings.py).
 # Edit those and run it, never this file by hand: tests/test_sources.py fails while the two differ.
 from kfp import dsl
 

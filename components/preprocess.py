@@ -6,7 +6,7 @@ Takes every JobSpec setting as a typed, described parameter (the KFP UI shows on
 tests/test_job_fields.py compares the compiled component with the declaration.
 """
 
-# Written out by `make sources` (pipelines/sources.py) from the job's settings (zeus/job.py).
+# Written out by `make sources` (pipelines/sources.py) from the job's settings (zeus/zeus_kfp/job.py).
 # Edit those and run it, never this file by hand: tests/test_sources.py fails while the two differ.
 from typing import NamedTuple
 

@@ -12,7 +12,7 @@ step, and benchmarks/pipeline.py reads its wall_s and script_cpu_s. Nothing else
 separate outputs were read by no step.
 """
 
-# Written out by `make sources` (pipelines/sources.py) from the trial request (zeus/steps/request.py).
+# Written out by `make sources` (pipelines/sources.py) from the trial request (zeus/zeus_kfp/steps/request.py).
 # Edit those and run it, never this file by hand: tests/test_sources.py fails while the two differ.
 from typing import NamedTuple
 

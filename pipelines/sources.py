@@ -1,6 +1,6 @@
 """Writes out the source that follows the declarations: the gate, preprocess and train components and the
-pipeline function's signature, from the job's settings (zeus/job.py), the run settings (zeus/run_settings.py) and
-the trial request (zeus/steps/request.py).
+pipeline function's signature, from the job's settings (zeus_kfp.job), the run settings (zeus_kfp.run_settings)
+and the trial request (zeus_kfp.steps.request).
 
 Why written out, and checked in: KFP needs every declared setting as a typed, described parameter, and a
 lightweight component runs its function's source text, so those functions must exist as text. Built at import
@@ -315,13 +315,13 @@ def _listed(fields: tuple[SettingField, ...], prefix: str = "") -> dict[str, str
 
 def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
     """components/preprocess.py for `spec_cls`'s settings."""
-    header = _header("the job's settings (zeus/job.py)")
+    header = _header("the job's settings (zeus/zeus_kfp/job.py)")
     return Template(PREPROCESS).substitute(header=header, **_listed(settings_of(spec_cls)))
 
 
 def gate_source(spec_cls: type[JobSpec] = JobSpec, run_cls: type[RunSettings] = RunSettings) -> str:
     """components/gate.py for `spec_cls`'s settings and `run_cls`'s."""
-    header = _header("the job's and the run's settings (zeus/job.py, zeus/run_settings.py)")
+    header = _header("the job's and the run's settings (zeus/zeus_kfp/job.py, zeus/zeus_kfp/run_settings.py)")
     listed = _listed(settings_of(spec_cls)) | _listed(settings_of(run_cls), "run_")
     return Template(GATE).substitute(header=header, **listed)
 
@@ -334,7 +334,7 @@ def train_source(request_cls: type[TrialRequest] = TrialRequest) -> str:
         return f"    {f.name}: {param_type(f).__name__}" + ("," if f.required else f" = {_literal(f.default)},")
 
     return Template(TRAIN).substitute(
-        header=_header("the trial request (zeus/steps/request.py)"),
+        header=_header("the trial request (zeus/zeus_kfp/steps/request.py)"),
         required="\n".join(parameter(f) for f in fields if f.required),
         optional="\n".join(parameter(f) for f in fields if not f.required),
         fields_help="\n".join(f"        {f.name}: {f.setting.help}" for f in fields),

@@ -1,4 +1,4 @@
-"""One declaration of the job's settings (zeus/job.py): the preprocess component, the pipeline's parameters,
+"""One declaration of the job's settings (zeus/zeus_kfp/job.py): the preprocess component, the pipeline's parameters,
 the ZEUS_* variables and the CLI's options follow it, and a JobSpec with one more field is picked up by all
 of them with no other edit than `make sources` (which writes the components and the pipeline's parameters out,
 tests/test_sources.py).

@@ -1,11 +1,11 @@
 """The layering, enforced: imports only point down.
 
-    notebooks/, zeus/cli/   user entry points
+    notebooks/, zeus/zeus_kfp/cli/   user entry points
     pipelines/              wiring: DAG, compile, kfp.Client
     components/             thin KFP components that call zeus
     zeus/                   the library: never imports kfp
 
-zeus/cli/ is the top layer: it may use pipelines/ and kfp, but only inside its command functions, so
+zeus/zeus_kfp/cli/ is the top layer: it may use pipelines/ and kfp, but only inside its command functions, so
 `import zeus_kfp` and `zeus-kfp --help` never pay for kfp, and a library module can never reach kfp
 through the CLI.
 
@@ -97,8 +97,8 @@ def test_the_cli_may_import_kfp_inside_a_command(tmp_path):
 # -- the packages inside zeus/ ---------------------------------------------------------------------------
 
 # The layers, bottom up: what each one may import of zeus, and why it sits where it does. A layer is a
-# package under zeus/ (zeus_kfp.store covers zeus/store/*) or a top-level module (zeus_kfp.job); "zeus_kfp" is the
-# package's own __init__. A new package or module has to be placed here before anything imports it.
+# package of the library (zeus_kfp.store covers zeus/zeus_kfp/store/*) or a top-level module (zeus_kfp.job);
+# "zeus_kfp" is the package's own __init__. A new package or module has to be placed here before anything imports it.
 FOUNDATION = {
     "zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.run_settings", "zeus_kfp.job",
     "zeus_kfp.trials", "zeus_kfp.trial_history", "zeus_kfp.profiles", "zeus_kfp.summaries",

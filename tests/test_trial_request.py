@@ -1,4 +1,4 @@
-"""One declaration of what the train step is asked for (zeus/steps/request.py): the train component, the
+"""One declaration of what the train step is asked for (zeus/zeus_kfp/steps/request.py): the train component, the
 pipeline's launch parameters and every attempt's wiring follow it, and a TrialRequest with one more field
 is picked up by all of them with no other edit than `make sources` (tests/test_sources.py).
 

@@ -1,6 +1,6 @@
 """zeus-nsdi23 in our simulator against Zeus's own simulator (zeus==0.16.0), on the shipped traces.
 
-The reference figures and their provenance are in zeus/simulate/reference.py.
+The reference figures and their provenance are in zeus/zeus_kfp/simulate/reference.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 once, each in its own process calling the gate step's function on a real store (a local directory, and S3
 through the stand-ins: SeaweedFS-like racy, whose conditional PUT is a check-then-write; Kubeflow 1.10's
 MinIO, which ignores the condition; Kubeflow 1.11's least-privilege per-namespace key). The store takes no lock:
-each gate appends its request, and the log's agreed slot order decides (zeus/store/gating.py). The cap must
+each gate appends its request, and the log's agreed slot order decides (zeus/zeus_kfp/store/gating.py). The cap must
 hold in every round, every process must be told what the store holds, and the numbers stay dense."""
 
 from __future__ import annotations

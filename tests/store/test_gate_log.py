@@ -1,4 +1,4 @@
-"""The recurrence gate's rule as the log settles it (zeus/store/gating.py), on both backends: when a running
+"""The recurrence gate's rule as the log settles it (zeus/zeus_kfp/store/gating.py), on both backends: when a running
 recurrence ends, what a plain begin does, and snapshots written before the gate's columns existed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A job's spec is settled by its first reached trial, not its first run (zeus/store/gating.py, specs.py), on both
+"""A job's spec is settled by its first reached trial, not its first run (zeus_kfp.store.gating, .specs), on both
 backends: a changed spec replaces the job's while none of its trials has reached and nothing runs; after a reach it
 is refused; two first runs with different specs still settle on one; nothing under the old spec reaches the new
 one's history; a format-1 reader stops at a replacing begin; a format-1 snapshot still reads."""

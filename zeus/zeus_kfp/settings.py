@@ -4,8 +4,8 @@ A job setting shows up in five places: the preprocess component's parameters, th
 parameters, the ZEUS_* variables a training script reads, the CLI's options, and their descriptions
 (the KFP UI's, --help). Each is derived from the JobSpec field (name, type, default) and its `Setting`:
 components/preprocess.py generates the component from them, pipelines/dag.py the pipeline's signature,
-zeus/steps/params.py the conversions, zeus/train/env.py the variables, zeus/cli/own_job.py the options.
-So adding a field to the job is one edit in zeus/job.py, and tests/test_job_fields.py fails when any of
+zeus_kfp.steps.params the conversions, zeus_kfp.train.env the variables, zeus_kfp.cli.own_job the options.
+So adding a field to the job is one edit in zeus_kfp.job, and tests/test_job_fields.py fails when any of
 the five drifts from the declaration.
 
 The train step's request (zeus_kfp.steps.request.TrialRequest) is declared the same way, `setting` metadata plus

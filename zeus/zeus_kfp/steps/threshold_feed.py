@@ -7,7 +7,7 @@ machine, the trial's ConfigMap, which the kubelet projects into every pod, for a
 
 Why this seam (docs/DESIGN.md, "The live threshold"): Zeus's batch-size server checks every epoch's cost
 against `beta_knob * min_cost` as it is at that moment, so a trial stops on a result another recurrence
-produced after it started. Here the script is another process that must not read the store (zeus/train
+produced after it started. Here the script is another process that must not read the store (zeus/zeus_kfp/train
 imports no store), and the step is what already sits between the two. Each read is one incremental read
 of the log: the Store keeps the decided prefix it has read (decided slots never change), so a poll lists
 and fetches only the slots written since, and the threshold is a few vector sums over the history.

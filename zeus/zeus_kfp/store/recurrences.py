@@ -1,4 +1,4 @@
-"""The recurrence gate's part of the Store (zeus/store/gating.py has the rule): asking to open a recurrence,
+"""The recurrence gate's part of the Store (zeus/zeus_kfp/store/gating.py has the rule): asking to open a recurrence,
 reading what the log made of each ask, and the data summaries drift detectors compare with.
 
 A mixin of Store, apart so that neither module grows past one concern: it uses only Store's log reads and

@@ -2,7 +2,7 @@
 date with the job's early stop (the policy's rule on the history as the store holds it now).
 
 Why a file, written for the script and read by it (docs/DESIGN.md, "The live threshold"):
-- the training child must not read the store (zeus/train imports no store: a GPU pod needs no store
+- the training child must not read the store (zeus/zeus_kfp/train imports no store: a GPU pod needs no store
   credentials, and the user's script is any process, started from any command line);
 - a store that is slow, unreachable or failing must never stall or stop a training loop: the step's
   reader thread (zeus_kfp.steps.threshold_feed) absorbs that, and all the script ever does is read a small
