@@ -36,7 +36,7 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(BIN)/zeus-kfp run
 
-# The gate, preprocess and train components and the pipeline function's parameters, written out from the
+# The gate and train components and the pipeline function's parameters, written out from the
 # declarations (zeus/zeus_kfp/job.py, zeus/zeus_kfp/steps/request.py): run after adding a setting
 # (pipelines/sources.py says why; tests/test_sources.py fails until it has run).
 sources: $(STAMP)

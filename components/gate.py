@@ -2,10 +2,11 @@
 by its period or by drift, and a free slot under its cap. The pipeline's other steps run only when it
 opened one (its one output, pipelines/dag.py); a skipped run ends here, its reason recorded in the store.
 
-Takes every job setting, written out like preprocess's (pipelines/sources.py), since it registers the job or
-checks its spec before it asks, and every run setting beside them (zeus_kfp.run_settings.RunSettings: the period,
-cap, drift detector and dispatch timeout this run runs under, which are no part of the job's spec), and how the
-script reports (train's inputs of those names), which its begin records for the job.
+The one step that takes the job's settings (the KFP UI shows one typed field per setting; written out from the
+declaration, pipelines/sources.py says why): it registers the job or checks its spec before it asks, and the
+steps after it read the spec from the store. Beside them every run setting (zeus_kfp.run_settings.RunSettings:
+the period, cap, drift detector and dispatch timeout this run runs under, no part of the job's spec), and how
+the script reports (train's inputs of those names), which its begin records for the job.
 
 One output, not a NamedTuple: kfp.local (2.17) cannot resolve a named output in a condition (it reads
 `gate-opened` as a parent input and skips the branch), while the single output `gate-Output` it resolves; the

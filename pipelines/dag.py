@@ -284,7 +284,13 @@ def build_pipeline(
         opening = comps.gate(**job_settings, **fixed, **run_params, **reads, **run, force=given["force"])
         store_step(opening, "preprocess", opts, nested=False)  # the preprocess step's resources: it reads the data
         with dsl.If(opening.output == True):  # noqa: E712  (a KFP condition, not Python)
-            prep = comps.preprocess(**job_settings, **fixed, **run, preprocess_ref=given["preprocess_ref"])
+            prep = comps.preprocess(  # the spec as the gate agreed it, from the store: no setting crosses twice
+                job_id=given["job_id"],
+                store_uri=given["store_uri"],
+                run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                recurrence_id=given["recurrence_id"],
+                preprocess_ref=given["preprocess_ref"],
+            )
             store_step(prep, "preprocess", opts, nested=True)
             shared = {name: value for name, value in given.items() if name not in setting_names} | dict(
                 job_id=given["job_id"],

@@ -1,10 +1,10 @@
-"""Writes out the source that follows the declarations: the gate, preprocess and train components and the
+"""Writes out the source that follows the declarations: the gate and train components and the
 pipeline function's signature, from the job's settings (zeus_kfp.job), the run settings (zeus_kfp.run_settings)
 and the trial request (zeus_kfp.steps.request).
 
 Why written out, and checked in: KFP needs every declared setting as a typed, described parameter, and a
 lightweight component runs its function's source text, so those functions must exist as text. Built at import
-(exec'd templates) that text was in no file: `def preprocess(` could not be found and a change showed in no
+(exec'd templates) that text was in no file: `def gate(` could not be found and a change showed in no
 diff. Now a new setting is one field in its declaration, then `make sources` (this module); tests/test_sources.py
 fails while a written-out file and its declaration differ, so the two cannot drift apart unnoticed.
 
@@ -42,78 +42,18 @@ STEP_RUN_PARAMETERS: tuple[tuple[str, type, str], ...] = (
     ("force", bool, "Open a recurrence even if it is not due (it still counts against max_running)."),
 )
 
-# The components that take every job setting: $settings, $settings_help and $settings_args become one line per
-# JobSpec setting.
-PREPROCESS = '''\
-"""preprocess: once per recurrence. Validates the job settings, registers or checks the job in
-the store, opens the recurrence and writes the Dataset the trials train on.
-
-Takes every JobSpec setting as a typed, described parameter (the KFP UI shows one field per setting and
-`--param max_epochs=10` stays a number), written out from the declaration (pipelines/sources.py says why).
-tests/test_job_fields.py compares the compiled component with the declaration.
-"""
-
-$header
-from typing import NamedTuple
-
-from kfp import dsl
-from kfp.dsl import Dataset, Output
-
-from zeus_kfp.components.image import LOCAL_IMAGE
-
-
-@dsl.component(base_image=LOCAL_IMAGE, install_kfp_package=False)
-def preprocess(
-$settings
-    store_uri: str,
-    run_id: str,
-    recurrence_id: str,
-    preprocess_ref: str,
-    owner: str,
-    data: Output[Dataset],
-) -> NamedTuple("PreprocessOutputs", spec_json=str, recurrence_id=str, recurrence=int):
-    """Validates the job's settings (a JobSpec), registers the job in the store on its first recurrence
-    or checks it, opens the recurrence and runs the user's preprocessing once, into `data`.
-
-    Args:
-$settings_help
-        store_uri: Where the store is: a directory, file:// or s3://bucket/prefix.
-        run_id: The KFP run id, the recurrence's id unless recurrence_id is given.
-        recurrence_id: The recurrence's id ("" for the KFP run id).
-        preprocess_ref: What fills `data`: module:function, file.py:function or a command ("" for none).
-        owner: Who runs the job, recorded with it in the store.
-        data: The recurrence's data directory, which every trial of it trains on.
-
-    Returns:
-        spec_json: The validated JobSpec as JSON.
-        recurrence_id: The recurrence's id.
-        recurrence: The recurrence's number within the job.
-    """
-    from zeus_kfp.steps.preprocess import preprocess as step
-
-    settings = dict(
-$settings_args
-    )
-    return step(
-        settings,
-        store_uri=store_uri,
-        run_id=run_id,
-        recurrence_id=recurrence_id,
-        data_dir=data.path,
-        preprocess_ref=preprocess_ref,
-        owner=owner,
-    )
-'''
-
+# The gate takes every job setting and run setting: $settings, $settings_help and $settings_args become one line
+# per JobSpec setting ($run_settings... per RunSettings setting).
 GATE = '''\
 """gate: the first step of every run. Asks the store to open a recurrence of the job (zeus_kfp.steps.gate): due
 by its period or by drift, and a free slot under its cap. The pipeline's other steps run only when it
 opened one (its one output, pipelines/dag.py); a skipped run ends here, its reason recorded in the store.
 
-Takes every job setting, written out like preprocess's (pipelines/sources.py), since it registers the job or
-checks its spec before it asks, and every run setting beside them (zeus_kfp.run_settings.RunSettings: the period,
-cap, drift detector and dispatch timeout this run runs under, which are no part of the job's spec), and how the
-script reports (train's inputs of those names), which its begin records for the job.
+The one step that takes the job's settings (the KFP UI shows one typed field per setting; written out from the
+declaration, pipelines/sources.py says why): it registers the job or checks its spec before it asks, and the
+steps after it read the spec from the store. Beside them every run setting (zeus_kfp.run_settings.RunSettings:
+the period, cap, drift detector and dispatch timeout this run runs under, no part of the job's spec), and how
+the script reports (train's inputs of those names), which its begin records for the job.
 
 One output, not a NamedTuple: kfp.local (2.17) cannot resolve a named output in a condition (it reads
 `gate-opened` as a parent input and skips the branch), while the single output `gate-Output` it resolves; the
@@ -313,12 +253,6 @@ def _listed(fields: tuple[SettingField, ...], prefix: str = "") -> dict[str, str
     }
 
 
-def preprocess_source(spec_cls: type[JobSpec] = JobSpec) -> str:
-    """components/preprocess.py for `spec_cls`'s settings."""
-    header = _header("the job's settings (zeus/zeus_kfp/job.py)")
-    return Template(PREPROCESS).substitute(header=header, **_listed(settings_of(spec_cls)))
-
-
 def gate_source(spec_cls: type[JobSpec] = JobSpec, run_cls: type[RunSettings] = RunSettings) -> str:
     """components/gate.py for `spec_cls`'s settings and `run_cls`'s."""
     header = _header("the job's and the run's settings (zeus/zeus_kfp/job.py, zeus/zeus_kfp/run_settings.py)")
@@ -370,7 +304,6 @@ def recurrence_source(spec_cls: type[JobSpec] = JobSpec, request_cls: type[Trial
 def written_sources() -> dict[Path, str]:
     """Each written-out file (under the repository) and the text the declarations give it."""
     return {
-        ROOT / "components" / "preprocess.py": preprocess_source(),
         ROOT / "components" / "gate.py": gate_source(),
         ROOT / "components" / "train.py": train_source(),
         ROOT / "pipelines" / "recurrence.py": recurrence_source(),

@@ -1,4 +1,4 @@
-"""One declaration of the job's settings (zeus/zeus_kfp/job.py): the preprocess component, the pipeline's parameters,
+"""One declaration of the job's settings (zeus/zeus_kfp/job.py): the gate component, the pipeline's parameters,
 the ZEUS_* variables and the CLI's options follow it, and a JobSpec with one more field is picked up by all
 of them with no other edit than `make sources` (which writes the components and the pipeline's parameters out,
 tests/test_sources.py).
@@ -33,7 +33,9 @@ KFP_TYPES = {
     "float | None": "Float",  # None travels as the setting's none_as
 }
 KFP_YAML_TYPES = {"String": "STRING", "Integer": "NUMBER_INTEGER", "Float": "NUMBER_DOUBLE", "Boolean": "BOOLEAN"}
-STEP_INPUTS = {"store_uri", "run_id", "recurrence_id", "preprocess_ref", "owner"}
+# The gate's inputs besides the job's and the run's settings: where and which run, and how the script reports.
+GATE_INPUTS = {"store_uri", "run_id", "recurrence_id", "owner", "force", "zeus_aware", "metric_pattern",
+               "metrics_collector", "keep"}  # fmt: skip
 SPEC = JobSpec(job_id="fields", batch_sizes=(8, 16), default_batch_size=8, target_metric=0.5, max_epochs=3)
 
 
@@ -70,17 +72,18 @@ def run_parameters(cls: type = JobSpec) -> set[str]:
     return {name for name, f in declared(cls).items() if f.metadata[SETTING].run_parameter}
 
 
-def test_the_preprocess_component_takes_every_setting_with_its_type_and_description(tmp_path) -> None:
-    """The checked-in component, and the one `make sources` writes for a JobSpec with one more setting."""
+def test_the_gate_component_takes_every_setting_with_its_type_and_description(tmp_path) -> None:
+    """The checked-in component, and the one `make sources` writes for a JobSpec with one more setting: the gate
+    is the one step that takes the job's settings (the others read the spec from the store)."""
     from written import load_written
 
-    from zeus_kfp.components.preprocess import preprocess
-    from zeus_kfp.pipelines.sources import preprocess_source
+    from zeus_kfp.components.gate import gate
+    from zeus_kfp.pipelines.sources import gate_source
 
-    warmup = load_written(preprocess_source(WithWarmup), tmp_path, "preprocess_with_warmup").preprocess
-    for cls, component in ((JobSpec, preprocess), (WithWarmup, warmup)):
+    warmup = load_written(gate_source(WithWarmup), tmp_path, "gate_with_warmup").gate
+    for cls, component in ((JobSpec, gate), (WithWarmup, warmup)):
         inputs = component.component_spec.inputs
-        assert set(inputs) - {"data"} == set(declared(cls)) | STEP_INPUTS
+        assert set(inputs) == set(declared(cls)) | set(declared(RunSettings)) | GATE_INPUTS
         for name, field in declared(cls).items():
             assert inputs[name].type == KFP_TYPES[field.type], name
             assert inputs[name].description == setting_field(cls, name).pipeline_help()
@@ -127,10 +130,11 @@ def compiled(spec: JobSpec, tmp_path, attempts: int = 3, run: RunSettings | None
     ("spec", "run"),
     [(SPEC.with_changes(beta_knob=None), RunSettings()), (SPEC, RunSettings(max_running=2, period_s=60.0))],
 )
-def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preprocess(spec, run, tmp_path) -> None:
-    """...and to the recurrence gate, the root task that registers the job before anything else: preprocess sits
-    in the gate's condition, where a run parameter arrives as the condition's `pipelinechannel--` input. The run
-    settings are run parameters too, the gate's alone: no part of the job's spec, which preprocess registers."""
+def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_the_gate_alone(spec, run, tmp_path) -> None:
+    """The recurrence gate, the root task, registers the job before anything else and is the one task a setting
+    reaches: preprocess, in the gate's condition, takes the job's id (a run parameter arrives there as the
+    condition's `pipelinechannel--` input) and reads the spec the gate agreed from the store. The run settings are
+    run parameters too, the gate's alone: no part of the job's spec."""
     pipeline = compiled(spec, tmp_path, run=run)
     params = pipeline["root"]["inputDefinitions"]["parameters"]
     gate = pipeline["root"]["dag"]["tasks"]["gate"]["inputs"]["parameters"]
@@ -144,10 +148,10 @@ def test_the_pipeline_has_a_run_parameter_per_setting_and_passes_each_to_preproc
             assert params[name]["defaultValue"] == values[name], name
             assert params[name]["description"] == setting_field(type(spec), name).pipeline_help()
             assert gate[name] == {"componentInputParameter": name}
-            assert preprocess[name] == {"componentInputParameter": f"pipelinechannel--{name}"}
         else:  # fixed at compile time: max_attempts is the unrolled loop's length
-            assert name not in params and preprocess[name] == {"runtimeValue": {"constant": 3}}, name
-            assert gate[name] == {"runtimeValue": {"constant": 3}}, name
+            assert name not in params and gate[name] == {"runtimeValue": {"constant": 3}}, name
+    assert set(preprocess) == {"job_id", "store_uri", "run_id", "recurrence_id", "preprocess_ref"}
+    assert preprocess["job_id"] == {"componentInputParameter": "pipelinechannel--job_id"}
     assert run_parameters() == set(declared()) - {"max_attempts"}
     for name, value in run.to_dict().items():
         assert params[name]["defaultValue"] == value, name

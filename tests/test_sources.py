@@ -1,4 +1,4 @@
-"""The written-out sources (the gate, preprocess and train components, the pipeline function's parameters) are
+"""The written-out sources (the gate and train components, the pipeline function's parameters) are
 exactly what pipelines/sources.py writes from the declarations, byte for byte: a setting added to JobSpec or
 TrialRequest without `make sources` fails here, and so does a hand edit of a written-out file.
 
@@ -17,7 +17,7 @@ import pytest
 from zeus_kfp.pipelines import sources
 
 ROOT = Path(__file__).resolve().parents[1]
-WRITTEN = ["components/gate.py", "components/preprocess.py", "components/train.py", "pipelines/recurrence.py"]
+WRITTEN = ["components/gate.py", "components/train.py", "pipelines/recurrence.py"]
 
 
 def test_the_written_out_files_are_the_ones_the_generator_writes() -> None:

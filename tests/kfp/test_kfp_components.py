@@ -9,9 +9,11 @@ from kfp import dsl
 from zeus_kfp.components.artifacts import PowerProfile
 from zeus_kfp.components.bandit import bandit
 from zeus_kfp.components.feedback import feedback
+from zeus_kfp.components.gate import gate
 from zeus_kfp.components.preprocess import preprocess
 from zeus_kfp.components.train import train
 from zeus_kfp.job import JobSpec, TrialResult, TrialStatus
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.steps import NO_THRESHOLD, spec_to_params
 from zeus_kfp.store import open_store
 
@@ -21,10 +23,11 @@ SPEC = JobSpec(job_id="comp-job", batch_sizes=(8, 16), default_batch_size=16, ta
 def test_preprocess_bandit_feedback_bodies(tmp_path):
     uri = str(tmp_path / "store")
     data = dsl.Dataset(uri=str(tmp_path / "data"), name="data")
-    params = spec_to_params(SPEC.with_changes(beta_knob=None))
-    out = preprocess.python_func(
-        **params, store_uri=uri, run_id="run-1", recurrence_id="", preprocess_ref="", owner="me", data=data
-    )
+    params = spec_to_params(SPEC.with_changes(beta_knob=None))  # the gate takes the settings, preprocess the job
+    reads = dict(zeus_aware=False, metric_pattern="", metrics_collector="", keep="")
+    run_id = dict(store_uri=uri, run_id="run-1", recurrence_id="")
+    assert gate.python_func(**params, **spec_to_params(RunSettings()), **reads, **run_id, owner="me", force=False)
+    out = preprocess.python_func(job_id=SPEC.job_id, **run_id, preprocess_ref="", data=data)
     assert JobSpec.from_dict(json.loads(out[0])) == SPEC.with_changes(beta_knob=None)
     assert tuple(out[1:]) == ("run-1", 1)
     assert (tmp_path / "data" / "README.txt").is_file()

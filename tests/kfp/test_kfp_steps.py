@@ -9,6 +9,7 @@ import pytest
 
 from zeus_kfp.job import JobSpec, JobSpecError, TrialResult, TrialStatus
 from zeus_kfp.report import arm_frame
+from zeus_kfp.run_settings import RunSettings
 from zeus_kfp.steps import (
     NO_THRESHOLD,
     PASS_THROUGH_NOTE,
@@ -21,8 +22,9 @@ from zeus_kfp.steps import (
 )
 from zeus_kfp.steps.bandit import bandit
 from zeus_kfp.steps.feedback import feedback
+from zeus_kfp.steps.gate import gate
 from zeus_kfp.steps.preprocess import preprocess
-from zeus_kfp.store import JobSpecMismatchError, open_store
+from zeus_kfp.store import UnknownTrialError, open_store
 
 POLICY = "zeus-nsdi23"
 SPEC = JobSpec(job_id="steps-job", batch_sizes=(8, 16, 32, 64), default_batch_size=16, target_metric=0.9, max_epochs=4)
@@ -87,19 +89,22 @@ def test_preprocess_failures_say_what_failed(tmp_path):
         run_preprocess("no_such_module_zeus:make", tmp_path / "y")
 
 
-def _prepare(store_uri: str, recurrence_id: str, tmp_path: Path, spec: JobSpec = SPEC):
+def _prepare(store_uri: str, recurrence_id: str, tmp_path: Path, spec: JobSpec = SPEC, run_id: str = "kfp-run-id"):
+    """One run's first two steps as the pipeline runs them: the gate (it takes the job's settings and opens the
+    recurrence), then preprocess (it takes the job and the recurrence, and reads the spec from the store)."""
+    gate(_params(spec), spec_to_params(RunSettings(period_s=0.0, max_running=5)), store_uri=store_uri,
+         run_id=run_id, recurrence_id=recurrence_id, owner="tester", force=False)  # fmt: skip
     return preprocess(
-        _params(spec),
+        spec.job_id,
         store_uri=store_uri,
-        run_id="kfp-run-id",
+        run_id=run_id,
         recurrence_id=recurrence_id,
-        data_dir=str(tmp_path / recurrence_id),
+        data_dir=str(tmp_path / (recurrence_id or run_id)),
         preprocess_ref="",
-        owner="tester",
     )
 
 
-def test_prepare_registers_then_checks_the_job(tmp_path):
+def test_preprocess_begins_the_recurrence_the_gate_opened_and_hands_on_the_stored_spec(tmp_path):
     uri = str(tmp_path / "store")
     spec_json, rid, number = _prepare(uri, "rec-a", tmp_path)
     assert JobSpec.from_dict(json.loads(spec_json)) == SPEC
@@ -107,21 +112,28 @@ def test_prepare_registers_then_checks_the_job(tmp_path):
     assert _prepare(uri, "rec-a", tmp_path)[2] == 1  # a retried step: same recurrence
     assert _prepare(uri, "rec-b", tmp_path)[2] == 2
     assert open_store(uri).get_job(SPEC.job_id) == SPEC
-    with pytest.raises(JobSpecMismatchError, match=r"target_metric: 0\.9 -> 0\.95"):
-        _prepare(uri, "rec-c", tmp_path, SPEC.with_changes(target_metric=0.95))
     # the KFP run id is the recurrence id unless one is given
-    assert (
-        preprocess(
-            _params(),
-            store_uri=uri,
-            run_id="run-uuid",
-            recurrence_id="",
-            data_dir=str(tmp_path / "d"),
-            preprocess_ref="",
-            owner="",
-        )[1]
-        == "run-uuid"
-    )
+    assert _prepare(uri, "", tmp_path, run_id="run-uuid")[1] == "run-uuid"
+
+
+def test_preprocess_hands_on_the_spec_its_recurrence_opened_under_not_its_own_idea_of_it(tmp_path):
+    """The gate may replace the job's spec (no trial has reached yet): what the trials get is the store's."""
+    uri = str(tmp_path / "store")
+    _prepare(uri, "rec-a", tmp_path)
+    open_store(uri).end_recurrence(SPEC.job_id, "rec-a", "ended by the test")
+    changed = SPEC.with_changes(target_metric=0.95)
+    spec_json, _, number = _prepare(uri, "rec-b", tmp_path, changed)
+    assert (JobSpec.from_dict(json.loads(spec_json)), number) == (changed, 2)
+
+
+def test_preprocess_refuses_a_recurrence_the_gate_did_not_open(tmp_path):
+    uri = str(tmp_path / "store")
+    _prepare(uri, "rec-a", tmp_path)  # still running: a run whose cap is 1 finds no free slot
+    skipped = dict(store_uri=uri, run_id="r", data_dir=str(tmp_path / "d"), preprocess_ref="")
+    gate(_params(), spec_to_params(RunSettings(period_s=0.0, max_running=1)), store_uri=uri, run_id="rec-z",
+         recurrence_id="", owner="", force=False)  # fmt: skip
+    with pytest.raises(UnknownTrialError, match="skipped by the recurrence gate"):
+        preprocess(SPEC.job_id, recurrence_id="rec-z", **skipped)
 
 
 def _finish(uri: str, rid: str, attempt: int, batch_size: int, status: TrialStatus, energy: float, tmp_path: Path):

@@ -90,7 +90,8 @@ def test_two_ranks_profile_in_lockstep_and_record_one_trial_with_both_ranks_ener
         assert records[r]["power_limit_w"] == records[r]["trained_at_w"] == result.power_limit_w
     # one trial record: the attempt goes through the real bandit and feedback steps into a store
     store_uri = str(tmp_path / "store")
-    prepare(SPEC, store_uri=store_uri, recurrence_id="rec-1", data_dir=tmp_path / "data")
+    open_store(store_uri).ensure_job(SPEC)  # as the gate registers it
+    prepare(SPEC.job_id, store_uri=store_uri, recurrence_id="rec-1", data_dir=tmp_path / "data")
     choice = bandit(store_uri=store_uri, job_id=SPEC.job_id, recurrence_id="rec-1", attempt=1, policy="default")
     assert choice.batch_size == GLOBAL_BATCH
     profile_path = tmp_path / "profile.parquet"

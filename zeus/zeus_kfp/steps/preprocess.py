@@ -1,5 +1,7 @@
-"""The step after the gate, in a run the gate let through: register or check the job in the store, begin
-the recurrence (the store hands back its number), and run the user's preprocessing once (not once per trial)."""
+"""The step after the gate, in a run the gate let through: begin the recurrence the gate opened (the store
+hands back its number), and run the user's preprocessing once (not once per trial). It takes no job setting:
+the gate alone takes them and agrees the job's spec with the store; this step reads the spec the recurrence
+opened under from the store and hands it to the trials (train's spec_json)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zeus_kfp.job import JobSpec
-from zeus_kfp.steps.params import open_step_store, spec_from_params
+from zeus_kfp.steps.params import open_step_store
 from zeus_kfp.steps.step_events import reported
 from zeus_kfp.steps.step_lines import RECURRENCE
 
@@ -31,22 +33,15 @@ class Prepared:
     recurrence: int
 
 
-def prepare(
-    spec: JobSpec,
-    *,
-    store_uri: str,
-    recurrence_id: str,
-    data_dir: str | Path,
-    preprocess: str = "",
-    owner: str = "",
-) -> Prepared:
-    """Register the job (first recurrence) or check it (later ones), open the recurrence, preprocess."""
+def prepare(job_id: str, *, store_uri: str, recurrence_id: str, data_dir: str | Path, preprocess: str = "") -> Prepared:
+    """Begin the recurrence the gate opened (a skipped one is refused), mark the job running, preprocess; the spec
+    the recurrence opened under, which its trials train to."""
     if not recurrence_id:
         raise StepError("recurrence_id is empty: pass the KFP run id (dsl.PIPELINE_JOB_ID_PLACEHOLDER) or a name")
     store = open_step_store(store_uri)
-    spec = store.ensure_job(spec, owner=owner)  # creates the job, or refuses a changed spec naming the fields
-    number = store.begin_recurrence(spec.job_id, recurrence_id)
-    store.set_phase(spec.job_id, "running")  # the report step sets "completed"; the latest event wins
+    number = store.begin_recurrence(job_id, recurrence_id)
+    spec = store.recurrence_spec(job_id, recurrence_id)
+    store.set_phase(job_id, "running")  # the report step sets "completed"; the latest event wins
     run_preprocess(preprocess, Path(data_dir))
     return Prepared(spec=spec, recurrence_id=recurrence_id, recurrence=number)
 
@@ -105,29 +100,25 @@ def load_callable(ref: str, what: str = "preprocess"):
 
 @reported("preprocess")
 def preprocess(
-    params: dict,
+    job_id: str,
     *,
     store_uri: str,
     run_id: str,
     recurrence_id: str,
     data_dir: str,
     preprocess_ref: str,
-    owner: str,
 ) -> tuple[str, str, int]:
-    """The preprocess step: pipeline parameters in, (spec_json, recurrence_id, recurrence) out.
+    """The preprocess step: the job and its recurrence in, (spec_json, recurrence_id, recurrence) out.
 
-    `recurrence_id` overrides the KFP run id when given (local runs name their recurrences);
-    a bad field raises JobSpecError naming it, which fails the run before any trial starts.
-    `preprocess_ref` is what `run_preprocess` runs ("" for none).
+    `recurrence_id` overrides the KFP run id when given (local runs name their recurrences). The job's spec is the
+    store's (the gate registered or checked it); `preprocess_ref` is what `run_preprocess` runs ("" for none).
     """
-    spec = spec_from_params(**params)
     prepared = prepare(
-        spec,
+        job_id,
         store_uri=store_uri,
         recurrence_id=recurrence_id or run_id,
         data_dir=data_dir,
         preprocess=preprocess_ref,
-        owner=owner,
     )
     print(RECURRENCE.say(f"{prepared.recurrence} ({prepared.recurrence_id})"))  # pipelines.local reads it
     return json.dumps(prepared.spec.to_dict()), prepared.recurrence_id, prepared.recurrence

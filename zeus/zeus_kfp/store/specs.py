@@ -61,6 +61,11 @@ class Specs:
         epoch = settled.epoch_of(recurrence_id)
         return self._spec(settled.specs[-1 if epoch is None else epoch])
 
+    def recurrence_spec(self, job_id: str, recurrence_id: str) -> JobSpec:
+        """The spec recurrence `recurrence_id` opened under, what its trials train to (the spec in force for one
+        that never began; UnknownJobError: no such job)."""
+        return self.spec_of(self._in_force(job_id)[1], recurrence_id)
+
     def reached_trial(self, job_id: str) -> int | None:
         """The first trial under the job's spec in force that reached the target (it settles the spec), or None."""
         return self.settled_by(self._in_force(job_id)[1])
