@@ -49,12 +49,11 @@ def test_the_compiled_parameter_reads_the_gpu_and_says_so(tmp_path):
     param = package.parameters["max_power_w"]
     assert param["defaultValue"] == 0.0 and param["description"] == MAX_POWER_READ_HELP
     assert "read from the GPU at run time" in MAX_POWER_READ_HELP
-    # the gate registers the job with the figure gpu-power read; preprocess, in the gate's condition, gets it passed
+    # the gate registers the job with the figure gpu-power read; the steps after it read the spec from the store
     gate = package.spec["root"]["dag"]["tasks"]["gate"]["inputs"]["parameters"]["max_power_w"]
     assert gate == {"taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "gpu-power"}}
     (opened,) = [c for c in package.spec["components"].values() if "preprocess" in c.get("dag", {}).get("tasks", {})]
-    prep = opened["dag"]["tasks"]["preprocess"]["inputs"]["parameters"]["max_power_w"]
-    assert prep == {"componentInputParameter": "pipelinechannel--gpu-power-Output"}
+    assert "max_power_w" not in opened["dag"]["tasks"]["preprocess"]["inputs"]["parameters"]
     gpu = package.spec["deploymentSpec"]["executors"]["exec-gpu-power"]["container"]["resources"]["accelerator"]
     assert gpu["resourceType"] == "nvidia.com/gpu" and gpu["resourceCount"] == "1"
     assert package.kubernetes("gpu-power")["tolerations"] == package.kubernetes("attempt-1-train")["tolerations"]
