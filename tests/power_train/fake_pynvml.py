@@ -19,15 +19,13 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-NVML_ERROR_INVALID_ARGUMENT = 2
-NVML_ERROR_NOT_SUPPORTED = 3
-NVML_ERROR_NO_PERMISSION = 4
-
-
-class NVMLError(Exception):
-    def __init__(self, value: int) -> None:
-        self.value = value
-        super().__init__(f"NVML error {value}")
+# NVML's error codes and error class, as nvidia-ml-py has them: the stand-in NVML's, one definition of both fakes
+from zeus_kfp.simulate.nvml_standin import (
+    NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_NO_PERMISSION,
+    NVML_ERROR_NOT_SUPPORTED,
+    NVMLError,
+)
 
 
 class NVMLError_NoPermission(NVMLError):

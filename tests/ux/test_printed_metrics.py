@@ -132,5 +132,6 @@ def test_the_same_training_is_charged_alike_however_it_is_printed(tmp_path):
                    "{log_dir}/tb", "--at", at]  # fmt: skip
         tfevent = {"kind": "tfEvent", "source": {"fileSystemPath": {"path": "{log_dir}/tb"}}}
         energies[f"tensorboard at the {at}"] = charged(tmp_path, f"tb-{at}", command, "Accuracy/val", collector=tfevent)
+    print("charged (J, simulated GPU):", json.dumps({k: round(v, 1) for k, v in energies.items()}))  # pytest -s
     low, high = min(energies.values()), max(energies.values())
     assert high <= 1.10 * low, energies
