@@ -14,6 +14,7 @@ from zeus_kfp.steps.params import PROFILE_KIND  # noqa: F401  (the metadata kind
 
 
 class PowerProfile(dsl.Dataset):
-    """A trial's just-in-time power profile: Parquet with the columns of zeus_kfp.profiles.PROFILE_SCHEMA
-    (phase, power_limit_w, average_power_w, throughput, simulated). metadata: kind, rows, simulated
-    (True when no real GPU was measured; such figures are simulated and labelled so)."""
+    """A trial's just-in-time power profile: zeus_kfp.profiles.PowerProfile.to_parquet's file (the columns of
+    PROFILE_SCHEMA: phase, power_limit_w, average_power_w, throughput, simulated, gpu), the same bytes as the
+    trial's log dir and a cluster trial's handoff hold; read with PowerProfile.read_parquet. metadata: kind,
+    rows, simulated (True when no real GPU was measured; such figures are simulated and labelled so)."""

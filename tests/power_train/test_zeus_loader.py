@@ -14,6 +14,7 @@ from torch.utils.data import TensorDataset
 from zeus_kfp.job import TrialStatus
 from zeus_kfp.power import PowerModel, SimulatedGPU, candidate_limits
 from zeus_kfp.power.nvml import NvmlGPU
+from zeus_kfp.profiles import PowerProfile
 from zeus_kfp.train import TrialEnv, example_command, example_spec, make_dataset, run_trial
 from zeus_kfp.train.dataloader import ZeusDataLoader
 
@@ -69,7 +70,9 @@ def test_in_process_trial_reaches_the_target_and_writes_its_profile(tmp_path):
     assert result.simulated and result.power_limit_w == train.trial.profiler.chosen_limit
     profile = train.trial.profiler.profile().rows
     assert list(profile["phase"]) == ["train"] * 7 + ["eval"]
-    assert (tmp_path / "profile.csv").exists() and json.loads((tmp_path / "result.json").read_text())["reached"]
+    written = PowerProfile.read_parquet(tmp_path / "profile.parquet")  # what the runner reads back
+    assert written.rows["phase"].tolist() == ["train"] * 7 + ["eval"] and written.simulated
+    assert json.loads((tmp_path / "result.json").read_text())["reached"]
 
 
 def test_eval_loader_needs_the_train_loaders_trial_and_batch_size_is_the_trials(tmp_path):
@@ -174,17 +177,14 @@ def test_plain_example_and_sigterm_to_a_zeus_aware_script(tmp_path):
 
 
 def test_a_stored_profile_is_reused_instead_of_profiled_again(tmp_path):
-    stored = tmp_path / "profile.csv"
-    rows = (
-        "train,250.0,200.0,1000.0,True\ntrain,150.0,120.0,900.0,True\ntrain,100.0,99.0,500.0,True\n"
-        # complete: every limit of the simulated GPU (an unfinished profile is continued, not reused)
-        "train,225.0,190.0,300.0,True\ntrain,200.0,180.0,300.0,True\ntrain,175.0,170.0,300.0,True\n"
-        "train,125.0,110.0,300.0,True\n"
-    )
+    stored = tmp_path / "reuse_profile.parquet"  # as the runner hands it over (ZEUS_PROFILE_PATH)
+    figures = [(250.0, 200.0, 1000.0), (150.0, 120.0, 900.0), (100.0, 99.0, 500.0)]
+    # complete: every limit of the simulated GPU (an unfinished profile is continued, not reused)
+    figures += [(225.0, 190.0, 300.0), (200.0, 180.0, 300.0), (175.0, 170.0, 300.0), (125.0, 110.0, 300.0)]
     model = PowerModel().name  # measured on this GPU model (on another it is not reused)
-    stored.write_text(
-        "phase,power_limit_w,average_power_w,throughput,simulated,gpu\n" + rows.replace("\n", f",{model}\n")
-    )
+    rows = [dict(phase="train", power_limit_w=w, average_power_w=p, throughput=t, simulated=True, gpu=model)
+            for w, p, t in figures]  # fmt: skip
+    PowerProfile.of(rows).to_parquet(stored)
     env = TrialEnv(
         batch_size=16, target_metric=0.5, max_epochs=2, log_dir=str(tmp_path / "log"), profile_path=str(stored)
     )

@@ -8,6 +8,7 @@ rows, and train made the recurrence and trial up as zeros.
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from zeus_kfp.job import Decision
 from zeus_kfp.power.reuse import ProfileBook
@@ -33,6 +34,55 @@ def test_a_profile_written_as_parquet_reads_back_with_its_rows_and_the_trial_tha
     empty.to_parquet(tmp_path / "e.parquet")
     again = PowerProfile.read_parquet(tmp_path / "e.parquet")
     assert again.is_empty and (again.batch_size, again.recurrence, again.trial) == (None, None, None)
+
+
+def test_a_profile_crosses_as_the_same_parquet_bytes_through_a_file_or_a_handoff(tmp_path):
+    """The log dir's file, the KFP artifact and the handoff's bytes are one encoding: to_parquet returns what it
+    writes, and read_parquet reads a path or those bytes to the same profile."""
+    profile = PowerProfile.of([{**row, "gpu": "NVIDIA H200"} for row in ROWS], batch_size=32, recurrence=2, trial=5)
+    data = profile.to_parquet(tmp_path / "profile.parquet")
+    assert (tmp_path / "profile.parquet").read_bytes() == data
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.parquet"]  # no temporary file left beside it
+    from_bytes, from_path = PowerProfile.read_parquet(data), PowerProfile.read_parquet(tmp_path / "profile.parquet")
+    for back in (from_bytes, from_path):
+        assert (back.batch_size, back.recurrence, back.trial) == (32, 2, 5)
+        assert back.rows.to_dict("records") == [{**row, "gpu": "NVIDIA H200"} for row in ROWS]
+
+
+def test_a_parquet_profile_without_the_gpu_column_reads_with_gpu_blank_and_a_bad_one_is_refused_by_name(tmp_path):
+    """Written by hand with pyarrow (no PowerProfile): the optional column may be absent; a missing required
+    column, a column of another type or a file that is not Parquet raises ValueError naming the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bare = pd.DataFrame(ROWS)
+    pq.write_table(pa.Table.from_pandas(bare, preserve_index=False), tmp_path / "bare.parquet")
+    back = PowerProfile.read_parquet(tmp_path / "bare.parquet")
+    assert back.rows["gpu"].tolist() == ["", "", ""] and back.rows["throughput"].tolist() == [900.0, 860.0, 2400.0]
+    assert (back.batch_size, back.recurrence, back.trial) == (None, None, None)
+
+    pq.write_table(pa.Table.from_pandas(bare.drop(columns=["throughput"])), tmp_path / "short.parquet")
+    with pytest.raises(ValueError, match=r"short\.parquet: profile lacks columns \['throughput'\]"):
+        PowerProfile.read_parquet(tmp_path / "short.parquet")
+    texts = bare.assign(power_limit_w=bare["power_limit_w"].astype(str))  # "300.0": a text, not a number of watts
+    pq.write_table(pa.Table.from_pandas(texts), tmp_path / "texts.parquet")
+    wrong = r"texts\.parquet: profile columns of the wrong type \{'power_limit_w': '\w*string'\} "
+    with pytest.raises(ValueError, match=wrong + r"\(allowed: \{'power_limit_w': 'float64'\}\)"):
+        PowerProfile.read_parquet(tmp_path / "texts.parquet")
+    (tmp_path / "profile.csv").write_text(bare.to_csv(index=False))  # what an older trial dir held
+    with pytest.raises(ValueError, match=r"profile\.csv: not a power profile's Parquet"):
+        PowerProfile.read_parquet(tmp_path / "profile.csv")
+    with pytest.raises(ValueError, match=r"3 bytes: not a power profile's Parquet"):
+        PowerProfile.read_parquet(b"abc")
+
+
+def test_a_profile_written_over_a_folder_fails_and_leaves_no_temporary_file(tmp_path):
+    """The write goes through a temporary file and a rename: when the rename fails, what was there stays and the
+    temporary file is removed."""
+    (tmp_path / "profile.parquet").mkdir()
+    with pytest.raises(OSError):
+        PowerProfile.of(ROWS).to_parquet(tmp_path / "profile.parquet")
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.parquet"] and (tmp_path / "profile.parquet").is_dir()
 
 
 def test_the_profile_the_bandit_step_hands_train_is_the_stored_one_with_its_recurrence_and_trial(store, spec, tmp_path):

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zeus_kfp.errors import JobSpecError
+from zeus_kfp.files import replace_file
 
 PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("phase", "string"),  # one of PROFILE_PHASES
@@ -190,30 +191,51 @@ class PowerProfile:
     def has_eval(self) -> bool:
         return bool((self.rows["phase"] == "eval").any())
 
-    def to_parquet(self, path: str | Path) -> None:
-        """The rows as Parquet, the batch size, recurrence and trial in the schema's metadata."""
+    def to_parquet(self, path: str | Path | None = None) -> bytes:
+        """The profile as Parquet of PROFILE_SCHEMA, the batch size, recurrence and trial in the schema's
+        metadata: the one shape it crosses every file and artifact boundary in (a trial's log dir, the
+        profile handed to the training child, a cluster trial's handoff, the KFP artifacts). Written to
+        `path` too when given, through a temporary file and a rename: a reader (the runner after a killed
+        child, a retried step) sees the old file or the whole new one, never half of one."""
         table = pa.Table.from_pandas(self.rows, preserve_index=False)
         identity = {"batch_size": self.batch_size, "recurrence": self.recurrence, "trial": self.trial}
-        pq.write_table(
-            table.replace_schema_metadata({**table.schema.metadata, IDENTITY_KEY: json.dumps(identity)}), path
-        )
+        metadata = {**table.schema.metadata, IDENTITY_KEY: json.dumps(identity)}
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.replace_schema_metadata(metadata), sink)
+        data = sink.getvalue().to_pybytes()
+        if path is not None:
+            replace_file(path, data)
+        return data
 
     @classmethod
-    def read_parquet(cls, path: str | Path) -> PowerProfile:
-        """`to_parquet`'s file as the profile it wrote, identity included."""
-        table = pq.read_table(path)
+    def read_parquet(cls, source: str | Path | bytes) -> PowerProfile:
+        """`to_parquet`'s file (a path) or bytes as the profile it wrote, identity included. A column of
+        OPTIONAL_COLUMNS may be absent (a profile written before it existed); ValueError naming the source
+        when it is not Parquet, lacks a column, or holds a column in a type PROFILE_SCHEMA does not allow."""
+        where = f"{len(source)} bytes" if isinstance(source, bytes) else str(source)
+        try:
+            table = pq.read_table(pa.BufferReader(source) if isinstance(source, bytes) else source)
+        except pa.ArrowInvalid as err:
+            raise ValueError(f"{where}: not a power profile's Parquet ({err})") from err
+        missing = sorted(set(PROFILE_COLUMNS) - set(table.column_names) - set(OPTIONAL_COLUMNS))
+        if missing:
+            raise ValueError(f"{where}: profile lacks columns {missing}")
+        wrong = {
+            name: str(table.schema.field(name).type)
+            for name, kind in PROFILE_SCHEMA
+            if name in table.column_names and not _ARROW_KINDS[kind](table.schema.field(name).type)
+        }
+        if wrong:
+            allowed = {name: kind for name, kind in PROFILE_SCHEMA if name in wrong}
+            raise ValueError(f"{where}: profile columns of the wrong type {wrong} (allowed: {allowed})")
         identity = json.loads((table.schema.metadata or {}).get(IDENTITY_KEY, b"{}"))
         return cls.of(table.to_pandas(), **identity)
 
-    def to_csv(self) -> str:
-        """The rows as CSV: what a trial's log directory and a cluster trial's handoff hold (profile.csv)."""
-        return self.rows.to_csv(index=False)
 
-    @classmethod
-    def from_csv(cls, source: str | Path | Any) -> PowerProfile:
-        """A profile from `to_csv`'s text (a path or a file object); ValueError naming missing columns."""
-        frame = _with_optional(pd.read_csv(source))
-        missing = set(PROFILE_COLUMNS) - set(frame.columns)
-        if missing:
-            raise ValueError(f"{source}: profile lacks columns {sorted(missing)}")
-        return cls.of(frame)
+# Which Arrow types a PROFILE_SCHEMA type is read from: its own, and what an empty or all-null column is stored as.
+_ARROW_KINDS: dict[str, Callable[[pa.DataType], bool]] = {
+    "string": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t),
+    "float64": lambda t: pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_null(t),
+    "bool": lambda t: pa.types.is_boolean(t) or pa.types.is_null(t),
+}
+assert {kind for _, kind in PROFILE_SCHEMA} <= set(_ARROW_KINDS)

@@ -11,7 +11,7 @@ The train step becomes the trial's controller:
 3. **Fail, recorded.** A failed or evicted pod, a job the operator marks Failed, a job whose pods have
    not all started within `pending_timeout_s` (with why: unschedulable, image pull...), or the
    trial's timeout: the trial ends `failed` with that reason, never as a lost step.
-4. **Read back.** Rank 0's node handed result.json, profile.csv and the model over through the store
+4. **Read back.** Rank 0's node handed result.json, profile.parquet and the model over through the store
    (zeus_kfp.launch.handoff); the result is re-priced under the job's cost function.
 5. **Delete.** The job (and its pods) is deleted when the trial ends, fails, or the step is stopped
    (SIGTERM, as when KFP cancels a run), and so is the trial's live-threshold ConfigMap (which the job

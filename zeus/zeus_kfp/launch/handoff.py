@@ -1,10 +1,12 @@
 """What a cluster trial's pods and the train step hand each other through the store.
 
 Why the store: the train step and the TrainJob/PyTorchJob pods share no disk. Rank 0's node
-uploads the files the trial left in its log dir (result.json, profile.csv, model.pt) and the
+uploads the files the trial left in its log dir (result.json, profile.parquet, model.pt) and the
 train step reads them back; the other way, the step uploads the stored power profile the trial
-reuses. Keys are the store's (zeus_kfp.store.keys.handoff_key): per job, recurrence, attempt and
-*run* (one Kubernetes job), so an adopted job keeps its run and a replaced one never mixes with it.
+reuses (reuse_profile.parquet). A profile is the same Parquet bytes here as in the log dir and the KFP
+artifacts (PowerProfile.to_parquet). Keys are the store's (zeus_kfp.store.keys.handoff_key): per job,
+recurrence, attempt and *run* (one Kubernetes job), so an adopted job keeps its run and a replaced one never
+mixes with it.
 
 The pods learn where to write from these variables (set in the job's manifest), and get the
 store's keys from the Kubernetes Secret the pipeline already uses (never from a parameter).
@@ -12,7 +14,6 @@ store's keys from the Kubernetes Secret the pipeline already uses (never from a 
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,10 +21,9 @@ from pathlib import Path
 
 from zeus_kfp.profiles import PowerProfile
 from zeus_kfp.store import open_store
-from zeus_kfp.train.artifacts import MODEL_FILE, PROFILE_FILE, RESULT_FILE
+from zeus_kfp.train.artifacts import MODEL_FILE, PROFILE_FILE, RESULT_FILE, REUSE_PROFILE_FILE
 
 STORE_ENV = "ZEUS_KFP_STORE"
-REUSE_FILE = "reuse_profile.csv"
 # The Secret keys of the store's credentials (those of KFP's own mlpipeline-minio-artifact Secret) and the
 # variables zeus_kfp.store reads them from: the pipeline's steps and the trial's pods use the same mapping.
 STORE_SECRET_KEY_TO_ENV = {"accesskey": "ZEUS_S3_ACCESS_KEY", "secretkey": "ZEUS_S3_SECRET_KEY"}
@@ -82,24 +82,24 @@ class Handoff:
 
     def fetch_reuse(self, dest_dir: str | os.PathLike[str]) -> Path | None:
         """The profile to reuse, written to dest_dir (ZEUS_PROFILE_PATH points the trial at it); None if none."""
-        data = self._get(REUSE_FILE)
+        data = self._get(REUSE_PROFILE_FILE)
         if data is None:
             return None
-        path = Path(dest_dir) / REUSE_FILE
+        path = Path(dest_dir) / REUSE_PROFILE_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         return path
 
     # -- the train step ---------------------------------------------------------------------------------
     def upload_reuse(self, profile: PowerProfile) -> None:
-        self._put(REUSE_FILE, profile.to_csv().encode())
+        self._put(REUSE_PROFILE_FILE, profile.to_parquet())
 
     def read_result(self) -> bytes | None:
         return self._get(RESULT_FILE)
 
     def read_profile(self) -> PowerProfile:
         data = self._get(PROFILE_FILE)
-        return PowerProfile.empty() if data is None else PowerProfile.from_csv(io.BytesIO(data))
+        return PowerProfile.empty() if data is None else PowerProfile.read_parquet(data)
 
     def read_model(self, dest: Path) -> Path | None:
         data = self._get(MODEL_FILE)

@@ -85,7 +85,7 @@ def train(
     directory.
 
     `trial_log` (a directory) receives the trial's log: the script's stdout and stderr, result.json,
-    profile.csv, what the metrics collector read and whatever else the script wrote to {log_dir}
+    profile.parquet, what the metrics collector read and whatever else the script wrote to {log_dir}
     except the model (which goes to `model`); the step prints where both went.
 
     Never raises for a failing script or for bad inputs (zeus_kfp.steps.inputs names the field): the trial

@@ -156,10 +156,10 @@ def basename(key: str) -> str:
 
 
 # A cluster trial (zeus_kfp.launch) runs in pods the train step does not share a disk with: rank 0's node
-# hands result.json, profile.csv and model.pt back through the store, and the train step hands the pods
+# hands result.json, profile.parquet and model.pt back through the store, and the train step hands the pods
 # the stored profile to reuse. `run` names one Kubernetes job (a retried step that adopts the job keeps
 # its run; one that replaces it gets a new one), so a replaced job never collides with its predecessor.
-HANDOFF_FILES = ("result.json", "profile.csv", "model.pt", "reuse_profile.csv")
+HANDOFF_FILES = ("result.json", "profile.parquet", "model.pt", "reuse_profile.parquet")
 HANDOFF_RUN_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 

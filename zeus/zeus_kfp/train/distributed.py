@@ -13,7 +13,7 @@ and hang. So the decisions are taken on *global* figures:
 - Throughput counts global samples (`global_samples`: every rank handles an equal batch, as
   DistributedSampler guarantees by padding).
 - Rank 0's chosen limit and rank 0's metric are broadcast (`leader_float`, `leader_list`): rank 0
-  decides, the others follow. Only rank 0 writes result.json, profile.csv and the model (as Katib
+  decides, the others follow. Only rank 0 writes result.json, profile.parquet and the model (as Katib
   collects metrics from the master only).
 - Every rank writes a small *rank record* (ranks/rank-NNNNN.json in the log dir): its own energy,
   time, windows and final limit, and on failure its error. The torchrun wrapper (zeus_kfp.launch.torchrun)

@@ -7,7 +7,7 @@ Why a file, written for the script and read by it (docs/DESIGN.md, "The live thr
 - a store that is slow, unreachable or failing must never stall or stop a training loop: the step's
   reader thread (zeus_kfp.steps.threshold_feed) absorbs that, and all the script ever does is read a small
   local file, which it cannot wait on;
-- it is the same kind of hand-over as result.json and profile.csv. Where the script shares the step's file
+- it is the same kind of hand-over as result.json and profile.parquet. Where the script shares the step's file
   system (launcher local, torchrun) the step writes the file into the trial's work directory; a cluster
   trial's pods (TrainJob, PyTorchJob) get it from a ConfigMap the step patches and the kubelet projects into
   a directory mounted in every pod (zeus_kfp.launch.threshold_sink), within its sync period (about a minute).

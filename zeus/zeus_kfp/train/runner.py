@@ -4,7 +4,7 @@ Two kinds of script:
 
 - Zeus-aware (uses ZeusDataLoader): the runner sets the ZEUS_* environment, the script
   profiles power limits, stops itself on target / max epochs / cost, and leaves result.json
-  and profile.csv in its log dir, which the runner reads back.
+  and profile.parquet in its log dir, which the runner reads back.
 - Plain (Katib-style): a collector (zeus_kfp.train.collectors: stdout and stderr, a file, TFEvent files or a
   Prometheus endpoint, in Katib's metricsCollectorSpec shape) reads its metrics; the runner
   measures energy from outside, profiles power limits from outside when the metrics carry a
@@ -37,6 +37,7 @@ from zeus_kfp.power.profile_params import MIN_WINDOW_ALLOWED, valid_min_window_s
 from zeus_kfp.power.simulated import PowerModel, SimulatedGPU, epoch_samples_from_env
 from zeus_kfp.profiles import PowerProfile
 from zeus_kfp.train import artifacts
+from zeus_kfp.train.artifacts import REUSE_PROFILE_FILE
 from zeus_kfp.train.collectors import AUTO_PORT, CollectorError, CollectorSpec, open_collector
 from zeus_kfp.train.env import TrialEnv
 from zeus_kfp.train.live_threshold import LIVE_THRESHOLD_FILE
@@ -48,7 +49,6 @@ from zeus_kfp.train.session import TRIAL_WINDOW
 log = logging.getLogger(__name__)
 
 LOG_SUBDIR = "logs"
-REUSE_PROFILE_FILE = "reuse_profile.csv"
 RUNNER_FILES = frozenset({LOG_SUBDIR, REUSE_PROFILE_FILE, LIVE_THRESHOLD_FILE})  # what the runner puts in work_dir
 METRICS_PORT_ENV = "ZEUS_METRICS_PORT"
 UNBUFFERED_ENV = "PYTHONUNBUFFERED"  # a plain Python script's stdout, line by line into the pipe
@@ -177,7 +177,7 @@ def run_trial(
     profile_path = None
     if reuse_profile is not None and not reuse_profile.is_empty:
         profile_path = str(work_dir / REUSE_PROFILE_FILE)
-        Path(profile_path).write_text(reuse_profile.to_csv())
+        reuse_profile.to_parquet(profile_path)
     trial_env = TrialEnv.for_trial(
         spec,
         batch_size=batch_size,

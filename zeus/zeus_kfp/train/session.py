@@ -8,7 +8,7 @@ Lifecycle: `start()` opens the trial's energy window and installs the safety net
 atexit restore the power limits from before the trial and record it); `epochs()` yields epoch numbers
 until the target is reached, max_epochs pass, or the predicted cost of one more epoch would
 pass the threshold; `finish()` writes result.json (with the profiler's summary: void windows,
-profiling time) and profile.csv into the log dir.
+profiling time) and profile.parquet into the log dir.
 
 Under torchrun (WORLD_SIZE > 1) the same object runs on every rank through zeus_kfp.train.distributed:
 readings are summed over all ranks' GPUs, rank 0's limit and metric are followed by all, and only
@@ -74,7 +74,7 @@ class ZeusTrial:
             return None
         reuse = None
         if self.env.profile_path and Path(self.env.profile_path).exists():
-            reuse = PowerProfile.from_csv(self.env.profile_path)
+            reuse = PowerProfile.read_parquet(self.env.profile_path)
             log.info("the stored power profile at %s: final if complete, else continued", self.env.profile_path)
         params = ProfileParams(self.env.warmup_iters, self.env.profile_iters, min_window_s=self.env.min_window_s).fit(
             self.steps_per_epoch
