@@ -208,7 +208,7 @@ def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) 
     """Check a run's arguments with the rules the pipeline itself applies, before anything is sent.
 
     The job's settings are merged over the package's defaults and built into a JobSpec exactly as
-    the preprocess step will (zeus_kfp.steps.spec_from_params), and the run settings into a RunSettings as
+    the gate step will (zeus_kfp.steps.spec_from_params), and the run settings into a RunSettings as
     the gate will, so a job_id that would leave its prefix, batch_sizes without the default batch size or a
     negative max_running fail here, naming the field, instead of in a pod minutes later. The policy name is
     checked the same way. The package is the one the run uses: the file sent, or the uploaded version a

@@ -214,7 +214,7 @@ def build_pipeline(
     zeus_aware / metric_pattern / metrics_collector / keep: the defaults of those run parameters (how train reads
     the script's metric, and which files it keeps as the model).
     read_max_power: the max_power_w parameter defaults to 0, "read the GPU's maximum power limit at run time",
-    which the gpu-power step does before preprocess registers the job (zeus_kfp.steps.gpu_power; a cluster compile's
+    which the gpu-power step does before the gate registers the job (zeus_kfp.steps.gpu_power; a cluster compile's
     default); False: spec.max_power_w is the default and no gpu-power step runs (local runs, which read
     this machine's GPU before they start).
 

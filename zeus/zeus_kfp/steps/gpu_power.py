@@ -2,7 +2,7 @@
 
 Why a step of its own: Zeus prices time at the GPU's maximum power (MAXPOWER), so the job's cost function
 depends on the GPU the cluster has (700 W on an H100, 400 W on an A100), which the machine that compiles the
-pipeline cannot know. The job's spec, with that figure, is registered by preprocess, which runs on a CPU pod;
+pipeline cannot know. The job's spec, with that figure, is registered by the gate, which runs on a CPU pod;
 the policies price every trial of the history with it, so it must be known before the first trial and stay
 the same afterwards (a later recurrence on another GPU model is refused as a changed spec, naming
 max_power_w). This step runs first, in a pod scheduled like the trials (the train image, one GPU of the
