@@ -194,12 +194,12 @@ def _convert(key: str, raw: str, kind: str) -> Any:
 
 
 def _compiled_settings(package: CompiledPackage) -> dict[str, Any]:
-    """The job settings compiled into the package (not run parameters, such as max_attempts): preprocess's
-    constant inputs."""
+    """The job settings compiled into the package (not run parameters, such as max_attempts): the gate's
+    constant inputs (the one step that takes the job's settings)."""
     from zeus_kfp.job import JobSpec
     from zeus_kfp.settings import settings_of
 
-    constants = package.constants("preprocess")
+    constants = package.constants("gate")
     fixed = [f.name for f in settings_of(JobSpec) if not f.setting.run_parameter]
     return {name: constants[name] for name in fixed if name in constants}
 

@@ -84,7 +84,7 @@ class CompiledPackage:
 
     def constants(self, task: str) -> dict[str, Any]:
         """A task's constant inputs (what compile fixed, not a run parameter), wherever in the DAG it is
-        (preprocess sits in the recurrence gate's condition)."""
+        (preprocess sits in the recurrence gate's condition, the gate at the root)."""
         inputs = self._task(task).get("inputs", {})
         out = {}
         for name, value in inputs.get("parameters", {}).items():

@@ -115,5 +115,5 @@ def assert_the_package_is_the_notebooks_job(path: Path) -> None:
     assert package.default("train_command") == ["{python}", f"{IMAGE_EXAMPLES_DIR}/train_zeus.py"]
     assert package.default("preprocess_ref") == "zeus_kfp.train.example:make_dataset"
     assert package.default("max_power_w") == 0.0 and package.has_task("gpu-power")
-    assert package.constants("preprocess")["max_attempts"] == 2  # the notebook's ATTEMPTS
+    assert package.constants("gate")["max_attempts"] == 2  # the notebook's ATTEMPTS
     assert str(path.parent) not in path.read_text()  # no path of this machine in what a cluster runs
