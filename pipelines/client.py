@@ -193,17 +193,6 @@ def _convert(key: str, raw: str, kind: str) -> Any:
     return raw
 
 
-def _compiled_settings(package: CompiledPackage) -> dict[str, Any]:
-    """The job settings compiled into the package (not run parameters, such as max_attempts): the gate's
-    constant inputs (the one step that takes the job's settings)."""
-    from zeus_kfp.job import JobSpec
-    from zeus_kfp.settings import settings_of
-
-    constants = package.constants("gate")
-    fixed = [f.name for f in settings_of(JobSpec) if not f.setting.run_parameter]
-    return {name: constants[name] for name in fixed if name in constants}
-
-
 def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) -> None:
     """Check a run's arguments with the rules the pipeline itself applies, before anything is sent.
 
@@ -240,8 +229,8 @@ def validate_run_arguments(package: CompiledPackage, arguments: dict[str, Any]) 
             raise ClusterInputError(
                 "max_power_w", 0, "watts > 0: this pipeline was compiled with max_power_w pinned, so no step reads it"
             )
-        merged.pop("max_power_w")  # whatever the GPU says is a valid figure: the rest is checked as preprocess will
-    spec_from_params(**merged | _compiled_settings(package))
+        merged.pop("max_power_w")  # whatever the GPU says is a valid figure: the rest is checked as the gate will
+    spec_from_params(**merged | package.fixed_settings())
     trial = merged_over_defaults({"launcher", "keep"})  # a cluster trial keeps no files by glob (steps.keep)
     launcher = str(trial.get("launcher", "local"))
     for_launcher(str(trial.get("keep") or ""), launcher, launcher in CLUSTER_LAUNCHERS)

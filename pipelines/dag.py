@@ -276,21 +276,17 @@ def build_pipeline(
             probe = gpu_power_step(comps.gpu_power(max_power_w=given["max_power_w"]), opts)
             job_settings["max_power_w"] = probe.output
         run = dict(store_uri=given["store_uri"], run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-                   recurrence_id=given["recurrence_id"], owner=given["owner"])  # fmt: skip
+                   recurrence_id=given["recurrence_id"])  # fmt: skip
         run_params = {name: given[name] for name in run_defaults}  # how this run runs: the gate's alone
         # The gate first (zeus_kfp.steps.gate): the rest runs only in a run that opened a recurrence. An If with no
         # Else: a skipped run has nothing left to do (its outcome is in the store).
         reads = {name: given[name] for name in ("zeus_aware", "metric_pattern", "metrics_collector", "keep")}
-        opening = comps.gate(**job_settings, **fixed, **run_params, **reads, **run, force=given["force"])
+        opening = comps.gate(**job_settings, **fixed, **run_params, **reads, **run, owner=given["owner"],
+                             force=given["force"])  # fmt: skip
         store_step(opening, "preprocess", opts, nested=False)  # the preprocess step's resources: it reads the data
         with dsl.If(opening.output == True):  # noqa: E712  (a KFP condition, not Python)
-            prep = comps.preprocess(  # the spec as the gate agreed it, from the store: no setting crosses twice
-                job_id=given["job_id"],
-                store_uri=given["store_uri"],
-                run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-                recurrence_id=given["recurrence_id"],
-                preprocess_ref=given["preprocess_ref"],
-            )
+            # the spec as the gate agreed it, read from the store: no setting crosses twice
+            prep = comps.preprocess(job_id=given["job_id"], **run, preprocess_ref=given["preprocess_ref"])
             store_step(prep, "preprocess", opts, nested=True)
             shared = {name: value for name, value in given.items() if name not in setting_names} | dict(
                 job_id=given["job_id"],

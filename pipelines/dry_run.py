@@ -74,8 +74,7 @@ def dry_run(
             f"ZEUS_MAX_POWER_W: {PLACEHOLDER_MAX_POWER_W:g} stands for what the gpu-power step reads at run time "
             "(--param max_power_w=W to show another)"
         )
-    constants = package.constants("gate")  # the one step that takes the job's settings
-    spec = spec_from_params(**settings, **{k: v for k, v in constants.items() if k == "max_attempts"})
+    spec = spec_from_params(**settings, **package.fixed_settings())
     config = LaunchConfig.from_params(
         launcher,
         given.get("num_nodes", 1),

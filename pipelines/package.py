@@ -93,6 +93,16 @@ class CompiledPackage:
                 out[name] = runtime["constant"]
         return out
 
+    def fixed_settings(self) -> dict[str, Any]:
+        """The job settings compile fixed, not run parameters (max_attempts: the unrolled loop's length), as the
+        gate, the one step that takes the job's settings, is handed them."""
+        from zeus_kfp.job import JobSpec
+        from zeus_kfp.settings import settings_of
+
+        constants = self.constants("gate")
+        fixed = [f.name for f in settings_of(JobSpec) if not f.setting.run_parameter]
+        return {name: constants[name] for name in fixed if name in constants}
+
     def has_task(self, task: str) -> bool:
         try:
             self._executor(task)

@@ -116,4 +116,5 @@ def assert_the_package_is_the_notebooks_job(path: Path) -> None:
     assert package.default("preprocess_ref") == "zeus_kfp.train.example:make_dataset"
     assert package.default("max_power_w") == 0.0 and package.has_task("gpu-power")
     assert package.constants("gate")["max_attempts"] == 2  # the notebook's ATTEMPTS
+    assert package.fixed_settings() == {"max_attempts": 2}  # what dry-run and run validation build the spec with
     assert str(path.parent) not in path.read_text()  # no path of this machine in what a cluster runs
