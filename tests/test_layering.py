@@ -102,6 +102,7 @@ def test_the_cli_may_import_kfp_inside_a_command(tmp_path):
 FOUNDATION = {
     "zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.run_settings", "zeus_kfp.job",
     "zeus_kfp.trials", "zeus_kfp.trial_history", "zeus_kfp.profiles", "zeus_kfp.summaries", "zeus_kfp.files",
+    "zeus_kfp.parquet_bytes",
 }  # fmt: skip
 ALLOWED: dict[str, set[str]] = {
     # errors every layer raises, and the job's settings declared once: they import nothing of zeus
@@ -114,9 +115,18 @@ ALLOWED: dict[str, set[str]] = {
     "zeus_kfp.signals": set(),
     # replacing a file whole (a temporary file, then a rename): what a trial's hand-over files are written with
     "zeus_kfp.files": set(),
+    # Parquet to and from bytes with Arrow-owned buffers (a Python-owned one can abort the process at exit): a
+    # power profile's crossings and the store's snapshots and drift summaries
+    "zeus_kfp.parquet_bytes": set(),
     # the power profile: a value a trial's outcome (zeus_kfp.job.TrialOutcome) holds, so it sits below the job;
     # then the job and the values that describe its trials
-    "zeus_kfp.profiles": {"zeus_kfp.errors", "zeus_kfp.settings", "zeus_kfp.cost", "zeus_kfp.files"},
+    "zeus_kfp.profiles": {
+        "zeus_kfp.errors",
+        "zeus_kfp.settings",
+        "zeus_kfp.cost",
+        "zeus_kfp.files",
+        "zeus_kfp.parquet_bytes",
+    },
     # how a run runs (the recurrence gate's settings, the dispatch timeout), declared like the job's settings; the
     # job knows their names to tell a spec that holds one where it goes
     "zeus_kfp.run_settings": {"zeus_kfp.errors", "zeus_kfp.settings"},

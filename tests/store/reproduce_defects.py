@@ -34,9 +34,9 @@ import pyarrow as pa
 
 import zeus_kfp
 from zeus_kfp.job import Decision, JobSpec, TrialResult
+from zeus_kfp.parquet_bytes import parquet_bytes, read_parquet_bytes
 from zeus_kfp.store import Store, StoreWarning, keys, open_store
 from zeus_kfp.store.backend import LocalBackend
-from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 SPEC = JobSpec(job_id="edges", batch_sizes=(32, 64, 128), default_batch_size=128, target_metric=0.9, max_epochs=5)
 EXPLORE = Decision(128, None, "exploration", "default batch size first")

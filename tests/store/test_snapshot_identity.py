@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 from zeus_kfp.job import Decision, JobSpec, TrialResult
+from zeus_kfp.parquet_bytes import parquet_bytes, read_parquet_bytes
 from zeus_kfp.store import Store, keys, open_store
 from zeus_kfp.store.backend import ObjectNotFound
-from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 EXPLORE = Decision(128, None, "exploration", "default batch size first")
 

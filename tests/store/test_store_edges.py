@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 
 from zeus_kfp.cli import app
 from zeus_kfp.job import Decision, JobSpec, TrialResult
+from zeus_kfp.parquet_bytes import parquet_bytes, read_parquet_bytes
 from zeus_kfp.store import CorruptObjectError, StoreInputError, keys, open_store
 from zeus_kfp.store.entries import checked
-from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 EXPLORE = Decision(128, None, "exploration", "default batch size first")
 NOT_UTF8 = os.fsdecode(b"caf\xe9.csv")  # a file name that is not UTF-8, as os.fsdecode gives it

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from zeus_kfp.errors import JobSpecError
 from zeus_kfp.files import replace_file
+from zeus_kfp.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 PROFILE_SCHEMA: tuple[tuple[str, str], ...] = (
     ("phase", "string"),  # one of PROFILE_PHASES
@@ -200,9 +201,7 @@ class PowerProfile:
         table = pa.Table.from_pandas(self.rows, preserve_index=False)
         identity = {"batch_size": self.batch_size, "recurrence": self.recurrence, "trial": self.trial}
         metadata = {**table.schema.metadata, IDENTITY_KEY: json.dumps(identity)}
-        sink = pa.BufferOutputStream()
-        pq.write_table(table.replace_schema_metadata(metadata), sink)
-        data = sink.getvalue().to_pybytes()
+        data = parquet_bytes(table.replace_schema_metadata(metadata))
         if path is not None:
             replace_file(path, data)
         return data
@@ -214,7 +213,8 @@ class PowerProfile:
         when it is not Parquet, lacks a column, or holds a column in a type PROFILE_SCHEMA does not allow."""
         where = f"{len(source)} bytes" if isinstance(source, bytes) else str(source)
         try:
-            table = pq.read_table(pa.BufferReader(source) if isinstance(source, bytes) else source)
+            # bytes through an Arrow-owned copy: a reader over Python bytes can abort the process at its exit
+            table = read_parquet_bytes(source) if isinstance(source, bytes) else pq.read_table(source)
         except pa.ArrowInvalid as err:
             raise ValueError(f"{where}: not a power profile's Parquet ({err})") from err
         missing = sorted(set(PROFILE_COLUMNS) - set(table.column_names) - set(OPTIONAL_COLUMNS))

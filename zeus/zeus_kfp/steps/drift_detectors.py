@@ -30,8 +30,8 @@ import pandas as pd
 import pyarrow as pa
 
 from zeus_kfp.errors import FieldError
+from zeus_kfp.parquet_bytes import parquet_bytes, read_parquet_bytes
 from zeus_kfp.run_settings import NO_DRIFT, RunSettings
-from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 MAX_SAMPLE = 10_000  # values kept per column: KS and PSI on a quantile sketch this fine differ by < 1e-4
 PSI_BINS = 10

@@ -14,10 +14,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from zeus_kfp.parquet_bytes import parquet_bytes, read_parquet_bytes
 from zeus_kfp.store import entries, fields, keys, strays
 from zeus_kfp.store.backend import Backend, ObjectNotFound
 from zeus_kfp.store.errors import CorruptObjectError, ObjectProblem
-from zeus_kfp.store.parquet_bytes import parquet_bytes, read_parquet_bytes
 
 RELISTS = 3  # a snapshot deleted between the listing and the fetch (compaction reclaiming it): list again
 JOB, INCARNATION, UPTO, FORMAT = b"zeus_kfp.job_id", b"zeus_kfp.incarnation", b"zeus_kfp.upto", b"zeus_kfp.format"
