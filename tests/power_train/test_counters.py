@@ -131,6 +131,17 @@ def test_the_named_counter_forms_people_print():
     assert line_counters("iter: 30") == {"step": 30}
 
 
+def test_huggingface_trainer_5s_quoted_values_carry_the_epoch():
+    """transformers 5.25's Trainer (disable_tqdm=True), as printed by a real run here: every value is quoted."""
+    assert line_counters("{'loss': '0.09869', 'grad_norm': '0.2143', 'learning_rate': '0.007552', 'epoch': '2'}") == {
+        "epoch": 2
+    }
+    line = "{'eval_loss': '0.1303', 'eval_accuracy': '0.9707', 'eval_runtime': '0.845', 'epoch': '1'}"
+    assert line_counters(line) == {"epoch": 1}
+    assert line_counters("{'loss': '0.6931', 'epoch': '0.32'}") == {"epoch": 0.32}
+    assert line_counters("'epoch': 'abc'") == {} and line_counters("'epoch': '3x'") == {}
+
+
 def test_stdout_collector_spec_names_both_streams():
     assert CollectorSpec().describe() == "stdOut collector (the script's stdout and stderr)"
 

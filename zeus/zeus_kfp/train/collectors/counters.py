@@ -15,7 +15,8 @@ Names (any case), and the counter each one is:
 In a line of text, a name is a word of its own (not part of `steps_per_epoch`, `epoch_time`, `3ms/step`,
 `train-step`), optionally quoted, then `=`, `:` or spaces (an opening `[` allowed), then the number:
 `epoch=3`, `Epoch 3/10` (Keras), `Epoch 1: ...`, `epoch 3 | ...`, `[epoch 3, step 1200]`, `Step [100/500]`,
-`'epoch': 0.32` (HuggingFace Trainer's dict lines), `"step": 7`. The first of each name in a line
+`'epoch': 0.32` (HuggingFace Trainer's dict lines), `'epoch': '1'` (Trainer from transformers 5 prints
+every value quoted), `"step": 7`. The first of each name in a line
 counts; in a line redrawn with carriage returns (a progress bar), each counter is its last redraw's.
 
 Values: a step is a whole number >= 0 (`step 3.5` is not a counter). An epoch is a number >= 0: a whole
@@ -42,7 +43,7 @@ _ORDER = tuple(COUNTER_NAMES)  # where a line names several step counters, the f
 _NAMES = "|".join(sorted(COUNTER_NAMES, key=len, reverse=True))
 NAMED_COUNTER = re.compile(
     rf"(?<![\w./-])(?P<name>{_NAMES})['\"]?"  # the name, a word of its own
-    r"(?:\s*[=:]\s*|\s+)\[?"  # `=`, `:` or spaces between name and number
+    r"(?:\s*[=:]\s*|\s+)[\['\"]?"  # `=`, `:` or spaces between name and number (a `[` or quote may open it)
     r"(?P<value>\d+(?:\.\d+)?)(?!\w|\.\d)",  # the number, not the start of a longer word or number
     re.IGNORECASE,
 )
