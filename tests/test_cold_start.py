@@ -48,3 +48,35 @@ def test_the_cli_loads_no_data_library_before_a_command_needs_one():
     probe = f"import sys, zeus_kfp.cli.application; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# What each pipeline step's process imports (the module its component calls) and what the Markdown report and
+# `zeus-kfp show` import: none of them may load a library only some of their work needs. scipy (0.4 s) fits a
+# noisy meter's profile at the choice of a limit; matplotlib (0.4 s) draws figures; TensorBoard's writer
+# (0.45 s, with boto3 where installed) is not used at all; torch (2 s) is the training script's.
+STEP_MODULES = ["zeus_kfp.steps." + step for step in ("gate", "preprocess", "bandit", "train", "feedback")]
+HEAVY = ("scipy", "matplotlib", "tensorboard.summary", "torch")
+
+
+def loaded_heavy(code: str) -> list[str]:
+    probe = f"import sys\n{code}\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_each_pipeline_step_and_the_report_modules_load_only_what_they_use():
+    assert loaded_heavy("\n".join(f"import {module}" for module in STEP_MODULES)) == []
+    assert loaded_heavy("import zeus_kfp.report.markdown, zeus_kfp.report.plots, zeus_kfp.report.tensorboard") == []
+
+
+def test_show_without_plots_draws_nothing_and_loads_no_plotting_library(tmp_path):
+    store = open_store(str(tmp_path / "store"))
+    spec = JobSpec(job_id="cold", batch_sizes=(32, 64), default_batch_size=64, target_metric=0.9, max_epochs=5)
+    store.ensure_job(spec)
+    show = f"""
+from typer.testing import CliRunner
+from zeus_kfp.cli.application import app
+result = CliRunner().invoke(app, ["show", "cold", "--store", {store.uri!r}])
+assert result.exit_code == 0 and "cold" in result.output, result.output
+"""
+    assert loaded_heavy(show) == []

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from zeus_kfp.profiles import PowerProfile
 
@@ -65,6 +64,10 @@ class OptimumSelector:
         counts = np.bincount(which)
         power, throughput = np.bincount(which, power) / counts, np.bincount(which, throughput) / counts
         if self.monotone and len(unique) > 1:
+            # scipy.optimize loads in ~0.4 s, paid by every pipeline step that imports this module: only a
+            # noisy meter's profile, at the limit's choice, needs it.
+            from scipy.optimize import isotonic_regression
+
             power = isotonic_regression(power, weights=counts.astype(float)).x
             throughput = isotonic_regression(throughput, weights=counts.astype(float)).x
         return unique, power, throughput

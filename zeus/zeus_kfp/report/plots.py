@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from zeus_kfp.job import JobSpec, TrialStatus
 from zeus_kfp.power.selection import choose_limit
@@ -29,6 +28,10 @@ from zeus_kfp.report.numbers import (
     per_recurrence,
     profile_states,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
 
 PLOT_NAMES = ("cost_per_recurrence", "batch_size_per_trial", "posterior", "power_profile")
 _STATUS_STYLE = {
@@ -58,6 +61,21 @@ def _title(text: str, source: str) -> str:
     return f"{text}, {source}" if source else text
 
 
+def _figure(width: float, height: float) -> Figure:
+    """A new figure. matplotlib loads here, when a figure is drawn, not with this module: the Markdown report,
+    `zeus-kfp show` and the TensorBoard writer import it for its names and helpers, and matplotlib's import
+    costs 0.4 s of CPU in every such process (seconds under load)."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height))
+
+
+def _integer_ticks(axis: Axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _save(fig: Figure, path: Path, title: str, description: str = "") -> Path:
     """Save as PNG with the title (and `description`) also in the PNG's metadata, so tools (and tests) can
     read what a figure is, and whether it is simulated, without looking at pixels."""
@@ -74,14 +92,14 @@ def plot_cost_per_recurrence(trials: pd.DataFrame, profiles: pd.DataFrame, spec:
     if rec.empty:
         return None
     baseline = default_config_cost(trials, profiles, spec)
-    fig = Figure(figsize=(7, 4))
+    fig = _figure(7, 4)
     ax = fig.add_subplot()
     colors = ["tab:blue" if r else "tab:red" for r in rec["reached"]]
     ax.bar(rec["recurrence"], rec["cost"], color=colors, label="recurrence cost (red: target missed)")
     if (rec["failed_cost"] > 0).any():  # waste, on top: not the policy's, left out of the saving
         ax.bar(rec["recurrence"], rec["failed_cost"], bottom=rec["cost"], color="lightgray", hatch="//",
                edgecolor="gray", label="failed trials (no model; not in the saving)")  # fmt: skip
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(ax.xaxis)
     if baseline.cost is not None:
         ax.axhline(baseline.cost, color="black", linestyle="--", label="default config")
     ax.set_ylim(0, max(float((rec["cost"] + rec["failed_cost"]).max()), baseline.cost or 0.0) * 1.25)  # legend room
@@ -98,7 +116,7 @@ def plot_batch_size_per_trial(trials: pd.DataFrame, spec: JobSpec, path: Path) -
     """Which batch size the bandit chose for each trial, marked by how the trial ended."""
     if trials.empty:
         return None
-    fig = Figure(figsize=(7, 4))
+    fig = _figure(7, 4)
     ax = fig.add_subplot()
     ordered = trials.sort_values(["recurrence", "trial"]).reset_index(drop=True)
     for status, group in ordered.groupby("status"):
@@ -107,7 +125,7 @@ def plot_batch_size_per_trial(trials: pd.DataFrame, spec: JobSpec, path: Path) -
     ax.axhline(spec.default_batch_size, color="gray", linestyle=":", label="default batch size")
     ax.set_yscale("log", base=2)
     ax.set_yticks(list(spec.batch_sizes), [str(b) for b in spec.batch_sizes])
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(ax.xaxis)
     ax.set_xlabel("trial (in order, across recurrences)")
     ax.set_ylabel("batch size")
     title = _title(f"{spec.job_id}: batch size chosen per trial", source_label(trials))
@@ -126,7 +144,7 @@ def plot_posterior(bandit_state: pd.DataFrame, spec: JobSpec, path: Path, source
     if bandit_state.empty or bandit_state["posterior_mean"].isna().all():
         return None  # no arm has an observation yet: nothing to draw
     state = bandit_state.sort_values("batch_size")
-    fig = Figure(figsize=(7, 4))
+    fig = _figure(7, 4)
     ax = fig.add_subplot()
     labels = [str(int(b)) for b in state["batch_size"]]
     grey = False
@@ -160,7 +178,7 @@ def plot_power_profile(trials: pd.DataFrame, profiles: pd.DataFrame, spec: JobSp
     train = profiles[profiles["phase"] == "train"] if not profiles.empty else profiles
     if train.empty:
         return None
-    fig = Figure(figsize=(9, 4.5))
+    fig = _figure(9, 4.5)
     ax_tp, ax_cost = fig.subplots(1, 2)
     states = profile_states(trials, profiles)
     for batch_size, group in train.groupby("batch_size"):
