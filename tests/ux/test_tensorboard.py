@@ -96,6 +96,28 @@ def test_three_recurrences_synced_by_zeus_kfp_tensorboard(three_reports, tmp_pat
     assert f"{store.uri}/{keys.tensorboard_dir('example')}" in report and "zeus-kfp tensorboard example" in report
 
 
+def test_each_stored_event_file_is_the_bytes_tensorboards_own_record_writer_frames(three_reports):
+    """The report step frames its events itself (zeus_kfp.report.tensorboard.tf_record): the bytes of every stored
+    file are those TensorBoard's RecordWriter writes for the same events, CRCs and all."""
+    import io
+
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    files = open_store(three_reports).tensorboard_logs("example")
+    assert len(files) == 3
+    for name, data in files.items():
+        path = Path(three_reports).parent / name
+        path.write_bytes(data)
+        events = list(RawEventFileLoader(str(path)).Load())  # TensorBoard's reader, which checks each CRC
+        assert len(events) == 2, name
+        framed = io.BytesIO()
+        writer = RecordWriter(framed)
+        for event in events:
+            writer.write(event)
+        assert framed.getvalue() == data, name
+
+
 def test_unknown_job_and_a_job_without_logs_say_so(tmp_path):
     uri = str(tmp_path / "store")
     populate(open_store(uri), spec=EXAMPLE)
