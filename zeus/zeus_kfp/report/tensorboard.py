@@ -20,7 +20,7 @@ alone (wall times are the recurrence's end), so a retried report step writes the
 report step does not import torch (about 2 s a step). The framing is written here with google-crc32c's CRC
 rather than through TensorBoard's `RecordWriter`, whose import loads TensorBoard's TensorFlow stand-in and,
 through it, boto3 and fsspec where installed: 0.45 s of every report step's CPU, for four struct fields.
-tests/ux/test_report.py checks the bytes against RecordWriter's.
+tests/ux/test_tensorboard.py checks the bytes against RecordWriter's.
 """
 
 from __future__ import annotations
