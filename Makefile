@@ -21,7 +21,7 @@ IMAGE_CUDA := $(IMAGE_REPO):$(VERSION)-cuda
 ZEUSD_COMMIT := 859a60159fcb3ceb7d0d4535b6e0689df97b2944
 IMAGE_ZEUSD  := $(IMAGE_REPO)-zeusd:$(shell echo $(ZEUSD_COMMIT) | cut -c1-12)
 
-.PHONY: setup run check test test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus sources
+.PHONY: setup run check test envs test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus sources
 
 # pip prints what it collects and installs (about a minute on a fresh clone): no --quiet, so setup is never silent.
 $(STAMP): setup.cfg pyproject.toml constraints.txt
@@ -52,8 +52,19 @@ check: lint
 	$(BIN)/python -m pytest -n 2 -q -m fast --durations=10
 
 # Everything, what CI runs (.ci/run): ruff, every tier, then the environments; the 25 slowest tests are listed.
+# The environments build in the background while the suite runs (pip spends much of its time reading and writing
+# files, the suite on the CPU), which takes minutes off the run. pip's output goes to $(ENVS_LOG), printed if
+# the build fails; a failed suite still waits for the build, so nothing is left running.
+ENVS_LOG    := .envs-build.log
+ENVS_STATUS := .envs-build.status
+WAIT_ENVS    = while [ ! -s $(ENVS_STATUS) ]; do sleep 1; done; [ "$$(cat $(ENVS_STATUS))" = 0 ] || \
+               { cat $(ENVS_LOG); echo "building the environments failed: pip's output is above" >&2; exit 1; }
 test: lint
-	$(BIN)/python -m pytest -n 2 -q --durations=25
+	@rm -f $(ENVS_STATUS)
+	@echo "building $(LOWEST) and $(BESIDE) in the background while the suite runs (pip's output: $(ENVS_LOG))"
+	@( $(MAKE) --no-print-directory envs > $(ENVS_LOG) 2>&1; echo $$? > $(ENVS_STATUS) ) &
+	$(BIN)/python -m pytest -n 2 -q --durations=25 || { $(WAIT_ENVS); exit 1; }
+	@$(WAIT_ENVS)
 	$(MAKE) test-envs
 
 # The environments users already have. .venv-lowest holds every dependency at the floor setup.cfg
@@ -85,7 +96,9 @@ $(BESIDE)/.deps: setup.cfg pyproject.toml constraints.txt | $(STAMP)
 	$(BESIDE)/bin/python -m pip install -c constraints.txt $(BESIDE)/wheels/*.whl
 	touch $@
 
-test-envs: $(STAMP) $(LOWEST)/.installed $(BESIDE)/.deps
+envs: $(STAMP) $(LOWEST)/.installed $(BESIDE)/.deps
+
+test-envs: envs
 	rm -f $(BESIDE)/wheels/zeus_kfp-*.whl $(BESIDE)/.installed
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w $(BESIDE)/wheels .
 	$(BESIDE)/bin/python -m pip install --no-deps --force-reinstall $(BESIDE)/wheels/zeus_kfp-*.whl
@@ -121,4 +134,4 @@ wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
 
 clean:
-	rm -rf $(VENV) $(LOWEST) $(BESIDE) .pytest_cache .ruff_cache *.egg-info dist
+	rm -rf $(VENV) $(LOWEST) $(BESIDE) $(ENVS_LOG) $(ENVS_STATUS) .pytest_cache .ruff_cache *.egg-info dist
