@@ -58,6 +58,7 @@ def main() -> None:
             print(f"epoch={epoch + 1} accuracy={accuracy:.4f}", flush=True)
         train.report_metric(accuracy)
     train.save_model(model.module)
+    dist.destroy_process_group()  # as PyTorch's DDP tutorial ends
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ never interleave with the user's (NCCL) collectives and work on CPU tensors.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import logging
 import os
@@ -155,6 +157,7 @@ class TorchRanks(Ranks):
         timeout = timeout_s or float(os.environ.get(COLLECTIVE_TIMEOUT_ENV, DEFAULT_COLLECTIVE_TIMEOUT_S))
         self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout))
         self.abandoned = False
+        atexit.register(self.close)
         self.readings: list[dict[str, Any]] = []  # this rank's own profiling windows, for its record
         self._record_path: Path | None = None
         self._record: dict[str, Any] = {}
@@ -220,6 +223,18 @@ class TorchRanks(Ranks):
 
     def abandon(self) -> None:
         self.abandoned = True
+
+    def close(self) -> None:
+        """Destroy this rank's gloo group at exit, while the interpreter is whole. A gloo group left to the
+        interpreter's teardown can abort the process after the trial has ended (SIGABRT, "terminate called without
+        an active exception": its worker threads still hold tensors, pytorch/pytorch#190489), which the runner
+        must count as the rank failing. No collective runs after this (abandoned)."""
+        self.abandon()
+        group, self.group = self.group, None
+        if group is None or not self._dist.is_initialized():
+            return
+        with contextlib.suppress(RuntimeError, ValueError):  # the script destroyed every group already
+            self._dist.destroy_process_group(group)
 
     # -- failures and records ----------------------------------------------------------------------
     def install(self) -> None:
