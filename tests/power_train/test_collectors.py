@@ -195,6 +195,10 @@ def test_tfevent_collector_reads_scalars_written_by_torch_summary_writer(tmp_pat
         root, train = SummaryWriter(sys.argv[1]), SummaryWriter(sys.argv[1] + "/train")
         for step, acc in ((1, 0.5), (2, 0.625)):
             root.add_scalar("accuracy", acc, step)
+        # On disk before the other writer's events: each writer's thread writes its file when it likes, and a read
+        # that saw train/loss at step 2 first would take accuracy's step 1 for the epoch index (a coarser axis).
+        root.flush()
+        for step, acc in ((1, 0.5), (2, 0.625)):
             train.add_scalar("loss", 1 - acc, step)
         root.add_text("note", "text is not a scalar", 0)
         root.flush(); train.flush()
