@@ -20,7 +20,7 @@ from ux.cli_process import run_cli
 
 PREFIX = "private/ns1/zk"
 STORE = f"s3://{KUBEFLOW_BUCKET}/{PREFIX}"
-RECURRENCES = 3
+RECURRENCES = 2
 
 
 def upstream_client(server) -> Minio:
