@@ -51,21 +51,24 @@ lint: $(STAMP)
 check: lint
 	$(BIN)/python -m pytest -n 2 -q -m fast --durations=10
 
-# Everything, what CI runs (.ci/run): ruff, every tier, then the environments; the 25 slowest tests are listed.
-# The environments build in the background while the suite runs (pip spends much of its time reading and writing
-# files, the suite on the CPU), which takes minutes off the run. pip's output goes to $(ENVS_LOG), printed if
-# the build fails; a failed suite still waits for the build, so nothing is left running.
+# Everything, what CI runs (.ci/run): ruff and every tier, the environments' tests among them; the 25 slowest tests
+# are listed. Three workers on two cores: with two, the suite left 15 % of the CPU idle while its tests waited on
+# their processes, servers and pipeline steps (14 min 0 s against 16 min 37 s, benchmarks/RESULTS.md). The environments build in the background while the suite runs (pip spends much of its time reading
+# and writing files, the suite on the CPU): their tests, ordered after every other costly one, wait for the build
+# (tests/envs/venvs.py) and so run beside the fast tier instead of after the suite. pip's output goes to
+# $(ENVS_LOG), shown by a test that finds the build failed; a failed suite still waits for the build, so nothing
+# is left running.
 ENVS_LOG    := .envs-build.log
 ENVS_STATUS := .envs-build.status
 WAIT_ENVS    = while [ ! -s $(ENVS_STATUS) ]; do sleep 1; done; [ "$$(cat $(ENVS_STATUS))" = 0 ] || \
-               { cat $(ENVS_LOG); echo "building the environments failed: pip's output is above" >&2; exit 1; }
+               { tail -n 40 $(ENVS_LOG); echo "building the environments failed: the end of $(ENVS_LOG) is above" >&2; exit 1; }
 test: lint
 	@rm -f $(ENVS_STATUS)
 	@echo "building $(LOWEST) and $(BESIDE) in the background while the suite runs (pip's output: $(ENVS_LOG))"
 	@( $(MAKE) --no-print-directory envs > $(ENVS_LOG) 2>&1; echo $$? > $(ENVS_STATUS) ) &
-	$(BIN)/python -m pytest -n 2 -q --durations=25 || { $(WAIT_ENVS); exit 1; }
+	ZEUS_TEST_ENVS_STATUS=$(CURDIR)/$(ENVS_STATUS) ZEUS_TEST_ENVS_LOG=$(CURDIR)/$(ENVS_LOG) \
+	  $(BIN)/python -m pytest -n 3 -q --durations=25 -m "envs or not envs" || { $(WAIT_ENVS); exit 1; }
 	@$(WAIT_ENVS)
-	$(MAKE) test-envs
 
 # The environments users already have. .venv-lowest holds every dependency at the floor setup.cfg
 # declares (constraints-lowest.txt; torch stays at the CPU build on disk); .venv-beside-zeus holds zeus-kfp's
@@ -74,11 +77,6 @@ test: lint
 LOWEST := .venv-lowest
 BESIDE := .venv-beside-zeus
 ENV_TEST_TOOLS := pytest pytest-xdist 'moto[s3,server]==5.2.5' hypothesis
-# What runs inside .venv-lowest: the store's contract on both backends, the stored-data and profile tests, and
-# the run settings through the real gate step.
-LOWEST_TESTS := tests/store/test_store_api.py tests/store/test_store_bad_data.py tests/store/test_power_profile.py \
-                tests/store/test_store_values.py tests/store/test_snapshot_identity.py \
-                tests/test_run_settings.py
 
 $(LOWEST)/.installed: setup.cfg pyproject.toml constraints-lowest.txt
 	rm -rf $(LOWEST)
@@ -97,13 +95,14 @@ $(BESIDE)/.deps: setup.cfg pyproject.toml constraints.txt | $(STAMP)
 	touch $@
 
 envs: $(STAMP) $(LOWEST)/.installed $(BESIDE)/.deps
-
-test-envs: envs
 	rm -f $(BESIDE)/wheels/zeus_kfp-*.whl $(BESIDE)/.installed
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w $(BESIDE)/wheels .
 	$(BESIDE)/bin/python -m pip install --no-deps --force-reinstall $(BESIDE)/wheels/zeus_kfp-*.whl
 	touch $(BESIDE)/.installed
-	$(LOWEST)/bin/python -m pytest -n 2 -q -p no:cacheprovider $(LOWEST_TESTS)
+
+# The environments' tests alone (tests/envs: the store's contract and the run settings inside .venv-lowest, the
+# main job and a plain script there, zeus-kfp beside ml-energy's zeus).
+test-envs: envs
 	$(BIN)/python -m pytest -n 2 -q -m envs tests/envs
 
 image:

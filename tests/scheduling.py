@@ -1,4 +1,4 @@
-"""How the suite spreads over pytest-xdist's workers (`make check` and `make test` run `pytest -n 2`; pyproject's
+"""How the suite spreads over pytest-xdist's workers (`make check` runs `pytest -n 2`, `make test` `-n 3`; pyproject's
 addopts choose `--dist loadgroup`).
 
 - Made once, not once per worker: a module-scoped fixture (a pipeline run several tests read, a store built by
@@ -8,6 +8,9 @@ addopts choose `--dist loadgroup`).
 - The costliest first: modules are run in the order of what their tests cost (tiers.py's markers: pipeline
   runs, then processes, servers and slow work, then the fast tier), each module's tests kept together and in
   their order, so no long test starts last while the other worker has nothing left to do.
+- The environments' tests (marked `envs`) after every other costly module and before the fast tier: under
+  `make test` they wait for the environments that build in the background meanwhile (tests/envs/venvs.py), and
+  the fast tier fills the other worker while they run.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ def weight(item: pytest.Item) -> float:
     return sum(w for name, w in WEIGHTS.items() if name in marks) or FAST_WEIGHT
 
 
+def place(tests: list[pytest.Item]) -> int:
+    """0: a module with a costly test; 1: the environments' tests; 2: the fast tier."""
+    if any(test.get_closest_marker("envs") for test in tests):
+        return 1
+    return 2 if all(weight(test) == FAST_WEIGHT for test in tests) else 0
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     """Groups before every other implementation (xdist reads them into the test ids), order after them all
@@ -72,6 +82,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(module_of(item), []).append(item)
-    ranked = sorted(modules.values(), key=lambda tests: -sum(weight(t) for t in tests))  # stable: ties keep order
+    ranked = sorted(modules.values(), key=lambda tests: (place(tests), -sum(weight(t) for t in tests)))  # stable
     items[:] = [item for tests in ranked for item in tests]
     return result

@@ -178,6 +178,7 @@ def test_costly_modules_run_first_and_a_shared_fixture_groups_its_modules_tests(
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
         test_a_cheap="def test_one():\n    pass\n\ndef test_two():\n    pass\n",
+        test_a_envs="import pytest\n\npytestmark = pytest.mark.envs\n\n\ndef test_in_an_environment():\n    pass\n",
         test_b_costly="""
 import subprocess
 
@@ -199,8 +200,9 @@ def test_reads_the_shared_fixture(made_once):
     )
     recorded = pytester.inline_run("--collect-only")
     items = recorded.getcall("pytest_collection_modifyitems").items  # in the order they run
-    assert [item.name for item in items] == ["test_runs_a_process", "test_reads_the_shared_fixture", "test_one",
-                                             "test_two"]  # fmt: skip
+    # the environments' tests after every costly module, before the fast tier
+    assert [item.name for item in items] == ["test_runs_a_process", "test_reads_the_shared_fixture",
+                                             "test_in_an_environment", "test_one", "test_two"]  # fmt: skip
     groups = {item.name: [m.args for m in item.iter_markers("xdist_group")] for item in items}
     assert groups["test_reads_the_shared_fixture"] == [("test_b_costly.py",)]
     assert groups["test_runs_a_process"] == groups["test_one"] == []

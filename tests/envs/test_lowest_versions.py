@@ -16,6 +16,16 @@ pytestmark = pytest.mark.envs
 # The lines `zeus-kfp run` prints about the saving: one per recurrence and the summary.
 SAVING_LINES = re.compile(r"^ *(recurrence \d+: cost .*|saving vs the default config: .*)$", re.MULTILINE)
 INSTALLED = "import importlib.metadata as m, json, sys; print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))"
+# What runs inside .venv-lowest, by its own pytest: the store's contract on both backends, the stored-data and
+# profile tests, and the run settings through the real gate step.
+LOWEST_TESTS = [
+    "tests/store/test_store_api.py",
+    "tests/store/test_store_bad_data.py",
+    "tests/store/test_power_profile.py",
+    "tests/store/test_store_values.py",
+    "tests/store/test_snapshot_identity.py",
+    "tests/test_run_settings.py",
+]
 
 PLAIN_SCRIPT = """\
 import argparse
@@ -37,6 +47,14 @@ def test_the_lowest_environment_holds_the_declared_floors(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     installed = json.loads(proc.stdout)
     assert {name: version.split("+")[0] for name, version in installed.items()} == pins
+
+
+def test_the_stores_contract_and_the_run_settings_hold_with_the_lowest_versions(tmp_path: Path) -> None:
+    lowest = built_venv(".venv-lowest")
+    pytest_args = ["-n", "2", "-q", "-p", "no:cacheprovider", "--basetemp", tmp_path / "t", *LOWEST_TESTS]
+    proc = run([lowest / "bin" / "python", "-m", "pytest", *pytest_args], cwd=ROOT)
+    assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+    assert re.search(r"^\d+ passed", proc.stdout.splitlines()[-1]), proc.stdout[-2000:]
 
 
 def test_the_main_job_saves_the_same_with_the_lowest_versions(tmp_path: Path) -> None:
