@@ -18,13 +18,13 @@ from zeus_kfp.simulate.trace_trial import TraceBackend
 from zeus_kfp.store import open_store
 
 
-# Each seed with the fewest recurrences that hold a retry within a recurrence (the default policy rarely misses:
+# The seed with the fewest recurrences that hold a retry within a recurrence (the default policy rarely misses:
 # it cuts no exploration trial short beyond beta) and both profiled and reused trials, as the simulator counts
-# them (no seed from 0 to 39 needs fewer). benchmarks/equivalence.py runs these pairs for 10 recurrences.
+# them (no seed from 0 to 39 needs fewer): every path either side can take, on one workload. benchmarks/equivalence.py
+# runs it and movielens-1m/v100 seed 4 (7 recurrences for the same) for 10 recurrences each; its smoke run, in the
+# suite, the movielens pair's first recurrence.
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("workload", "gpu", "seed", "recurrences"), [("librispeech", "a40", 0, 6), ("movielens-1m", "v100", 4, 7)]
-)
+@pytest.mark.parametrize(("workload", "gpu", "seed", "recurrences"), [("librispeech", "a40", 0, 6)])
 def test_pipeline_and_simulator_give_the_same_trials(tmp_path, workload, gpu, seed, recurrences):
     backend = TraceBackend(workload, gpu)
     spec = backend.spec(f"eq-{workload}", max_attempts=5, seed=seed)
