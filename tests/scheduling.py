@@ -68,7 +68,7 @@ def place(tests: list[pytest.Item]) -> int:
     """0: a module with a costly test; 1: the environments' tests; 2: the fast tier."""
     if any(test.get_closest_marker("envs") for test in tests):
         return 1
-    return 2 if all(weight(test) == FAST_WEIGHT for test in tests) else 0
+    return 2 if all(test.get_closest_marker("fast") for test in tests) else 0
 
 
 @pytest.hookimpl(wrapper=True)
