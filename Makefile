@@ -24,20 +24,21 @@ IMAGE_ZEUSD  := $(IMAGE_REPO)-zeusd:$(shell echo $(ZEUSD_COMMIT) | cut -c1-12)
 .PHONY: setup run check test envs test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus sources
 
 # pip installs uv (pinned in constraints.txt), and uv installs the rest: the same packages at the same versions as
-# `pip install`, in 45 s on a fresh clone where pip took 61 s, and the two environments below in 50 s beside the suite
-# where pip took about 190 s (benchmarks/RESULTS.md, "CI timings"). Most of the 45 s is compiling bytecode, as pip
-# does: where PYTHONDONTWRITEBYTECODE is set (it is on this machine) a module without its .pyc is compiled again by
-# every process that imports it, and the suite starts thousands (uncompiled, it had done 18 % of its tests at 10
-# minutes, against 32 %). uv reads none of pip's configuration, so the find-links pip is given (where a machine
-# keeps wheels of its own, as this one keeps torch's CPU build) are handed on, read once and only by a recipe that
-# installs; a package mirror is uv's own UV_INDEX_URL. uv prints what it installs: setup is never silent.
+# `pip install`, in 45 s on a fresh clone where pip took 61 s, and the two environments below in 20 s beside the
+# suite where pip took about 190 s (benchmarks/RESULTS.md, "CI timings"). Most of the 45 s is compiling .venv's
+# bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set (it is on this machine) a module without its .pyc is
+# compiled again by every process that imports it (uncompiled, the suite had done 18 % of its tests at 10 minutes,
+# against 32 %). The two environments skip it: their tests run them without PYTHON* variables (tests/envs/venvs.py),
+# so each process writes the .pyc of what it imports, once. uv reads none of pip's configuration, so the find-links
+# pip is given (where a machine keeps wheels of its own, as this one keeps torch's CPU build) are handed on, read
+# once and only by a recipe that installs; a package mirror is uv's own UV_INDEX_URL. uv prints what it installs.
 FIND_LINKS = $(eval FIND_LINKS := $$(sort $$(PIP_FIND_LINKS) $$(shell $(PYTHON) -m pip config get global.find-links \
                2>/dev/null)))$(FIND_LINKS)
-UV_INSTALL = $(BIN)/uv pip install --compile-bytecode $(foreach dir,$(FIND_LINKS),--find-links $(dir)) --python
+UV_INSTALL = $(BIN)/uv pip install $(foreach dir,$(FIND_LINKS),--find-links $(dir)) --python
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -c constraints.txt uv
-	$(UV_INSTALL) $(BIN)/python -c constraints.txt -e '.[test]' pip
+	$(UV_INSTALL) $(BIN)/python --compile-bytecode -c constraints.txt -e '.[test]' pip
 	touch $(STAMP)
 	@echo "setup done: .venv is ready (activate it with '. .venv/bin/activate', or call .venv/bin/zeus-kfp)"
 
