@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zeus_kfp.report.arms import DEFAULT_POLICY  # arms loads no plotting library
 from zeus_kfp.steps.params import resolve_store_uri
@@ -27,38 +27,36 @@ def recurrence_report(
     """Read the job from the store at `store_uri`, plot its history into `out_dir` and report on the
     recurrence `recurrence_id` (None: the latest one that has trials), as
     zeus_kfp.report.build_recurrence_report does."""
-    return _report_of(open_store(store_uri), job_id, recurrence_id, out_dir, policy)
+    return _report_of(_job_record(open_store(store_uri), job_id), recurrence_id, out_dir, policy)
 
 
-def _report_of(store: Store, job_id: str, recurrence_id: str | None, out_dir: Path, policy: str) -> RecurrenceReport:
+def _job_record(store: Store, job_id: str) -> dict[str, Any]:
+    """What the report and the TensorBoard event are made from, read from the store once for both."""
+    return {
+        "spec": store.get_job(job_id),
+        "trials": store.trials(job_id),
+        "profiles": store.profiles(job_id),
+        "history": store.history(job_id),
+    }
+
+
+def _report_of(record: dict[str, Any], recurrence_id: str | None, out_dir: Path, policy: str) -> RecurrenceReport:
     # deferred: the report draws with matplotlib, which every other step (zeus_kfp.steps imports this module)
     # must not load (tests/test_cold_start.py)
     from zeus_kfp.report import build_recurrence_report
 
-    return build_recurrence_report(
-        spec=store.get_job(job_id),
-        trials=store.trials(job_id),
-        profiles=store.profiles(job_id),
-        history=store.history(job_id),
-        recurrence_id=recurrence_id,
-        out_dir=Path(out_dir),
-        policy=policy,
-    )
+    return build_recurrence_report(**record, recurrence_id=recurrence_id, out_dir=Path(out_dir), policy=policy)
 
 
-def append_recurrence(store: Store, job_id: str, recurrence_id: str, policy: str = DEFAULT_POLICY) -> str:
+def append_recurrence(
+    store: Store, job_id: str, recurrence_id: str, policy: str = DEFAULT_POLICY, record: dict[str, Any] | None = None
+) -> str:
     """Store the recurrence's TensorBoard event file in the job's log directory (once); returns its name.
-    The posterior is `policy`'s (the run's: the store does not record it)."""
+    The posterior is `policy`'s (the run's: the store does not record it); `record` is the job as already read
+    (_job_record), or None to read it."""
     from zeus_kfp.report.tensorboard import recurrence_event  # deferred: matplotlib, as in _report_of
 
-    name, data = recurrence_event(
-        spec=store.get_job(job_id),
-        trials=store.trials(job_id),
-        profiles=store.profiles(job_id),
-        history=store.history(job_id),
-        recurrence_id=recurrence_id,
-        policy=policy,
-    )
+    name, data = recurrence_event(**(record or _job_record(store, job_id)), recurrence_id=recurrence_id, policy=policy)
     store.tensorboard_logs(job_id, add={name: data}, read=False)
     return name
 
@@ -91,9 +89,10 @@ def report(
 
     store_uri = resolve_store_uri(store_uri)
     store = open_store(store_uri or None)
+    record = _job_record(store, job_id)
     with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
-        rep = _report_of(store, job_id, recurrence_id, Path(plots_dir), policy)
-    append_recurrence(store, job_id, recurrence_id, policy)
+        rep = _report_of(record, recurrence_id, Path(plots_dir), policy)
+    append_recurrence(store, job_id, recurrence_id, policy, record)
     Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
     section = markdown_section(log_dir_uri(store.uri, job_id), store.uri, job_id)
     Path(markdown_path).write_text(rep.markdown + section)
