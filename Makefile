@@ -65,11 +65,10 @@ check: lint
 # Everything, what CI runs (.ci/run): ruff and every tier, the environments' tests among them; the 25 slowest tests
 # are listed. Three workers on two cores: with two, the suite left 15 % of the CPU idle while its tests waited on
 # their processes, servers and pipeline steps (14 min 0 s against 16 min 37 s: benchmarks/RESULTS.md). The
-# environments build in the background while the suite runs (pip spends much of its time reading and writing
-# files, the suite on the CPU): their tests, ordered after every other costly one, wait for the build
-# (tests/envs/venvs.py) and so run beside the fast tier instead of after the suite. pip's output goes to
-# $(ENVS_LOG), shown by a test that finds the build failed; a failed suite still waits for the build, so nothing
-# is left running.
+# environments build in the background while the suite runs (18 s with uv): their tests, ordered after every
+# other costly one, wait for the build (tests/envs/venvs.py) and so run beside the fast tier instead of after the
+# suite. The build's output goes to $(ENVS_LOG), shown by a test that finds the build failed; a failed suite still
+# waits for the build, so nothing is left running.
 ENVS_LOG    := .envs-build.log
 ENVS_STATUS := .envs-build.status
 SUITE_ARGS  := -n 3 -q --durations=25 -m "envs or not envs"
@@ -78,7 +77,7 @@ WAIT_ENVS    = while [ ! -s $(ENVS_STATUS) ]; do sleep 1; done; [ "$$(cat $(ENVS
                  exit 1; }
 test: lint
 	@rm -f $(ENVS_STATUS)
-	@echo "building $(LOWEST) and $(BESIDE) in the background while the suite runs (pip's output: $(ENVS_LOG))"
+	@echo "building $(LOWEST) and $(BESIDE) in the background while the suite runs (their output: $(ENVS_LOG))"
 	@( $(MAKE) --no-print-directory envs > $(ENVS_LOG) 2>&1; echo $$? > $(ENVS_STATUS) ) &
 	@echo '$(BIN)/python -m pytest $(SUITE_ARGS)'
 	@ZEUS_TEST_ENVS_STATUS=$(CURDIR)/$(ENVS_STATUS) ZEUS_TEST_ENVS_LOG=$(CURDIR)/$(ENVS_LOG) \

@@ -40,7 +40,8 @@ PLAIN_JOB = "job_id: plain\nbatch_sizes: [16, 32, 64, 128]\ndefault_batch_size: 
 
 
 def test_the_lowest_environment_holds_the_declared_floors(tmp_path: Path) -> None:
-    """Were pip to resolve a newer release than a pin, every other test here would test the wrong thing."""
+    """Were the installer (uv: Makefile) to resolve a newer release than a pin, every other test here would test the
+    wrong thing."""
     lowest = built_venv(".venv-lowest")
     pins = dict(line.split("==") for line in (ROOT / "constraints-lowest.txt").read_text().split() if "==" in line)
     proc = run([lowest / "bin" / "python", "-c", INSTALLED, *pins], cwd=tmp_path)
