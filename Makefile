@@ -24,8 +24,8 @@ IMAGE_ZEUSD  := $(IMAGE_REPO)-zeusd:$(shell echo $(ZEUSD_COMMIT) | cut -c1-12)
 .PHONY: setup run check test envs test-envs lint clean image push-image wheel image-zeusd push-image-zeusd prometheus sources
 
 # pip installs uv (pinned in constraints.txt), and uv installs the rest: the same packages at the same versions as
-# `pip install`, in 45 s on a fresh clone where pip took 61 s, and the two environments below in 20 s beside the
-# suite where pip took about 190 s (benchmarks/RESULTS.md, "CI timings"). Most of the 45 s is compiling .venv's
+# `pip install`, in 26-31 s on a fresh clone where pip took 61 s, and the two environments below in 18 s beside
+# the suite where pip took about 180 s (benchmarks/RESULTS.md, "CI timings"). Most of setup is compiling .venv's
 # bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set (it is on this machine) a module without its .pyc is
 # compiled again by every process that imports it (uncompiled, the suite had done 18 % of its tests at 10 minutes,
 # against 32 %). The two environments skip it: their tests run them without PYTHON* variables (tests/envs/venvs.py),
