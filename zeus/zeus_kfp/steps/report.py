@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from zeus_kfp.report.arms import DEFAULT_POLICY  # arms loads no plotting library
 from zeus_kfp.steps.params import resolve_store_uri
@@ -18,7 +18,20 @@ from zeus_kfp.steps.train import MetricsSink
 from zeus_kfp.store import Store, keys, open_store
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from zeus_kfp.job import JobSpec
+    from zeus_kfp.policy.history import History
     from zeus_kfp.report import RecurrenceReport
+
+
+class JobRecord(TypedDict):
+    """What the report and the TensorBoard event are made from, read from the store once for both."""
+
+    spec: JobSpec
+    trials: pd.DataFrame
+    profiles: pd.DataFrame
+    history: History
 
 
 def recurrence_report(
@@ -30,8 +43,7 @@ def recurrence_report(
     return _report_of(_job_record(open_store(store_uri), job_id), recurrence_id, out_dir, policy)
 
 
-def _job_record(store: Store, job_id: str) -> dict[str, Any]:
-    """What the report and the TensorBoard event are made from, read from the store once for both."""
+def _job_record(store: Store, job_id: str) -> JobRecord:
     return {
         "spec": store.get_job(job_id),
         "trials": store.trials(job_id),
@@ -40,7 +52,7 @@ def _job_record(store: Store, job_id: str) -> dict[str, Any]:
     }
 
 
-def _report_of(record: dict[str, Any], recurrence_id: str | None, out_dir: Path, policy: str) -> RecurrenceReport:
+def _report_of(record: JobRecord, recurrence_id: str | None, out_dir: Path, policy: str) -> RecurrenceReport:
     # deferred: the report draws with matplotlib, which every other step (zeus_kfp.steps imports this module)
     # must not load (tests/test_cold_start.py)
     from zeus_kfp.report import build_recurrence_report
@@ -48,16 +60,14 @@ def _report_of(record: dict[str, Any], recurrence_id: str | None, out_dir: Path,
     return build_recurrence_report(**record, recurrence_id=recurrence_id, out_dir=Path(out_dir), policy=policy)
 
 
-def append_recurrence(
-    store: Store, job_id: str, recurrence_id: str, policy: str = DEFAULT_POLICY, record: dict[str, Any] | None = None
-) -> str:
+def append_recurrence(store: Store, record: JobRecord, recurrence_id: str, policy: str = DEFAULT_POLICY) -> str:
     """Store the recurrence's TensorBoard event file in the job's log directory (once); returns its name.
-    The posterior is `policy`'s (the run's: the store does not record it); `record` is the job as already read
-    (_job_record), or None to read it."""
+    `record` is the job as the report step read it; the posterior is `policy`'s (the run's: the store does not
+    record it)."""
     from zeus_kfp.report.tensorboard import recurrence_event  # deferred: matplotlib, as in _report_of
 
-    name, data = recurrence_event(**(record or _job_record(store, job_id)), recurrence_id=recurrence_id, policy=policy)
-    store.tensorboard_logs(job_id, add={name: data}, read=False)
+    name, data = recurrence_event(**record, recurrence_id=recurrence_id, policy=policy)
+    store.tensorboard_logs(record["spec"].job_id, add={name: data}, read=False)
     return name
 
 
@@ -92,7 +102,7 @@ def report(
     record = _job_record(store, job_id)
     with tempfile.TemporaryDirectory(prefix="zeus-report-") as plots_dir:
         rep = _report_of(record, recurrence_id, Path(plots_dir), policy)
-    append_recurrence(store, job_id, recurrence_id, policy, record)
+    append_recurrence(store, record, recurrence_id, policy)
     Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
     section = markdown_section(log_dir_uri(store.uri, job_id), store.uri, job_id)
     Path(markdown_path).write_text(rep.markdown + section)
